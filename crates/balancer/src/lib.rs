@@ -1,0 +1,1 @@
+//! balancer: placeholder, filled in by its issue.

@@ -1,0 +1,1 @@
+//! device: placeholder, filled in by its issue.

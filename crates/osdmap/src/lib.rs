@@ -1,0 +1,1 @@
+//! osdmap: placeholder, filled in by its issue.

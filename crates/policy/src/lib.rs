@@ -1,0 +1,1 @@
+//! policy: placeholder, filled in by its issue.

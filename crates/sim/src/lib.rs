@@ -1,0 +1,1 @@
+//! sim: placeholder, filled in by its issue.

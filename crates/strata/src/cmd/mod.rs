@@ -1,0 +1,7 @@
+//! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> anyhow::Result<ExitCode>`.
+
+pub mod analyze;
+pub mod balance;
+pub mod crush;
+pub mod osdmap;
+pub mod sim;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs every test strata has, after installing what the tests need.
+# Usage: scripts/test.sh            (from the project root; needs root or sudo for apt-get)
+# Environment: STRATA_SKIP_INSTALL=1 skips the package step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests drive: Ceph's crushtool/osdmaptool (CRUSH conformance), fio and
+# libnbd-bin (NBD clients), zstd (trace decompression).
+packages=(ceph-common fio libnbd-bin zstd)
+commands=(crushtool fio nbdinfo zstd)
+
+if [[ "${STRATA_SKIP_INSTALL:-0}" != 1 ]]; then
+    missing=()
+    for i in "${!commands[@]}"; do
+        command -v "${commands[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")
+    done
+    if ((${#missing[@]})); then
+        echo "== installing Debian packages: ${missing[*]}"
+        sudo_cmd=()
+        [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+        "${sudo_cmd[@]}" apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    if ! command -v cargo >/dev/null 2>&1; then
+        echo "cargo not found: install Rust (rustup) first" >&2
+        exit 1
+    fi
+    rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo test"
+cargo test --workspace --release 2>&1
