@@ -30,6 +30,8 @@ enum Command {
     Analyze(cmd::analyze::Args),
     /// Trace-driven simulators (cache policies).
     Sim(cmd::sim::Args),
+    /// Benchmarks that print a table with the peer measured in the same run.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Command::Balance(args) => cmd::balance::run(args),
         Command::Analyze(args) => cmd::analyze::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
     };
     match result {
         Ok(code) => code,

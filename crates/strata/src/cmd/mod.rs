@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod balance;
+pub mod bench;
 pub mod crush;
 pub mod osdmap;
 pub mod sim;

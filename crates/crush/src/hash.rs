@@ -1,0 +1,1 @@
+//! rjenkins1: the only hash CRUSH defines (Ceph's src/crush/hash.c).

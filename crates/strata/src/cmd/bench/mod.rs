@@ -1,0 +1,32 @@
+//! `strata bench ...`: whole-system benchmarks. Each prints a table with the peer it is compared
+//! against, measured in the same run. One module per benchmark.
+
+use std::process::ExitCode;
+
+pub mod balance;
+pub mod crush;
+pub mod sim;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub which: Which,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Which {
+    /// CRUSH mapping throughput against crushtool on the same map.
+    Crush(crush::Args),
+    /// Balancer result and time against osdmaptool --upmap on the same osdmap.
+    Balance(balance::Args),
+    /// Cache simulator throughput (requests/s per policy).
+    Sim(sim::Args),
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.which {
+        Which::Crush(a) => crush::run(a),
+        Which::Balance(a) => balance::run(a),
+        Which::Sim(a) => sim::run(a),
+    }
+}
