@@ -368,3 +368,105 @@ impl CrushMap {
             .any(|by_class| by_class.values().any(|&shadow| shadow == id))
     }
 }
+
+impl CrushMap {
+    /// Check the invariants the mapper relies on (so a decoded map can be mapped without panics or
+    /// endless loops): every bucket sits at slot `-1 - id`; per-algorithm data matches the item
+    /// count; every bucket item names a present bucket; the hierarchy has no cycle; choose_args
+    /// refer to present buckets and their vectors match the bucket size.
+    pub fn validate(&self) -> crate::error::Result<()> {
+        use crate::error::CrushError;
+        let invalid = |message: String| Err(CrushError::Invalid(message));
+        for (slot, bucket) in self.buckets.iter().enumerate() {
+            let Some(bucket) = bucket else { continue };
+            if i64::from(bucket.id) != -1 - slot as i64 {
+                return invalid(format!("bucket id {} stored in slot {slot}", bucket.id));
+            }
+            let size = bucket.items.len();
+            let data_ok = match &bucket.data {
+                BucketData::Uniform { .. } => true,
+                BucketData::List {
+                    item_weights,
+                    sum_weights,
+                } => item_weights.len() == size && sum_weights.len() == size,
+                BucketData::Straw {
+                    item_weights,
+                    straws,
+                } => item_weights.len() == size && straws.len() == size,
+                BucketData::Straw2 { item_weights } => item_weights.len() == size,
+                BucketData::Tree {
+                    num_nodes,
+                    node_weights,
+                } => {
+                    node_weights.len() == usize::from(*num_nodes)
+                        && (size == 0 || 2 * size <= usize::from(*num_nodes))
+                }
+            };
+            if !data_ok {
+                return invalid(format!(
+                    "bucket {}: {} data does not match its {size} items",
+                    bucket.id,
+                    bucket.algorithm.name()
+                ));
+            }
+            for &item in &bucket.items {
+                if item < 0 && self.bucket(item).is_none() {
+                    return invalid(format!("bucket {} holds missing bucket {item}", bucket.id));
+                }
+            }
+        }
+        // Cycle check: depth-first over buckets, colouring 1 = on the stack, 2 = done.
+        let mut colour = vec![0_u8; self.buckets.len()];
+        for start in 0..self.buckets.len() {
+            if colour[start] != 0 || self.buckets[start].is_none() {
+                continue;
+            }
+            let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+            colour[start] = 1;
+            while let Some(&mut (slot, ref mut next)) = stack.last_mut() {
+                let items = self.buckets[slot]
+                    .as_ref()
+                    .map_or(&[][..], |b| &b.items[..]);
+                if let Some(&item) = items.get(*next) {
+                    *next += 1;
+                    if item >= 0 {
+                        continue;
+                    }
+                    let child = (-1_i64 - i64::from(item)) as usize;
+                    match colour[child] {
+                        0 => {
+                            colour[child] = 1;
+                            stack.push((child, 0));
+                        }
+                        1 => return invalid(format!("bucket {item} contains itself (cycle)")),
+                        _ => {}
+                    }
+                } else {
+                    colour[slot] = 2;
+                    stack.pop();
+                }
+            }
+        }
+        for (index, args) in &self.choose_args {
+            for (&bucket_id, arg) in args {
+                let Some(bucket) = self.bucket(bucket_id) else {
+                    return invalid(format!("choose_args {index}: missing bucket {bucket_id}"));
+                };
+                let size = bucket.items.len();
+                if !arg.ids.is_empty() && arg.ids.len() != size {
+                    return invalid(format!(
+                        "choose_args {index}: bucket {bucket_id}: {} ids for {size} items",
+                        arg.ids.len()
+                    ));
+                }
+                if let Some(weights) = arg.weight_set.iter().find(|w| w.len() != size) {
+                    return invalid(format!(
+                        "choose_args {index}: bucket {bucket_id}: {} weights for {size} items",
+                        weights.len()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
