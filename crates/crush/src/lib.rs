@@ -6,11 +6,14 @@
 //! Invariant: for any map Ceph accepts, [`mapper::do_rule`] returns the very OSD list Ceph's
 //! `crush_do_rule` returns.
 
+pub mod bucket;
 pub mod codec;
 pub mod error;
 pub mod hash;
+pub mod ln;
 pub mod map;
 pub mod mapper;
+pub mod tester;
 pub mod text;
 
 pub use error::{CrushError, Result};
