@@ -1,1 +1,204 @@
-//! device: placeholder, filled in by its issue.
+//! # device: where bytes meet a medium
+//!
+//! Owns the async [`Device`] trait every storage layer of strata writes through, and its
+//! implementations:
+//!
+//! - [`FileDevice`]: a regular file or a block device, with O_DIRECT where the filesystem allows
+//!   it, through a dedicated pool of I/O threads;
+//! - [`MemoryDevice`]: sparse memory, for tests and as the backing of emulated devices;
+//! - [`EmulatedDevice`]: any device slowed down by a documented timing model ([`model`]): HDD
+//!   (seek by distance, rotation, transfer, one actuator, command queueing) or SSD/NVMe
+//!   (latency, channels, IOPS and bandwidth ceilings), with the presets `hdd-7200`, `hdd-10k`,
+//!   `ssd-sata` and `nvme`; service times are honoured to tens of µs by a [`PreciseTimer`];
+//! - [`FaultyDevice`]: any device with seeded or scripted faults (EIO, torn writes, bit flips,
+//!   latency spikes, crashes);
+//! - per-device statistics ([`DeviceStats`]) kept by every device.
+//!
+//! ## Invariants (the contract every implementation keeps)
+//! - **Alignment.** `offset_bytes` and the buffer length of `read_at`/`write_at`, and both
+//!   arguments of `discard`, are multiples of [`Device::block_size_bytes`]; otherwise the call
+//!   fails with [`DeviceError::Misaligned`] and touches nothing. The *memory* alignment of the
+//!   caller's buffer is free: the file device bounces through its own aligned buffers when it
+//!   uses O_DIRECT. A device never does read-modify-write on behalf of a caller, so two
+//!   concurrent writes to different blocks never interfere.
+//! - **Range.** A request must lie inside `[0, size_bytes)`; otherwise
+//!   [`DeviceError::OutOfRange`]. A zero-length request inside the device succeeds.
+//! - **Durability.** A completed `write_at` is visible to every later `read_at`; it is durable
+//!   only after a later `flush` returns `Ok`. After a failed flush, a file device refuses further
+//!   writes and flushes ([`DeviceError::Poisoned`]) rather than guess what reached the medium.
+//! - **Discard** is a hint: afterwards the range reads as zeros on the devices of this crate,
+//!   but callers must not rely on that for real block devices.
+//! - **Concurrency.** All methods take `&self`; any number of operations may be in flight.
+//!   Overlapping concurrent writes land in an unspecified order, blockwise.
+//! - **Statistics.** Every operation that enters a device is counted once by that device, on
+//!   success (ops, bytes, latency) or failure (errors).
+//! - **Policies are pure.** The timing models in [`model`] take state, request and virtual time
+//!   and return times; only the executors ([`EmulatedDevice`], [`PreciseTimer`]) read clocks.
+
+use async_trait::async_trait;
+
+mod aligned;
+mod emulated;
+mod error;
+mod faulty;
+mod file;
+pub mod histogram;
+mod memory;
+pub mod model;
+mod stats;
+mod timer;
+
+pub use emulated::EmulatedDevice;
+pub use error::{DeviceError, EIO};
+pub use faulty::{FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice};
+pub use file::{FileDevice, FileDeviceConfig, IoEngine};
+pub use memory::MemoryDevice;
+pub use model::{EmulationProfile, HddProfile, Scheduler, SsdProfile};
+pub use stats::{DeviceStats, OpGuard, OpStats, StatsRecorder};
+pub use timer::{PreciseTimer, TimerStats};
+
+/// The kinds of operation a device serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// `read_at`.
+    Read,
+    /// `write_at`.
+    Write,
+    /// `flush`.
+    Flush,
+    /// `discard`.
+    Discard,
+}
+
+impl OpKind {
+    /// A dense index (0..4) for per-kind arrays.
+    pub fn index(self) -> usize {
+        match self {
+            OpKind::Read => 0,
+            OpKind::Write => 1,
+            OpKind::Flush => 2,
+            OpKind::Discard => 3,
+        }
+    }
+}
+
+/// What a device is, for statistics and status output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeviceKind {
+    /// A regular file.
+    File,
+    /// A block device node.
+    BlockDevice,
+    /// Memory.
+    Memory,
+    /// A timing model over another device.
+    Emulated,
+    /// Fault injection over another device.
+    Faulty,
+    /// A device implemented in another crate (a cached device, a remote volume, ...).
+    Other(&'static str),
+}
+
+/// An asynchronous block device. Object safe: layers hold `Arc<dyn Device>`.
+///
+/// See the crate documentation for the alignment, range, durability and concurrency contract.
+#[async_trait]
+pub trait Device: Send + Sync {
+    /// Fills `buffer` with the bytes at `offset_bytes`.
+    async fn read_at(&self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), DeviceError>;
+
+    /// Writes `data` at `offset_bytes`; durable after the next successful `flush`.
+    async fn write_at(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError>;
+
+    /// Makes every write completed before this call durable.
+    async fn flush(&self) -> Result<(), DeviceError>;
+
+    /// Tells the device the range's contents are no longer needed.
+    async fn discard(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError>;
+
+    /// Capacity in bytes (a multiple of the block size).
+    fn size_bytes(&self) -> u64;
+
+    /// The alignment every offset and length must have.
+    fn block_size_bytes(&self) -> u64;
+
+    /// The name statistics and logs use.
+    fn name(&self) -> &str;
+
+    /// What kind of device this is.
+    fn kind(&self) -> DeviceKind;
+
+    /// A snapshot of the device's statistics.
+    fn stats(&self) -> DeviceStats;
+}
+
+/// Checks a request against the device contract: aligned to `block_size_bytes` and inside
+/// `size_bytes`. Every device calls this before touching anything.
+pub fn check_request(
+    offset_bytes: u64,
+    length_bytes: u64,
+    size_bytes: u64,
+    block_size_bytes: u64,
+) -> Result<(), DeviceError> {
+    if !offset_bytes.is_multiple_of(block_size_bytes)
+        || !length_bytes.is_multiple_of(block_size_bytes)
+    {
+        return Err(DeviceError::Misaligned {
+            offset_bytes,
+            length_bytes,
+            block_size_bytes,
+        });
+    }
+    match offset_bytes.checked_add(length_bytes) {
+        Some(end) if end <= size_bytes => Ok(()),
+        _ => Err(DeviceError::OutOfRange {
+            offset_bytes,
+            length_bytes,
+            size_bytes,
+        }),
+    }
+}
+
+/// Checks a block size: a power of two of at least 1.
+pub(crate) fn check_block_size(block_size_bytes: u64) -> Result<(), DeviceError> {
+    if block_size_bytes == 0 || !block_size_bytes.is_power_of_two() {
+        return Err(DeviceError::InvalidConfig(format!(
+            "block size {block_size_bytes} is not a power of two"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_request_enforces_alignment_and_range() {
+        assert!(check_request(0, 4096, 8192, 512).is_ok());
+        assert!(check_request(8192, 0, 8192, 512).is_ok());
+        assert!(matches!(
+            check_request(100, 512, 8192, 512),
+            Err(DeviceError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            check_request(0, 100, 8192, 512),
+            Err(DeviceError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            check_request(7680, 1024, 8192, 512),
+            Err(DeviceError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            check_request(u64::MAX - 511, 1024, 8192, 512),
+            Err(DeviceError::OutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn device_is_object_safe() {
+        fn take(_: Option<std::sync::Arc<dyn Device>>) {}
+        take(None);
+    }
+}

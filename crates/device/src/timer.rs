@@ -1,0 +1,241 @@
+//! A timer thread that fires actions at their deadlines to within tens of µs.
+//!
+//! tokio's timer wheel has a 1 ms tick, too coarse for SSD service times of 20-100 µs. The
+//! [`PreciseTimer`] thread sleeps on a condition variable until `spin_ns` before the earliest
+//! deadline, then spins (without yielding, so a busy scheduler cannot push it back a whole
+//! time slice) to the deadline and runs the action. Actions run on the timer thread and must
+//! be short: complete a channel, schedule the next deadline.
+//!
+//! The cost of the precision is CPU: up to `spin_ns` of spinning per deadline, so a stream of
+//! deadlines closer together than `spin_ns` keeps one core busy.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::histogram::{AtomicHistogram, Histogram};
+
+type Action = Box<dyn FnOnce() + Send>;
+
+struct Entry {
+    deadline: Instant,
+    sequence: u64,
+    action: Action,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == CmpOrdering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    /// Reversed, so the std max-heap pops the earliest deadline first.
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        (other.deadline, other.sequence).cmp(&(self.deadline, self.sequence))
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    heap: BinaryHeap<Entry>,
+    sequence: u64,
+    shutdown: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// Set when an entry is added, so a spinning timer re-checks for an earlier deadline.
+    added: AtomicBool,
+    spin: Duration,
+    lateness_ns: AtomicHistogram,
+}
+
+/// How late the timer fired its actions.
+#[derive(Clone, Debug)]
+pub struct TimerStats {
+    /// Delay between each deadline and the moment its action started, in ns.
+    pub lateness_ns: Histogram,
+}
+
+/// A thread that runs actions at precise instants. Cloning shares the thread; the thread ends
+/// when the last clone is dropped.
+#[derive(Clone)]
+pub struct PreciseTimer {
+    shared: Arc<Shared>,
+    _owner: Arc<Owner>,
+}
+
+/// Stops the thread when the last handle goes.
+struct Owner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        queue.shutdown = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+impl PreciseTimer {
+    /// Spin window of the shared timer: the final stretch before a deadline spent spinning.
+    pub const DEFAULT_SPIN: Duration = Duration::from_micros(100);
+
+    /// Starts a timer thread that spins for the last `spin` before each deadline.
+    pub fn start(spin: Duration) -> Self {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            added: AtomicBool::new(false),
+            spin,
+            lateness_ns: AtomicHistogram::default(),
+        });
+        let worker = Arc::clone(&shared);
+        // If the thread cannot be spawned the process is out of resources; nothing to recover.
+        std::thread::Builder::new()
+            .name("device-timer".into())
+            .spawn(move || run(&worker))
+            .expect("spawn the device timer thread");
+        Self {
+            _owner: Arc::new(Owner {
+                shared: Arc::clone(&shared),
+            }),
+            shared,
+        }
+    }
+
+    /// The process-wide timer (started on first use, spin window [`Self::DEFAULT_SPIN`]).
+    /// Sharing one thread means one spinner, whatever the number of emulated devices.
+    pub fn global() -> PreciseTimer {
+        static GLOBAL: OnceLock<PreciseTimer> = OnceLock::new();
+        GLOBAL
+            .get_or_init(|| PreciseTimer::start(Self::DEFAULT_SPIN))
+            .clone()
+    }
+
+    /// Runs `action` on the timer thread at `deadline` (at once if it has passed).
+    pub fn schedule(&self, deadline: Instant, action: impl FnOnce() + Send + 'static) {
+        let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let sequence = queue.sequence;
+        queue.sequence += 1;
+        let earliest = queue.heap.peek().is_none_or(|top| deadline < top.deadline);
+        queue.heap.push(Entry {
+            deadline,
+            sequence,
+            action: Box::new(action),
+        });
+        drop(queue);
+        if earliest {
+            self.shared.added.store(true, Ordering::Release);
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Sleeps until `deadline` with the timer's precision.
+    pub async fn sleep_until(&self, deadline: Instant) {
+        let (done, wait) = tokio::sync::oneshot::channel::<()>();
+        self.schedule(deadline, move || {
+            let _ = done.send(());
+        });
+        let _ = wait.await;
+    }
+
+    /// How late actions have fired so far.
+    pub fn stats(&self) -> TimerStats {
+        TimerStats {
+            lateness_ns: self.shared.lateness_ns.snapshot(),
+        }
+    }
+}
+
+fn run(shared: &Shared) {
+    let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if queue.shutdown {
+            return;
+        }
+        let Some(deadline) = queue.heap.peek().map(|top| top.deadline) else {
+            queue = shared.wake.wait(queue).unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        let now = Instant::now();
+        if deadline <= now {
+            if let Some(entry) = queue.heap.pop() {
+                drop(queue);
+                let started = Instant::now();
+                shared
+                    .lateness_ns
+                    .record(started.saturating_duration_since(entry.deadline).as_nanos() as u64);
+                (entry.action)();
+                queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            }
+            continue;
+        }
+        let remaining = deadline - now;
+        if remaining > shared.spin {
+            shared.added.store(false, Ordering::Release);
+            queue = shared
+                .wake
+                .wait_timeout(queue, remaining - shared.spin)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            continue;
+        }
+        // Final stretch: spin without the lock; stop early if an earlier entry arrives.
+        shared.added.store(false, Ordering::Release);
+        drop(queue);
+        while Instant::now() < deadline && !shared.added.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn fires_in_deadline_order_and_never_early() {
+        let timer = PreciseTimer::start(Duration::from_micros(100));
+        let (sender, receiver) = mpsc::channel();
+        let base = Instant::now() + Duration::from_millis(2);
+        for (index, offset_us) in [900u64, 100, 500, 300].into_iter().enumerate() {
+            let deadline = base + Duration::from_micros(offset_us);
+            let sender = sender.clone();
+            timer.schedule(deadline, move || {
+                let _ = sender.send((index, deadline, Instant::now()));
+            });
+        }
+        let fired: Vec<_> = (0..4).map(|_| receiver.recv().unwrap()).collect();
+        let order: Vec<usize> = fired.iter().map(|f| f.0).collect();
+        assert_eq!(order, vec![1, 3, 2, 0]);
+        for (_, deadline, at) in fired {
+            assert!(at >= deadline);
+        }
+        assert_eq!(timer.stats().lateness_ns.count(), 4);
+    }
+
+    #[tokio::test]
+    async fn sleep_until_waits_for_the_deadline() {
+        let timer = PreciseTimer::global();
+        let deadline = Instant::now() + Duration::from_micros(300);
+        timer.sleep_until(deadline).await;
+        assert!(Instant::now() >= deadline);
+        // A past deadline returns at once.
+        timer
+            .sleep_until(Instant::now() - Duration::from_millis(1))
+            .await;
+    }
+}
