@@ -19,13 +19,14 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::stats::StatsRecorder;
+use crate::timer::PreciseTimer;
 use crate::{check_request, Device, DeviceError, DeviceKind, DeviceStats, OpKind};
 
 /// What a fault does.
@@ -376,7 +377,9 @@ impl FaultyDevice {
 
     async fn spike(&self, duration_us: u64) {
         self.count(|c| c.latency_spikes += 1);
-        tokio::time::sleep(Duration::from_micros(duration_us)).await;
+        // The precise timer works under any async runtime, unlike tokio's sleep.
+        let deadline = Instant::now() + Duration::from_micros(duration_us);
+        PreciseTimer::global().sleep_until(deadline).await;
     }
 
     async fn read(&self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {

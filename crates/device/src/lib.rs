@@ -29,7 +29,8 @@
 //! - **Discard** is a hint: afterwards the range reads as zeros on the devices of this crate,
 //!   but callers must not rely on that for real block devices.
 //! - **Concurrency.** All methods take `&self`; any number of operations may be in flight.
-//!   Overlapping concurrent writes land in an unspecified order, blockwise.
+//!   Overlapping concurrent writes land in an unspecified order, blockwise. A write whose
+//!   future is dropped before it completes may or may not have landed.
 //! - **Statistics.** Every operation that enters a device is counted once by that device, on
 //!   success (ops, bytes, latency) or failure (errors).
 //! - **Policies are pure.** The timing models in [`model`] take state, request and virtual time

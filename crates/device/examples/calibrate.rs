@@ -1,0 +1,135 @@
+//! Drives each emulation preset in real time at QD 1 and QD 32 with 4 KiB random reads and
+//! writes, and prints what it achieved next to what the pure model predicts in virtual time,
+//! plus the precise timer's lateness.
+//!
+//! `cargo run -p device --release --example calibrate [seconds_per_run] [preset...]`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use device::model::{run_closed_loop, Workload};
+use device::{Device, EmulatedDevice, EmulationProfile, MemoryDevice, PreciseTimer};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// An HDD's range spans the full stroke whatever its size; 1 GiB keeps memory use small.
+const HDD_BYTES: u64 = 1 << 30;
+/// Flash has no geometry: a small device bounds the memory random writes allocate.
+const SSD_BYTES: u64 = 64 << 20;
+
+async fn drive(
+    device: Arc<EmulatedDevice>,
+    workload: Workload,
+    queue_depth: usize,
+    run_for: Duration,
+) {
+    let deadline = Instant::now() + run_for;
+    let mut tasks = Vec::new();
+    for worker in 0..queue_depth {
+        let device = Arc::clone(&device);
+        tasks.push(tokio::spawn(async move {
+            let mut rng = ChaCha8Rng::seed_from_u64(worker as u64);
+            let slots = device.size_bytes() / workload.length_bytes;
+            let mut buffer = vec![0x5Au8; workload.length_bytes as usize];
+            while Instant::now() < deadline {
+                let offset = rng.gen_range(0..slots) * workload.length_bytes;
+                let result = if rng.gen_bool(workload.read_fraction) {
+                    device.read_at(offset, &mut buffer).await
+                } else {
+                    device.write_at(offset, &buffer).await
+                };
+                result.expect("emulated I/O over memory cannot fail");
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let seconds: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(3.0);
+    let mut presets: Vec<String> = args.collect();
+    if presets.is_empty() {
+        presets = EmulationProfile::PRESETS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    }
+    let timer = PreciseTimer::global();
+    println!(
+        "{:<9} {:<5} {:>3} | {:>9} {:>9} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>8}",
+        "preset",
+        "op",
+        "qd",
+        "model",
+        "real",
+        "ratio",
+        "mod.mean",
+        "real.mean",
+        "mod.p99",
+        "real.p99",
+        "late.p50",
+        "late.p99"
+    );
+    println!(
+        "{:<19} | {:>9} {:>9} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>8}",
+        "", "IOPS", "IOPS", "", "µs", "µs", "µs", "µs", "µs", "µs"
+    );
+    for name in &presets {
+        let profile =
+            EmulationProfile::preset(name).with_context(|| format!("unknown preset {name}"))?;
+        let size_bytes = match profile {
+            EmulationProfile::Hdd(_) => HDD_BYTES,
+            _ => SSD_BYTES,
+        };
+        for (label, workload) in [
+            ("read", Workload::random_read_4k()),
+            ("write", Workload::random_write_4k()),
+        ] {
+            for queue_depth in [1usize, 32] {
+                let mut model = profile.build(size_bytes);
+                let predicted =
+                    run_closed_loop(model.as_mut(), size_bytes, workload, queue_depth, 20_000, 1);
+                let backing = Arc::new(MemoryDevice::with_block_size("memory", size_bytes, 4096)?);
+                let device = Arc::new(EmulatedDevice::new(name.as_str(), backing, profile.clone()));
+                let timer_before = timer.stats().lateness_ns;
+                let before = device.stats();
+                drive(
+                    Arc::clone(&device),
+                    workload,
+                    queue_depth,
+                    Duration::from_secs_f64(seconds),
+                )
+                .await;
+                let period = device.stats().since(&before);
+                let lateness = timer.stats().lateness_ns.since(&timer_before);
+                let op = if label == "read" {
+                    &period.read
+                } else {
+                    &period.write
+                };
+                let achieved = op.ops as f64 * 1e9 / period.elapsed_ns as f64;
+                println!(
+                    "{:<9} {:<5} {:>3} | {:>9.0} {:>9.0} {:>6.3} | {:>9.1} {:>9.1} | {:>9.1} {:>9.1} | {:>8.1} {:>8.1}",
+                    name,
+                    label,
+                    queue_depth,
+                    predicted.iops(),
+                    achieved,
+                    achieved / predicted.iops(),
+                    predicted.latency_ns.mean() / 1e3,
+                    op.latency_us_mean(),
+                    predicted.latency_ns.percentile(0.99) as f64 / 1e3,
+                    op.latency_us_p99(),
+                    lateness.percentile(0.5) as f64 / 1e3,
+                    lateness.percentile(0.99) as f64 / 1e3,
+                );
+            }
+        }
+    }
+    Ok(())
+}
