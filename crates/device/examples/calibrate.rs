@@ -48,6 +48,43 @@ async fn drive(
     }
 }
 
+/// How late sleeps of a few lengths end: at the timer thread, and as seen by the awaiting task
+/// (which adds the runtime's wake-up).
+async fn timer_accuracy(timer: &PreciseTimer) {
+    println!("precise timer: lateness of 2000 sleeps per length (µs)");
+    println!(
+        "{:>10} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}",
+        "sleep", "timer.p50", "timer.p99", "timer.max", "task.p50", "task.p99", "task.max"
+    );
+    for sleep_us in [20u64, 100, 500, 5000] {
+        let before = timer.stats().lateness_ns;
+        let mut task = device::histogram::Histogram::default();
+        let rounds = if sleep_us >= 5000 { 200 } else { 2000 };
+        for _ in 0..rounds {
+            let deadline = Instant::now() + Duration::from_micros(sleep_us);
+            timer.sleep_until(deadline).await;
+            task.record(
+                Instant::now()
+                    .saturating_duration_since(deadline)
+                    .as_nanos() as u64,
+            );
+        }
+        let at_timer = timer.stats().lateness_ns.since(&before);
+        let us = |ns: u64| ns as f64 / 1e3;
+        println!(
+            "{:>8}µs | {:>9.1} {:>9.1} {:>9.1} | {:>9.1} {:>9.1} {:>9.1}",
+            sleep_us,
+            us(at_timer.percentile(0.5)),
+            us(at_timer.percentile(0.99)),
+            us(at_timer.max()),
+            us(task.percentile(0.5)),
+            us(task.percentile(0.99)),
+            us(task.max()),
+        );
+    }
+    println!();
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -60,6 +97,7 @@ async fn main() -> Result<()> {
             .collect();
     }
     let timer = PreciseTimer::global();
+    timer_accuracy(&timer).await;
     println!(
         "{:<9} {:<5} {:>3} | {:>9} {:>9} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>8}",
         "preset",

@@ -57,7 +57,8 @@ pub enum FaultKind {
 /// When a scripted rule fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultTrigger {
-    /// On the Nth (0-based) operation the rule's filter matches.
+    /// On the Nth (0-based) operation the rule's filter matches (operations served while
+    /// injection is switched off are not counted).
     NthOp(u64),
     /// On every matching operation overlapping `[start_bytes, end_bytes)`.
     OffsetRange {

@@ -12,7 +12,9 @@
 //!   `ssd-sata` and `nvme`; service times are honoured to tens of µs by a [`PreciseTimer`];
 //! - [`FaultyDevice`]: any device with seeded or scripted faults (EIO, torn writes, bit flips,
 //!   latency spikes, crashes);
-//! - per-device statistics ([`DeviceStats`]) kept by every device.
+//! - per-device statistics ([`DeviceStats`]) kept by every device;
+//! - [`DeviceSpec`]: a device described by one string (`hdd-10k@file:/srv/hdd0.img:100G`),
+//!   for configuration files and command lines.
 //!
 //! ## Invariants (the contract every implementation keeps)
 //! - **Alignment.** `offset_bytes` and the buffer length of `read_at`/`write_at`, and both
@@ -46,6 +48,7 @@ mod file;
 pub mod histogram;
 mod memory;
 pub mod model;
+mod spec;
 mod stats;
 mod timer;
 
@@ -55,6 +58,7 @@ pub use faulty::{FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice};
 pub use file::{FileDevice, FileDeviceConfig, IoEngine};
 pub use memory::MemoryDevice;
 pub use model::{EmulationProfile, HddProfile, Scheduler, SsdProfile};
+pub use spec::{parse_size_bytes, Backing, DeviceSpec};
 pub use stats::{DeviceStats, OpGuard, OpStats, StatsRecorder};
 pub use timer::{PreciseTimer, TimerStats};
 
