@@ -1,1 +1,146 @@
-//! policy: placeholder, filled in by its issue.
+//! `policy`: pure cache policies for an SSD cache pool in front of an HDD pool.
+//!
+//! Owns: the [`Cache`] trait every policy implements, modern evictions (one file each under
+//! [`eviction`]), admission filters composable with any eviction ([`admission`]), Belady's offline
+//! optimum, Ceph 16.2's cache tier ([`ceph`]), seed 000's predictive hot table ([`hottable`]) and
+//! our own combination ([`strata`]). [`catalog`] builds any of them from a command-line name.
+//!
+//! Invariants:
+//! - Pure: no I/O, no clock, no threads, no global RNG. Time arrives in [`Request::now_ms`];
+//!   randomness comes from a seed in the config.
+//! - Keys are dense ids (`0..n`) assigned by the caller; the per-key arrays grow on demand.
+//! - `len() <= capacity()` after every call to [`Cache::on_request`] (Ceph's tier keeps its own
+//!   target below the capacity).
+
+pub mod admission;
+pub mod catalog;
+pub mod ceph;
+pub mod eviction;
+pub mod hottable;
+mod list;
+mod sketch;
+pub mod strata;
+
+pub use catalog::{build, PolicySpec, POLICY_NAMES};
+
+/// Dense object id, assigned by the caller (the simulator remaps trace ids at load time).
+pub type Key = u32;
+
+/// One request as a policy sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// Object requested.
+    pub key: Key,
+    /// Bytes of the request (the object's size for whole-object traces).
+    pub size_bytes: u32,
+    /// Virtual time of the request in milliseconds.
+    pub now_ms: u64,
+    /// Sequence number of the request in the trace (0-based).
+    pub seq: u64,
+    /// Whether the request writes.
+    pub write: bool,
+    /// Sequence number of the next request for the same key, `u64::MAX` if none.
+    /// Only offline policies (Belady) read it; online policies must ignore it.
+    pub next_seq: u64,
+}
+
+/// What happened to one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Served from the cache pool.
+    Hit,
+    /// Missed and the object was written into the cache (a promotion: one SSD write).
+    Admitted,
+    /// Missed and served by the backing pool without entering the cache.
+    Bypassed,
+}
+
+impl Outcome {
+    /// Whether the request was served from the cache.
+    pub fn is_hit(self) -> bool {
+        matches!(self, Outcome::Hit)
+    }
+}
+
+/// Side effects of one request that an executor must carry out (the simulator counts them).
+#[derive(Clone, Debug, Default)]
+pub struct Effects {
+    /// Objects removed from the cache (a dirty one must be written back first).
+    pub evicted: Vec<Key>,
+    /// Objects written back to the backing pool and now clean, still cached.
+    pub flushed: Vec<Key>,
+}
+
+impl Effects {
+    /// Empties both lists, keeping their allocations.
+    pub fn clear(&mut self) {
+        self.evicted.clear();
+        self.flushed.clear();
+    }
+}
+
+/// A cache policy: decides hits, admissions and evictions. Pure.
+pub trait Cache {
+    /// Handles one request; evictions and flushes go to `effects`.
+    fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome;
+    /// Objects cached now.
+    fn len(&self) -> usize;
+    /// Whether no object is cached.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Maximum objects cached.
+    fn capacity(&self) -> usize;
+    /// Whether `key` is cached.
+    fn contains(&self, key: Key) -> bool;
+    /// Display name including the main parameters.
+    fn name(&self) -> String;
+}
+
+/// Errors of this crate: bad names or parameters.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The policy name is not one of [`POLICY_NAMES`].
+    #[error("unknown policy `{0}` (known: {known})", known = POLICY_NAMES.join(", "))]
+    UnknownPolicy(String),
+    /// A parameter is out of range.
+    #[error("invalid parameter {name}: {reason}")]
+    InvalidParameter {
+        /// Parameter name.
+        name: &'static str,
+        /// Why it is rejected.
+        reason: String,
+    },
+}
+
+/// A deterministic 64-bit mixer (splitmix64 finaliser), the crate's only hash.
+#[inline]
+pub fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// A small seeded generator (splitmix64 stream) for policies that draw random numbers.
+#[derive(Clone, Debug)]
+pub struct SeededRng {
+    state: u64,
+}
+
+impl SeededRng {
+    /// A generator whose whole stream is fixed by `seed`.
+    pub fn new(seed: u64) -> Self {
+        SeededRng { state: seed }
+    }
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        mix64(self.state)
+    }
+    /// Uniform in `[0, 1)`.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

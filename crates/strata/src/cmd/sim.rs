@@ -1,9 +1,335 @@
+//! `strata sim ...`: trace-driven cache simulation. A thin layer over the `sim` crate.
+
+use anyhow::{bail, Context, Result};
+use policy::hottable::Period;
+use sim::generator::ClientWorkload;
+use sim::{report, sweep, CacheSize, Format, Mapping, RunOptions, SweepPlan, Timing};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Not implemented yet.
+/// Trace-driven simulators.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    pub which: Which,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+/// Simulations.
+#[derive(clap::Subcommand)]
+pub enum Which {
+    /// Replay a trace through cache policies (sweeps policies x sizes x H x a).
+    Cache(CacheArgs),
+    /// Seed 000: hot table hit ratio and throughput against H for four cache sizes, against
+    /// Ceph's native tier, on a timed trace (cloudPhysicsIO by default).
+    Seed000(Seed000Args),
+    /// Seed 003: a ramp of 1..N clients of RBD-like 4 KiB random I/O over 40 MB files.
+    Seed003(Seed003Args),
+}
+
+/// Output choices shared by the subcommands.
+#[derive(clap::Args, Clone)]
+pub struct OutputArgs {
+    /// Print JSON (one record per run) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print CSV instead of a table.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    /// Also write an SVG plot of miss ratio against cache size to this file.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Worker threads for sweeps.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+}
+
+/// `strata sim cache`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Policies: lru fifo arc 2q s3fifo wtinylfu sieve belady ceph ceph-corrected hottable strata.\n\
+Eviction policies accept an admission filter: NAME+second-hit, NAME+bloom, NAME+tinylfu, NAME+prob0.25.\n\
+Cache sizes: 4897 (objects), 10% (of unique objects), 64M / 4GiB (bytes / mean object size).\n\
+Formats: cloudphysics-csv vscsi arc msr systor tencent-block tencent-photo object strata\n\
+(guessed from the file name; .zst .gz .bz2 .xz are decompressed).\n\
+Example: strata sim cache --trace cloudPhysicsIO.csv --policy lru,s3fifo,strata --cache-size 1%,5%,10%"
+)]
+pub struct CacheArgs {
+    /// Trace file.
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Trace format (default: guessed from the file name).
+    #[arg(long, value_name = "F")]
+    pub format: Option<String>,
+    /// Block-to-object mapping: record, block[:BYTES] (1 block = 1 object) or object[:BYTES]
+    /// (RBD-like, default 4M). Default: per format (record for cloudPhysics, block:512 for ARC).
+    #[arg(long, value_name = "M")]
+    pub mapping: Option<String>,
+    /// Policies, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required = true,
+        value_name = "NAME[,NAME...]"
+    )]
+    pub policy: Vec<String>,
+    /// Cache sizes, comma-separated.
+    #[arg(
+        long = "cache-size",
+        value_delimiter = ',',
+        required = true,
+        value_name = "S[,S...]"
+    )]
+    pub cache_size: Vec<String>,
+    /// Hot table thresholds H (requests per period), comma-separated.
+    #[arg(
+        long = "threshold",
+        short = 'H',
+        value_delimiter = ',',
+        default_value = "1"
+    )]
+    pub threshold: Vec<f64>,
+    /// Hot table smoothing constants a, comma-separated.
+    #[arg(
+        long = "smoothing",
+        short = 'a',
+        value_delimiter = ',',
+        default_value = "0.5"
+    )]
+    pub smoothing: Vec<f64>,
+    /// Period: `60s` (virtual time) or `10000r` (requests). Used by the hot table and per-period
+    /// reports.
+    #[arg(long, default_value = "60s")]
+    pub period: String,
+    /// Print per-period metrics (JSON includes them).
+    #[arg(long)]
+    pub per_period: bool,
+    /// Read at most this many requests.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Seed for randomised policies.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// SSD latency per op, microseconds.
+    #[arg(long, default_value_t = 100.0)]
+    pub ssd_op_us: f64,
+    /// HDD latency per op, microseconds.
+    #[arg(long, default_value_t = 8000.0)]
+    pub hdd_op_us: f64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `strata sim seed000`.
+#[derive(clap::Args)]
+pub struct Seed000Args {
+    /// Timed trace (default ../shared/data/traces/cloudphysics/cloudPhysicsIO.csv, else the fixture).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Thresholds H.
+    #[arg(
+        long,
+        short = 'H',
+        value_delimiter = ',',
+        default_value = "0,0.5,1,2,4,8,18"
+    )]
+    pub threshold: Vec<f64>,
+    /// Smoothing constants a.
+    #[arg(long, short = 'a', value_delimiter = ',', default_value = "0.5")]
+    pub smoothing: Vec<f64>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `strata sim seed003`.
+#[derive(clap::Args)]
+pub struct Seed003Args {
+    /// Largest number of clients.
+    #[arg(long, default_value_t = 14)]
+    pub max_clients: u32,
+    /// Requests per client.
+    #[arg(long, default_value_t = 20_000)]
+    pub requests_per_client: u64,
+    /// Cache pool size in 4 MiB objects (default: a quarter of 14 clients' data).
+    #[arg(long)]
+    pub cache_objects: Option<u64>,
+    /// Policies (`hdd-only` = no cache).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "hdd-only,ceph,hottable,strata,lru"
+    )]
+    pub policy: Vec<String>,
+    /// Generator seed.
+    #[arg(long, default_value_t = 3)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.which {
+        Which::Cache(a) => run_cache(a),
+        Which::Seed000(a) => run_seed000(a),
+        Which::Seed003(a) => run_seed003(a),
+    }
+}
+
+fn parse_period(text: &str) -> Result<Period> {
+    let text = text.trim();
+    if let Some(s) = text.strip_suffix('s') {
+        let seconds: f64 = s.parse().with_context(|| format!("bad period `{text}`"))?;
+        return Ok(Period::Millis((seconds * 1000.0).max(1.0) as u64));
+    }
+    if let Some(r) = text.strip_suffix('r') {
+        return Ok(Period::Requests(
+            r.parse::<u64>()
+                .with_context(|| format!("bad period `{text}`"))?
+                .max(1),
+        ));
+    }
+    bail!("period `{text}` must end in s (seconds) or r (requests)")
+}
+
+fn emit(results: &[sim::RunResult], output: &OutputArgs, title: &str) -> Result<()> {
+    if output.json {
+        println!("{}", report::json(results)?);
+    } else if output.csv {
+        print!("{}", report::csv(results));
+    } else {
+        print!("{}", report::table(results));
+    }
+    if let Some(path) = &output.plot {
+        let svg = report::svg(results, title, "miss ratio", |r| r.miss_ratio);
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn run_cache(args: CacheArgs) -> Result<ExitCode> {
+    let format = args.format.as_deref().map(Format::parse).transpose()?;
+    let mapping = args.mapping.as_deref().map(Mapping::parse).transpose()?;
+    let trace = sim::load(&args.trace, format, mapping, args.limit)?;
+    if trace.requests.is_empty() {
+        bail!("{}: no requests", args.trace.display());
+    }
+    let sizes = args
+        .cache_size
+        .iter()
+        .map(|s| CacheSize::parse(s))
+        .collect::<Result<Vec<_>>>()?;
+    let period = parse_period(&args.period)?;
+    let timing = Timing {
+        ssd_op_us: args.ssd_op_us,
+        hdd_op_us: args.hdd_op_us,
+        ..Timing::default()
+    };
+    let plan = SweepPlan {
+        policies: args.policy.clone(),
+        sizes,
+        thresholds: args.threshold.clone(),
+        smoothings: args.smoothing.clone(),
+        period,
+        options: RunOptions {
+            timing,
+            period: args.per_period.then_some(period),
+        },
+        seed: args.seed,
+        jobs: args.output.jobs,
+        progress: true,
+    };
+    let results = sweep::run(&trace, &plan)?;
+    emit(
+        &results,
+        &args.output,
+        &format!("{}: miss ratio", trace.name),
+    )?;
+    if args.per_period && !args.output.json {
+        for r in &results {
+            println!(
+                "\n{} @ {} objects: period requests miss_ratio cache_writes hdd_ops rps",
+                r.policy, r.cache_size_objects
+            );
+            for p in &r.periods {
+                println!(
+                    "{:>6} {:>8} {:>10.4} {:>12} {:>7} {:>8.0}",
+                    p.period, p.requests, p.miss_ratio, p.cache_writes, p.hdd_ops, p.throughput_rps
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn default_cloudphysics() -> PathBuf {
+    let shared = PathBuf::from("../shared/data/traces/cloudphysics/cloudPhysicsIO.csv");
+    if shared.exists() {
+        shared
+    } else {
+        PathBuf::from("fixtures/traces/cloudPhysicsIO.csv.zst")
+    }
+}
+
+fn run_seed000(args: Seed000Args) -> Result<ExitCode> {
+    let path = args.trace.unwrap_or_else(default_cloudphysics);
+    let trace = sim::load(&path, None, None, None)?;
+    if !trace.timed {
+        bail!(
+            "seed 000 needs timestamps (one-minute periods); {} has none",
+            path.display()
+        );
+    }
+    let plan = sim::experiments::seed000_plan(args.threshold, args.smoothing, args.output.jobs);
+    let results = sweep::run(&trace, &plan)?;
+    emit(
+        &results,
+        &args.output,
+        &format!("seed 000 on {}", trace.name),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_seed003(args: Seed003Args) -> Result<ExitCode> {
+    let base = ClientWorkload {
+        requests_per_client: args.requests_per_client,
+        seed: args.seed,
+        ..ClientWorkload::default()
+    };
+    let cache_objects = args
+        .cache_objects
+        .unwrap_or(base.objects_per_client() * 14 / 4);
+    let points = sim::experiments::seed003_ramp(
+        &base,
+        args.max_clients,
+        cache_objects,
+        &args.policy,
+        args.output.jobs,
+    )?;
+    if args.output.json {
+        println!("{}", serde_json_string(&points)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "cache pool: {cache_objects} objects of 4 MiB; {} requests per client",
+        args.requests_per_client
+    );
+    println!(
+        "{:>7}  {:>10}  {:>8}  {:>12}  {:>10}  {:>10}",
+        "clients", "policy", "miss", "cache_writes", "hdd_busy_s", "est_iops"
+    );
+    for p in &points {
+        println!(
+            "{:>7}  {:>10}  {:>8.4}  {:>12}  {:>10.1}  {:>10.0}",
+            p.clients,
+            p.run.policy,
+            p.run.miss_ratio,
+            p.run.cache_writes,
+            p.run.hdd_busy_s,
+            p.run.throughput_rps
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serde_json_string(points: &[sim::experiments::RampPoint]) -> Result<String> {
+    sim::report::json_value(points)
 }

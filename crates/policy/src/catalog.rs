@@ -1,0 +1,214 @@
+//! Builds any policy from its command-line name: `NAME[+ADMISSION]`, where NAME is one of
+//! [`POLICY_NAMES`] and ADMISSION (for the eviction policies) one of `second-hit`, `bloom`,
+//! `prob<P>` (e.g. `prob0.25`) or `tinylfu`.
+
+use crate::admission::{AdmitAll, BloomAdmission, Filtered, Probabilistic, SecondHit, TinyLfu};
+use crate::ceph::{CephTier, CephTierConfig, TemperatureEviction};
+use crate::eviction::{Arc, Belady, Eviction, Fifo, Lru, S3Fifo, Sieve, TwoQ, WTinyLfu};
+use crate::hottable::{HotTable, HotTableConfig, Period};
+use crate::strata::{Strata, StrataConfig};
+use crate::{Cache, PolicyError};
+
+/// Policy names accepted by [`build`].
+pub const POLICY_NAMES: &[&str] = &[
+    "lru",
+    "fifo",
+    "arc",
+    "2q",
+    "s3fifo",
+    "wtinylfu",
+    "sieve",
+    "belady",
+    "ceph",
+    "ceph-corrected",
+    "hottable",
+    "strata",
+];
+
+/// Everything needed to build a policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicySpec {
+    /// `NAME[+ADMISSION]`.
+    pub name: String,
+    /// Capacity in objects.
+    pub capacity: usize,
+    /// Number of distinct keys expected (presizes arrays; keys beyond it still work).
+    pub key_space: usize,
+    /// Hot table period. Default one minute.
+    pub period: Period,
+    /// Hot table smoothing constant `a`. Default 0.5.
+    pub smoothing: f64,
+    /// Hot table threshold `H`. Default 1.0.
+    pub threshold: f64,
+    /// Seed for randomised policies. Default 42.
+    pub seed: u64,
+    /// Ceph tier settings (capacity is overwritten); default the `ceph-seed003` preset.
+    pub ceph: Option<CephTierConfig>,
+}
+
+impl PolicySpec {
+    /// Defaults for `name` at `capacity` objects.
+    pub fn new(name: &str, capacity: usize, key_space: usize) -> Self {
+        PolicySpec {
+            name: name.to_string(),
+            capacity,
+            key_space,
+            period: Period::Millis(60_000),
+            smoothing: 0.5,
+            threshold: 1.0,
+            seed: 42,
+            ceph: None,
+        }
+    }
+}
+
+fn with_admission<E: Eviction + 'static>(
+    eviction: E,
+    admission: Option<&str>,
+    spec: &PolicySpec,
+) -> Result<Box<dyn Cache>, PolicyError> {
+    let capacity = spec.capacity;
+    Ok(match admission {
+        None => Box::new(Filtered::new(eviction, AdmitAll)),
+        Some("second-hit") => {
+            Box::new(Filtered::new(eviction, SecondHit::new(4 * capacity as u64)))
+        }
+        Some("bloom") => Box::new(Filtered::new(
+            eviction,
+            BloomAdmission::new(2 * capacity, 0.01),
+        )),
+        Some("tinylfu") => Box::new(Filtered::new(eviction, TinyLfu::new(capacity))),
+        Some(other) => match other.strip_prefix("prob").map(str::parse::<f64>) {
+            Some(Ok(p)) if (0.0..=1.0).contains(&p) => {
+                Box::new(Filtered::new(eviction, Probabilistic::new(p, spec.seed)))
+            }
+            _ => {
+                return Err(PolicyError::InvalidParameter {
+                    name: "admission",
+                    reason: format!("`{other}`: expected second-hit, bloom, tinylfu or prob<P>"),
+                })
+            }
+        },
+    })
+}
+
+/// Builds the policy named by `spec.name`.
+pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
+    if spec.capacity == 0 {
+        return Err(PolicyError::InvalidParameter {
+            name: "capacity",
+            reason: "must be at least 1 object".into(),
+        });
+    }
+    let lowered = spec.name.to_ascii_lowercase();
+    let (base, admission) = match lowered.split_once('+') {
+        Some((base, admission)) => (base, Some(admission)),
+        None => (lowered.as_str(), None),
+    };
+    let (capacity, keys) = (spec.capacity, spec.key_space);
+    let standalone = |cache: Box<dyn Cache>| -> Result<Box<dyn Cache>, PolicyError> {
+        match admission {
+            None => Ok(cache),
+            Some(_) => Err(PolicyError::InvalidParameter {
+                name: "admission",
+                reason: format!("`{base}` has its own admission; use it without +ADMISSION"),
+            }),
+        }
+    };
+    match base {
+        "lru" => with_admission(Lru::new(capacity, keys), admission, spec),
+        "fifo" => with_admission(Fifo::new(capacity, keys), admission, spec),
+        "arc" => with_admission(Arc::new(capacity, keys), admission, spec),
+        "2q" => with_admission(TwoQ::new(capacity, keys), admission, spec),
+        "s3fifo" => with_admission(
+            S3Fifo::new(capacity, keys, Default::default()),
+            admission,
+            spec,
+        ),
+        "wtinylfu" => with_admission(
+            WTinyLfu::new(capacity, keys, Default::default()),
+            admission,
+            spec,
+        ),
+        "sieve" => with_admission(Sieve::new(capacity, keys), admission, spec),
+        "belady" => with_admission(Belady::new(capacity, keys), admission, spec),
+        "ceph" | "ceph-seed003" | "ceph-corrected" => {
+            let mut config = spec
+                .ceph
+                .clone()
+                .unwrap_or_else(|| CephTierConfig::seed003(capacity));
+            config.capacity = capacity;
+            config.target_max_objects = capacity;
+            if base == "ceph-corrected" {
+                config.temperature = TemperatureEviction::Corrected;
+            }
+            standalone(Box::new(CephTier::new(config, keys)))
+        }
+        "hottable" => {
+            let config = HotTableConfig {
+                capacity,
+                period: spec.period,
+                smoothing: spec.smoothing,
+                threshold: spec.threshold,
+            };
+            standalone(Box::new(HotTable::new(config, keys)))
+        }
+        "strata" => standalone(Box::new(Strata::new(StrataConfig::new(capacity), keys))),
+        _ => Err(PolicyError::UnknownPolicy(spec.name.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Effects, Request};
+
+    #[test]
+    fn every_name_builds_and_respects_capacity() {
+        for name in POLICY_NAMES.iter().copied().chain([
+            "lru+second-hit",
+            "sieve+tinylfu",
+            "arc+bloom",
+            "fifo+prob0.5",
+        ]) {
+            let mut spec = PolicySpec::new(name, 16, 256);
+            spec.period = Period::Requests(50);
+            let mut cache = build(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut effects = Effects::default();
+            let mut next = vec![u64::MAX; 256];
+            let keys: Vec<u32> = (0..4000u64)
+                .map(|i| (crate::mix64(i) % 97) as u32)
+                .collect();
+            let mut next_seq = vec![u64::MAX; keys.len()];
+            for (i, &k) in keys.iter().enumerate().rev() {
+                next_seq[i] = next[k as usize];
+                next[k as usize] = i as u64;
+            }
+            for (i, &key) in keys.iter().enumerate() {
+                effects.clear();
+                let request = Request {
+                    key,
+                    seq: i as u64,
+                    now_ms: i as u64 * 1000,
+                    size_bytes: 1,
+                    write: i % 4 == 0,
+                    next_seq: next_seq[i],
+                };
+                let outcome = cache.on_request(&request, &mut effects);
+                assert!(cache.len() <= cache.capacity(), "{name}");
+                if outcome == crate::Outcome::Hit || outcome == crate::Outcome::Admitted {
+                    assert!(
+                        cache.contains(key)
+                            || name.starts_with("ceph")
+                            || name.starts_with("wtinylfu"),
+                        "{name} lost {key}"
+                    );
+                }
+            }
+        }
+        assert!(matches!(
+            build(&PolicySpec::new("nope", 1, 1)),
+            Err(PolicyError::UnknownPolicy(_))
+        ));
+    }
+}

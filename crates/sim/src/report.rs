@@ -1,0 +1,221 @@
+//! Reports of a sweep: an aligned text table, CSV, JSON and an SVG plot of miss ratio against
+//! cache size (one line per policy).
+
+use crate::run::RunResult;
+use std::fmt::Write as _;
+
+fn fmt_opt(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_string(), |v| format!("{v}"))
+}
+
+/// An aligned text table, one row per run.
+pub fn table(results: &[RunResult]) -> String {
+    let header = [
+        "trace",
+        "policy",
+        "objects",
+        "H",
+        "a",
+        "requests",
+        "miss",
+        "byte_miss",
+        "cache_writes",
+        "writes/uniq",
+        "hdd_ops",
+        "hdd_busy_s",
+        "rps",
+    ];
+    let rows: Vec<Vec<String>> = results
+        .iter()
+        .map(|r| {
+            vec![
+                r.trace.clone(),
+                r.policy.clone(),
+                r.cache_size_objects.to_string(),
+                fmt_opt(r.threshold),
+                fmt_opt(r.smoothing),
+                r.requests.to_string(),
+                format!("{:.4}", r.miss_ratio),
+                format!("{:.4}", r.byte_miss_ratio),
+                r.cache_writes.to_string(),
+                format!("{:.3}", r.cache_writes_per_unique),
+                (r.hdd_reads + r.hdd_writes).to_string(),
+                format!("{:.1}", r.hdd_busy_s),
+                format!("{:.0}", r.throughput_rps),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let line = |cells: Vec<&str>, out: &mut String| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", text.join("  ").trim_end());
+    };
+    line(header.to_vec(), &mut out);
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect(), &mut out);
+    }
+    out
+}
+
+/// CSV with a header line.
+pub fn csv(results: &[RunResult]) -> String {
+    let mut out = String::from(
+        "trace,policy,cache_size_objects,threshold,smoothing,requests,miss_ratio,byte_miss_ratio,cache_writes,cache_write_bytes,ssd_writes,hdd_reads,hdd_writes,hdd_busy_s,ssd_busy_s,throughput_rps\n",
+    );
+    for r in results {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{:.6},{:.6},{},{},{},{},{},{:.3},{:.3},{:.1}",
+            r.trace,
+            r.policy,
+            r.cache_size_objects,
+            r.threshold.map_or(String::new(), |v| v.to_string()),
+            r.smoothing.map_or(String::new(), |v| v.to_string()),
+            r.requests,
+            r.miss_ratio,
+            r.byte_miss_ratio,
+            r.cache_writes,
+            r.cache_write_bytes,
+            r.ssd_writes,
+            r.hdd_reads,
+            r.hdd_writes,
+            r.hdd_busy_s,
+            r.ssd_busy_s,
+            r.throughput_rps
+        );
+    }
+    out
+}
+
+/// JSON array of runs.
+pub fn json(results: &[RunResult]) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(results)?)
+}
+
+const COLORS: [&str; 12] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf", "#000000", "#aa3377",
+];
+
+/// An SVG line plot of `y(result)` against cache size, one line per policy label.
+pub fn svg(
+    results: &[RunResult],
+    title: &str,
+    y_label: &str,
+    y: impl Fn(&RunResult) -> f64,
+) -> String {
+    let (width, height, margin) = (720.0, 440.0, 60.0);
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in results {
+        let label = match r.threshold {
+            Some(h) => format!("{} H={h} a={}", r.policy, r.smoothing.unwrap_or(0.0)),
+            None => r.policy.clone(),
+        };
+        let point = (r.cache_size_objects as f64, y(r));
+        match series.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, points)) => points.push(point),
+            None => series.push((label, vec![point])),
+        }
+    }
+    let xs = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
+    let ys = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1));
+    let (x_min, x_max) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    let (y_min, y_max) = ys.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    let (y_min, y_max) = if y_max > y_min {
+        (y_min, y_max)
+    } else {
+        (y_min - 0.5, y_min + 0.5)
+    };
+    let (x_min, x_max) = if x_max > x_min {
+        (x_min, x_max)
+    } else {
+        (x_min - 1.0, x_min + 1.0)
+    };
+    let px = |x: f64| margin + (x - x_min) / (x_max - x_min) * (width - 2.0 * margin - 140.0);
+    let py = |v: f64| height - margin - (v - y_min) / (y_max - y_min) * (height - 2.0 * margin);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(
+        out,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="{}" y="20" font-size="14">{title}</text>"#,
+        margin
+    );
+    let _ = writeln!(
+        out,
+        r#"<line x1="{m}" y1="{b}" x2="{r}" y2="{b}" stroke="black"/><line x1="{m}" y1="{t}" x2="{m}" y2="{b}" stroke="black"/>"#,
+        m = margin,
+        b = height - margin,
+        r = width - margin - 140.0,
+        t = margin
+    );
+    for i in 0..=4 {
+        let v = y_min + (y_max - y_min) * i as f64 / 4.0;
+        let x = x_min + (x_max - x_min) * i as f64 / 4.0;
+        let _ = writeln!(out, r#"<text x="5" y="{:.1}">{v:.3}</text>"#, py(v) + 4.0);
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{}">{x:.0}</text>"#,
+            px(x) - 10.0,
+            height - margin + 16.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="{}">cache size (objects)</text>"#,
+        width / 2.0 - 80.0,
+        height - 12.0
+    );
+    let _ = writeln!(out, r#"<text x="5" y="{}">{y_label}</text>"#, margin - 12.0);
+    for (i, (label, points)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let path: Vec<String> = points
+            .iter()
+            .map(|&(x, v)| format!("{:.1},{:.1}", px(x), py(v)))
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        for &(x, v) in points {
+            let _ = writeln!(
+                out,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
+                px(x),
+                py(v)
+            );
+        }
+        let ly = margin + 14.0 * i as f64;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{}" y="{}" width="10" height="10" fill="{color}"/><text x="{}" y="{}">{label}</text>"#,
+            width - 190.0,
+            ly - 9.0,
+            width - 175.0,
+            ly
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// JSON of any serialisable value (used for experiment records).
+pub fn json_value<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(value)?)
+}

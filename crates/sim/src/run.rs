@@ -1,0 +1,338 @@
+//! One simulation run: feeds a trace to a policy and counts what an SSD cache pool in front of
+//! an HDD pool would do, overall and per period.
+//!
+//! Accounting per request (sizes in bytes; an "object" is the trace object's largest request):
+//! - hit: one SSD read, or one SSD write that dirties the cached copy;
+//! - admitted (promotion): one HDD read of the object and one SSD write of it (a *cache write*);
+//!   a write request leaves it dirty;
+//! - bypassed: one HDD read or HDD write of the request;
+//! - flush, or eviction of a dirty object: one HDD write of the object.
+//!
+//! Timing model: each op costs `latency + bytes / bandwidth` on its pool; a pool's busy time is
+//! the sum over its ops divided by its device count; estimated throughput is requests divided by
+//! the busier pool's busy time (the bottleneck), i.e. a saturated closed-loop system.
+
+use crate::trace::Trace;
+use policy::hottable::Period;
+use policy::{Cache, Effects, Outcome, Request};
+use serde::Serialize;
+
+/// SSD and HDD pool timing.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Timing {
+    /// SSD per-op latency in microseconds. Default 100.
+    pub ssd_op_us: f64,
+    /// SSD bandwidth in bytes per second. Default 500 MB/s.
+    pub ssd_bytes_per_s: f64,
+    /// SSDs in the cache pool. Default 6 (seed 000's cluster).
+    pub ssd_devices: u32,
+    /// HDD per-op latency (seek + rotation) in microseconds. Default 8000.
+    pub hdd_op_us: f64,
+    /// HDD bandwidth in bytes per second. Default 150 MB/s.
+    pub hdd_bytes_per_s: f64,
+    /// HDDs in the backing pool. Default 6.
+    pub hdd_devices: u32,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            ssd_op_us: 100.0,
+            ssd_bytes_per_s: 500e6,
+            ssd_devices: 6,
+            hdd_op_us: 8000.0,
+            hdd_bytes_per_s: 150e6,
+            hdd_devices: 6,
+        }
+    }
+}
+
+impl Timing {
+    fn ssd_us(&self, bytes: u64) -> f64 {
+        self.ssd_op_us + bytes as f64 / self.ssd_bytes_per_s * 1e6
+    }
+    fn hdd_us(&self, bytes: u64) -> f64 {
+        self.hdd_op_us + bytes as f64 / self.hdd_bytes_per_s * 1e6
+    }
+}
+
+/// Counters of one run or one period.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Requests.
+    pub requests: u64,
+    /// Requests served by the cache.
+    pub hits: u64,
+    /// Bytes requested.
+    pub bytes: u64,
+    /// Bytes served by the cache.
+    pub hit_bytes: u64,
+    /// Objects written into the cache by promotion (SSD writes of new objects).
+    pub cache_writes: u64,
+    /// Bytes written into the cache by promotion.
+    pub cache_write_bytes: u64,
+    /// All SSD write ops (promotions and write hits).
+    pub ssd_writes: u64,
+    /// HDD read ops (misses and promotions).
+    pub hdd_reads: u64,
+    /// HDD write ops (bypassed writes, flushes, dirty evictions).
+    pub hdd_writes: u64,
+    /// Evictions.
+    pub evictions: u64,
+    /// SSD pool busy time per device, seconds.
+    pub ssd_busy_s: f64,
+    /// HDD pool busy time per device, seconds.
+    pub hdd_busy_s: f64,
+}
+
+impl Metrics {
+    /// Misses / requests.
+    pub fn miss_ratio(&self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            1.0 - self.hits as f64 / self.requests as f64
+        }
+    }
+    /// Missed bytes / requested bytes.
+    pub fn byte_miss_ratio(&self) -> f64 {
+        if self.bytes == 0 {
+            0.0
+        } else {
+            1.0 - self.hit_bytes as f64 / self.bytes as f64
+        }
+    }
+    /// Requests per second with the busier pool as the bottleneck.
+    pub fn throughput_rps(&self) -> f64 {
+        let busy = self.ssd_busy_s.max(self.hdd_busy_s);
+        if busy <= 0.0 {
+            0.0
+        } else {
+            self.requests as f64 / busy
+        }
+    }
+}
+
+/// Options of one run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Timing model.
+    pub timing: Timing,
+    /// Period for per-period metrics; `None` disables them.
+    pub period: Option<Period>,
+}
+
+
+/// Result of one run (the `--json` record).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    /// Trace name.
+    pub trace: String,
+    /// Policy name as given.
+    pub policy: String,
+    /// Policy's own description.
+    pub policy_detail: String,
+    /// Cache capacity in objects.
+    pub cache_size_objects: u64,
+    /// Requests simulated.
+    pub requests: u64,
+    /// Misses / requests.
+    pub miss_ratio: f64,
+    /// Missed bytes / requested bytes.
+    pub byte_miss_ratio: f64,
+    /// Objects written into the cache.
+    pub cache_writes: u64,
+    /// Bytes written into the cache.
+    pub cache_write_bytes: u64,
+    /// Cache writes / unique objects of the trace.
+    pub cache_writes_per_unique: f64,
+    /// All SSD write ops.
+    pub ssd_writes: u64,
+    /// HDD read ops.
+    pub hdd_reads: u64,
+    /// HDD write ops.
+    pub hdd_writes: u64,
+    /// HDD busy time per device, seconds.
+    pub hdd_busy_s: f64,
+    /// SSD busy time per device, seconds.
+    pub ssd_busy_s: f64,
+    /// Estimated throughput, requests per second.
+    pub throughput_rps: f64,
+    /// Hot table smoothing constant `a`, when it applies.
+    pub smoothing: Option<f64>,
+    /// Hot table threshold `H`, when it applies.
+    pub threshold: Option<f64>,
+    /// Per-period metrics, when asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub periods: Vec<PeriodResult>,
+}
+
+/// Metrics of one period.
+#[derive(Clone, Debug, Serialize)]
+pub struct PeriodResult {
+    /// Period index from the trace start.
+    pub period: u64,
+    /// Requests.
+    pub requests: u64,
+    /// Misses / requests.
+    pub miss_ratio: f64,
+    /// Cache writes.
+    pub cache_writes: u64,
+    /// HDD reads + writes.
+    pub hdd_ops: u64,
+    /// HDD busy time per device, seconds.
+    pub hdd_busy_s: f64,
+    /// Estimated throughput, requests per second.
+    pub throughput_rps: f64,
+}
+
+/// Runs `cache` over `trace`. `next_seq` (from [`Trace::next_seq`]) is needed by Belady only.
+pub fn simulate(
+    trace: &Trace,
+    next_seq: Option<&[u64]>,
+    cache: &mut dyn Cache,
+    options: &RunOptions,
+) -> (Metrics, Vec<Metrics>) {
+    let timing = options.timing;
+    let (ssd_devices, hdd_devices) = (
+        timing.ssd_devices.max(1) as f64,
+        timing.hdd_devices.max(1) as f64,
+    );
+    let mut dirty = vec![false; trace.unique];
+    let mut total = Metrics::default();
+    let mut periods: Vec<Metrics> = Vec::new();
+    let mut effects = Effects::default();
+    for (seq, r) in trace.requests.iter().enumerate() {
+        let request = Request {
+            key: r.key,
+            size_bytes: r.size_bytes,
+            now_ms: r.time_ms,
+            seq: seq as u64,
+            write: r.write,
+            next_seq: next_seq.map_or(u64::MAX, |n| n[seq]),
+        };
+        effects.clear();
+        let outcome = cache.on_request(&request, &mut effects);
+        let mut m = Metrics {
+            requests: 1,
+            bytes: r.size_bytes as u64,
+            ..Metrics::default()
+        };
+        let size = r.size_bytes as u64;
+        let object = trace.object_bytes[r.key as usize] as u64;
+        let (mut ssd_us, mut hdd_us) = (0.0, 0.0);
+        match outcome {
+            Outcome::Hit => {
+                m.hits = 1;
+                m.hit_bytes = size;
+                ssd_us += timing.ssd_us(size);
+                if r.write {
+                    m.ssd_writes += 1;
+                    dirty[r.key as usize] = true;
+                }
+            }
+            Outcome::Admitted => {
+                m.cache_writes = 1;
+                m.cache_write_bytes = object;
+                m.ssd_writes += 1;
+                m.hdd_reads += 1;
+                hdd_us += timing.hdd_us(object);
+                ssd_us += timing.ssd_us(object);
+                dirty[r.key as usize] = r.write;
+            }
+            Outcome::Bypassed => {
+                if r.write {
+                    m.hdd_writes += 1;
+                } else {
+                    m.hdd_reads += 1;
+                }
+                hdd_us += timing.hdd_us(size);
+            }
+        }
+        for &key in &effects.flushed {
+            if std::mem::take(&mut dirty[key as usize]) {
+                m.hdd_writes += 1;
+                hdd_us += timing.hdd_us(trace.object_bytes[key as usize] as u64);
+            }
+        }
+        for &key in &effects.evicted {
+            m.evictions += 1;
+            if std::mem::take(&mut dirty[key as usize]) {
+                m.hdd_writes += 1;
+                hdd_us += timing.hdd_us(trace.object_bytes[key as usize] as u64);
+            }
+        }
+        m.ssd_busy_s = ssd_us / ssd_devices / 1e6;
+        m.hdd_busy_s = hdd_us / hdd_devices / 1e6;
+        add(&mut total, &m);
+        if let Some(period) = options.period {
+            let index = period.index(&request, 0) as usize;
+            if index >= periods.len() {
+                periods.resize(index + 1, Metrics::default());
+            }
+            add(&mut periods[index], &m);
+        }
+    }
+    (total, periods)
+}
+
+fn add(total: &mut Metrics, m: &Metrics) {
+    total.requests += m.requests;
+    total.hits += m.hits;
+    total.bytes += m.bytes;
+    total.hit_bytes += m.hit_bytes;
+    total.cache_writes += m.cache_writes;
+    total.cache_write_bytes += m.cache_write_bytes;
+    total.ssd_writes += m.ssd_writes;
+    total.hdd_reads += m.hdd_reads;
+    total.hdd_writes += m.hdd_writes;
+    total.evictions += m.evictions;
+    total.ssd_busy_s += m.ssd_busy_s;
+    total.hdd_busy_s += m.hdd_busy_s;
+}
+
+impl RunResult {
+    /// Assembles the record of one run.
+    pub fn new(
+        trace: &Trace,
+        policy: &str,
+        cache: &dyn Cache,
+        total: &Metrics,
+        periods: &[Metrics],
+    ) -> RunResult {
+        RunResult {
+            trace: trace.name.clone(),
+            policy: policy.to_string(),
+            policy_detail: cache.name(),
+            cache_size_objects: cache.capacity() as u64,
+            requests: total.requests,
+            miss_ratio: total.miss_ratio(),
+            byte_miss_ratio: total.byte_miss_ratio(),
+            cache_writes: total.cache_writes,
+            cache_write_bytes: total.cache_write_bytes,
+            cache_writes_per_unique: total.cache_writes as f64 / trace.unique.max(1) as f64,
+            ssd_writes: total.ssd_writes,
+            hdd_reads: total.hdd_reads,
+            hdd_writes: total.hdd_writes,
+            hdd_busy_s: total.hdd_busy_s,
+            ssd_busy_s: total.ssd_busy_s,
+            throughput_rps: total.throughput_rps(),
+            smoothing: None,
+            threshold: None,
+            periods: periods
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.requests > 0)
+                .map(|(i, m)| PeriodResult {
+                    period: i as u64,
+                    requests: m.requests,
+                    miss_ratio: m.miss_ratio(),
+                    cache_writes: m.cache_writes,
+                    hdd_ops: m.hdd_reads + m.hdd_writes,
+                    hdd_busy_s: m.hdd_busy_s,
+                    throughput_rps: m.throughput_rps(),
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Sweeps: every combination of policies x cache sizes x thresholds `H` x smoothing constants `a`
+//! (the last two apply to the hot table only) over one trace, with a progress bar on stderr
+//! (hidden when stderr is not a terminal).
+
+use crate::run::{simulate, RunOptions, RunResult};
+use crate::trace::Trace;
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use policy::hottable::Period;
+use policy::PolicySpec;
+use std::io::IsTerminal;
+use std::sync::Mutex;
+
+/// A cache size as given on the command line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CacheSize {
+    /// A count of objects (`4897`).
+    Objects(u64),
+    /// A percentage of the trace's unique objects (`10%`), rounded down as libCacheSim does.
+    Percent(f64),
+    /// Bytes (`64M`, `4GiB`), divided by the mean object size.
+    Bytes(u64),
+}
+
+impl CacheSize {
+    /// Parses `N`, `P%` or a byte size with a unit.
+    pub fn parse(text: &str) -> Result<CacheSize> {
+        let text = text.trim();
+        if let Some(percent) = text.strip_suffix('%') {
+            let value: f64 = percent
+                .parse()
+                .with_context(|| format!("bad percentage `{text}`"))?;
+            if !(value > 0.0 && value <= 100.0) {
+                bail!("percentage out of range: `{text}`");
+            }
+            return Ok(CacheSize::Percent(value));
+        }
+        if let Ok(objects) = text.parse::<u64>() {
+            return Ok(CacheSize::Objects(objects));
+        }
+        Ok(CacheSize::Bytes(crate::parse_bytes(text)?))
+    }
+
+    /// Capacity in objects for `trace` (at least 1).
+    pub fn objects(self, trace: &Trace) -> usize {
+        let objects = match self {
+            CacheSize::Objects(n) => n as f64,
+            CacheSize::Percent(p) => (trace.unique as f64 * p / 100.0).floor(),
+            CacheSize::Bytes(bytes) => {
+                let mean = trace.unique_bytes() as f64 / trace.unique.max(1) as f64;
+                (bytes as f64 / mean.max(1.0)).floor()
+            }
+        };
+        (objects as usize).max(1)
+    }
+
+    /// Label as given.
+    pub fn label(self) -> String {
+        match self {
+            CacheSize::Objects(n) => n.to_string(),
+            CacheSize::Percent(p) => format!("{p}%"),
+            CacheSize::Bytes(b) => format!("{b}B"),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct SweepPlan {
+    /// Policy names (`NAME[+ADMISSION]`).
+    pub policies: Vec<String>,
+    /// Cache sizes.
+    pub sizes: Vec<CacheSize>,
+    /// Hot table thresholds `H`.
+    pub thresholds: Vec<f64>,
+    /// Hot table smoothing constants `a`.
+    pub smoothings: Vec<f64>,
+    /// Hot table period.
+    pub period: Period,
+    /// Per-run options (timing, per-period metrics).
+    pub options: RunOptions,
+    /// Seed for randomised policies.
+    pub seed: u64,
+    /// Worker threads. Default 1.
+    pub jobs: usize,
+    /// Show a progress bar (still hidden when stderr is not a terminal).
+    pub progress: bool,
+}
+
+struct Job {
+    index: usize,
+    spec: PolicySpec,
+    hot: bool,
+}
+
+/// Runs every combination; results come back in plan order (policy, size, H, a).
+pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
+    let needs_next = plan
+        .policies
+        .iter()
+        .any(|p| p.to_ascii_lowercase().starts_with("belady"));
+    let next_seq = needs_next.then(|| trace.next_seq());
+    let mut jobs = Vec::new();
+    for policy_name in &plan.policies {
+        let hot = policy_name.eq_ignore_ascii_case("hottable");
+        for &size in &plan.sizes {
+            let capacity = size.objects(trace);
+            let pairs: Vec<(f64, f64)> = if hot {
+                plan.thresholds
+                    .iter()
+                    .flat_map(|&h| plan.smoothings.iter().map(move |&a| (h, a)))
+                    .collect()
+            } else {
+                vec![(f64::NAN, f64::NAN)]
+            };
+            for (threshold, smoothing) in pairs {
+                let mut spec = PolicySpec::new(policy_name, capacity, trace.unique);
+                spec.period = plan.period;
+                spec.seed = plan.seed;
+                if hot {
+                    spec.threshold = threshold;
+                    spec.smoothing = smoothing;
+                }
+                policy::build(&spec).with_context(|| format!("policy `{policy_name}`"))?;
+                jobs.push(Job {
+                    index: jobs.len(),
+                    spec,
+                    hot,
+                });
+            }
+        }
+    }
+    let bar = if plan.progress && std::io::stderr().is_terminal() {
+        ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr())
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let total = jobs.len();
+    let queue = Mutex::new(jobs.into_iter());
+    let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; total]);
+    let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..plan.jobs.clamp(1, 64) {
+            scope.spawn(|| loop {
+                let job = match queue.lock() {
+                    Ok(mut queue) => queue.next(),
+                    Err(_) => None,
+                };
+                let Some(job) = job else { break };
+                bar.set_message(format!("{} @ {}", job.spec.name, job.spec.capacity));
+                let mut cache = match policy::build(&job.spec) {
+                    Ok(cache) => cache,
+                    Err(e) => {
+                        if let Ok(mut slot) = failure.lock() {
+                            *slot = Some(e.into());
+                        }
+                        break;
+                    }
+                };
+                let (total, periods) =
+                    simulate(trace, next_seq.as_deref(), cache.as_mut(), &plan.options);
+                let mut result =
+                    RunResult::new(trace, &job.spec.name, cache.as_ref(), &total, &periods);
+                if job.hot {
+                    result.threshold = Some(job.spec.threshold);
+                    result.smoothing = Some(job.spec.smoothing);
+                }
+                if let Ok(mut results) = results.lock() {
+                    results[job.index] = Some(result);
+                }
+                bar.inc(1);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(error) = failure.into_inner().ok().flatten() {
+        return Err(error);
+    }
+    Ok(results
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("worker panicked"))?
+        .into_iter()
+        .flatten()
+        .collect())
+}
