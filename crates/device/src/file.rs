@@ -231,9 +231,7 @@ impl FileDevice {
             .admission
             .acquire()
             .await
-            .map_err(|_| DeviceError::Injected {
-                what: "admission semaphore closed".into(),
-            })?;
+            .map_err(|_| DeviceError::io("admit", io::Error::other("admission closed")))?;
         match &self.engine {
             Engine::Threads { queue } => {
                 let (reply, receive) = oneshot::channel();

@@ -130,6 +130,36 @@ impl DeviceStats {
     }
 }
 
+impl std::fmt::Display for DeviceStats {
+    /// One line: `name: read 120 ops 480.0 KiB p50 85µs p99 210µs | write ... | busy 42.0% qd 0 max 32`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:", self.name)?;
+        for (label, op) in [("read", &self.read), ("write", &self.write)] {
+            write!(
+                f,
+                " {label} {} ops {:.1} KiB p50 {:.0}µs p99 {:.0}µs",
+                op.ops,
+                op.bytes as f64 / 1024.0,
+                op.latency_us_p50(),
+                op.latency_us_p99()
+            )?;
+            if op.errors > 0 {
+                write!(f, " ({} errors)", op.errors)?;
+            }
+            write!(f, " |")?;
+        }
+        write!(
+            f,
+            " flush {} discard {} | busy {:.1}% qd {} max {}",
+            self.flush.ops,
+            self.discard.ops,
+            100.0 * self.busy_fraction(),
+            self.queue_depth,
+            self.queue_depth_max()
+        )
+    }
+}
+
 #[derive(Default, Debug)]
 struct OpCounters {
     ops: AtomicU64,
@@ -305,5 +335,11 @@ mod tests {
         assert_eq!(period.read.ops, 0);
         assert_eq!(period.queue_depth_max(), 1);
         assert!(period.busy_ns <= period.elapsed_ns);
+        let line = before.to_string();
+        assert!(line.starts_with("t: read 1 ops 4.0 KiB"), "{line}");
+        assert!(
+            line.contains("(1 errors)") && line.ends_with("max 2"),
+            "{line}"
+        );
     }
 }
