@@ -40,6 +40,16 @@ struct ExecState {
     armed_ns: Option<u64>,
     next_id: u64,
     done: Vec<Completion>,
+    /// Latest time fed to the model: the model requires time never to go back.
+    clock_ns: u64,
+}
+
+impl ExecState {
+    /// Moves the executor's clock to `now_ns` (or keeps it, if a wake-up already went further).
+    fn tick(&mut self, now_ns: u64) -> u64 {
+        self.clock_ns = self.clock_ns.max(now_ns);
+        self.clock_ns
+    }
 }
 
 impl Core {
@@ -56,7 +66,7 @@ impl Core {
     ) -> oneshot::Receiver<()> {
         let (sender, receiver) = oneshot::channel();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let now = self.now_ns();
+        let now = state.tick(self.now_ns());
         Self::retire(&mut state, now);
         let id = state.next_id;
         state.next_id += 1;
@@ -106,7 +116,7 @@ impl Core {
         if state.armed_ns == Some(deadline_ns) {
             state.armed_ns = None;
         }
-        let now = self.now_ns().max(deadline_ns);
+        let now = state.tick(self.now_ns().max(deadline_ns));
         Self::retire(&mut state, now);
         self.rearm(&mut state);
     }
@@ -136,6 +146,7 @@ impl EmulatedDevice {
                     armed_ns: None,
                     next_id: 0,
                     done: Vec::new(),
+                    clock_ns: 0,
                 }),
             }),
             inner,

@@ -207,6 +207,8 @@ pub struct HddModel {
     head: Head,
     in_service: Option<Completion>,
     queue: VecDeque<Queued>,
+    /// Latest time seen; time never goes back.
+    clock_ns: u64,
 }
 
 impl HddModel {
@@ -222,6 +224,7 @@ impl HddModel {
             head: Head::default(),
             in_service: None,
             queue: VecDeque::new(),
+            clock_ns: 0,
         }
     }
 
@@ -317,6 +320,7 @@ impl HddModel {
 
 impl TimingModel for HddModel {
     fn submit(&mut self, request: ModelRequest, now_ns: u64) {
+        self.clock_ns = super::tick(self.clock_ns, now_ns);
         self.queue.push_back(Queued {
             request,
             arrival_ns: now_ns,
@@ -332,6 +336,7 @@ impl TimingModel for HddModel {
     }
 
     fn advance_to(&mut self, now_ns: u64, done: &mut Vec<Completion>) {
+        self.clock_ns = super::tick(self.clock_ns, now_ns);
         while let Some(current) = self.in_service {
             if current.finish_ns > now_ns {
                 break;

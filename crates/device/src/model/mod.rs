@@ -56,6 +56,15 @@ pub trait TimingModel: Send {
     fn pending(&self) -> usize;
 }
 
+/// Checks the protocol's one rule, that time never goes back, and returns the new time.
+fn tick(clock_ns: u64, now_ns: u64) -> u64 {
+    assert!(
+        now_ns >= clock_ns,
+        "timing model: time went back from {clock_ns} to {now_ns} ns"
+    );
+    now_ns
+}
+
 /// A device to emulate: a named preset or explicit parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EmulationProfile {

@@ -134,6 +134,8 @@ pub struct SsdModel {
     /// Requests in flight by finish time, then submission order.
     in_flight: BinaryHeap<Reverse<(u64, u64, u64)>>,
     sequence: u64,
+    /// Latest time seen; time never goes back.
+    clock_ns: u64,
 }
 
 impl SsdModel {
@@ -146,6 +148,7 @@ impl SsdModel {
             channels,
             in_flight: BinaryHeap::new(),
             sequence: 0,
+            clock_ns: 0,
         }
     }
 
@@ -165,6 +168,7 @@ impl SsdModel {
 
 impl TimingModel for SsdModel {
     fn submit(&mut self, request: ModelRequest, now_ns: u64) {
+        self.clock_ns = super::tick(self.clock_ns, now_ns);
         let finish = self.serve(&request, now_ns);
         self.in_flight
             .push(Reverse((finish, self.sequence, request.id)));
@@ -176,6 +180,7 @@ impl TimingModel for SsdModel {
     }
 
     fn advance_to(&mut self, now_ns: u64, done: &mut Vec<Completion>) {
+        self.clock_ns = super::tick(self.clock_ns, now_ns);
         while let Some(Reverse((finish_ns, _, id))) = self.in_flight.peek().copied() {
             if finish_ns > now_ns {
                 break;

@@ -221,3 +221,64 @@ fn models_are_deterministic() {
     }
     assert!(EmulationProfile::preset("floppy").is_none());
 }
+
+#[test]
+fn every_request_completes_once_in_finish_order_and_never_before_arrival() {
+    for name in EmulationProfile::PRESETS {
+        for seed in 0..40u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut model = preset(name).build(1 << 30);
+            let mut arrivals = std::collections::HashMap::new();
+            let mut done = Vec::new();
+            let mut now = 0u64;
+            let mut last_finish = 0u64;
+            let mut completed = 0;
+            let total = 300u64;
+            for id in 0..total {
+                now += rng.gen_range(0..2_000_000u64); // 0-2 ms apart: queues build and drain
+                let before = done.len();
+                model.advance_to(now, &mut done);
+                assert!(done[before..].iter().all(|c| c.finish_ns <= now));
+                let op = [OpKind::Read, OpKind::Write, OpKind::Flush, OpKind::Discard]
+                    [rng.gen_range(0..4usize)];
+                let length_bytes = 4096 * rng.gen_range(1..=32u64);
+                let request = ModelRequest {
+                    id,
+                    op,
+                    offset_bytes: rng.gen_range(0..(1u64 << 30) / length_bytes) * length_bytes,
+                    length_bytes,
+                };
+                arrivals.insert(id, now);
+                model.submit(request, now);
+                assert_eq!(model.pending() + done.len(), id as usize + 1);
+            }
+            while let Some(next) = model.next_completion_ns() {
+                assert!(next >= now, "{name}: a completion in the past");
+                now = next;
+                model.advance_to(now, &mut done);
+            }
+            for completion in &done {
+                let arrival = arrivals.remove(&completion.id).expect("completed once");
+                assert!(completion.finish_ns >= arrival, "{name} seed {seed}");
+                assert!(
+                    completion.finish_ns >= last_finish,
+                    "{name} seed {seed}: order"
+                );
+                last_finish = completion.finish_ns;
+                completed += 1;
+            }
+            assert_eq!(completed, total, "{name} seed {seed}");
+            assert!(arrivals.is_empty());
+            assert_eq!(model.pending(), 0);
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "time went back")]
+fn models_refuse_time_going_back() {
+    let mut model = preset("nvme").build(1 << 20);
+    let mut done = Vec::new();
+    model.advance_to(1_000, &mut done);
+    model.advance_to(999, &mut done);
+}
