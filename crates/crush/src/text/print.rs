@@ -114,33 +114,30 @@ pub(crate) fn decompile(map: &CrushMap) -> String {
     out
 }
 
+/// Only tunables that differ from the legacy values are written, as C `int`s.
 fn tunables(map: &CrushMap, out: &mut String) {
     let t = &map.tunables;
-    let lines: [(&str, u64, u64); 8] = [
-        ("choose_local_tries", t.choose_local_tries.into(), 2),
+    let lines: [(&str, u32, u32); 8] = [
+        ("choose_local_tries", t.choose_local_tries, 2),
         (
             "choose_local_fallback_tries",
-            t.choose_local_fallback_tries.into(),
+            t.choose_local_fallback_tries,
             5,
         ),
-        ("choose_total_tries", t.choose_total_tries.into(), 19),
-        (
-            "chooseleaf_descend_once",
-            t.chooseleaf_descend_once.into(),
-            0,
-        ),
+        ("choose_total_tries", t.choose_total_tries, 19),
+        ("chooseleaf_descend_once", t.chooseleaf_descend_once, 0),
         ("chooseleaf_vary_r", t.chooseleaf_vary_r.into(), 0),
         ("chooseleaf_stable", t.chooseleaf_stable.into(), 0),
         ("straw_calc_version", t.straw_calc_version.into(), 0),
         (
             "allowed_bucket_algs",
-            t.allowed_bucket_algs.into(),
-            LEGACY_ALLOWED_BUCKET_ALGS.into(),
+            t.allowed_bucket_algs,
+            LEGACY_ALLOWED_BUCKET_ALGS,
         ),
     ];
     for (name, value, default) in lines {
         if value != default {
-            let _ = writeln!(out, "tunable {name} {value}");
+            let _ = writeln!(out, "tunable {name} {}", value as i32);
         }
     }
 }
