@@ -32,8 +32,15 @@ async fn drive(
             let mut rng = ChaCha8Rng::seed_from_u64(worker as u64);
             let slots = device.size_bytes() / workload.length_bytes;
             let mut buffer = vec![0x5Au8; workload.length_bytes as usize];
+            let mut cursor = worker as u64 * slots / queue_depth as u64;
             while Instant::now() < deadline {
-                let offset = rng.gen_range(0..slots) * workload.length_bytes;
+                let slot = if workload.random {
+                    rng.gen_range(0..slots)
+                } else {
+                    cursor += 1;
+                    (cursor - 1) % slots
+                };
+                let offset = slot * workload.length_bytes;
                 let result = if rng.gen_bool(workload.read_fraction) {
                     device.read_at(offset, &mut buffer).await
                 } else {
@@ -99,13 +106,14 @@ async fn main() -> Result<()> {
     let timer = PreciseTimer::global();
     timer_accuracy(&timer).await;
     println!(
-        "{:<9} {:<5} {:>3} | {:>9} {:>9} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>8}",
+        "{:<9} {:<9} {:>3} | {:>9} {:>9} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>8}",
         "preset",
         "op",
         "qd",
         "model",
         "real",
         "ratio",
+        "real",
         "mod.mean",
         "real.mean",
         "mod.p99",
@@ -114,8 +122,8 @@ async fn main() -> Result<()> {
         "late.p99"
     );
     println!(
-        "{:<19} | {:>9} {:>9} {:>6} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>8}",
-        "", "IOPS", "IOPS", "", "µs", "µs", "µs", "µs", "µs", "µs"
+        "{:<23} | {:>9} {:>9} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>8}",
+        "", "IOPS", "IOPS", "", "MB/s", "µs", "µs", "µs", "µs", "µs", "µs"
     );
     for name in &presets {
         let profile =
@@ -124,11 +132,19 @@ async fn main() -> Result<()> {
             EmulationProfile::Hdd(_) => HDD_BYTES,
             _ => SSD_BYTES,
         };
-        for (label, workload) in [
-            ("read", Workload::random_read_4k()),
-            ("write", Workload::random_write_4k()),
-        ] {
-            for queue_depth in [1usize, 32] {
+        let sequential = |length_bytes, read_fraction| Workload {
+            length_bytes,
+            read_fraction,
+            random: false,
+        };
+        let jobs = [
+            ("rand-r4k", Workload::random_read_4k(), &[1usize, 32][..]),
+            ("rand-w4k", Workload::random_write_4k(), &[1, 32][..]),
+            ("seq-r512k", sequential(512 * 1024, 1.0), &[1][..]),
+            ("seq-w512k", sequential(512 * 1024, 0.0), &[1][..]),
+        ];
+        for (label, workload, depths) in jobs {
+            for &queue_depth in depths {
                 let mut model = profile.build(size_bytes);
                 let predicted =
                     run_closed_loop(model.as_mut(), size_bytes, workload, queue_depth, 20_000, 1);
@@ -145,20 +161,21 @@ async fn main() -> Result<()> {
                 .await;
                 let period = device.stats().since(&before);
                 let lateness = timer.stats().lateness_ns.since(&timer_before);
-                let op = if label == "read" {
+                let op = if workload.read_fraction > 0.5 {
                     &period.read
                 } else {
                     &period.write
                 };
                 let achieved = op.ops as f64 * 1e9 / period.elapsed_ns as f64;
                 println!(
-                    "{:<9} {:<5} {:>3} | {:>9.0} {:>9.0} {:>6.3} | {:>9.1} {:>9.1} | {:>9.1} {:>9.1} | {:>8.1} {:>8.1}",
+                    "{:<9} {:<9} {:>3} | {:>9.0} {:>9.0} {:>6.3} {:>7.1} | {:>9.1} {:>9.1} | {:>9.1} {:>9.1} | {:>8.1} {:>8.1}",
                     name,
                     label,
                     queue_depth,
                     predicted.iops(),
                     achieved,
                     achieved / predicted.iops(),
+                    op.bytes as f64 * 1e3 / period.elapsed_ns as f64,
                     predicted.latency_ns.mean() / 1e3,
                     op.latency_us_mean(),
                     predicted.latency_ns.percentile(0.99) as f64 / 1e3,
