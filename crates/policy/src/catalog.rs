@@ -92,6 +92,30 @@ fn with_admission<E: Eviction + 'static>(
     })
 }
 
+/// `strata` takes its knobs after a colon: `strata:reach=1/cap=3/warmup=1`.
+fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataConfig, PolicyError> {
+    let mut config = StrataConfig::new(spec.capacity);
+    config.seed = spec.seed;
+    let Some((_, knobs)) = spec.name.split_once(':') else {
+        return Ok(config);
+    };
+    for knob in knobs.split('/').filter(|k| !k.is_empty()) {
+        let (key, value) = knob.split_once('=').unwrap_or((knob, ""));
+        let bad = || PolicyError::InvalidParameter {
+            name: "strata",
+            reason: format!("bad knob `{knob}`"),
+        };
+        let number: f64 = value.parse().map_err(|_| bad())?;
+        match key {
+            "cap" => config.frequency_cap = number.clamp(0.0, 255.0) as u8,
+            "warmup" => config.warmup = number != 0.0,
+            "reach" => config.reach = number,
+            _ => return Err(bad()),
+        }
+    }
+    Ok(config)
+}
+
 /// Builds the policy named by `spec.name`.
 pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
     if spec.capacity == 0 {
@@ -101,6 +125,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
         });
     }
     let lowered = spec.name.to_ascii_lowercase();
+    let lowered = lowered.split(':').next().unwrap_or_default().to_string();
     let (base, admission) = match lowered.split_once('+') {
         Some((base, admission)) => (base, Some(admission)),
         None => (lowered.as_str(), None),
@@ -153,7 +178,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
             };
             standalone(Box::new(HotTable::new(config, keys)))
         }
-        "strata" => standalone(Box::new(Strata::new(StrataConfig::new(capacity), keys))),
+        "strata" => standalone(Box::new(Strata::new(strata_config(spec, admission)?, keys))),
         _ => Err(PolicyError::UnknownPolicy(spec.name.clone())),
     }
 }

@@ -24,6 +24,10 @@ pub struct StrataConfig {
     pub reach: f64,
     /// Frequency cap of the main queue's clock counters. Default 3.
     pub frequency_cap: u8,
+    /// Admit first-time objects while the cache is not yet full. Default true.
+    pub warmup: bool,
+    /// Seed (unused by the deterministic default; kept for variants). Default 42.
+    pub seed: u64,
 }
 
 impl StrataConfig {
@@ -33,6 +37,8 @@ impl StrataConfig {
             capacity,
             reach: 1.0,
             frequency_cap: 3,
+            warmup: true,
+            seed: 42,
         }
     }
 }
@@ -126,6 +132,9 @@ impl Cache for Strata {
         self.lists.in_list(key, MAIN)
     }
     fn name(&self) -> String {
-        format!("strata(reach={})", self.config.reach)
+        format!(
+            "strata(reach={},cap={})",
+            self.config.reach, self.config.frequency_cap
+        )
     }
 }

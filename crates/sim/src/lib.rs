@@ -14,7 +14,7 @@ pub mod run;
 pub mod sweep;
 pub mod trace;
 
-pub use run::{simulate, Metrics, RunOptions, RunResult, Timing};
+pub use run::{replay, simulate, Metrics, RunOptions, RunResult, Timing};
 pub use sweep::{CacheSize, SweepPlan};
 pub use trace::{load, Format, Mapping, Trace};
 

@@ -122,7 +122,6 @@ pub struct RunOptions {
     pub period: Option<Period>,
 }
 
-
 /// Result of one run (the `--json` record).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunResult {
@@ -335,4 +334,23 @@ impl RunResult {
                 .collect(),
         }
     }
+}
+
+/// Replays `trace` through `cache` with no accounting (for throughput measurements); returns hits.
+pub fn replay(trace: &Trace, next_seq: Option<&[u64]>, cache: &mut dyn Cache) -> u64 {
+    let mut effects = Effects::default();
+    let mut hits = 0;
+    for (seq, r) in trace.requests.iter().enumerate() {
+        let request = Request {
+            key: r.key,
+            size_bytes: r.size_bytes,
+            now_ms: r.time_ms,
+            seq: seq as u64,
+            write: r.write,
+            next_seq: next_seq.map_or(u64::MAX, |n| n[seq]),
+        };
+        effects.clear();
+        hits += cache.on_request(&request, &mut effects).is_hit() as u64;
+    }
+    hits
 }
