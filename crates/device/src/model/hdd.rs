@@ -23,7 +23,8 @@
 //!
 //! ## Queue
 //! One actuator: one request at a time. [`Scheduler::Fifo`] serves in arrival order;
-//! [`Scheduler::ShortestPositioningFirst`] picks, among the oldest `window` queued requests, the
+//! [`Scheduler::Elevator`] sweeps across the tracks (shorter seeks, same rotation);
+//! [`Scheduler::ShortestPositioningFirst`] (the presets) picks, among the oldest `window` queued requests, the
 //! one whose seek + rotation is shortest from the current head position and angle, as a
 //! drive's NCQ firmware does; the oldest request is forced after `STARVATION_LIMIT` pass-overs.
 //! So IOPS rise with queue depth: at QD 1 every request pays a mean seek plus half a
@@ -43,6 +44,13 @@ use crate::OpKind;
 pub enum Scheduler {
     /// Arrival order.
     Fifo,
+    /// Elevator (C-LOOK) among the oldest `window` requests: the nearest track at or beyond
+    /// the head in the sweep direction (towards the inner edge), wrapping to the outermost.
+    /// Shortens seeks but not rotation, as a host I/O scheduler does.
+    Elevator {
+        /// How many of the oldest queued requests are considered (>= 1; 1 is FIFO).
+        window: usize,
+    },
     /// Shortest seek + rotation first among the oldest `window` requests (NCQ-like).
     ShortestPositioningFirst {
         /// How many of the oldest queued requests are considered (>= 1; 1 is FIFO).
@@ -262,11 +270,22 @@ impl HddModel {
         length_bytes * 1000 / u64::from(self.profile.transfer_mb_per_s.max(1))
     }
 
+    /// Tracks the head travels to `request` sweeping inwards and wrapping (C-LOOK).
+    fn sweep_distance(&self, request: &ModelRequest) -> u64 {
+        let track = request.offset_bytes / self.track_bytes;
+        if track >= self.head.track {
+            track - self.head.track
+        } else {
+            u64::MAX / 2 + track // after the wrap, outermost first
+        }
+    }
+
     /// Picks the next queued request to serve at `at_ns` (index into the queue).
     fn pick(&self, at_ns: u64) -> usize {
-        let window = match self.profile.scheduler {
-            Scheduler::Fifo => 1,
-            Scheduler::ShortestPositioningFirst { window } => window.max(1),
+        let (window, by_rotation) = match self.profile.scheduler {
+            Scheduler::Fifo => (1, false),
+            Scheduler::Elevator { window } => (window.max(1), false),
+            Scheduler::ShortestPositioningFirst { window } => (window.max(1), true),
         };
         let oldest_starving = self
             .queue
@@ -280,7 +299,11 @@ impl HddModel {
             if queued.arrival_ns > at_ns {
                 break; // arrivals are in order: the rest have not arrived yet
             }
-            let cost = self.positioning_ns(&queued.request, at_ns);
+            let cost = if by_rotation {
+                self.positioning_ns(&queued.request, at_ns)
+            } else {
+                self.sweep_distance(&queued.request)
+            };
             if cost < best.0 {
                 best = (cost, index);
             }

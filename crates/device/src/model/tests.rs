@@ -68,6 +68,13 @@ fn hdd_iops_rise_with_queue_depth_only_when_reordering() {
         iops(&fifo, Workload::random_read_4k(), 32),
     );
     assert!((at_32 / at_1 - 1.0).abs() < 0.05, "{at_1} vs {at_32}");
+    // An elevator shortens seeks but not rotation: between FIFO and NCQ.
+    let elevator = EmulationProfile::Hdd(HddProfile {
+        scheduler: Scheduler::Elevator { window: 32 },
+        ..HddProfile::hdd_10k()
+    });
+    let lifted = iops(&elevator, Workload::random_read_4k(), 32);
+    assert!(lifted > at_32 * 1.2 && lifted < sptf[3], "{lifted}");
 }
 
 #[test]
