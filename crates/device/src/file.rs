@@ -102,6 +102,8 @@ pub struct FileDevice {
     size_bytes: u64,
     block_size_bytes: u64,
     direct: bool,
+    /// Alignment of the bounce buffers in memory.
+    memory_alignment_bytes: u64,
     is_block_device: bool,
     poisoned: AtomicBool,
     admission: Semaphore,
@@ -170,6 +172,19 @@ impl FileDevice {
                 .map_err(|e| DeviceError::io("BLKSSZGET", e.into()))?;
             block_size_bytes = block_size_bytes.max(u64::from(sector));
         }
+        let mut memory_alignment_bytes = block_size_bytes;
+        if let Some((offset_align, memory_align)) = direct.then(|| dio_alignment(&file)).flatten() {
+            // The kernel states what O_DIRECT needs here (Linux 6.1+); honour it if stricter.
+            if offset_align > block_size_bytes {
+                tracing::info!(
+                    path = %path.display(),
+                    offset_align,
+                    "O_DIRECT needs a larger alignment than configured; raising the block size"
+                );
+                block_size_bytes = offset_align;
+            }
+            memory_alignment_bytes = block_size_bytes.max(memory_align);
+        }
         let raw_size = file
             .seek(SeekFrom::End(0))
             .map_err(|e| DeviceError::io(format!("seek {}", path.display()), e))?;
@@ -210,6 +225,7 @@ impl FileDevice {
             size_bytes,
             block_size_bytes,
             direct,
+            memory_alignment_bytes,
             is_block_device,
             poisoned: AtomicBool::new(false),
             admission: Semaphore::new(config.queue_depth_max),
@@ -255,7 +271,7 @@ impl FileDevice {
     }
 
     fn alignment(&self) -> usize {
-        self.block_size_bytes as usize
+        self.memory_alignment_bytes as usize
     }
 }
 
@@ -284,6 +300,20 @@ fn open_file(path: &Path, direct: bool, create: bool) -> Result<(File, bool), De
     open(0)
         .map(|file| (file, false))
         .map_err(|e| DeviceError::io(format!("open {}", path.display()), e))
+}
+
+/// O_DIRECT's (offset, memory) alignment for `file` as the kernel reports it (statx
+/// `STATX_DIOALIGN`, Linux 6.1+), if it does.
+fn dio_alignment(file: &File) -> Option<(u64, u64)> {
+    use rustix::fs::{statx, AtFlags, StatxFlags};
+    let info = statx(file, "", AtFlags::EMPTY_PATH, StatxFlags::DIOALIGN).ok()?;
+    let reported = info.stx_mask & StatxFlags::DIOALIGN.bits() != 0;
+    (reported && info.stx_dio_offset_align > 0).then(|| {
+        (
+            u64::from(info.stx_dio_offset_align),
+            u64::from(info.stx_dio_mem_align),
+        )
+    })
 }
 
 /// Runs one job on the calling (blocking) thread.
@@ -569,6 +599,24 @@ mod tests {
         let direct = FileDevice::open(&path, FileDeviceConfig::default()).unwrap();
         direct.read_at(0, &mut back).await.unwrap();
         assert_eq!(back, [7u8; 4096]);
+    }
+
+    #[tokio::test]
+    async fn small_configured_blocks_work_with_o_direct() {
+        // 512-byte blocks: honoured if the kernel allows O_DIRECT at 512, raised otherwise.
+        let directory = tempfile::tempdir().unwrap();
+        let config = FileDeviceConfig {
+            block_size_bytes: 512,
+            ..FileDeviceConfig::default()
+        };
+        let device = FileDevice::create(directory.path().join("disk"), 64 * 1024, config).unwrap();
+        let block = device.block_size_bytes();
+        assert!(block >= 512 && block.is_power_of_two());
+        let data = vec![3u8; block as usize];
+        device.write_at(block, &data).await.unwrap();
+        let mut back = vec![0u8; block as usize];
+        device.read_at(block, &mut back).await.unwrap();
+        assert_eq!(back, data);
     }
 
     #[test]
