@@ -110,12 +110,11 @@ impl Compiler {
 
     /// `parse_crush` over the (already reordered) statements, then `finalize`.
     pub fn run(mut self, statements: &[Statement]) -> Result<CrushMap> {
-        // `find_used_bucket_ids`: the first `id` line of every bucket is reserved.
+        // `find_used_bucket_ids`: every `id` line of every bucket, class ids included, is
+        // reserved before any automatic id is handed out.
         for statement in statements {
             if let Statement::Bucket(bucket) = statement {
-                if let Some(first) = bucket.ids.first() {
-                    self.taken_ids.insert(first.id);
-                }
+                self.taken_ids.extend(bucket.ids.iter().map(|line| line.id));
             }
         }
         for statement in statements {
