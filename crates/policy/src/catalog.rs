@@ -38,7 +38,7 @@ pub struct PolicySpec {
     pub period: Period,
     /// Hot table smoothing constant `a`. Default 0.5.
     pub smoothing: f64,
-    /// Hot table threshold `H`. Default 1.0.
+    /// Hot table threshold `H`. Default 0.5.
     pub threshold: f64,
     /// Seed for randomised policies. Default 42.
     pub seed: u64,
@@ -55,7 +55,7 @@ impl PolicySpec {
             key_space,
             period: Period::Millis(60_000),
             smoothing: 0.5,
-            threshold: 1.0,
+            threshold: 0.5,
             seed: 42,
             ceph: None,
         }
@@ -92,7 +92,7 @@ fn with_admission<E: Eviction + 'static>(
     })
 }
 
-/// `strata` takes its knobs after a colon: `strata:reach=1/cap=3/warmup=1`.
+/// `strata` takes its knobs after a colon: `strata:reach=1/cap=3/small=0.1/budget=0.3`.
 fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataConfig, PolicyError> {
     let mut config = StrataConfig::new(spec.capacity);
     config.seed = spec.seed;
@@ -108,7 +108,8 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
         let number: f64 = value.parse().map_err(|_| bad())?;
         match key {
             "cap" => config.frequency_cap = number.clamp(0.0, 255.0) as u8,
-            "warmup" => config.warmup = number != 0.0,
+            "small" => config.small = number.clamp(0.0, 0.9),
+            "budget" => config.budget = number.max(0.0),
             "reach" => config.reach = number,
             _ => return Err(bad()),
         }
@@ -157,7 +158,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
         ),
         "sieve" => with_admission(Sieve::new(capacity, keys), admission, spec),
         "belady" => with_admission(Belady::new(capacity, keys), admission, spec),
-        "ceph" | "ceph-seed003" | "ceph-corrected" => {
+        "ceph" | "ceph-seed003" | "ceph-corrected" | "ceph-fast" => {
             let mut config = spec
                 .ceph
                 .clone()
@@ -166,6 +167,11 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
             config.target_max_objects = capacity;
             if base == "ceph-corrected" {
                 config.temperature = TemperatureEviction::Corrected;
+            }
+            if base == "ceph-fast" {
+                // Seed 003's tier with one-minute hit sets (seed 000's period), so that recency
+                // can be earned within a short trace; ages unchanged.
+                config.hit_set_period_s = 60;
             }
             standalone(Box::new(CephTier::new(config, keys)))
         }

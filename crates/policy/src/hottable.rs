@@ -35,7 +35,7 @@ pub struct HotTableConfig {
     pub period: Period,
     /// Smoothing constant `a` in `[0, 1]`. Default 0.5.
     pub smoothing: f64,
-    /// Threshold `H` in requests per period. Default 1.0.
+    /// Threshold `H` in requests per period. Default 0.5.
     pub threshold: f64,
 }
 

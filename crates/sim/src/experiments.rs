@@ -16,7 +16,7 @@ use serde::Serialize;
 /// Seed 000's sweep over `trace`.
 pub fn seed000_plan(thresholds: Vec<f64>, smoothings: Vec<f64>, jobs: usize) -> SweepPlan {
     SweepPlan {
-        policies: ["hottable", "ceph", "ceph-corrected", "lru"]
+        policies: ["hottable", "ceph", "ceph-corrected", "ceph-fast", "lru"]
             .iter()
             .map(|s| s.to_string())
             .collect(),
@@ -73,7 +73,7 @@ pub fn seed003_ramp(
         let plan = SweepPlan {
             policies: names,
             sizes: vec![CacheSize::Objects(cache_objects)],
-            thresholds: vec![1.0],
+            thresholds: vec![0.5],
             smoothings: vec![0.5],
             period: Period::Millis(60_000),
             options: RunOptions::default(),

@@ -46,7 +46,7 @@ pub struct OutputArgs {
 /// `strata sim cache`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Policies: lru fifo arc 2q s3fifo wtinylfu sieve belady ceph ceph-corrected hottable strata.\n\
+    after_help = "Policies: lru fifo arc 2q s3fifo wtinylfu sieve belady ceph ceph-corrected ceph-fast hottable strata.\n\
 Eviction policies accept an admission filter: NAME+second-hit, NAME+bloom, NAME+tinylfu, NAME+prob0.25.\n\
 Cache sizes: 4897 (objects), 10% (of unique objects), 64M / 4GiB (bytes / mean object size).\n\
 Formats: cloudphysics-csv vscsi arc msr systor tencent-block tencent-photo object strata\n\
