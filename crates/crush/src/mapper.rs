@@ -5,6 +5,10 @@
 //! permutation cache), so repeated mappings allocate nothing. [`do_rule`] is the one-shot form.
 //! The mapper never panics on a map that passed [`CrushMap::validate`]; on other maps it still
 //! avoids panics (missing buckets count as bad items) but the result is unspecified.
+//!
+//! Work is bounded by the map, as in Ceph: a firstn step visits every rank up to its count and
+//! retries each up to the try budgets, so a map with absurd counts or tries (legal, if hostile)
+//! maps slowly rather than wrongly.
 
 use crate::bucket::{self, PermWork};
 use crate::map::{Bucket, BucketData, ChooseArg, ChooseArgMap, CrushMap, RuleStep};
