@@ -48,6 +48,7 @@ mod file;
 pub mod histogram;
 mod memory;
 pub mod model;
+mod realtime;
 mod spec;
 mod stats;
 mod timer;
@@ -60,7 +61,7 @@ pub use memory::MemoryDevice;
 pub use model::{EmulationProfile, HddProfile, Scheduler, SsdProfile};
 pub use spec::{parse_size_bytes, Backing, DeviceSpec};
 pub use stats::{DeviceStats, OpGuard, OpStats, StatsRecorder};
-pub use timer::{PreciseTimer, TimerStats};
+pub use timer::{PreciseTimer, TimerConfig, TimerStats};
 
 /// The kinds of operation a device serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
