@@ -152,8 +152,8 @@ impl OsdMap {
         let dump: Value = serde_json::from_str(json).map_err(|e| err(e.to_string()))?;
         let max_osd =
             i32::try_from(int(&dump, "max_osd")?).map_err(|_| err("max_osd out of range"))?;
-        if max_osd < 0 {
-            return Err(err(format!("negative max_osd {max_osd}")));
+        if !(0..=crate::map::MAX_OSD_LIMIT).contains(&max_osd) {
+            return Err(err(format!("max_osd {max_osd} out of range")));
         }
         let mut map = OsdMap::new(crush, max_osd);
         map.epoch = u32::try_from(int(&dump, "epoch")?).map_err(|_| err("epoch out of range"))?;

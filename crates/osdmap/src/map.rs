@@ -24,6 +24,10 @@ pub const DEFAULT_PRIMARY_AFFINITY: u32 = 0x10000;
 /// `CRUSH_ITEM_NONE`: a hole in an erasure-coded set.
 pub const ITEM_NONE: i32 = crush::ITEM_NONE;
 
+/// The most OSD slots a decoded map may have (2^20): a bound on what a corrupt input can make
+/// us allocate; real clusters stay far below it.
+pub const MAX_OSD_LIMIT: i32 = 1 << 20;
+
 /// OSD state bit names as `osdmaptool --print` lists them (`exists,up`).
 pub const OSD_STATE_NAMES: &[(u32, &str)] = &[
     (1 << 0, "exists"),

@@ -69,6 +69,9 @@ pub const POOL_FLAG_NAMES: &[(u64, &str)] = &[
     (1 << 17, "bulk"),
 ];
 
+/// `pg_autoscale_mode_t::UNKNOWN`: printed as nothing.
+pub const AUTOSCALE_MODE_UNKNOWN: u8 = u8::MAX;
+
 /// `FLAG_HASHPSPOOL`: placement seeds are hashed with the pool id (so pools do not overlap).
 pub const FLAG_HASHPSPOOL: u64 = 1;
 
@@ -97,7 +100,7 @@ pub struct Pool {
     pub pg_num_target: u32,
     pub pgp_num_target: u32,
     pub pg_num_pending: u32,
-    /// 0 = unknown, 1 = off, 2 = warn, 3 = on.
+    /// 0 = off, 1 = warn, 2 = on, 255 = unknown ([`AUTOSCALE_MODE_UNKNOWN`]).
     pub pg_autoscale_mode: u8,
     /// Printed fields the mapping does not use, kept so `--print` matches osdmaptool.
     pub extra: PoolExtra,
@@ -148,7 +151,7 @@ impl Pool {
             pg_num_target: pg_num,
             pgp_num_target: pg_num,
             pg_num_pending: pg_num,
-            pg_autoscale_mode: 0,
+            pg_autoscale_mode: AUTOSCALE_MODE_UNKNOWN,
             extra: PoolExtra {
                 tier_of: -1,
                 read_tier: -1,
@@ -229,19 +232,19 @@ impl Pool {
     /// `pg_autoscale_mode` as its name.
     pub fn autoscale_mode_name(&self) -> Option<&'static str> {
         match self.pg_autoscale_mode {
-            1 => Some("off"),
-            2 => Some("warn"),
-            3 => Some("on"),
+            0 => Some("off"),
+            1 => Some("warn"),
+            2 => Some("on"),
             _ => None,
         }
     }
 
     pub fn autoscale_mode_from_name(name: &str) -> u8 {
         match name {
-            "off" => 1,
-            "warn" => 2,
-            "on" => 3,
-            _ => 0,
+            "off" => 0,
+            "warn" => 1,
+            "on" => 2,
+            _ => AUTOSCALE_MODE_UNKNOWN,
         }
     }
 }

@@ -167,6 +167,7 @@ fn decode_client<'a>(r: &mut Reader<'a>, v: u8, map: &mut OsdMap) -> Result<&'a 
         .collect();
     info.pool_max = r.i32("pool_max")?;
     info.flags = r.u32("flags")?;
+    let max_osd_offset = r.offset();
     let max_osd = r.i32("max_osd")?;
     if max_osd < 0 {
         return Err(r.error("max_osd", format!("negative max_osd {max_osd}")));
@@ -225,6 +226,16 @@ fn decode_client<'a>(r: &mut Reader<'a>, v: u8, map: &mut OsdMap) -> Result<&'a 
         map.info.last_in_change = utime(r, "last_in_change")?;
     }
 
+    // Ceph sizes osd_state to max_osd; a larger max_osd is corrupt (and must not make us
+    // allocate for slots the input does not describe).
+    let described = osd_state.len().max(osd_weight.len());
+    if max_osd as usize > described || max_osd > crate::map::MAX_OSD_LIMIT {
+        return Err(OsdMapError::Decode {
+            offset: max_osd_offset,
+            field: "max_osd",
+            reason: format!("max_osd {max_osd} but {described} osd_state entries"),
+        });
+    }
     map.set_max_osd(max_osd);
     // Ceph sizes these vectors to max_osd; tolerate shorter ones (missing = absent / out).
     for (i, state) in osd_state.into_iter().enumerate().take(map.osd_state.len()) {
@@ -361,5 +372,34 @@ mod tests {
             decode_without_crush(&bytes, CrcCheck::Verify),
             Err(OsdMapError::Crc { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod regression {
+    use super::*;
+
+    /// Found by the decode proptest: a corrupt max_osd of ~2^31 made us allocate slots for
+    /// every id and abort; now it is an error naming the field.
+    #[test]
+    fn huge_max_osd_is_an_error_not_an_allocation() {
+        let mut bytes = tests_support::map_bytes();
+        // max_osd 64 is followed by the osd_state count 64.
+        let at = bytes
+            .windows(8)
+            .position(|w| w == [64, 0, 0, 0, 64, 0, 0, 0])
+            .expect("max_osd field");
+        bytes[at..at + 4].copy_from_slice(&0x7fff_fff0_i32.to_le_bytes());
+        let error = decode_without_crush(&bytes, CrcCheck::Skip)
+            .err()
+            .map(|e| e.to_string());
+        assert!(error.is_some_and(|e| e.contains("max_osd")));
+    }
+
+    mod tests_support {
+        pub(super) fn map_bytes() -> Vec<u8> {
+            include_bytes!("../../../../fixtures/crush-vectors/osdmap/om_c5x12_pool1_pg2048.bin")
+                .to_vec()
+        }
     }
 }

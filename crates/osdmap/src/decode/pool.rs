@@ -144,7 +144,7 @@ pub(crate) fn decode_pool(r: &mut Reader<'_>, id: i64) -> Result<Pool> {
             let _create_time = (r.u32("pool.create_time")?, r.u32("pool.create_time")?);
         }
         let (mut pg_num_target, mut pgp_num_target, mut pg_num_pending) = (pg_num, pgp_num, pg_num);
-        let mut pg_autoscale_mode = 0;
+        let mut pg_autoscale_mode = crate::pool::AUTOSCALE_MODE_UNKNOWN;
         if v >= 28 {
             pg_num_target = r.u32("pool.pg_num_target")?;
             pgp_num_target = r.u32("pool.pgp_num_target")?;

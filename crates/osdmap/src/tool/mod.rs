@@ -293,8 +293,13 @@ pub fn min_compat_client(map: &OsdMap) -> u8 {
 }
 
 fn pool_line(pool: &crate::pool::Pool) -> String {
+    let profile = if pool.pool_type == crate::pool::PoolType::Erasure {
+        format!(" profile {}", pool.erasure_code_profile)
+    } else {
+        String::new()
+    };
     let mut out = format!(
-        "pool {} '{}' {} size {} min_size {} crush_rule {} object_hash {} pg_num {} pgp_num {}",
+        "pool {} '{}' {}{profile} size {} min_size {} crush_rule {} object_hash {} pg_num {} pgp_num {}",
         pool.id,
         pool.name,
         pool.pool_type.name(),
