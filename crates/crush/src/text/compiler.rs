@@ -5,8 +5,8 @@
 //! Where Ceph crashes, corrupts memory or allocates without bound, we refuse with an error
 //! instead: uniform buckets of weight 0, tree buckets over 64 items, bucket ids below
 //! -[`BUCKET_SLOTS_MAX`], rule ids from [`RULE_SLOTS_MAX`] on, device ids that overflow to negative
-//! values. We are also stricter in one place: a device id declared twice is an error (Ceph keeps
-//! the last name and lets both names point at the id).
+//! values. Everything else Ceph accepts, we accept, even oddities such as a device id declared
+//! twice (the last name wins, both names refer to the id).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -37,14 +37,20 @@ fn error(line: usize, message: impl Into<String>) -> CrushError {
 
 /// `adjust_bucket_item_place`: Ceph swaps bucket blocks so that (most) buckets come after the
 /// buckets they hold. It swaps by position with a stale name -> position table, so the result
-/// is not always a topological order; we reproduce it exactly.
+/// is not always a topological order; we reproduce it exactly. Ceph tests every pair (i < j);
+/// only pairs where block i holds block j's name act, so we visit just those, in the same order.
 pub(crate) fn adjust_bucket_order(statements: &mut [Statement]) -> Result<()> {
-    let mut names = Vec::new();
+    let mut names: Vec<String> = Vec::new();
     let mut position_of: HashMap<String, usize> = HashMap::new();
     let mut items_of: HashMap<String, BTreeSet<String>> = HashMap::new();
     let mut line_of: HashMap<String, usize> = HashMap::new();
+    let mut indices_of: HashMap<String, Vec<usize>> = HashMap::new();
     for (position, statement) in statements.iter().enumerate() {
         if let Statement::Bucket(bucket) = statement {
+            indices_of
+                .entry(bucket.name.clone())
+                .or_default()
+                .push(names.len());
             names.push(bucket.name.clone());
             position_of.insert(bucket.name.clone(), position);
             line_of.insert(bucket.name.clone(), bucket.line);
@@ -53,17 +59,22 @@ pub(crate) fn adjust_bucket_order(statements: &mut [Statement]) -> Result<()> {
         }
     }
     let empty = BTreeSet::new();
-    for i in 0..names.len() {
-        for j in i + 1..names.len() {
-            let (Some(first), Some(second)) = (names.get(i), names.get(j)) else {
+    for (i, first) in names.iter().enumerate() {
+        let first_items = items_of.get(first).unwrap_or(&empty);
+        let mut held: Vec<usize> = first_items
+            .iter()
+            .filter_map(|item| indices_of.get(item))
+            .flatten()
+            .copied()
+            .filter(|&j| j > i)
+            .collect();
+        held.sort_unstable();
+        held.dedup();
+        for j in held {
+            let Some(second) = names.get(j) else {
                 continue;
             };
-            let first_items = items_of.get(first).unwrap_or(&empty);
-            let second_items = items_of.get(second).unwrap_or(&empty);
-            if !first_items.contains(second) {
-                continue;
-            }
-            if second_items.contains(first) {
+            if items_of.get(second).unwrap_or(&empty).contains(first) {
                 return Err(error(
                     line_of.get(first).copied().unwrap_or(0),
                     format!("bucket '{first}' and bucket '{second}' include each other"),
@@ -211,12 +222,8 @@ impl Compiler {
                 format!("item {} defined twice", device.name),
             ));
         }
-        if let Some(previous) = self.map.item_names.get(&device.id) {
-            return Err(error(
-                device.line,
-                format!("device id {} already used by {previous}", device.id),
-            ));
-        }
+        // A device id declared twice is accepted, as in Ceph: the last name is the id's name
+        // and both names refer to the id.
         self.map.item_names.insert(device.id, device.name.clone());
         self.item_id.insert(device.name.clone(), device.id);
         self.taken_ids.insert(device.id);
