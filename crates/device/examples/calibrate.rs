@@ -13,8 +13,8 @@ use device::{Device, EmulatedDevice, EmulationProfile, MemoryDevice, PreciseTime
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// An HDD's range spans the full stroke whatever its size; 1 GiB keeps memory use small.
-const HDD_BYTES: u64 = 1 << 30;
+/// An HDD's range spans the full stroke whatever its size; 256 MiB keeps memory use small.
+const HDD_BYTES: u64 = 256 << 20;
 /// Flash has no geometry: a small device bounds the memory random writes allocate.
 const SSD_BYTES: u64 = 64 << 20;
 
@@ -149,6 +149,12 @@ async fn main() -> Result<()> {
                 let predicted =
                     run_closed_loop(model.as_mut(), size_bytes, workload, queue_depth, 20_000, 1);
                 let backing = Arc::new(MemoryDevice::with_block_size("memory", size_bytes, 4096)?);
+                // Touch every chunk first: page faults on fresh memory (~1 ms per 512 KiB under
+                // load) would otherwise be measured as the emulated device's slowness.
+                let fill = vec![0xA5u8; 1 << 20];
+                for offset in (0..size_bytes).step_by(fill.len()) {
+                    backing.write_at(offset, &fill).await?;
+                }
                 let device = Arc::new(EmulatedDevice::new(name.as_str(), backing, profile.clone()));
                 let timer_before = timer.stats().lateness_ns;
                 let before = device.stats();

@@ -2,12 +2,14 @@
 //! transfer at the media rate, and optional command reordering (NCQ).
 //!
 //! ## Geometry
-//! The device's byte range is laid on concentric tracks from the outer edge inwards; a track
-//! holds one revolution of data at the media rate, `track_bytes = transfer_rate * revolution`
-//! (zones and head switches are ignored). The device's whole range spans the full stroke, so a
-//! small emulated device behaves like a whole disk of that size: random I/O over it pays an
-//! average seek. A byte's angular position is its offset within its track.
-//!
+//! A track holds one revolution of data at the media rate,
+//! `track_bytes = transfer_rate * revolution` (zones and head switches are ignored); a byte's
+//! angular position is its offset modulo `track_bytes`. The device's byte range is spread
+//! evenly over the full stroke of a disk of `max(size / track_bytes, MIN_TRACKS)` tracks, so
+//! an emulated device of any size behaves like a whole disk: random I/O over it pays an average
+//! seek, and a small device does not gain from many requests sharing a track (without the
+//! floor a 64 MiB device would have 56 tracks and give 455 IOPS at QD 32 instead of ~355).
+
 //! ## Service time of a request (pure; `at_ns` is when the actuator starts on it)
 //! - `command_overhead_us`, always;
 //! - **sequential** (starts where the previous request ended): nothing more than transfer
@@ -123,10 +125,14 @@ impl HddProfile {
     }
 }
 
+/// Fewest tracks the device's range is spread over (a 120 GB disk's worth of 1.2 MB tracks).
+pub const MIN_TRACKS: u64 = 100_000;
+
 /// Reordering window of the presets: the firmware considers the oldest 24 of up to 32 queued
-/// commands. With it, 4 KiB random I/O at QD 32 gives 355-371 IOPS at 10k rpm and 179-188 at
-/// 7.2k rpm on devices of 1 GiB to 1 TiB (window 32 would give ~380 / ~195, window 16 ~330 /
-/// ~165); seed 001 says ~350 at 10k rpm, and ~180 is the usual 7.2k figure.
+/// commands. With it, 4 KiB random reads/writes give, on devices of 64 MiB to 16 TiB,
+/// 344-362 IOPS at 10k rpm and 173-180 at 7.2k rpm at QD 32 (QD 8: 257 / 131; QD 1: 145 / 78).
+/// Window 32 would give ~380 / ~195, window 16 ~330 / ~165. Seed 001 says ~350 at 10k rpm;
+/// ~180 is the usual 7.2k figure.
 pub const CALIBRATED_WINDOW: usize = 24;
 
 /// Pass-overs after which the oldest queued request is served regardless of position.
@@ -212,6 +218,9 @@ pub struct HddModel {
     curve: SeekCurve,
     revolution_ns: u64,
     track_bytes: u64,
+    /// Tracks the device's range is spread over.
+    tracks: u64,
+    size_bytes: u64,
     head: Head,
     in_service: Option<Completion>,
     queue: VecDeque<Queued>,
@@ -223,11 +232,13 @@ impl HddModel {
     /// A disk of `size_bytes` with the head parked at track 0.
     pub fn new(profile: HddProfile, size_bytes: u64) -> Self {
         let track_bytes = profile.track_bytes();
-        let tracks = size_bytes.div_ceil(track_bytes).max(1);
+        let tracks = size_bytes.div_ceil(track_bytes).max(MIN_TRACKS);
         Self {
             curve: SeekCurve::fit(&profile, tracks),
             revolution_ns: profile.revolution_ns(),
             track_bytes,
+            tracks,
+            size_bytes: size_bytes.max(1),
             profile,
             head: Head::default(),
             in_service: None,
@@ -241,6 +252,13 @@ impl HddModel {
         self.curve
     }
 
+    /// The track holding byte `offset_bytes`.
+    fn track_of(&self, offset_bytes: u64) -> u64 {
+        let track =
+            u128::from(offset_bytes) * u128::from(self.tracks) / u128::from(self.size_bytes);
+        (track as u64).min(self.tracks - 1)
+    }
+
     /// Time from `at_ns` until the head is over the first byte of `request` (overhead, seek,
     /// settle, rotation), from the current head state.
     pub fn positioning_ns(&self, request: &ModelRequest, at_ns: u64) -> u64 {
@@ -251,7 +269,7 @@ impl HddModel {
         if self.head.next_sequential_offset == Some(request.offset_bytes) {
             return overhead;
         }
-        let track = request.offset_bytes / self.track_bytes;
+        let track = self.track_of(request.offset_bytes);
         let seek = self.curve.seek_ns(track.abs_diff(self.head.track));
         let settle = if request.op == OpKind::Write {
             u64::from(self.profile.write_settle_us) * 1000
@@ -272,7 +290,7 @@ impl HddModel {
 
     /// Tracks the head travels to `request` sweeping inwards and wrapping (C-LOOK).
     fn sweep_distance(&self, request: &ModelRequest) -> u64 {
-        let track = request.offset_bytes / self.track_bytes;
+        let track = self.track_of(request.offset_bytes);
         if track >= self.head.track {
             track - self.head.track
         } else {
@@ -330,7 +348,7 @@ impl HddModel {
             service += self.transfer_ns(request.length_bytes);
             let end = request.offset_bytes + request.length_bytes;
             self.head = Head {
-                track: (end - 1) / self.track_bytes,
+                track: self.track_of(end - 1),
                 next_sequential_offset: Some(end),
             };
         }

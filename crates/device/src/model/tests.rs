@@ -51,8 +51,24 @@ fn hdd_7200_gives_about_180_random_4k_iops_under_load() {
 #[test]
 fn hdd_calibration_holds_on_a_small_device() {
     // The device's range spans the full stroke, so a 1 GiB emulated disk behaves like a whole one.
-    let small = run(&preset("hdd-10k"), 1 << 30, Workload::random_read_4k(), 32).iops();
-    assert!((300.0..=400.0).contains(&small), "{small}");
+    for size_bytes in [64 << 20, 1 << 30] {
+        let small = run(
+            &preset("hdd-10k"),
+            size_bytes,
+            Workload::random_read_4k(),
+            32,
+        )
+        .iops();
+        assert!((300.0..=400.0).contains(&small), "{small}");
+        let slow = run(
+            &preset("hdd-7200"),
+            size_bytes,
+            Workload::random_read_4k(),
+            32,
+        )
+        .iops();
+        assert!((150.0..=210.0).contains(&slow), "{slow}");
+    }
 }
 
 #[test]
