@@ -77,8 +77,19 @@ pub fn test_choose_args(map: &CrushMap) -> Option<&crate::map::ChooseArgMap> {
     map.choose_args.get(&0).or_else(|| map.choose_args.get(&-1))
 }
 
-/// Run `crushtool --test` on `map` and write its report to `out`.
+/// Run `crushtool --test` on `map` and write to `out` what crushtool writes to stdout.
 pub fn run(map: &CrushMap, config: &TestConfig, out: &mut dyn Write) -> io::Result<()> {
+    run_split(map, config, out, &mut io::sink())
+}
+
+/// [`run`], also writing to `err` what crushtool writes to stderr (the weight vector of
+/// `--show-utilization-all`).
+pub fn run_split(
+    map: &CrushMap,
+    config: &TestConfig,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> io::Result<()> {
     let statistics =
         config.show_statistics || config.show_utilization || config.show_utilization_all;
     let max_rules = map.rules.len() as i32;
@@ -93,7 +104,7 @@ pub fn run(map: &CrushMap, config: &TestConfig, out: &mut dyn Write) -> io::Resu
     let weights = device_weights(map, &config.device_weights);
     if config.show_utilization_all {
         let hex: Vec<String> = weights.iter().map(|w| format!("{w:x}")).collect();
-        writeln!(out, "devices weights (hex): [{}]", hex.join(","))?;
+        writeln!(err, "devices weights (hex): [{}]", hex.join(","))?;
     }
     let mut mapper = Mapper::new(map, test_choose_args(map));
     let mut result = Vec::new();
