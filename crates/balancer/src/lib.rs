@@ -1,1 +1,38 @@
-//! balancer: placeholder, filled in by its issue.
+//! balancer: PG distribution analysis and the minimal-movement upmap balancer. Pure: no I/O,
+//! no clock, no global randomness; the CLI reads maps and writes commands.
+//!
+//! Owns:
+//! - [`problem`]: the balancer's own input model (OSDs with weights and failure-domain
+//!   ancestors, pools with rule constraints, PGs with raw CRUSH sets and existing upmap items);
+//! - [`targets`]: weight-proportional targets and their `[floor, ceil]` bounds;
+//! - [`analysis`]: per-OSD distribution tables (seed 004's figures) and [`svg`] charts;
+//! - [`flow`]: an exact min-cost flow solver;
+//! - [`balance`]: the count balancer, one min-cost flow over all pools at once;
+//! - [`bytes`]: the bytes balancer (swaps on top of the count plan);
+//! - [`cluster`]: the adapter from a CRUSH map plus OSD/pool/PG data to a [`Problem`];
+//! - [`generate`]: seeded synthetic clusters for tests and benches.
+//!
+//! Invariants (asserted in [`balance::check_plan`]): a plan never puts two shards of a PG in one
+//! failure domain beyond the rule's limit, only adds shards to candidate OSDs of the pool, and
+//! changes OSDs in place (position `i` of the up set replaces position `i` of the raw set).
+
+pub mod analysis;
+pub mod balance;
+pub mod bytes;
+pub mod cluster;
+pub mod error;
+pub mod flow;
+pub mod generate;
+pub mod problem;
+pub mod svg;
+pub mod targets;
+pub mod tree;
+
+#[cfg(test)]
+mod exhaustive;
+
+pub use analysis::{Distribution, Scope, Summary, Table};
+pub use balance::{balance, BalanceConfig, Plan, UpmapChange, Violation, ViolationReason};
+pub use error::BalancerError;
+pub use problem::{Level, Osd, OsdId, Pg, PgId, Pool, PoolId, Problem, RuleConstraints, ITEM_NONE};
+pub use targets::{Bounds, Targets};

@@ -1,0 +1,715 @@
+//! The count balancer: pg_upmap_items that bring every OSD within `[floor, ceil]` of its
+//! weight-proportional target, per pool and in total, with the fewest shards moved away from
+//! raw CRUSH, by one exact min-cost flow.
+//!
+//! ## The network
+//! ```text
+//!  PG g (supply = shards)
+//!   └─> N(g, rack) ─cap 2─> N(g, host) ─cap 1─┬─> OSD_pool(raw osd)   cost 0  (keep the shard)
+//!                                              └─> A(pool, host)       cost 1  (move a shard in)
+//!  A(pool, host) ──> OSD_pool(o) for each candidate o in host          cost 0
+//!  OSD_pool(p, o) ──[low_p, high_p]──> OSD_total(o) ──[low, high]──> sink (demand = all shards)
+//! ```
+//! Per-(PG, domain) nodes carry each level's limit (`max_per_pg`), so no integral flow puts two
+//! shards of a PG in one host, or more than the rule allows in one rack. A bound `[low, high]`
+//! is three parallel arcs: `low` units at cost `-P`, `high - low` at 0, unbounded at `+P`, with
+//! `P` larger than any number of moves: the minimum-cost flow first minimises the total
+//! distance outside the bounds (zero whenever the constraints allow), then the moves.
+//!
+//! Pools share only the `OSD_total` nodes and the sink, so this is a single-commodity flow (every
+//! unit ends in the one sink, and a PG's flow can only reach its own pool's `OSD_pool` nodes):
+//! flow integrality holds and the optimum is exact, per pool and total bounds together.
+//!
+//! Cost of a PG = shards on non-raw OSDs: a raw OSD that stays costs 0 whatever position it is
+//! in, so the cheapest assignment of positions (keep every raw OSD in its own position) matches
+//! the flow's cost, for replicated and erasure-coded (indep, in-place) pools alike. The
+//! `A(pool, host)` nodes aggregate "one more shard into this host" over PGs; any decomposition
+//! of their flow is a legal assignment with the same per-OSD counts and cost.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::flow::{ArcId, Network, NodeId, CAPACITY_INFINITE};
+use crate::problem::{moved_shards, OsdId, Pg, PgId, PoolId, Problem, ITEM_NONE};
+use crate::targets::{Bounds, Targets};
+use crate::tree::DomainTree;
+use crate::BalancerError;
+
+/// Knobs of [`balance`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BalanceConfig {
+    /// Stop after this many shards moved relative to raw CRUSH (None = no limit). Paths are
+    /// taken cheapest first, so the plan is the best prefix. Default: None.
+    pub max_moves: Option<usize>,
+}
+
+/// What to do with one PG's pg_upmap_items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpmapChange {
+    /// Replace the PG's items with this complete list of (from, to) pairs.
+    Set {
+        pg: PgId,
+        items: Vec<(OsdId, OsdId)>,
+    },
+    /// Drop the PG's items: it goes back to raw CRUSH.
+    Remove { pg: PgId },
+}
+
+impl UpmapChange {
+    /// The `ceph` command that applies this change.
+    pub fn command(&self) -> String {
+        match self {
+            Self::Set { pg, items } => {
+                let pairs: Vec<String> = items.iter().map(|(f, t)| format!("{f} {t}")).collect();
+                format!("ceph osd pg-upmap-items {pg} {}", pairs.join(" "))
+            }
+            Self::Remove { pg } => format!("ceph osd rm-pg-upmap-items {pg}"),
+        }
+    }
+}
+
+/// Why an OSD ends outside its bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ViolationReason {
+    /// The OSD's domain cannot hold that many shards of the pool: each PG may put at most
+    /// `max_per_pg` shards there, so `capacity` = PGs x limit < `required` = sum of the lows.
+    DomainCapacity {
+        type_id: i32,
+        domain: i64,
+        capacity: usize,
+        required: usize,
+    },
+    /// `--max-moves` stopped the balancer first.
+    MoveLimit,
+    /// The rule's constraints admit no placement that fixes it; the flow proved the total
+    /// distance outside the bounds minimal.
+    Constraints,
+}
+
+/// One OSD outside its bounds after balancing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Violation {
+    pub osd: OsdId,
+    /// None = the total over pools.
+    pub pool: Option<PoolId>,
+    pub count: usize,
+    pub bounds: Bounds,
+    pub reason: ViolationReason,
+}
+
+/// Size and effort of the solve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SolveStats {
+    pub nodes: usize,
+    pub arcs: usize,
+    pub phases: u32,
+    pub augmentations: u64,
+    pub budget_exhausted: bool,
+}
+
+/// The balancer's decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Final up set of every PG, by position.
+    pub up: BTreeMap<PgId, Vec<OsdId>>,
+    /// Final complete pg_upmap_items of every PG (empty = none).
+    pub items: BTreeMap<PgId, Vec<(OsdId, OsdId)>>,
+    /// PGs whose items change.
+    pub changes: Vec<UpmapChange>,
+    /// Shards away from raw CRUSH before (existing upmaps) and after.
+    pub moved_before: usize,
+    pub moved_after: usize,
+    /// Shards whose OSD differs between the current and the final up set.
+    pub shards_changed: usize,
+    pub violations: Vec<Violation>,
+    pub stats: SolveStats,
+}
+
+/// Per-pool part of the network.
+struct PoolPart {
+    tree: DomainTree,
+    /// OSD -> OSD_pool node.
+    osd_node: HashMap<OsdId, NodeId>,
+    /// Domain index -> A node (innermost domains with candidates).
+    aggregate: HashMap<usize, NodeId>,
+}
+
+/// Balance PG shard counts with the fewest moves. Pure.
+pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, BalancerError> {
+    problem.validate()?;
+    let targets = Targets::compute(problem);
+    let total_shards: usize = problem.pgs.iter().map(Pg::shard_count).sum();
+    let penalty = total_shards as i64 + 1;
+    let osds: BTreeMap<OsdId, &crate::problem::Osd> =
+        problem.osds.iter().map(|o| (o.id, o)).collect();
+
+    let mut network = Network::new();
+    let sink = network.add_node();
+    network.add_supply(sink, -(total_shards as i64));
+    let mut total_node: HashMap<OsdId, NodeId> = HashMap::new();
+    for osd in &problem.osds {
+        let node = network.add_node();
+        total_node.insert(osd.id, node);
+        let bounds = Bounds::of_target(targets.total_target(osd.id));
+        add_bounded(&mut network, node, sink, bounds, penalty);
+    }
+
+    let mut raw_osds: BTreeMap<PoolId, BTreeSet<OsdId>> = BTreeMap::new();
+    for pg in &problem.pgs {
+        raw_osds
+            .entry(pg.id.pool)
+            .or_default()
+            .extend(pg.raw.iter().copied());
+    }
+    let mut parts: BTreeMap<PoolId, PoolPart> = BTreeMap::new();
+    let mut node_osd: HashMap<NodeId, OsdId> = HashMap::new();
+    for pool in &problem.pools {
+        let empty = BTreeSet::new();
+        let tree = DomainTree::build(pool, &osds, raw_osds.get(&pool.id).unwrap_or(&empty));
+        let mut osd_node = HashMap::new();
+        for &osd in tree.leaf_of.keys() {
+            let node = network.add_node();
+            osd_node.insert(osd, node);
+            node_osd.insert(node, osd);
+            let bounds = Bounds::of_target(targets.pool_target(pool.id, osd));
+            let Some(&total) = total_node.get(&osd) else {
+                return Err(BalancerError::Invalid(format!("unknown osd.{osd}")));
+            };
+            add_bounded(&mut network, node, total, bounds, penalty);
+        }
+        let mut aggregate = HashMap::new();
+        for (index, domain) in tree.domains.iter().enumerate() {
+            if domain.candidates.is_empty() {
+                continue;
+            }
+            let node = network.add_node();
+            aggregate.insert(index, node);
+            for osd in &domain.candidates {
+                if let Some(&to) = osd_node.get(osd) {
+                    network.add_arc(node, to, CAPACITY_INFINITE, 0, false);
+                }
+            }
+        }
+        parts.insert(
+            pool.id,
+            PoolPart {
+                tree,
+                osd_node,
+                aggregate,
+            },
+        );
+    }
+
+    // Per PG: G, then one node per domain of its pool (base + domain index).
+    let mut pg_base: Vec<NodeId> = Vec::with_capacity(problem.pgs.len());
+    for pg in &problem.pgs {
+        let part = parts
+            .get(&pg.id.pool)
+            .ok_or_else(|| BalancerError::Invalid(format!("pg {}: unknown pool", pg.id)))?;
+        pg_base.push(add_pg(&mut network, part, pg)?);
+    }
+
+    let report = network.solve(config.max_moves.map(|m| m as i64));
+    let stats = SolveStats {
+        nodes: network.node_count(),
+        arcs: network.arc_count(),
+        phases: report.phases,
+        augmentations: report.augmentations,
+        budget_exhausted: report.budget_exhausted,
+    };
+    let up = extract(problem, &parts, &network, &node_osd, &pg_base)?;
+    let trees: BTreeMap<PoolId, DomainTree> = parts
+        .into_iter()
+        .map(|(id, part)| (id, part.tree))
+        .collect();
+    Ok(finish(problem, &targets, &trees, up, stats))
+}
+
+/// Arcs `from -> to` enforcing `bounds` softly (see the module doc).
+fn add_bounded(network: &mut Network, from: NodeId, to: NodeId, bounds: Bounds, penalty: i64) {
+    let (low, high) = (i64::from(bounds.low), i64::from(bounds.high));
+    if low > 0 {
+        network.add_arc(from, to, low, -penalty, false);
+    }
+    if high > low {
+        network.add_arc(from, to, high - low, 0, false);
+    }
+    network.add_arc(from, to, CAPACITY_INFINITE, penalty, false);
+}
+
+/// Add PG `pg`'s nodes and arcs and its raw placement as initial flow; returns its G node.
+fn add_pg(network: &mut Network, part: &PoolPart, pg: &Pg) -> Result<NodeId, BalancerError> {
+    let tree = &part.tree;
+    let g = network.add_node();
+    let base = network.node_count() as NodeId;
+    for _ in &tree.domains {
+        network.add_node();
+    }
+    // Raw sets that already exceed a limit keep their raw count as allowance.
+    let occupancy = tree.occupancy(&pg.raw);
+    let capacity = |d: usize| {
+        let limit = tree.max_per_pg[tree.domains[d].level];
+        i64::from(limit.max(occupancy.get(&d).copied().unwrap_or(0)))
+    };
+    let mut into: Vec<ArcId> = Vec::with_capacity(tree.domains.len());
+    for (d, domain) in tree.domains.iter().enumerate() {
+        let from = domain.parent.map_or(g, |p| base + p as NodeId);
+        into.push(network.add_arc(from, base + d as NodeId, capacity(d), 0, false));
+    }
+    for (&d, &a) in &part.aggregate {
+        network.add_arc(base + d as NodeId, a, capacity(d), 1, true);
+    }
+    network.add_supply(g, pg.shard_count() as i64);
+    for &osd in pg.raw.iter().filter(|&&o| o != ITEM_NONE) {
+        let (Some(&leaf), Some(&osd_node)) = (tree.leaf_of.get(&osd), part.osd_node.get(&osd))
+        else {
+            return Err(BalancerError::Invalid(format!(
+                "pg {}: osd.{osd} not in tree",
+                pg.id
+            )));
+        };
+        let raw_arc = network.add_arc(base + leaf as NodeId, osd_node, 1, 0, false);
+        for d in tree.path(leaf) {
+            network.push_initial(into[d], 1);
+        }
+        network.push_initial(raw_arc, 1);
+    }
+    Ok(g)
+}
+
+/// Read the final up sets out of the solved network.
+fn extract(
+    problem: &Problem,
+    parts: &BTreeMap<PoolId, PoolPart>,
+    network: &Network,
+    node_osd: &HashMap<NodeId, OsdId>,
+    pg_g: &[NodeId],
+) -> Result<BTreeMap<PgId, Vec<OsdId>>, BalancerError> {
+    // Kept raw OSDs and requests for a new OSD in an innermost domain, per PG.
+    let mut kept: Vec<Vec<OsdId>> = vec![Vec::new(); problem.pgs.len()];
+    let mut requests: HashMap<NodeId, Vec<usize>> = HashMap::new();
+    let aggregates: std::collections::HashSet<NodeId> = parts
+        .values()
+        .flat_map(|p| p.aggregate.values().copied())
+        .collect();
+    for (index, pg) in problem.pgs.iter().enumerate() {
+        let Some(part) = parts.get(&pg.id.pool) else {
+            continue;
+        };
+        let base = pg_g[index] + 1;
+        for d in 0..part.tree.domains.len() {
+            for arc in network.arcs_out(base + d as NodeId) {
+                let head = network.arc_head(arc);
+                for _ in 0..network.flow(arc) {
+                    if let Some(&osd) = node_osd.get(&head) {
+                        kept[index].push(osd);
+                    } else if aggregates.contains(&head) {
+                        requests.entry(head).or_default().push(index);
+                    }
+                }
+            }
+        }
+    }
+    // Decompose each aggregate's flow: prefer the OSD a PG already uses (an existing upmap).
+    let mut added: Vec<Vec<OsdId>> = vec![Vec::new(); problem.pgs.len()];
+    let current: Vec<Vec<OsdId>> = problem.pgs.iter().map(Pg::up).collect();
+    for (aggregate, pgs) in requests {
+        let mut supply: BTreeMap<OsdId, i64> = BTreeMap::new();
+        for arc in network.arcs_out(aggregate) {
+            if let Some(&osd) = node_osd.get(&network.arc_head(arc)) {
+                *supply.entry(osd).or_default() += network.flow(arc);
+            }
+        }
+        let mut pending = Vec::new();
+        for index in pgs {
+            let preferred = current[index]
+                .iter()
+                .find(|o| supply.get(o).is_some_and(|&s| s > 0));
+            match preferred {
+                Some(&osd) if !kept[index].contains(&osd) && !added[index].contains(&osd) => {
+                    *supply.entry(osd).or_default() -= 1;
+                    added[index].push(osd);
+                }
+                _ => pending.push(index),
+            }
+        }
+        for index in pending {
+            let used = |o: &OsdId| kept[index].contains(o) || added[index].contains(o);
+            let choice = supply
+                .iter()
+                .find(|(o, &s)| s > 0 && !used(o))
+                .map(|(&o, _)| o);
+            let Some(osd) = choice else {
+                return Err(BalancerError::Internal(
+                    "aggregate decomposition failed".into(),
+                ));
+            };
+            *supply.entry(osd).or_default() -= 1;
+            added[index].push(osd);
+        }
+    }
+    let mut up = BTreeMap::new();
+    for (index, pg) in problem.pgs.iter().enumerate() {
+        up.insert(
+            pg.id,
+            place_positions(pg, &kept[index], &added[index], &current[index]),
+        );
+    }
+    Ok(up)
+}
+
+/// Put added OSDs into the positions of removed raw OSDs, keeping an OSD where the current up
+/// set already has it.
+fn place_positions(pg: &Pg, kept: &[OsdId], added: &[OsdId], current: &[OsdId]) -> Vec<OsdId> {
+    let mut up = pg.raw.clone();
+    let mut free: Vec<usize> = (0..up.len())
+        .filter(|&i| up[i] != ITEM_NONE && !kept.contains(&up[i]))
+        .collect();
+    let mut rest = Vec::new();
+    for &osd in added {
+        match free.iter().position(|&i| current.get(i) == Some(&osd)) {
+            Some(k) => up[free.remove(k)] = osd,
+            None => rest.push(osd),
+        }
+    }
+    for (slot, osd) in free.into_iter().zip(rest) {
+        up[slot] = osd;
+    }
+    up
+}
+
+/// Items, changes, movement and violations of the final placement.
+pub(crate) fn finish(
+    problem: &Problem,
+    targets: &Targets,
+    trees: &BTreeMap<PoolId, DomainTree>,
+    up: BTreeMap<PgId, Vec<OsdId>>,
+    stats: SolveStats,
+) -> Plan {
+    let mut plan = Plan {
+        up,
+        items: BTreeMap::new(),
+        changes: Vec::new(),
+        moved_before: 0,
+        moved_after: 0,
+        shards_changed: 0,
+        violations: Vec::new(),
+        stats,
+    };
+    for pg in &problem.pgs {
+        let current = pg.up();
+        let new = plan
+            .up
+            .get(&pg.id)
+            .cloned()
+            .unwrap_or_else(|| pg.raw.clone());
+        let items: Vec<(OsdId, OsdId)> = pg
+            .raw
+            .iter()
+            .zip(&new)
+            .filter(|(r, n)| r != n)
+            .map(|(&r, &n)| (r, n))
+            .collect();
+        plan.moved_before += moved_shards(&pg.raw, &current);
+        plan.moved_after += moved_shards(&pg.raw, &new);
+        plan.shards_changed += current.iter().zip(&new).filter(|(c, n)| c != n).count();
+        if new != current {
+            plan.changes.push(if items.is_empty() {
+                UpmapChange::Remove { pg: pg.id }
+            } else {
+                UpmapChange::Set {
+                    pg: pg.id,
+                    items: items.clone(),
+                }
+            });
+        }
+        plan.items.insert(pg.id, items);
+    }
+    plan.violations = violations(problem, targets, trees, &plan);
+    plan
+}
+
+fn violations(
+    problem: &Problem,
+    targets: &Targets,
+    trees: &BTreeMap<PoolId, DomainTree>,
+    plan: &Plan,
+) -> Vec<Violation> {
+    let mut per_pool: BTreeMap<(PoolId, OsdId), usize> = BTreeMap::new();
+    let mut total: BTreeMap<OsdId, usize> = BTreeMap::new();
+    let mut pgs_per_pool: BTreeMap<PoolId, usize> = BTreeMap::new();
+    for (pg, set) in &plan.up {
+        *pgs_per_pool.entry(pg.pool).or_default() += 1;
+        for &osd in set.iter().filter(|&&o| o != ITEM_NONE) {
+            *per_pool.entry((pg.pool, osd)).or_default() += 1;
+            *total.entry(osd).or_default() += 1;
+        }
+    }
+    let fallback = if plan.stats.budget_exhausted {
+        ViolationReason::MoveLimit
+    } else {
+        ViolationReason::Constraints
+    };
+    let mut out = Vec::new();
+    for pool in &problem.pools {
+        let Some(tree) = trees.get(&pool.id) else {
+            continue;
+        };
+        let pgs = pgs_per_pool.get(&pool.id).copied().unwrap_or(0);
+        for &osd in tree.leaf_of.keys() {
+            let count = per_pool.get(&(pool.id, osd)).copied().unwrap_or(0);
+            let bounds = Bounds::of_target(targets.pool_target(pool.id, osd));
+            if bounds.contains(count) {
+                continue;
+            }
+            let reason =
+                domain_reason(tree, targets, pool.id, osd, pgs).unwrap_or_else(|| fallback.clone());
+            out.push(Violation {
+                osd,
+                pool: Some(pool.id),
+                count,
+                bounds,
+                reason,
+            });
+        }
+    }
+    for osd in &problem.osds {
+        let count = total.get(&osd.id).copied().unwrap_or(0);
+        let bounds = Bounds::of_target(targets.total_target(osd.id));
+        if !bounds.contains(count) {
+            let pool_reason = out
+                .iter()
+                .find(|v| v.osd == osd.id)
+                .map(|v| v.reason.clone());
+            let reason = pool_reason.unwrap_or_else(|| fallback.clone());
+            out.push(Violation {
+                osd: osd.id,
+                pool: None,
+                count,
+                bounds,
+                reason,
+            });
+        }
+    }
+    out
+}
+
+/// A domain around `osd` whose lows exceed what the pool's PGs can put there.
+fn domain_reason(
+    tree: &DomainTree,
+    targets: &Targets,
+    pool: PoolId,
+    osd: OsdId,
+    pgs: usize,
+) -> Option<ViolationReason> {
+    let leaf = *tree.leaf_of.get(&osd)?;
+    for d in tree.path(leaf) {
+        let capacity = pgs * tree.max_per_pg[tree.domains[d].level] as usize;
+        let required: usize = tree
+            .leaf_of
+            .iter()
+            .filter(|(_, &l)| tree.path(l).contains(&d))
+            .map(|(&o, _)| Bounds::of_target(targets.pool_target(pool, o)).low as usize)
+            .sum();
+        if required > capacity {
+            return Some(ViolationReason::DomainCapacity {
+                type_id: tree.type_ids[tree.domains[d].level],
+                domain: tree.domains[d].key,
+                capacity,
+                required,
+            });
+        }
+    }
+    None
+}
+
+/// Check a plan's invariants against the problem: every up set has the raw set's holes and
+/// length, no repeated OSD, every added OSD is a candidate, and no failure-domain limit is
+/// exceeded (beyond what the raw set itself already had).
+pub fn check_plan(problem: &Problem, plan: &Plan) -> Result<(), BalancerError> {
+    let trees = build_trees(problem);
+    for pg in &problem.pgs {
+        let fail = |what: &str| Err(BalancerError::Internal(format!("pg {}: {what}", pg.id)));
+        let (Some(up), Some(pool), Some(tree)) = (
+            plan.up.get(&pg.id),
+            problem.pool(pg.id.pool),
+            trees.get(&pg.id.pool),
+        ) else {
+            return fail("missing from plan");
+        };
+        if up.len() != pg.raw.len() {
+            return fail("length changed");
+        }
+        let mut seen = BTreeSet::new();
+        for (&r, &u) in pg.raw.iter().zip(up) {
+            if (r == ITEM_NONE) != (u == ITEM_NONE) {
+                return fail("hole moved");
+            }
+            if u != ITEM_NONE && !seen.insert(u) {
+                return fail("repeated OSD");
+            }
+            if u != r && !pool.rule.candidates.contains(&u) {
+                return fail("added a non-candidate OSD");
+            }
+            if u != r && pg.raw.contains(&u) {
+                return fail("raw OSD moved to another position");
+            }
+        }
+        if !tree.respects(up, &tree.occupancy(&pg.raw)) {
+            return fail("failure-domain limit exceeded");
+        }
+    }
+    Ok(())
+}
+
+/// Every pool's domain tree, over its candidates and the OSDs of its raw sets.
+pub(crate) fn build_trees(problem: &Problem) -> BTreeMap<PoolId, DomainTree> {
+    let osds: BTreeMap<OsdId, &crate::problem::Osd> =
+        problem.osds.iter().map(|o| (o.id, o)).collect();
+    let mut raw_osds: BTreeMap<PoolId, BTreeSet<OsdId>> = BTreeMap::new();
+    for pg in &problem.pgs {
+        raw_osds
+            .entry(pg.id.pool)
+            .or_default()
+            .extend(pg.raw.iter().copied());
+    }
+    problem
+        .pools
+        .iter()
+        .map(|p| {
+            let empty = BTreeSet::new();
+            (
+                p.id,
+                DomainTree::build(p, &osds, raw_osds.get(&p.id).unwrap_or(&empty)),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exhaustive;
+    use crate::generate::{generate, ClusterSpec, PoolSpec};
+    use proptest::prelude::*;
+
+    fn objective(problem: &Problem, plan: &Plan) -> (usize, usize) {
+        let targets = Targets::compute(problem);
+        let mut per_pool: BTreeMap<(PoolId, OsdId), usize> = BTreeMap::new();
+        let mut total: BTreeMap<OsdId, usize> = BTreeMap::new();
+        for (pg, set) in &plan.up {
+            for &o in set.iter().filter(|&&o| o != ITEM_NONE) {
+                *per_pool.entry((pg.pool, o)).or_default() += 1;
+                *total.entry(o).or_default() += 1;
+            }
+        }
+        let mut distance = 0;
+        for osd in &problem.osds {
+            for pool in &problem.pools {
+                let c = per_pool.get(&(pool.id, osd.id)).copied().unwrap_or(0);
+                distance += Bounds::of_target(targets.pool_target(pool.id, osd.id)).excess(c);
+            }
+            let c = total.get(&osd.id).copied().unwrap_or(0);
+            distance += Bounds::of_target(targets.total_target(osd.id)).excess(c);
+        }
+        (distance, plan.moved_after)
+    }
+
+    fn small_spec() -> impl Strategy<Value = ClusterSpec> {
+        (
+            1usize..3,
+            2usize..5,
+            1usize..3,
+            0.0f64..2.0,
+            proptest::collection::vec((2u32..9, 1u32..4), 1..3),
+            any::<u64>(),
+        )
+            .prop_map(
+                |(racks, hosts, per_host, spread, pools, seed)| ClusterSpec {
+                    racks,
+                    hosts_per_rack: hosts,
+                    osds_per_host: per_host,
+                    weight_spread: spread,
+                    pools: pools
+                        .into_iter()
+                        .map(|(pg_count, size)| PoolSpec {
+                            pg_count,
+                            size,
+                            rack_limit: if racks > 1 {
+                                Some(size.div_ceil(2).max(1))
+                            } else {
+                                None
+                            },
+                            class: None,
+                        })
+                        .collect(),
+                    seed,
+                },
+            )
+            .prop_filter("tiny", |s| {
+                // The exhaustive DP's state is a count per (pool, OSD): keep it small.
+                let osds = s.racks * s.hosts_per_rack * s.osds_per_host;
+                let shards: u32 = s.pools.iter().map(|p| p.pg_count * p.size).sum();
+                let pgs: u32 = s.pools.iter().map(|p| p.pg_count).sum();
+                osds >= 3 && osds * s.pools.len() <= 8 && shards <= 18 && pgs <= 12
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// The flow's plan has the exhaustive optimum's balance and movement.
+        #[test]
+        fn matches_exhaustive_search(spec in small_spec()) {
+            let problem = generate(&spec);
+            let plan = balance(&problem, &BalanceConfig::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(check_plan(&problem, &plan).is_ok(), "{:?}", check_plan(&problem, &plan));
+            prop_assert_eq!(objective(&problem, &plan), exhaustive::optimum(&problem));
+        }
+    }
+
+    #[test]
+    fn balances_a_generated_cluster_within_bounds() {
+        let spec = ClusterSpec {
+            racks: 1,
+            hosts_per_rack: 5,
+            osds_per_host: 12,
+            weight_spread: 0.0,
+            pools: vec![PoolSpec {
+                pg_count: 2048,
+                size: 3,
+                rack_limit: None,
+                class: None,
+            }],
+            seed: 4,
+        };
+        let problem = generate(&spec);
+        let plan = balance(&problem, &BalanceConfig::default()).expect("balance");
+        check_plan(&problem, &plan).expect("valid plan");
+        assert!(plan.violations.is_empty(), "{:?}", plan.violations);
+        assert!(plan.moved_after > 0);
+    }
+
+    #[test]
+    fn max_moves_limits_movement() {
+        let spec = ClusterSpec {
+            racks: 1,
+            hosts_per_rack: 4,
+            osds_per_host: 4,
+            weight_spread: 1.0,
+            pools: vec![PoolSpec {
+                pg_count: 256,
+                size: 3,
+                rack_limit: None,
+                class: None,
+            }],
+            seed: 9,
+        };
+        let problem = generate(&spec);
+        let plan = balance(&problem, &BalanceConfig { max_moves: Some(5) }).expect("balance");
+        check_plan(&problem, &plan).expect("valid plan");
+        assert!(plan.moved_after <= 5);
+        assert!(plan
+            .violations
+            .iter()
+            .all(|v| v.reason == ViolationReason::MoveLimit));
+    }
+}

@@ -1,0 +1,102 @@
+//! Exhaustive reference for tests: dynamic programming over PGs on the vector of per-(pool, OSD)
+//! counts, trying every legal OSD set of every PG. Gives the minimum (distance outside bounds,
+//! shards moved) lexicographically, the objective [`crate::balance`] minimises.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::problem::{OsdId, Problem, ITEM_NONE};
+use crate::targets::{Bounds, Targets};
+
+/// (total distance outside the pool and total bounds, shards moved) of the best placement.
+pub fn optimum(problem: &Problem) -> (usize, usize) {
+    let targets = Targets::compute(problem);
+    let osd_ids: Vec<OsdId> = problem.osds.iter().map(|o| o.id).collect();
+    let osd_index: HashMap<OsdId, usize> =
+        osd_ids.iter().enumerate().map(|(i, &o)| (o, i)).collect();
+    let pool_index: HashMap<i64, usize> = problem
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.id, i))
+        .collect();
+    let n = osd_ids.len();
+    let mut states: HashMap<Vec<u8>, usize> =
+        HashMap::from([(vec![0; n * problem.pools.len()], 0)]);
+    for pg in &problem.pgs {
+        let pool = &problem.pools[pool_index[&pg.id.pool]];
+        let p = pool_index[&pg.id.pool];
+        let raw: Vec<OsdId> = pg.raw.iter().copied().filter(|&o| o != ITEM_NONE).collect();
+        let allowed: Vec<OsdId> = osd_ids
+            .iter()
+            .copied()
+            .filter(|o| raw.contains(o) || pool.rule.candidates.contains(o))
+            .filter(|o| raw.contains(o) || problem.osd(*o).is_some_and(|x| x.weight > 0.0))
+            .collect();
+        let mut sets = Vec::new();
+        combinations(&allowed, raw.len(), 0, &mut Vec::new(), &mut sets);
+        let legal: Vec<(Vec<OsdId>, usize)> = sets
+            .into_iter()
+            .filter(|set| {
+                pool.rule.levels.iter().all(|l| {
+                    let mut count: BTreeMap<i64, u32> = BTreeMap::new();
+                    for o in set {
+                        if let Some(osd) = problem.osd(*o) {
+                            *count.entry(osd.domain(l.type_id)).or_default() += 1;
+                        }
+                    }
+                    count.values().all(|&c| c <= l.max_per_pg)
+                })
+            })
+            .map(|set| {
+                let moved = set.iter().filter(|o| !raw.contains(o)).count();
+                (set, moved)
+            })
+            .collect();
+        let mut next: HashMap<Vec<u8>, usize> = HashMap::new();
+        for (state, moves) in &states {
+            for (set, moved) in &legal {
+                let mut s = state.clone();
+                for o in set {
+                    s[p * n + osd_index[o]] += 1;
+                }
+                let total = moves + moved;
+                let entry = next.entry(s).or_insert(usize::MAX);
+                *entry = (*entry).min(total);
+            }
+        }
+        states = next;
+    }
+    let mut best = (usize::MAX, usize::MAX);
+    for (state, moves) in states {
+        let mut distance = 0;
+        for (i, &osd) in osd_ids.iter().enumerate() {
+            let mut total = 0;
+            for (p, pool) in problem.pools.iter().enumerate() {
+                let count = state[p * n + i] as usize;
+                total += count;
+                distance += Bounds::of_target(targets.pool_target(pool.id, osd)).excess(count);
+            }
+            distance += Bounds::of_target(targets.total_target(osd)).excess(total);
+        }
+        best = best.min((distance, moves));
+    }
+    best
+}
+
+fn combinations(
+    items: &[OsdId],
+    k: usize,
+    start: usize,
+    current: &mut Vec<OsdId>,
+    out: &mut Vec<Vec<OsdId>>,
+) {
+    if current.len() == k {
+        out.push(current.clone());
+        return;
+    }
+    for i in start..items.len() {
+        current.push(items[i]);
+        combinations(items, k, i + 1, current, out);
+        current.pop();
+    }
+}

@@ -1,0 +1,232 @@
+//! The balancer's own input model: OSDs, pools with their rule constraints, and PGs with their
+//! raw CRUSH sets and existing upmap items. Pure data, independent of how it was decoded
+//! (see [`crate::cluster`] for the adapter from a CRUSH map and an OSD map).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::BalancerError;
+
+/// An OSD id (`osd.N`).
+pub type OsdId = i32;
+/// A pool id.
+pub type PoolId = i64;
+/// CRUSH's `CRUSH_ITEM_NONE`: a hole in an erasure-coded (indep) raw set.
+pub const ITEM_NONE: OsdId = 0x7fff_ffff;
+/// The CRUSH type id of devices (`type 0 osd`).
+pub const TYPE_OSD: i32 = 0;
+
+/// One OSD.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Osd {
+    pub id: OsdId,
+    /// Effective weight: CRUSH weight times reweight; 0 for an OSD that is out.
+    pub weight: f64,
+    /// Ancestor bucket id at each CRUSH type id (`1 -> host bucket`, `3 -> rack bucket`, ...).
+    pub ancestors: BTreeMap<i32, i32>,
+    /// Device class name, if any.
+    pub class: Option<String>,
+}
+
+impl Osd {
+    /// The failure domain of this OSD at CRUSH type `type_id` (the OSD itself at type 0).
+    /// An OSD with no ancestor of that type is its own domain.
+    pub fn domain(&self, type_id: i32) -> i64 {
+        if type_id == TYPE_OSD {
+            return i64::from(self.id);
+        }
+        self.ancestors
+            .get(&type_id)
+            .map_or(i64::from(self.id), |&bucket| i64::from(bucket))
+    }
+}
+
+/// One level of a rule's separation structure: at most `max_per_pg` shards of a PG may share
+/// a bucket of this type. Levels go from the outermost (e.g. rack) to the innermost (e.g.
+/// host); the innermost level always has `max_per_pg == 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Level {
+    pub type_id: i32,
+    pub max_per_pg: u32,
+}
+
+/// What a pool's CRUSH rule allows, as the balancer uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleConstraints {
+    /// OSDs the rule can choose (under its `take`, of its device class, weight > 0).
+    pub candidates: BTreeSet<OsdId>,
+    /// Separation levels, outermost first; the last one has `max_per_pg == 1`.
+    pub levels: Vec<Level>,
+    /// Erasure-coded (indep): positions matter; a shard changes OSD in place. Replicated pools
+    /// also change in place (upmap items replace an OSD where it stands), so this only reports.
+    pub positional: bool,
+}
+
+/// One pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    pub id: PoolId,
+    pub name: String,
+    pub size: u32,
+    pub rule: RuleConstraints,
+}
+
+/// A placement group id `pool.seed` (printed as `1.7f`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PgId {
+    pub pool: PoolId,
+    pub seed: u32,
+}
+
+impl std::fmt::Display for PgId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:x}", self.pool, self.seed)
+    }
+}
+
+impl std::str::FromStr for PgId {
+    type Err = BalancerError;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || BalancerError::Parse(format!("bad pg id {text:?}"));
+        let (pool, seed) = text.split_once('.').ok_or_else(bad)?;
+        Ok(Self {
+            pool: pool.parse().map_err(|_| bad())?,
+            seed: u32::from_str_radix(seed, 16).map_err(|_| bad())?,
+        })
+    }
+}
+
+/// One PG.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pg {
+    pub id: PgId,
+    /// The raw CRUSH set, by position; [`ITEM_NONE`] marks a hole.
+    pub raw: Vec<OsdId>,
+    /// Existing `pg_upmap_items` (from, to) pairs.
+    pub upmap_items: Vec<(OsdId, OsdId)>,
+    /// Bytes stored (bytes mode), if known.
+    pub size_bytes: Option<u64>,
+}
+
+impl Pg {
+    /// The up set: `raw` with `upmap_items` applied the way Ceph applies them (in place, an item
+    /// is skipped if its target is already in the set).
+    pub fn up(&self) -> Vec<OsdId> {
+        apply_upmap_items(&self.raw, &self.upmap_items)
+    }
+
+    /// Shards in the raw set (holes excluded).
+    pub fn shard_count(&self) -> usize {
+        self.raw.iter().filter(|&&o| o != ITEM_NONE).count()
+    }
+}
+
+/// Ceph's `OSDMap::_apply_upmap` for `pg_upmap_items` (without the out-OSD check, which the
+/// caller does by keeping out OSDs out of candidate sets).
+pub fn apply_upmap_items(raw: &[OsdId], items: &[(OsdId, OsdId)]) -> Vec<OsdId> {
+    let mut up = raw.to_vec();
+    for &(from, to) in items {
+        if up.contains(&to) {
+            continue;
+        }
+        if let Some(slot) = up.iter_mut().find(|o| **o == from) {
+            *slot = to;
+        }
+    }
+    up
+}
+
+/// Shards of `up` that are not where raw CRUSH put them.
+pub fn moved_shards(raw: &[OsdId], up: &[OsdId]) -> usize {
+    up.iter()
+        .filter(|&&o| o != ITEM_NONE && !raw.contains(&o))
+        .count()
+}
+
+/// The whole balancing problem.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Problem {
+    pub osds: Vec<Osd>,
+    pub pools: Vec<Pool>,
+    pub pgs: Vec<Pg>,
+}
+
+impl Problem {
+    /// Check references and the raw sets' basic sanity.
+    pub fn validate(&self) -> Result<(), BalancerError> {
+        let osds: BTreeSet<OsdId> = self.osds.iter().map(|o| o.id).collect();
+        if osds.len() != self.osds.len() {
+            return Err(BalancerError::Invalid("duplicate OSD id".into()));
+        }
+        let pools: BTreeMap<PoolId, &Pool> = self.pools.iter().map(|p| (p.id, p)).collect();
+        for pool in &self.pools {
+            let last = pool.rule.levels.last();
+            if last.is_none_or(|l| l.max_per_pg != 1) {
+                return Err(BalancerError::Invalid(format!(
+                    "pool {}: innermost separation level must allow 1 shard per PG",
+                    pool.id
+                )));
+            }
+            if let Some(o) = pool.rule.candidates.iter().find(|o| !osds.contains(o)) {
+                return Err(BalancerError::Invalid(format!(
+                    "pool {}: unknown candidate osd.{o}",
+                    pool.id
+                )));
+            }
+        }
+        for pg in &self.pgs {
+            if !pools.contains_key(&pg.id.pool) {
+                return Err(BalancerError::Invalid(format!(
+                    "pg {}: unknown pool",
+                    pg.id
+                )));
+            }
+            let mut seen = BTreeSet::new();
+            for &o in pg.raw.iter().filter(|&&o| o != ITEM_NONE) {
+                if !osds.contains(&o) || !seen.insert(o) {
+                    return Err(BalancerError::Invalid(format!(
+                        "pg {}: raw set {:?} names an unknown or repeated OSD",
+                        pg.id, pg.raw
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn pool(&self, id: PoolId) -> Option<&Pool> {
+        self.pools.iter().find(|p| p.id == id)
+    }
+
+    pub fn osd(&self, id: OsdId) -> Option<&Osd> {
+        self.osds.iter().find(|o| o.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pg_id_round_trips() {
+        let id: PgId = "3.1f".parse().unwrap_or(PgId { pool: 0, seed: 0 });
+        assert_eq!(
+            id,
+            PgId {
+                pool: 3,
+                seed: 0x1f
+            }
+        );
+        assert_eq!(id.to_string(), "3.1f");
+    }
+
+    #[test]
+    fn upmap_items_apply_in_place_and_skip_present_targets() {
+        assert_eq!(apply_upmap_items(&[1, 2, 3], &[(2, 7)]), vec![1, 7, 3]);
+        assert_eq!(apply_upmap_items(&[1, 2, 3], &[(2, 3)]), vec![1, 2, 3]);
+        assert_eq!(
+            apply_upmap_items(&[1, ITEM_NONE, 3], &[(3, 9), (1, 8)]),
+            vec![8, ITEM_NONE, 9]
+        );
+        assert_eq!(moved_shards(&[1, 2, 3], &[8, 2, 9]), 2);
+    }
+}
