@@ -2,7 +2,7 @@
 //! compiler or decompiler panic (proptest over random and mutated text).
 
 use crush::text::{compile, decompile};
-use crush::CrushError;
+use crush::{Bucket, BucketAlgorithm, BucketData, ChooseArg, CrushError, CrushMap, Rule, RuleStep};
 use proptest::prelude::*;
 
 #[path = "text_cases/malformed.rs"]
@@ -39,6 +39,8 @@ fn error_messages_say_what_is_wrong() {
     assert!(message(&cases[4].0).contains("device weight limited to 100"));
     assert!(message(&cases[0].0).contains("bucket type 'rack' is not defined"));
     assert!(message(&cases[0].0).starts_with("crushmap text line 5:"));
+    assert!(message(&cases[15].0).contains("must come before buckets"));
+    assert!(message(&cases[17].0).contains("has weight 2 but previous item(s) have weight 1"));
 }
 
 fn fixture_source() -> String {
@@ -102,8 +104,127 @@ const VOCABULARY: &[&str] = &[
     "node0",
 ];
 
+/// An arbitrary (possibly inconsistent) map, as a corrupt binary could decode to.
+fn arbitrary_map() -> impl Strategy<Value = CrushMap> {
+    let bucket = (
+        -12i32..0,
+        0u16..4,
+        1u8..6,
+        any::<u8>(),
+        any::<u32>(),
+        proptest::collection::vec(-14i32..20, 0..6),
+        proptest::collection::vec(any::<u32>(), 0..8),
+    )
+        .prop_map(|(id, type_id, alg, hash, weight, items, weights)| {
+            let algorithm = BucketAlgorithm::from_code(alg).unwrap_or(BucketAlgorithm::Straw2);
+            let data = match algorithm {
+                BucketAlgorithm::Uniform => BucketData::Uniform {
+                    item_weight: weight,
+                },
+                BucketAlgorithm::List => BucketData::List {
+                    item_weights: weights.clone(),
+                    sum_weights: weights,
+                },
+                BucketAlgorithm::Tree => BucketData::Tree {
+                    num_nodes: weights.len() as u8,
+                    node_weights: weights,
+                },
+                BucketAlgorithm::Straw => BucketData::Straw {
+                    item_weights: weights.clone(),
+                    straws: weights,
+                },
+                BucketAlgorithm::Straw2 => BucketData::Straw2 {
+                    item_weights: weights,
+                },
+            };
+            Bucket {
+                id,
+                type_id,
+                algorithm,
+                hash,
+                weight,
+                items,
+                data,
+            }
+        });
+    let step = (0u32..14, -15i32..20, -2i32..5)
+        .prop_map(|(op, a, b)| RuleStep::from_raw(op, a, b).unwrap_or(RuleStep::Emit));
+    let rule = (
+        any::<u8>(),
+        any::<u8>(),
+        proptest::collection::vec(step, 0..6),
+    )
+        .prop_map(|(ruleset, rule_type, steps)| Rule {
+            ruleset,
+            rule_type,
+            min_size: 1,
+            max_size: 10,
+            steps,
+        });
+    (
+        proptest::collection::vec(proptest::option::of(bucket), 0..12),
+        proptest::collection::vec(proptest::option::of(rule), 0..4),
+        -2i32..20,
+        proptest::collection::btree_map(-14i32..20, "[a-z~.]{0,6}", 0..20),
+        proptest::collection::btree_map(-3i32..6, "[a-z]{0,4}", 0..4),
+        proptest::collection::btree_map(-14i32..20, -1i32..3, 0..10),
+        proptest::collection::btree_map(
+            -14i32..0,
+            proptest::collection::btree_map(-1i32..3, -20i32..0, 0..3),
+            0..4,
+        ),
+        proptest::collection::btree_map(
+            -14i32..0,
+            (
+                proptest::collection::vec(-5i32..5, 0..3),
+                proptest::collection::vec(proptest::collection::vec(any::<u32>(), 0..3), 0..3),
+            ),
+            0..4,
+        ),
+    )
+        .prop_map(
+            |(
+                buckets,
+                rules,
+                max_devices,
+                item_names,
+                type_names,
+                device_classes,
+                class_buckets,
+                args,
+            )| {
+                let mut map = CrushMap {
+                    buckets,
+                    rules,
+                    max_devices,
+                    item_names,
+                    type_names,
+                    device_classes,
+                    class_buckets,
+                    ..CrushMap::default()
+                };
+                map.class_names.insert(0, "hdd".into());
+                map.class_names.insert(1, "ssd".into());
+                map.rule_names.insert(0, "r".into());
+                let args = args
+                    .into_iter()
+                    .map(|(id, (ids, weight_set))| (id, ChooseArg { ids, weight_set }))
+                    .collect();
+                map.choose_args.insert(-1, args);
+                map
+            },
+        )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn decompile_of_arbitrary_maps_never_panics(map in arbitrary_map()) {
+        let text = decompile(&map);
+        prop_assert!(text.starts_with("# begin crush map\n"));
+        let _ = compile(&text);
+    }
 
     #[test]
     fn random_token_soup_never_panics(words in proptest::collection::vec(proptest::sample::select(VOCABULARY), 0..80)) {

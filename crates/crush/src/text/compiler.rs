@@ -400,8 +400,9 @@ impl Compiler {
                         return Err(error(
                             item.line,
                             format!(
-                                "item '{}' in uniform bucket '{name}' has weight {weight} but previous item(s) have weight {}; uniform bucket items must all have identical weights.",
+                                "item '{}' in uniform bucket '{name}' has weight {} but previous item(s) have weight {}; uniform bucket items must all have identical weights",
                                 item.name,
+                                weight as f32 / 65536.0,
                                 first as f32 / 65536.0
                             ),
                         ))

@@ -7,9 +7,14 @@
 //! * [`decompile`] writes the text `crushtool -d` prints, byte for byte.
 //! * [`MapBuilder`] builds the same map from code, for the embedded cluster.
 //!
-//! Layout: [`lexer`] prepares the source and offers Spirit-like scanner primitives, [`parse`]
-//! is the grammar, `compiler` the semantic pass, `classes` the shadow trees, [`buckets`] the
-//! bucket construction of Ceph's builder.c, `print` the decompiler, [`builder`] the map builder.
+//! Layout: `lexer` prepares the source and offers Spirit-like scanner primitives, `parse` is
+//! the grammar, `compiler` the semantic pass, `classes` the shadow trees, [`buckets`] the bucket
+//! construction of Ceph's builder.c, `print` the decompiler, [`builder`] the map builder.
+//!
+//! Known differences from Ceph, all where Ceph misbehaves: errors name the line of the
+//! offending token (crushtool names the end of the last good statement); inputs that crash or
+//! exhaust crushtool are refused with an error (see `compiler`); the shadow copy of a tree
+//! bucket gets zeroed new node slots where Ceph leaves heap garbage.
 //!
 //! Errors are [`CrushError::Parse`](crate::CrushError::Parse) with the 1-based source line;
 //! nothing here panics on any input.

@@ -155,7 +155,9 @@ pub(crate) fn parse(source_text: &str) -> Result<Vec<Statement>> {
     let statements = parser.crushmap();
     match statements {
         Some(statements) => Ok(statements),
-        None => Err(parser.syntax_error()),
+        None => Err(parser
+            .misplaced_statement()
+            .unwrap_or_else(|| parser.syntax_error())),
     }
 }
 
@@ -177,6 +179,32 @@ macro_rules! attempt {
 }
 
 impl<'s> Parser<'s> {
+    /// A statement that would parse but sits in the wrong section (the grammar wants tunables,
+    /// devices and types first, then buckets and rules, then choose_args): say so plainly.
+    fn misplaced_statement(&mut self) -> Option<CrushError> {
+        let stopped_at = self.cursor.position;
+        let line = self.source.line_of(stopped_at);
+        let early = attempt!(self, self.tunable())
+            .or_else(|| attempt!(self, self.device()))
+            .or_else(|| attempt!(self, self.type_decl()))
+            .is_some();
+        self.cursor.position = stopped_at;
+        let middle = !early
+            && (attempt!(self, self.bucket()).or_else(|| attempt!(self, self.rule()))).is_some();
+        self.cursor.position = stopped_at;
+        let message = if early {
+            "tunable, device and type lines must come before buckets, rules and choose_args"
+        } else if middle {
+            "buckets and rules must come before choose_args"
+        } else {
+            return None;
+        };
+        Some(CrushError::Parse {
+            line,
+            message: message.to_string(),
+        })
+    }
+
     fn syntax_error(&self) -> CrushError {
         let at = self.cursor.farthest;
         let found: String = self
