@@ -1,5 +1,6 @@
 //! Measures the file device's I/O engines: 4 KiB random reads and writes at QD 1 and 32, with
-//! O_DIRECT, for tokio's blocking pool and dedicated pools of several sizes.
+//! O_DIRECT, for tokio's blocking pool and dedicated pools of several sizes, and fio on the
+//! same file in the same run (psync with 1 and 16 jobs, io_uring at QD 1 and 32), if installed.
 //!
 //! `cargo run -p device --release --example file_engines [path] [seconds_per_run] [size_mib]`
 //! (default path: ./file-engines.img, removed at the end).
@@ -101,6 +102,56 @@ async fn main() -> Result<()> {
             }
         }
     }
+    fio_peers(&path, seconds);
     std::fs::remove_file(&path)?;
     Ok(())
+}
+
+/// fio on the same file: the limit our engines are measured against.
+fn fio_peers(path: &str, seconds: f64) {
+    let jobs = [
+        ("fio psync x1", "psync", 1, 1),
+        ("fio psync x16", "psync", 1, 16),
+        ("fio io_uring", "io_uring", 1, 1),
+        ("fio io_uring", "io_uring", 32, 1),
+    ];
+    for (name, engine, iodepth, numjobs) in jobs {
+        for rw in ["randread", "randwrite"] {
+            let output = std::process::Command::new("fio")
+                .args([
+                    "--name=peer",
+                    &format!("--filename={path}"),
+                    "--direct=1",
+                    "--bs=4k",
+                    &format!("--rw={rw}"),
+                    &format!("--ioengine={engine}"),
+                    &format!("--iodepth={iodepth}"),
+                    &format!("--numjobs={numjobs}"),
+                    "--group_reporting",
+                    &format!("--runtime={seconds}"),
+                    "--time_based",
+                    "--output-format=terse",
+                ])
+                .output();
+            let Ok(output) = output else {
+                println!("(fio not installed: no peer figures)");
+                return;
+            };
+            let text = String::from_utf8_lossy(&output.stdout);
+            let fields: Vec<&str> = text.lines().last().unwrap_or("").split(';').collect();
+            // Terse v3: field 8 is read IOPS, field 49 write IOPS (1-based).
+            let iops = if rw == "randread" {
+                fields.get(7)
+            } else {
+                fields.get(48)
+            };
+            println!(
+                "{:<15} {:<5} {:>3} | {:>9}",
+                name,
+                if rw == "randread" { "read" } else { "write" },
+                iodepth * numjobs,
+                iops.copied().unwrap_or("?")
+            );
+        }
+    }
 }
