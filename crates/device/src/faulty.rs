@@ -534,6 +534,17 @@ impl Device for FaultyDevice {
             if self.is_crashed() {
                 return Err(DeviceError::Crashed);
             }
+            match self.decide(OpKind::Discard, offset_bytes, length_bytes) {
+                Decision::Pass => {}
+                Decision::Fault(FaultKind::Crash) => {
+                    self.crash_now().await?;
+                    return Err(DeviceError::Crashed);
+                }
+                Decision::Fault(FaultKind::LatencySpike { duration_us }) => {
+                    self.spike(duration_us).await
+                }
+                Decision::Fault(_) => return Err(self.injected("discard EIO")),
+            }
             self.remember_unflushed(offset_bytes, length_bytes).await?;
             self.inner.discard(offset_bytes, length_bytes).await
         }

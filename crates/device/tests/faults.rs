@@ -271,4 +271,13 @@ async fn config_can_be_replaced_at_run_time() {
     });
     assert!(device.flush().await.is_err());
     assert!(device.flush().await.is_ok());
+    device.add_rule(FaultRule {
+        op: Some(OpKind::Discard),
+        trigger: FaultTrigger::NthOp(1),
+        fault: FaultKind::Error,
+        times: None,
+    });
+    assert!(device.discard(0, 4096).await.is_ok());
+    assert!(device.discard(0, 4096).await.is_err());
+    assert!(device.discard(0, 4096).await.is_ok());
 }
