@@ -36,6 +36,7 @@ const MAPS: &[(&str, &str)] = &[
     (VECTORS, "om_c5x12_pool1_pg2048_upmap_dev1"),
     (FIXTURES, "om_states"),
     (FIXTURES, "om_ec"),
+    (FIXTURES, "om_choose_args"),
 ];
 
 #[test]
@@ -61,7 +62,7 @@ fn test_map_pgs_dump_matches_osdmaptool() {
 
 #[test]
 fn test_map_pgs_dump_all_and_stats_match_osdmaptool() {
-    for name in ["om_states", "om_ec"] {
+    for name in ["om_states", "om_ec", "om_choose_args"] {
         let map = load(&format!("{FIXTURES}/{name}.bin"));
         let ours = tool::test_map_pgs(&map, None, PgListing::All).expect("maps");
         assert_same_text(&ours, &expected(&format!("{name}.pgs_dump_all.txt")), name);

@@ -63,6 +63,7 @@ fn every_fixture_prints_and_dumps_like_osdmaptool() {
         ),
         ("fixtures/osdmap/om_states.bin", "om_states"),
         ("fixtures/osdmap/om_ec.bin", "om_ec"),
+        ("fixtures/osdmap/om_choose_args.bin", "om_choose_args"),
     ] {
         let (ok, out, err) = strata(&[map, "--test-map-pgs-dump"]);
         assert!(ok, "{err}");
@@ -100,6 +101,21 @@ fn test_map_object_and_pg_like_osdmaptool() {
         &fixture("fixtures/osdmap/om_ec.map_pg_2.0.txt"),
         "map pg",
     );
+}
+
+#[test]
+fn mark_out_and_mark_up_edit_in_memory_like_osdmaptool() {
+    let (ok, out, err) = strata(&[
+        "fixtures/osdmap/om_ec.bin",
+        "--mark-out",
+        "5",
+        "--mark-up",
+        "3",
+        "--test-map-pgs-dump-all",
+    ]);
+    assert!(ok, "{err}");
+    let golden = fixture("fixtures/osdmap/om_ec.mark_out_5_up_3.pgs_dump_all.txt");
+    assert_same(&out, &golden, "mark-out");
 }
 
 #[test]

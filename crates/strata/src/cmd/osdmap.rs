@@ -59,6 +59,14 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     test_map_object: Option<String>,
 
+    /// Before anything else, mark this OSD up and out (reweight 0), in memory only.
+    #[arg(long, value_name = "OSD")]
+    mark_out: Option<i32>,
+
+    /// Before anything else, mark this OSD up, in memory only.
+    #[arg(long, value_name = "OSD")]
+    mark_up: Option<i32>,
+
     /// Restrict --test-map-pgs* to this pool id; the pool of --test-map-object.
     #[arg(long, value_name = "ID")]
     pool: Option<i64>,
@@ -68,6 +76,7 @@ const EXAMPLES: &str = "Examples:
   strata osdmap om.bin --test-map-pgs-dump --pool 1
   strata osdmap om.bin --test-map-object rbd_data.1 --pool 1
   strata osdmap om.bin --test-map-pg 1.1f
+  strata osdmap om.bin --mark-out 5 --test-map-pgs --pool 1
   strata osdmap --dump-json dump.json --crush crush.bin --print";
 
 fn load(args: &Args) -> anyhow::Result<OsdMap> {
@@ -106,8 +115,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     {
         anyhow::bail!("no action given: use --print, --test-map-pgs[-dump[-all]], --test-map-pg or --test-map-object (see --help)");
     }
-    let map = load(&args)?;
+    let mut map = load(&args)?;
     let mut out = String::new();
+    // osdmaptool applies its in-memory edits first, announcing each on stdout.
+    let slots = 0..map.max_osd();
+    let in_range = |osd: i32| slots.contains(&osd);
+    if let Some(osd) = args.mark_out.filter(|&osd| in_range(osd)) {
+        out.push_str(&format!("marking OSD@{osd} as out\n"));
+        map.set_osd_state(osd, map.osd_state(osd) | osdmap::map::OSD_UP);
+        map.set_osd_weight(osd, osdmap::map::WEIGHT_OUT);
+    }
+    if let Some(osd) = args.mark_up.filter(|&osd| in_range(osd)) {
+        out.push_str(&format!("marking OSD@{osd} as up\n"));
+        map.set_osd_state(osd, map.osd_state(osd) | osdmap::map::OSD_UP);
+    }
     // The order osdmaptool prints in.
     if let Some(name) = &args.test_map_object {
         out.push_str(&tool::test_map_object(&map, name, args.pool)?);
