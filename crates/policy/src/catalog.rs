@@ -110,6 +110,7 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "cap" => config.frequency_cap = number.clamp(0.0, 255.0) as u8,
             "small" => config.small = number.clamp(0.0, 0.9),
             "budget" => config.budget = number.max(0.0),
+            "cohort" => config.cohort = number.max(0.0),
             "reach" => config.reach = number,
             _ => return Err(bad()),
         }

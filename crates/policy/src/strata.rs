@@ -8,6 +8,10 @@
 //! - **Write budget:** other misses (first accesses, long gaps) may enter a small probationary
 //!   FIFO only while admissions stay below `budget` x misses; otherwise they are not written.
 //!   With the default 0.3 the cache writes less than a third of what admit-all LRU writes.
+//!   Within the budget, a small learned model picks *which* newcomers to write: dense ids are
+//!   handed out in first-seen order, so each block of 64 ids is a cohort of objects that first
+//!   appeared together; a newcomer is admitted only if its cohort (or the previous one, while
+//!   its own is young) has seen its members reused at least `cohort` x as often as average.
 //! - **Eviction:** S3-FIFO's structure: the probationary FIFO (`small` share of the cache) moves
 //!   objects hit while in it to main; main is a FIFO with 2-bit frequencies and reinsertion.
 //!   Moving between queues is metadata only, not a flash write.
@@ -32,6 +36,9 @@ pub struct StrataConfig {
     pub small: f64,
     /// Probationary admissions allowed while admissions < `budget` x misses. Default 0.3.
     pub budget: f64,
+    /// Probationary admission needs the object's cohort reuse rate >= `cohort` x the mean.
+    /// 0 disables the cohort predictor. Default 0.5.
+    pub cohort: f64,
     /// Seed (the policy is deterministic; kept for variants). Default 42.
     pub seed: u64,
 }
@@ -45,6 +52,7 @@ impl StrataConfig {
             frequency_cap: 3,
             small: 0.1,
             budget: 0.3,
+            cohort: 0.5,
             seed: 42,
         }
     }
@@ -58,11 +66,21 @@ pub struct Strata {
     frequency: Vec<u8>,
     last_seq: Vec<u64>,
     inserted_seq: Vec<u64>,
+    repeated: Vec<bool>,
     eviction_age: f64,
     small_capacity: usize,
     admissions: u64,
     misses: u64,
+    cohort_members: Vec<u32>,
+    cohort_reused: Vec<u32>,
+    members_total: u64,
+    reused_total: u64,
 }
+
+/// Objects per cohort: dense ids are handed out in first-seen order, so a cohort is a group of
+/// objects that first appeared together (a file written together, a scan) and tends to share
+/// a fate.
+const COHORT_SHIFT: u32 = 6;
 
 impl Strata {
     /// An empty cache.
@@ -73,13 +91,25 @@ impl Strata {
             frequency: vec![0; key_space],
             last_seq: vec![NEVER; key_space],
             inserted_seq: vec![0; key_space],
+            repeated: vec![false; key_space],
             // Until the first eviction, assume objects survive two requests per slot.
             eviction_age: config.capacity as f64 * 2.0,
             small_capacity: (config.capacity as f64 * config.small.clamp(0.0, 0.9)) as usize,
             admissions: 0,
             misses: 0,
+            cohort_members: Vec::new(),
+            cohort_reused: Vec::new(),
+            members_total: 0,
+            reused_total: 0,
             config,
         }
+    }
+
+    /// True exactly once per object: on its second access.
+    fn frequency_seen(&mut self, index: usize) -> bool {
+        let first_repeat = !self.repeated[index];
+        self.repeated[index] = true;
+        first_repeat
     }
 
     fn grow(&mut self, key: Key) {
@@ -89,6 +119,36 @@ impl Strata {
             self.frequency.resize(size, 0);
             self.last_seq.resize(size, NEVER);
             self.inserted_seq.resize(size, 0);
+            self.repeated.resize(size, false);
+        }
+    }
+
+    /// Whether the cohort of `key` (or the one before it, while it is young) has reused its
+    /// members at least as often as the average cohort.
+    fn cohort_promising(&self, key: Key) -> bool {
+        let cohort = (key >> COHORT_SHIFT) as usize;
+        let score = |c: usize| {
+            let members = self.cohort_members.get(c).copied().unwrap_or(0);
+            (members >= 16).then(|| self.cohort_reused[c] as f64 / members as f64)
+        };
+        let own = score(cohort).or_else(|| cohort.checked_sub(1).and_then(score));
+        let mean = self.reused_total as f64 / self.members_total.max(1) as f64;
+        own.is_none_or(|s| s >= mean * self.config.cohort)
+    }
+
+    fn cohort_count(&mut self, key: Key, first: bool, reused: bool) {
+        let cohort = (key >> COHORT_SHIFT) as usize;
+        if cohort >= self.cohort_members.len() {
+            self.cohort_members.resize(cohort + 1, 0);
+            self.cohort_reused.resize(cohort + 1, 0);
+        }
+        if first {
+            self.cohort_members[cohort] += 1;
+            self.members_total += 1;
+        }
+        if reused {
+            self.cohort_reused[cohort] += 1;
+            self.reused_total += 1;
         }
     }
 
@@ -145,22 +205,26 @@ impl Cache for Strata {
         self.grow(key);
         let index = key as usize;
         let last = std::mem::replace(&mut self.last_seq[index], request.seq);
-        if self.lists.list_of(key).is_some() {
-            let frequency = &mut self.frequency[index];
-            *frequency = (*frequency + 1).min(self.config.frequency_cap);
-            return Outcome::Hit;
-        }
-        self.misses += 1;
         let gap = if last == NEVER {
             NEVER
         } else {
             request.seq - last
         };
         let predicted = gap != NEVER && gap as f64 <= self.config.reach * self.eviction_age;
+        // The second access decides whether an object counts as reused for its cohort.
+        let second = last != NEVER && self.frequency_seen(index);
+        self.cohort_count(key, last == NEVER, second && predicted);
+        if self.lists.list_of(key).is_some() {
+            let frequency = &mut self.frequency[index];
+            *frequency = (*frequency + 1).min(self.config.frequency_cap);
+            return Outcome::Hit;
+        }
+        self.misses += 1;
         let queue = if predicted {
             MAIN
         } else if (self.admissions as f64) < self.config.budget * self.misses as f64
             && self.small_capacity > 0
+            && (self.config.cohort == 0.0 || self.cohort_promising(key))
         {
             SMALL
         } else {
@@ -184,8 +248,53 @@ impl Cache for Strata {
     }
     fn name(&self) -> String {
         format!(
-            "strata(reach={},small={},budget={})",
-            self.config.reach, self.config.small, self.config.budget
+            "strata(reach={},small={},budget={},cohort={})",
+            self.config.reach, self.config.small, self.config.budget, self.config.cohort
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mix64;
+
+    #[test]
+    fn one_hit_wonders_stay_within_the_write_budget() {
+        let mut cache = Strata::new(StrataConfig::new(100), 0);
+        let mut effects = Effects::default();
+        let (mut admissions, mut misses) = (0u64, 0u64);
+        for seq in 0..50_000u64 {
+            effects.clear();
+            // Half the requests go to 50 hot objects, half to never-repeated keys.
+            let key = if seq % 2 == 0 {
+                (mix64(seq) % 50) as Key
+            } else {
+                1000 + seq as Key
+            };
+            let request = Request {
+                key,
+                seq,
+                now_ms: seq,
+                size_bytes: 1,
+                write: false,
+                next_seq: u64::MAX,
+            };
+            match cache.on_request(&request, &mut effects) {
+                Outcome::Hit => {}
+                Outcome::Admitted => {
+                    admissions += 1;
+                    misses += 1;
+                }
+                Outcome::Bypassed => misses += 1,
+            }
+            assert!(cache.len() <= 100);
+        }
+        assert!(
+            admissions as f64 <= 0.31 * misses as f64,
+            "{admissions} of {misses}"
+        );
+        // The 50 hot objects end up cached: at least 40% of requests hit.
+        assert!(misses < 30_000, "{misses}");
     }
 }
