@@ -11,11 +11,11 @@ use std::fmt::Write;
 
 use super::compiler::{adjust_bucket_order, Compiler};
 use super::parse::{
-    BucketDecl, DeviceDecl, ItemDecl, RuleDecl, Statement, StepDecl, StepKind, TunableDecl,
-    TypeDecl,
+    BucketDecl, BucketIdDecl, DeviceDecl, ItemDecl, RuleDecl, Statement, StepDecl, StepKind,
+    TunableDecl, TypeDecl,
 };
 use crate::error::Result;
-use crate::map::{BucketAlgorithm, CrushMap, Tunables, RULE_TYPE_REPLICATED};
+use crate::map::{BucketAlgorithm, CrushMap, Tunables, RULE_TYPE_ERASURE, RULE_TYPE_REPLICATED};
 
 /// Type ids the builder declares: 0 osd, 1 host, 2 root.
 const TYPE_NAMES: [&str; 3] = ["osd", "host", "root"];
@@ -27,11 +27,13 @@ struct DeviceSpec {
     weight: u32,
 }
 
-/// A replicated rule over the root, optionally restricted to one device class.
+/// A rule over the root, optionally restricted to one device class.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct RuleSpec {
     name: String,
     class: Option<String>,
+    /// Erasure (`indep`) rather than replicated (`firstn`).
+    erasure: bool,
 }
 
 /// Builds a host/root CRUSH map; see the module docs.
@@ -53,6 +55,8 @@ pub struct MapBuilder {
     devices: BTreeMap<i32, DeviceSpec>,
     hosts: Vec<(String, Vec<i32>)>,
     rules: Vec<RuleSpec>,
+    /// Explicit bucket ids by bucket name (the others are assigned as crushtool does).
+    bucket_ids: BTreeMap<String, i32>,
 }
 
 impl Default for MapBuilder {
@@ -76,6 +80,7 @@ impl MapBuilder {
             devices: BTreeMap::new(),
             hosts: Vec::new(),
             rules: Vec::new(),
+            bucket_ids: BTreeMap::new(),
         }
     }
 
@@ -117,11 +122,32 @@ impl MapBuilder {
         self
     }
 
-    /// Add rule `take ROOT [class C]; chooseleaf firstn 0 type host; emit` with the next id.
+    /// Give the host or root called `name` this (negative) bucket id instead of the next free
+    /// one, like an `id` line in the source.
+    pub fn bucket_id(&mut self, name: &str, id: i32) -> &mut Self {
+        self.bucket_ids.insert(name.to_string(), id);
+        self
+    }
+
+    /// Add rule `take ROOT [class C]; chooseleaf firstn 0 type host; emit` (min_size 1,
+    /// max_size 10) with the next id, as `ceph osd crush rule create-replicated` makes it.
     pub fn add_replicated_rule(&mut self, name: &str, class: Option<&str>) -> &mut Self {
         self.rules.push(RuleSpec {
             name: name.to_string(),
             class: class.map(str::to_string),
+            erasure: false,
+        });
+        self
+    }
+
+    /// Add an erasure rule as Ceph's `add_simple_rule(.., "indep")` makes it for an EC pool:
+    /// `set_chooseleaf_tries 5; set_choose_tries 100; take ROOT [class C]; chooseleaf indep 0
+    /// type host; emit` (min_size 3, max_size 20), with the next id.
+    pub fn add_erasure_rule(&mut self, name: &str, class: Option<&str>) -> &mut Self {
+        self.rules.push(RuleSpec {
+            name: name.to_string(),
+            class: class.map(str::to_string),
+            erasure: true,
         });
         self
     }
@@ -193,7 +219,16 @@ impl MapBuilder {
             line: 0,
             type_name: type_name.to_string(),
             name: name.to_string(),
-            ids: Vec::new(),
+            ids: self
+                .bucket_ids
+                .get(name)
+                .map(|&id| BucketIdDecl {
+                    line: 0,
+                    id,
+                    class: None,
+                })
+                .into_iter()
+                .collect(),
             alg_line: 0,
             alg: self.algorithm.name().to_string(),
             hashes: vec![0],
@@ -203,26 +238,40 @@ impl MapBuilder {
 
     fn rule(&self, id: i32, rule: &RuleSpec) -> RuleDecl {
         let step = |kind| StepDecl { line: 0, kind };
+        let mut steps = Vec::new();
+        if rule.erasure {
+            steps.push(step(StepKind::SetChooseLeafTries(5)));
+            steps.push(step(StepKind::SetChooseTries(100)));
+        }
+        steps.push(step(StepKind::Take {
+            item: self.root.clone(),
+            class: rule.class.clone(),
+        }));
+        steps.push(step(StepKind::Choose {
+            leaf: true,
+            indep: rule.erasure,
+            count: 0,
+            type_name: "host".to_string(),
+        }));
+        steps.push(step(StepKind::Emit));
         RuleDecl {
             line: 0,
             name: Some(rule.name.clone()),
             id,
-            rule_type: RULE_TYPE_REPLICATED,
-            min_size: 1,
-            max_size: 10,
-            steps: vec![
-                step(StepKind::Take {
-                    item: self.root.clone(),
-                    class: rule.class.clone(),
-                }),
-                step(StepKind::Choose {
-                    leaf: true,
-                    indep: false,
-                    count: 0,
-                    type_name: "host".to_string(),
-                }),
-                step(StepKind::Emit),
-            ],
+            rule_type: if rule.erasure {
+                RULE_TYPE_ERASURE
+            } else {
+                RULE_TYPE_REPLICATED
+            },
+            min_size: if rule.erasure { 3 } else { 1 },
+            max_size: if rule.erasure { 20 } else { 10 },
+            steps,
+        }
+    }
+
+    fn write_id(&self, name: &str, out: &mut String) {
+        if let Some(id) = self.bucket_ids.get(name) {
+            let _ = writeln!(out, "\tid {id}");
         }
     }
 
@@ -247,7 +296,9 @@ impl MapBuilder {
         out.push_str("\n# buckets\n");
         let alg = self.algorithm.name();
         for (host, devices) in &self.hosts {
-            let _ = writeln!(out, "host {host} {{\n\talg {alg}\n\thash 0\t# rjenkins1");
+            let _ = writeln!(out, "host {host} {{");
+            self.write_id(host, &mut out);
+            let _ = writeln!(out, "\talg {alg}\n\thash 0\t# rjenkins1");
             for id in devices {
                 let weight = self.devices.get(id).map_or(0x10000, |d| d.weight);
                 let _ = writeln!(
@@ -268,16 +319,27 @@ impl MapBuilder {
         }
         out.push_str("}\n\n# rules\n");
         for (id, rule) in self.rules.iter().enumerate() {
+            let (kind, min, max, mode) = if rule.erasure {
+                ("erasure", 3, 20, "indep")
+            } else {
+                ("replicated", 1, 10, "firstn")
+            };
             let _ = writeln!(
                 out,
-                "rule {} {{\n\tid {id}\n\ttype replicated\n\tmin_size 1\n\tmax_size 10",
+                "rule {} {{\n\tid {id}\n\ttype {kind}\n\tmin_size {min}\n\tmax_size {max}",
                 rule.name
             );
+            if rule.erasure {
+                out.push_str("\tstep set_chooseleaf_tries 5\n\tstep set_choose_tries 100\n");
+            }
             let _ = write!(out, "\tstep take {}", self.root);
             if let Some(class) = &rule.class {
                 let _ = write!(out, " class {class}");
             }
-            out.push_str("\n\tstep chooseleaf firstn 0 type host\n\tstep emit\n}\n");
+            let _ = write!(
+                out,
+                "\n\tstep chooseleaf {mode} 0 type host\n\tstep emit\n}}\n"
+            );
         }
         out.push_str("\n# end crush map\n");
         out
@@ -378,6 +440,39 @@ mod tests {
                 .and_then(|id| built.item_names.get(&id))
                 .map(String::as_str),
             Some("default~ssd")
+        );
+    }
+
+    #[test]
+    fn builder_reproduces_the_classes_fixture_rules() {
+        // fixtures/crush-vectors/src_classes_ssd_hdd.txt: same devices and hosts; its rules
+        // rep_any, rep_ssd and ec_hdd are what the builder's rule helpers write.
+        let mut builder = classes_builder();
+        builder.rules.clear();
+        builder
+            .add_replicated_rule("rep_any", None)
+            .add_replicated_rule("rep_ssd", Some("ssd"))
+            .add_erasure_rule("ec_hdd", Some("hdd"))
+            .bucket_id("default", -1);
+        for host in 0..4 {
+            builder.bucket_id(&format!("node{host}"), -2 - host);
+        }
+        let built = builder.build().expect("builder map");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/crush-vectors/src_classes_ssd_hdd.txt"
+        );
+        let source = std::fs::read_to_string(path).expect("fixture source");
+        let fixture = compile(&source).expect("fixture compiles");
+        // The fixture has a fourth rule and its hosts and root are declared in the same order.
+        assert_eq!(built.buckets, fixture.buckets);
+        assert_eq!(built.class_buckets, fixture.class_buckets);
+        for id in 0..3 {
+            assert_eq!(built.rule(id), fixture.rule(id), "rule {id}");
+        }
+        assert_eq!(
+            built,
+            compile(&builder.to_text()).expect("to_text compiles")
         );
     }
 
