@@ -38,6 +38,30 @@
 //! - **Policies are pure.** The timing models in [`model`] take state, request and virtual time
 //!   and return times; only the executors ([`EmulatedDevice`], [`PreciseTimer`]) read clocks.
 
+//!
+//! ## Example
+//! ```
+//! use std::sync::Arc;
+//! use device::{Device, DeviceSpec, FaultConfig, FaultRule, FaultyDevice, OpKind};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! // An emulated 10k rpm disk over 1 GiB of memory (or `hdd-10k@file:/srv/hdd0.img:100G`).
+//! let disk: Arc<dyn Device> = DeviceSpec::parse("hdd-10k@mem:1G")?.open("hdd0")?;
+//! // The second read fails with EIO.
+//! let faulty = FaultyDevice::new(
+//!     "hdd0-faulty",
+//!     disk,
+//!     FaultConfig { rules: vec![FaultRule::fail_nth(OpKind::Read, 1)], ..FaultConfig::default() },
+//! );
+//! let mut block = vec![0u8; 4096];
+//! faulty.write_at(8192, &[7u8; 4096]).await?;
+//! faulty.read_at(8192, &mut block).await?;
+//! assert!(faulty.read_at(8192, &mut block).await.is_err());
+//! println!("{}", faulty.stats()); // one line: ops, bytes, p50/p99, busy, queue depth
+//! # Ok::<(), device::DeviceError>(())
+//! # }).unwrap();
+//! ```
+
 use async_trait::async_trait;
 
 mod aligned;
