@@ -37,7 +37,6 @@
 //!   success (ops, bytes, latency) or failure (errors).
 //! - **Policies are pure.** The timing models in [`model`] take state, request and virtual time
 //!   and return times; only the executors ([`EmulatedDevice`], [`PreciseTimer`]) read clocks.
-
 //!
 //! ## Example
 //! ```
