@@ -200,7 +200,11 @@ fn random_source(rng: &mut Lcg) -> String {
                 } else {
                     format!("{}.{:05}", rng.below(20), rng.below(100000))
                 };
-                block += &format!("\titem osd.{device} weight {weight}\n");
+                block += &format!("\titem osd.{device} weight {weight}");
+                if rng.chance(10) {
+                    block += &format!(" pos {}", rng.below(4));
+                }
+                block += "\n";
             }
         }
         block += "}\n";
@@ -226,7 +230,11 @@ fn random_source(rng: &mut Lcg) -> String {
     if tops.is_empty() {
         tops = hosts.clone();
     }
-    let mut root = String::from("root default {\n\talg straw2\n");
+    let mut root = String::from("root default {\n");
+    if rng.chance(30) {
+        root += &format!("\tid -{} class hdd\n", 1 + rng.below(16));
+    }
+    root += "\talg straw2\n";
     for top in &tops {
         root += &format!("\titem {top}\n");
     }
@@ -251,6 +259,14 @@ fn random_source(rng: &mut Lcg) -> String {
         out += &format!(
             "choose_args 0 {{\n  {{ bucket_id -{} ids [ 1 ] }}\n}}\n",
             1 + rng.below(3)
+        );
+    }
+    if rng.chance(25) {
+        // A weight set that fits only buckets holding a single item.
+        out += &format!(
+            "choose_args 1 {{\n  {{ bucket_id -{} weight_set [ [ {}.5 ] [ 0.25 ] ] }}\n}}\n",
+            1 + rng.below(6),
+            rng.below(9)
         );
     }
     out
