@@ -111,6 +111,7 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "small" => config.small = number.clamp(0.0, 0.9),
             "budget" => config.budget = number.max(0.0),
             "cohort" => config.cohort = number.max(0.0),
+            "newcomers" => config.newcomer_share = number.clamp(0.0, 1.0),
             "reach" => config.reach = number,
             _ => return Err(bad()),
         }

@@ -5,8 +5,9 @@
 //!   previous gap fits within `reach` x the cache's *eviction age* (how long objects survive in
 //!   the main queue, a moving average) would have been hit had it been cached: it is admitted to
 //!   the main queue.
-//! - **Write budget:** other misses (first accesses, long gaps) may enter a small probationary
-//!   FIFO only while admissions stay below `budget` x misses; otherwise they are not written.
+//! - **Write budget:** every admission must keep admissions below `budget` x misses; other
+//!   misses (first accesses, long gaps) may enter a small probationary FIFO only while
+//!   admissions stay below `budget` x `newcomer_share` x misses; otherwise they are not written.
 //!   With the default 0.3 the cache writes less than a third of what admit-all LRU writes.
 //!   Within the budget, a small learned model picks *which* newcomers to write: dense ids are
 //!   handed out in first-seen order, so each block of 64 ids is a cohort of objects that first
@@ -36,6 +37,8 @@ pub struct StrataConfig {
     pub small: f64,
     /// Probationary admissions allowed while admissions < `budget` x misses. Default 0.3.
     pub budget: f64,
+    /// Share of the budget newcomers may use (predicted objects may use all of it). Default 0.9.
+    pub newcomer_share: f64,
     /// Probationary admission needs the object's cohort reuse rate >= `cohort` x the mean.
     /// 0 disables the cohort predictor. Default 0.5.
     pub cohort: f64,
@@ -53,6 +56,7 @@ impl StrataConfig {
             small: 0.1,
             budget: 0.3,
             cohort: 0.5,
+            newcomer_share: 0.9,
             seed: 42,
         }
     }
@@ -220,9 +224,12 @@ impl Cache for Strata {
             return Outcome::Hit;
         }
         self.misses += 1;
-        let queue = if predicted {
+        let spent = self.admissions as f64;
+        let misses = self.misses as f64;
+        let queue = if predicted && spent < self.config.budget * misses {
             MAIN
-        } else if (self.admissions as f64) < self.config.budget * self.misses as f64
+        } else if !predicted
+            && spent < self.config.budget * self.config.newcomer_share * misses
             && self.small_capacity > 0
             && (self.config.cohort == 0.0 || self.cohort_promising(key))
         {
