@@ -1,0 +1,214 @@
+//! The committer: group commit of prepared transactions.
+//!
+//! One thread takes whatever transactions are queued (up to `batch_transactions_max`), then
+//! 1. flushes the device once, so the data of every transaction in the batch is durable;
+//! 2. writes all their metadata changes in one redb write transaction and commits it (fsync);
+//! 3. only then returns the extents those transactions freed to the allocator, updates the
+//!    counters, answers the callers and releases their object locks.
+//!
+//! A failure in 1 or 2 poisons the store: the batch's callers get the error, later writes get
+//! `Poisoned`, because what reached the media is unknown.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use redb::Durability;
+use tokio::sync::{mpsc, oneshot, OwnedRwLockWriteGuard};
+
+use crate::allocator::DeviceExtent;
+use crate::error::{Result, StoreError};
+use crate::meta::{self, OBJECTS, OMAP};
+use crate::store::Inner;
+use crate::write::Fresh;
+
+/// One omap change, applied in order.
+#[derive(Debug)]
+pub(crate) enum OmapChange {
+    Set(Vec<u8>, Vec<u8>),
+    Remove(Vec<u8>),
+}
+
+/// The metadata change of one object.
+pub(crate) struct ObjectUpdate {
+    /// Key in `objects`.
+    pub key: Vec<u8>,
+    /// Prefix of its omap keys.
+    pub omap_prefix: Vec<u8>,
+    /// The new onode; `None` removes the object.
+    pub onode: Option<Vec<u8>>,
+    /// Remove every omap key first.
+    pub omap_clear: bool,
+    pub omap: Vec<OmapChange>,
+}
+
+/// Changes of the in-memory counters once a transaction is durable.
+#[derive(Debug, Default)]
+pub(crate) struct Deltas {
+    pub stored_bytes: i64,
+    pub onode_bytes: i64,
+    pub collections: BTreeMap<String, i64>,
+}
+
+/// A prepared transaction waiting for its commit.
+pub(crate) struct Pending {
+    pub updates: Vec<ObjectUpdate>,
+    /// Extents that committed onodes stop referencing: free once the commit is durable.
+    pub freed: Vec<DeviceExtent>,
+    /// Extents allocated for the new data: given back if the transaction never commits.
+    pub fresh: Fresh,
+    /// Whether the transaction wrote to the device (the batch then needs a flush).
+    pub has_data: bool,
+    pub deltas: Deltas,
+    /// The object locks, released after the answer.
+    #[expect(
+        dead_code,
+        reason = "held, never read: dropped with the pending transaction"
+    )]
+    pub guards: Vec<OwnedRwLockWriteGuard<()>>,
+    pub reply: Option<oneshot::Sender<Result<()>>>,
+}
+
+/// Starts the committer thread; it ends when every sender of `queue` is gone and the queue is
+/// drained.
+pub(crate) fn spawn(
+    inner: Arc<Inner>,
+    queue: mpsc::Receiver<Pending>,
+    runtime: tokio::runtime::Handle,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("store-commit".into())
+        .spawn(move || run(inner, queue, runtime))
+}
+
+fn run(inner: Arc<Inner>, mut queue: mpsc::Receiver<Pending>, runtime: tokio::runtime::Handle) {
+    let batch_max = inner.config.batch_transactions_max;
+    let mut batch: Vec<Pending> = Vec::with_capacity(batch_max);
+    while let Some(first) = queue.blocking_recv() {
+        batch.push(first);
+        while batch.len() < batch_max {
+            match queue.try_recv() {
+                Ok(pending) => batch.push(pending),
+                Err(_) => break,
+            }
+        }
+        let result = commit_batch(&inner, &mut batch, &runtime);
+        if let Err(error) = &result {
+            tracing::error!(%error, "store commit failed; the store is poisoned");
+            inner.poisoned.store(true, Ordering::Release);
+        }
+        for mut pending in batch.drain(..) {
+            // A failed batch may or may not have reached the media: the callers learn that
+            // the store is poisoned (the cause is logged above).
+            let answer = result
+                .as_ref()
+                .map(|_| ())
+                .map_err(|_| StoreError::Poisoned);
+            if let Some(reply) = pending.reply.take() {
+                let _ = reply.send(answer);
+            }
+        }
+    }
+}
+
+/// Makes a batch durable and, on success, frees what it freed and updates the counters.
+fn commit_batch(
+    inner: &Inner,
+    batch: &mut [Pending],
+    runtime: &tokio::runtime::Handle,
+) -> Result<()> {
+    if inner.poisoned.load(Ordering::Acquire) {
+        return Err(StoreError::Poisoned);
+    }
+    if inner.config.durable && batch.iter().any(|p| p.has_data) {
+        runtime.block_on(inner.device.flush())?;
+    }
+    let mut omap_delta = 0i64;
+    let mut transaction = inner.db.begin_write()?;
+    transaction.set_durability(if inner.config.durable {
+        Durability::Immediate
+    } else {
+        Durability::None
+    });
+    {
+        let mut objects = transaction.open_table(OBJECTS)?;
+        let mut omap = transaction.open_table(OMAP)?;
+        for pending in batch.iter() {
+            for update in &pending.updates {
+                match &update.onode {
+                    Some(bytes) => {
+                        objects.insert(update.key.as_slice(), bytes.as_slice())?;
+                    }
+                    None => {
+                        objects.remove(update.key.as_slice())?;
+                    }
+                }
+                if update.omap_clear {
+                    let end = meta::prefix_end(&update.omap_prefix);
+                    let range = (
+                        Bound::Included(update.omap_prefix.as_slice()),
+                        Bound::Excluded(end.as_slice()),
+                    );
+                    omap.retain_in::<&[u8], _>(range, |key, value| {
+                        omap_delta -= (key.len() + value.len()) as i64;
+                        false
+                    })?;
+                }
+                for change in &update.omap {
+                    match change {
+                        OmapChange::Set(key, value) => {
+                            let full = [update.omap_prefix.as_slice(), key].concat();
+                            let old = omap.insert(full.as_slice(), value.as_slice())?;
+                            if let Some(old) = old {
+                                omap_delta -= (full.len() + old.value().len()) as i64;
+                            }
+                            omap_delta += (full.len() + value.len()) as i64;
+                        }
+                        OmapChange::Remove(key) => {
+                            let full = [update.omap_prefix.as_slice(), key].concat();
+                            if let Some(old) = omap.remove(full.as_slice())? {
+                                omap_delta -= (full.len() + old.value().len()) as i64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    transaction.commit()?;
+    // Durable: the freed extents are referenced by no committed onode any more.
+    {
+        let mut allocator = inner.allocator();
+        for pending in batch.iter_mut() {
+            pending.fresh.armed = false;
+            for extent in pending.freed.drain(..) {
+                allocator.release(extent);
+            }
+        }
+        if cfg!(debug_assertions) {
+            allocator.check_invariants();
+        }
+    }
+    let mut counters = inner.counters();
+    counters.omap_bytes = add(counters.omap_bytes, omap_delta);
+    for pending in batch.iter() {
+        let deltas = &pending.deltas;
+        counters.stored_bytes = add(counters.stored_bytes, deltas.stored_bytes);
+        counters.onode_bytes = add(counters.onode_bytes, deltas.onode_bytes);
+        for (collection, delta) in &deltas.collections {
+            let count = counters.collections.entry(collection.clone()).or_default();
+            *count = add(*count, *delta);
+            if *count == 0 {
+                counters.collections.remove(collection);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn add(value: u64, delta: i64) -> u64 {
+    let result = value as i64 + delta;
+    debug_assert!(result >= 0, "counter below zero: {value} + {delta}");
+    result.max(0) as u64
+}

@@ -1,0 +1,65 @@
+//! How a store is laid out and tuned.
+
+use crate::error::{Result, StoreError};
+
+/// Configuration of a [`crate::Store`]. The layout fields (`min_alloc_size_bytes`,
+/// `checksum_block_bytes`) are fixed at `create` and recorded in the metadata; `open` uses the
+/// recorded values and ignores these.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Allocation unit in bytes: every extent is a multiple of it, and a write replaces whole
+    /// units (copy-on-write). A power of two, a multiple of `checksum_block_bytes`. Default 4096
+    /// (BlueStore's SSD and, since Pacific, HDD default).
+    pub min_alloc_size_bytes: u64,
+    /// Bytes covered by one crc32c. A power of two, at least the device block size, dividing
+    /// `min_alloc_size_bytes`. Default 4096 (BlueStore's `bluestore_csum_block_size` is 4 KiB
+    /// too).
+    pub checksum_block_bytes: u64,
+    /// Transactions waiting for the committer at most; `apply` waits for room beyond it.
+    /// Default 1024.
+    pub queue_depth_max: usize,
+    /// Transactions in one group commit at most (one device flush + one metadata commit).
+    /// Default 256.
+    pub batch_transactions_max: usize,
+    /// Page cache of the metadata database in bytes. Default 64 MiB.
+    pub metadata_cache_bytes: usize,
+    /// Flush the device and fsync the metadata at every commit. Default true. `false` is only
+    /// for benchmarks that want the cost of the rest: acknowledged writes may be lost.
+    pub durable: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            min_alloc_size_bytes: 4096,
+            checksum_block_bytes: 4096,
+            queue_depth_max: 1024,
+            batch_transactions_max: 256,
+            metadata_cache_bytes: 64 << 20,
+            durable: true,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Checks the layout against a device block size.
+    pub(crate) fn validate(&self, device_block_bytes: u64) -> Result<()> {
+        let invalid = |what: String| Err(StoreError::InvalidArgument(what));
+        let unit = self.min_alloc_size_bytes;
+        let checksum = self.checksum_block_bytes;
+        if !unit.is_power_of_two() || !checksum.is_power_of_two() {
+            return invalid(format!(
+                "min_alloc_size {unit} and checksum block {checksum} must be powers of two"
+            ));
+        }
+        if checksum < device_block_bytes || !unit.is_multiple_of(checksum) {
+            return invalid(format!(
+                "checksum block {checksum} must be >= the device block {device_block_bytes} and divide min_alloc_size {unit}"
+            ));
+        }
+        if self.queue_depth_max == 0 || self.batch_transactions_max == 0 {
+            return invalid("queue_depth_max and batch_transactions_max must be > 0".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,491 @@
+//! The store handle: mount, reads, and the entry of writes (`apply`).
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use device::Device;
+use redb::Database;
+use tokio::sync::{mpsc, oneshot, RwLock};
+
+use crate::allocator::Allocator;
+use crate::commit::{self, Pending};
+use crate::config::StoreConfig;
+use crate::error::{Result, StoreError};
+use crate::meta::{self, Counters, Layout, OBJECTS, OMAP};
+use crate::onode::Onode;
+use crate::types::{validate_collection, validate_names, ObjectStat, Statfs, Transaction};
+use crate::write;
+
+/// Lock shards: objects hash onto them; a writer holds its objects' shards exclusively from
+/// preparation until its commit is durable, a reader holds them shared.
+const LOCK_SHARDS: usize = 1024;
+
+/// State shared by the handle, the committer and in-flight transactions.
+pub(crate) struct Inner {
+    pub device: Arc<dyn Device>,
+    pub db: Database,
+    pub layout: Layout,
+    pub config: StoreConfig,
+    pub allocator: Mutex<Allocator>,
+    pub counters: Mutex<Counters>,
+    pub locks: Vec<Arc<RwLock<()>>>,
+    pub poisoned: AtomicBool,
+    pub meta_path: PathBuf,
+}
+
+impl Inner {
+    pub fn allocator(&self) -> MutexGuard<'_, Allocator> {
+        self.allocator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn counters(&self) -> MutexGuard<'_, Counters> {
+        self.counters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn shard(&self, collection: &str, name: &str) -> usize {
+        let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        (hasher.hash_one((collection, name)) % LOCK_SHARDS as u64) as usize
+    }
+
+    /// The committed onode of an object and the size of its record, if it exists.
+    pub fn load_onode(&self, collection: &str, name: &str) -> Result<Option<(Onode, u64)>> {
+        let key = meta::object_key(collection, name);
+        let transaction = self.db.begin_read()?;
+        let table = transaction.open_table(OBJECTS)?;
+        let Some(value) = table.get(key.as_slice())? else {
+            return Ok(None);
+        };
+        let bytes = value.value();
+        let onode = Onode::decode(bytes, self.layout.checksum_block_bytes)?;
+        Ok(Some((onode, (key.len() + bytes.len()) as u64)))
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(StoreError::Poisoned);
+        }
+        Ok(())
+    }
+}
+
+/// A BlueStore-like object store on one device. See the crate documentation.
+pub struct Store {
+    inner: Arc<Inner>,
+    queue: Option<mpsc::Sender<Pending>>,
+    committer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Store {
+    /// Creates a new store on `device`, its metadata in a new database at `meta_path` (which
+    /// must not exist). Needs a tokio runtime (the committer drives device flushes on it).
+    pub async fn create(
+        device: Arc<dyn Device>,
+        meta_path: impl AsRef<Path>,
+        config: StoreConfig,
+    ) -> Result<Store> {
+        let meta_path = meta_path.as_ref();
+        config.validate(device.block_size_bytes())?;
+        if meta_path.exists() {
+            return Err(StoreError::InvalidArgument(format!(
+                "{} exists; open it instead",
+                meta_path.display()
+            )));
+        }
+        let layout = Layout {
+            min_alloc_size_bytes: config.min_alloc_size_bytes,
+            checksum_block_bytes: config.checksum_block_bytes,
+            device_size_bytes: device.size_bytes(),
+        };
+        let db = open_database(meta_path, &config, true)?;
+        meta::initialize(&db, layout)?;
+        Self::mount(device, db, meta_path, config)
+    }
+
+    /// Opens an existing store. The layout recorded at create wins over `config`'s.
+    pub async fn open(
+        device: Arc<dyn Device>,
+        meta_path: impl AsRef<Path>,
+        config: StoreConfig,
+    ) -> Result<Store> {
+        let meta_path = meta_path.as_ref();
+        let db = open_database(meta_path, &config, false)?;
+        Self::mount(device, db, meta_path, config)
+    }
+
+    fn mount(
+        device: Arc<dyn Device>,
+        db: Database,
+        meta_path: &Path,
+        mut config: StoreConfig,
+    ) -> Result<Store> {
+        let layout = meta::read_layout(&db)?;
+        config.min_alloc_size_bytes = layout.min_alloc_size_bytes;
+        config.checksum_block_bytes = layout.checksum_block_bytes;
+        config.validate(device.block_size_bytes())?;
+        if device.size_bytes() < layout.device_size_bytes {
+            return Err(StoreError::InvalidArgument(format!(
+                "device of {} bytes is smaller than the {} the store was created on",
+                device.size_bytes(),
+                layout.device_size_bytes
+            )));
+        }
+        let scan = meta::scan(&db, layout.checksum_block_bytes)?;
+        let allocator = Allocator::from_allocated(
+            layout.device_size_bytes,
+            layout.min_alloc_size_bytes,
+            scan.allocated,
+        )
+        .map_err(|extent| {
+            StoreError::Metadata(format!(
+                "extent {extent:?} is referenced twice or misplaced"
+            ))
+        })?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| StoreError::InvalidArgument("the store needs a tokio runtime".into()))?;
+        let (sender, receiver) = mpsc::channel(config.queue_depth_max);
+        let inner = Arc::new(Inner {
+            device,
+            db,
+            layout,
+            allocator: Mutex::new(allocator),
+            counters: Mutex::new(scan.counters),
+            locks: (0..LOCK_SHARDS)
+                .map(|_| Arc::new(RwLock::new(())))
+                .collect(),
+            poisoned: AtomicBool::new(false),
+            meta_path: meta_path.to_path_buf(),
+            config,
+        });
+        let committer = commit::spawn(Arc::clone(&inner), receiver, runtime)
+            .map_err(|e| StoreError::metadata(format!("spawn committer: {e}")))?;
+        Ok(Store {
+            inner,
+            queue: Some(sender),
+            committer: Some(committer),
+        })
+    }
+
+    /// Applies a transaction atomically and durably: when it returns `Ok`, every operation is
+    /// on stable storage; after a crash either all of them are visible or none.
+    pub async fn apply(&self, transaction: Transaction) -> Result<()> {
+        self.inner.check_writable()?;
+        let queue = self.queue.as_ref().ok_or(StoreError::Closed)?;
+        let (reply, answer) = oneshot::channel();
+        let pending = write::prepare(&self.inner, transaction, reply).await?;
+        let Some(pending) = pending else {
+            return Ok(());
+        };
+        queue.send(pending).await.map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Reads up to `length_bytes` from `offset_bytes`; shorter at the end of the object, empty
+    /// beyond it. Every byte is checked against its crc32c first.
+    pub async fn read(
+        &self,
+        collection: &str,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<u8>> {
+        validate_names(collection, name)?;
+        let _guard = self.read_lock(collection, name).await;
+        let (onode, _) = self
+            .inner
+            .load_onode(collection, name)?
+            .ok_or_else(|| StoreError::not_found(collection, name))?;
+        let end = offset_bytes
+            .saturating_add(length_bytes)
+            .min(onode.size_bytes);
+        if offset_bytes >= end {
+            return Ok(Vec::new());
+        }
+        let block = self.inner.layout.checksum_block_bytes;
+        let aligned_start = offset_bytes / block * block;
+        let aligned_end = end.div_ceil(block) * block;
+        let buffer = write::read_aligned(
+            &self.inner,
+            collection,
+            name,
+            &onode,
+            aligned_start,
+            aligned_end,
+        )
+        .await?;
+        let from = (offset_bytes - aligned_start) as usize;
+        Ok(buffer[from..from + (end - offset_bytes) as usize].to_vec())
+    }
+
+    async fn read_lock(
+        &self,
+        collection: &str,
+        name: &str,
+    ) -> tokio::sync::OwnedRwLockReadGuard<()> {
+        let shard = self.inner.shard(collection, name);
+        Arc::clone(&self.inner.locks[shard]).read_owned().await
+    }
+
+    fn onode(&self, collection: &str, name: &str) -> Result<Onode> {
+        validate_names(collection, name)?;
+        Ok(self
+            .inner
+            .load_onode(collection, name)?
+            .ok_or_else(|| StoreError::not_found(collection, name))?
+            .0)
+    }
+
+    /// Size, mtime and allocation of an object.
+    pub async fn stat(&self, collection: &str, name: &str) -> Result<ObjectStat> {
+        let onode = self.onode(collection, name)?;
+        Ok(ObjectStat {
+            size_bytes: onode.size_bytes,
+            mtime_ns: onode.mtime_ns,
+            allocated_bytes: onode.allocated_bytes(),
+        })
+    }
+
+    /// Whether an object exists.
+    pub async fn exists(&self, collection: &str, name: &str) -> Result<bool> {
+        validate_names(collection, name)?;
+        Ok(self.inner.load_onode(collection, name)?.is_some())
+    }
+
+    /// One extended attribute.
+    pub async fn get_xattr(&self, collection: &str, name: &str, key: &str) -> Result<Vec<u8>> {
+        let mut onode = self.onode(collection, name)?;
+        onode
+            .xattrs
+            .remove(key)
+            .ok_or_else(|| StoreError::NotFound {
+                collection: collection.to_owned(),
+                name: name.to_owned(),
+                what: Some(format!("xattr {key}")),
+            })
+    }
+
+    /// All extended attributes.
+    pub async fn get_xattrs(
+        &self,
+        collection: &str,
+        name: &str,
+    ) -> Result<BTreeMap<String, Vec<u8>>> {
+        Ok(self.onode(collection, name)?.xattrs)
+    }
+
+    /// Up to `max` omap entries with keys after `after` (from the first key when `None`), in
+    /// key order.
+    pub async fn omap_get_range(
+        &self,
+        collection: &str,
+        name: &str,
+        after: Option<&[u8]>,
+        max: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        validate_names(collection, name)?;
+        let prefix = meta::omap_prefix(collection, name);
+        let end = meta::prefix_end(&prefix);
+        let start = after.map(|after| [prefix.as_slice(), after].concat());
+        let transaction = self.inner.db.begin_read()?;
+        if transaction
+            .open_table(OBJECTS)?
+            .get(meta::object_key(collection, name).as_slice())?
+            .is_none()
+        {
+            return Err(StoreError::not_found(collection, name));
+        }
+        let table = transaction.open_table(OMAP)?;
+        let lower = match &start {
+            Some(start) => Bound::Excluded(start.as_slice()),
+            None => Bound::Included(prefix.as_slice()),
+        };
+        let mut entries = Vec::new();
+        for entry in table.range::<&[u8]>((lower, Bound::Excluded(end.as_slice())))? {
+            if entries.len() >= max {
+                break;
+            }
+            let (key, value) = entry?;
+            entries.push((key.value()[prefix.len()..].to_vec(), value.value().to_vec()));
+        }
+        Ok(entries)
+    }
+
+    /// The values of those of `keys` that are set.
+    pub async fn omap_get_keys(
+        &self,
+        collection: &str,
+        name: &str,
+        keys: &[Vec<u8>],
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+        validate_names(collection, name)?;
+        let prefix = meta::omap_prefix(collection, name);
+        let transaction = self.inner.db.begin_read()?;
+        if transaction
+            .open_table(OBJECTS)?
+            .get(meta::object_key(collection, name).as_slice())?
+            .is_none()
+        {
+            return Err(StoreError::not_found(collection, name));
+        }
+        let table = transaction.open_table(OMAP)?;
+        let mut found = BTreeMap::new();
+        for key in keys {
+            let full = [prefix.as_slice(), key].concat();
+            if let Some(value) = table.get(full.as_slice())? {
+                found.insert(key.clone(), value.value().to_vec());
+            }
+        }
+        Ok(found)
+    }
+
+    /// Up to `max` object names of `collection` after `after` (from the first when `None`),
+    /// sorted. Pass the last name returned to get the next page.
+    pub async fn list(
+        &self,
+        collection: &str,
+        after: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<String>> {
+        validate_collection(collection)?;
+        let mut prefix = collection.as_bytes().to_vec();
+        prefix.push(0);
+        let end = meta::prefix_end(&prefix);
+        let start = after.map(|after| meta::object_key(collection, after));
+        let lower = match &start {
+            Some(start) => Bound::Excluded(start.as_slice()),
+            None => Bound::Included(prefix.as_slice()),
+        };
+        let transaction = self.inner.db.begin_read()?;
+        let table = transaction.open_table(OBJECTS)?;
+        let mut names = Vec::new();
+        for entry in table.range::<&[u8]>((lower, Bound::Excluded(end.as_slice())))? {
+            if names.len() >= max {
+                break;
+            }
+            let (key, _) = entry?;
+            names.push(meta::split_object_key(key.value())?.1);
+        }
+        Ok(names)
+    }
+
+    /// Collections holding at least one object, with their object counts.
+    pub fn list_collections(&self) -> BTreeMap<String, u64> {
+        self.inner.counters().collections.clone()
+    }
+
+    /// Space and metadata accounting.
+    pub fn statfs(&self) -> Statfs {
+        let counters = self.inner.counters().clone();
+        let (total_bytes, free_bytes) = {
+            let allocator = self.inner.allocator();
+            (allocator.capacity_bytes(), allocator.free_bytes())
+        };
+        Statfs {
+            total_bytes,
+            free_bytes,
+            allocated_bytes: total_bytes - free_bytes,
+            stored_bytes: counters.stored_bytes,
+            objects: counters.objects(),
+            onode_bytes: counters.onode_bytes,
+            omap_bytes: counters.omap_bytes,
+            metadata_file_bytes: std::fs::metadata(&self.inner.meta_path)
+                .map(|m| m.len())
+                .unwrap_or(0),
+            min_alloc_size_bytes: self.inner.layout.min_alloc_size_bytes,
+            collections: counters.collections,
+        }
+    }
+
+    /// Whether an earlier failed flush or commit made the store refuse writes.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The data device.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.inner.device
+    }
+
+    /// Checks that the allocator's free space is exactly what no onode references (a full scan;
+    /// for tests and `fsck`-like checks). Wait for in-flight transactions first.
+    pub fn check_consistency(&self) -> Result<()> {
+        let scan = meta::scan(&self.inner.db, self.inner.layout.checksum_block_bytes)?;
+        let rebuilt = Allocator::from_allocated(
+            self.inner.layout.device_size_bytes,
+            self.inner.layout.min_alloc_size_bytes,
+            scan.allocated,
+        )
+        .map_err(|extent| StoreError::Metadata(format!("extent {extent:?} referenced twice")))?;
+        let allocator = self.inner.allocator();
+        allocator.check_invariants();
+        if !rebuilt.free_extents().eq(allocator.free_extents()) {
+            return Err(StoreError::Metadata(format!(
+                "allocator has {} free bytes, metadata says {}",
+                allocator.free_bytes(),
+                rebuilt.free_bytes()
+            )));
+        }
+        drop(allocator);
+        let counters = self.inner.counters().clone();
+        if counters != scan.counters {
+            return Err(StoreError::Metadata(format!(
+                "counters {counters:?} differ from the scan {:?}",
+                scan.counters
+            )));
+        }
+        Ok(())
+    }
+
+    /// Waits for queued transactions, stops the committer and closes the metadata database.
+    pub async fn shutdown(mut self) -> Result<()> {
+        self.queue = None;
+        if let Some(committer) = self.committer.take() {
+            tokio::task::spawn_blocking(move || committer.join())
+                .await
+                .map_err(|e| StoreError::metadata(format!("join committer: {e}")))?
+                .map_err(|_| StoreError::metadata("committer panicked"))?;
+        }
+        if self.is_poisoned() {
+            return Err(StoreError::Poisoned);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Store {
+    /// Without `shutdown`: closes the queue and waits for the committer where blocking is
+    /// allowed (no runtime, or a multi-thread runtime), so the database file is closed when the
+    /// handle is gone and can be reopened at once.
+    fn drop(&mut self) {
+        self.queue = None;
+        let Some(committer) = self.committer.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Err(_) => {
+                let _ = committer.join();
+            }
+            Ok(handle) => {
+                if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+                    tokio::task::block_in_place(|| {
+                        let _ = committer.join();
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn open_database(path: &Path, config: &StoreConfig, create: bool) -> Result<Database> {
+    let mut builder = Database::builder();
+    builder.set_cache_size(config.metadata_cache_bytes);
+    let database = if create {
+        builder.create(path)
+    } else {
+        builder.open(path)
+    };
+    database.map_err(|e| StoreError::metadata(format!("{}: {e}", path.display())))
+}

@@ -1,0 +1,286 @@
+//! The public vocabulary: object ids, transactions, stat results.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Result, StoreError};
+
+/// Longest collection or object name, in bytes.
+pub const NAME_BYTES_MAX: usize = 4096;
+
+/// An object: a name inside a collection (a PG, in the cluster: "1.2a").
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectId {
+    /// The collection; no NUL bytes, not empty.
+    pub collection: String,
+    /// The object's name; not empty.
+    pub name: String,
+}
+
+impl ObjectId {
+    /// An id from its parts (checked when used).
+    pub fn new(collection: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            collection: collection.into(),
+            name: name.into(),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        validate_names(&self.collection, &self.name)
+    }
+}
+
+pub(crate) fn validate_collection(collection: &str) -> Result<()> {
+    if collection.is_empty() || collection.len() > NAME_BYTES_MAX || collection.contains('\0') {
+        return Err(StoreError::InvalidArgument(format!(
+            "collection {collection:?} must be 1..={NAME_BYTES_MAX} bytes without NUL"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn validate_names(collection: &str, name: &str) -> Result<()> {
+    validate_collection(collection)?;
+    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+        return Err(StoreError::InvalidArgument(format!(
+            "object name of {} bytes must be 1..={NAME_BYTES_MAX}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// One operation of a [`Transaction`]. Every operation but `Remove` creates the object if it is
+/// missing (as RADOS does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Creates the object; with `exclusive`, fails with `Exists` if it is there.
+    Create {
+        /// Fail if the object exists.
+        exclusive: bool,
+    },
+    /// Replaces the whole data with `data` (size becomes its length). Xattrs and omap stay.
+    WriteFull {
+        /// The new content.
+        data: Vec<u8>,
+    },
+    /// Writes `data` at `offset_bytes`, extending the object if it ends beyond it.
+    Write {
+        /// Where in the object.
+        offset_bytes: u64,
+        /// What.
+        data: Vec<u8>,
+    },
+    /// Sets the size; bytes beyond the new size are dropped, and read as zeros if it grows.
+    Truncate {
+        /// The new size.
+        size_bytes: u64,
+    },
+    /// Zeroes a range (extending the object if it ends beyond it); whole allocation units in the
+    /// range are released.
+    Zero {
+        /// First byte.
+        offset_bytes: u64,
+        /// Bytes.
+        length_bytes: u64,
+    },
+    /// Removes the object: data, xattrs and omap. Fails with `NotFound` if it is missing.
+    Remove,
+    /// Sets an extended attribute.
+    SetXattr {
+        /// Attribute name.
+        key: String,
+        /// Attribute value.
+        value: Vec<u8>,
+    },
+    /// Removes an extended attribute (no error if it is missing).
+    RemoveXattr {
+        /// Attribute name.
+        key: String,
+    },
+    /// Sets omap keys.
+    OmapSet {
+        /// Key/value pairs.
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    /// Removes omap keys (missing keys are ignored).
+    OmapRemove {
+        /// Keys.
+        keys: Vec<Vec<u8>>,
+    },
+    /// Removes every omap key of the object.
+    OmapClear,
+}
+
+/// Operations applied atomically: after a crash either all of them are visible or none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Transaction {
+    /// Modification time stamped on every object the transaction changes, in ns since the
+    /// Unix epoch, chosen by the caller (the store reads no clock).
+    pub mtime_ns: u64,
+    /// The operations, applied in order.
+    pub ops: Vec<(ObjectId, Op)>,
+}
+
+impl Transaction {
+    /// An empty transaction stamping `mtime_ns`.
+    pub fn new(mtime_ns: u64) -> Self {
+        Self {
+            mtime_ns,
+            ops: Vec::new(),
+        }
+    }
+
+    /// Appends an operation.
+    pub fn push(&mut self, object: &ObjectId, op: Op) -> &mut Self {
+        self.ops.push((object.clone(), op));
+        self
+    }
+
+    /// Appends `Create`.
+    pub fn create(&mut self, object: &ObjectId, exclusive: bool) -> &mut Self {
+        self.push(object, Op::Create { exclusive })
+    }
+
+    /// Appends `WriteFull`.
+    pub fn write_full(&mut self, object: &ObjectId, data: impl Into<Vec<u8>>) -> &mut Self {
+        self.push(object, Op::WriteFull { data: data.into() })
+    }
+
+    /// Appends `Write`.
+    pub fn write(
+        &mut self,
+        object: &ObjectId,
+        offset_bytes: u64,
+        data: impl Into<Vec<u8>>,
+    ) -> &mut Self {
+        self.push(
+            object,
+            Op::Write {
+                offset_bytes,
+                data: data.into(),
+            },
+        )
+    }
+
+    /// Appends `Truncate`.
+    pub fn truncate(&mut self, object: &ObjectId, size_bytes: u64) -> &mut Self {
+        self.push(object, Op::Truncate { size_bytes })
+    }
+
+    /// Appends `Zero`.
+    pub fn zero(&mut self, object: &ObjectId, offset_bytes: u64, length_bytes: u64) -> &mut Self {
+        self.push(
+            object,
+            Op::Zero {
+                offset_bytes,
+                length_bytes,
+            },
+        )
+    }
+
+    /// Appends `Remove`.
+    pub fn remove(&mut self, object: &ObjectId) -> &mut Self {
+        self.push(object, Op::Remove)
+    }
+
+    /// Appends `SetXattr`.
+    pub fn set_xattr(
+        &mut self,
+        object: &ObjectId,
+        key: impl Into<String>,
+        value: impl Into<Vec<u8>>,
+    ) -> &mut Self {
+        self.push(
+            object,
+            Op::SetXattr {
+                key: key.into(),
+                value: value.into(),
+            },
+        )
+    }
+
+    /// Appends `RemoveXattr`.
+    pub fn remove_xattr(&mut self, object: &ObjectId, key: impl Into<String>) -> &mut Self {
+        self.push(object, Op::RemoveXattr { key: key.into() })
+    }
+
+    /// Appends `OmapSet`.
+    pub fn omap_set(&mut self, object: &ObjectId, entries: Vec<(Vec<u8>, Vec<u8>)>) -> &mut Self {
+        self.push(object, Op::OmapSet { entries })
+    }
+
+    /// Appends `OmapRemove`.
+    pub fn omap_remove(&mut self, object: &ObjectId, keys: Vec<Vec<u8>>) -> &mut Self {
+        self.push(object, Op::OmapRemove { keys })
+    }
+
+    /// Appends `OmapClear`.
+    pub fn omap_clear(&mut self, object: &ObjectId) -> &mut Self {
+        self.push(object, Op::OmapClear)
+    }
+}
+
+/// What `stat` says about an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectStat {
+    /// Logical size.
+    pub size_bytes: u64,
+    /// Modification time given by the last transaction that changed the object.
+    pub mtime_ns: u64,
+    /// Device bytes allocated to the object's data.
+    pub allocated_bytes: u64,
+}
+
+/// Space and metadata accounting, like BlueStore's `statfs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Statfs {
+    /// Device capacity.
+    pub total_bytes: u64,
+    /// Device bytes not allocated.
+    pub free_bytes: u64,
+    /// Device bytes allocated to object data (multiples of min_alloc_size).
+    pub allocated_bytes: u64,
+    /// Object bytes backed by allocated extents (user data, without padding or holes).
+    pub stored_bytes: u64,
+    /// Objects.
+    pub objects: u64,
+    /// Key + value bytes of the object records (onodes, with xattrs and extent maps).
+    pub onode_bytes: u64,
+    /// Key + value bytes of all omap entries.
+    pub omap_bytes: u64,
+    /// Size of the metadata database file.
+    pub metadata_file_bytes: u64,
+    /// Allocation unit.
+    pub min_alloc_size_bytes: u64,
+    /// Objects per collection.
+    pub collections: BTreeMap<String, u64>,
+}
+
+impl Statfs {
+    /// Share of allocated bytes that hold no object data: `1 - stored / allocated` (seed 002's
+    /// data-hole rate); 0 when nothing is allocated.
+    pub fn data_hole_ratio(&self) -> f64 {
+        if self.allocated_bytes == 0 {
+            return 0.0;
+        }
+        1.0 - self.stored_bytes as f64 / self.allocated_bytes as f64
+    }
+
+    /// Key + value bytes of metadata records per object (onodes and omap); 0 without objects.
+    pub fn metadata_bytes_per_object(&self) -> f64 {
+        if self.objects == 0 {
+            return 0.0;
+        }
+        (self.onode_bytes + self.omap_bytes) as f64 / self.objects as f64
+    }
+
+    /// Metadata file bytes per object; 0 without objects.
+    pub fn metadata_file_bytes_per_object(&self) -> f64 {
+        if self.objects == 0 {
+            return 0.0;
+        }
+        self.metadata_file_bytes as f64 / self.objects as f64
+    }
+}

@@ -1,0 +1,508 @@
+//! Transaction preparation: copy-on-write data placement and onode updates.
+//!
+//! A transaction's new data goes to freshly allocated extents (whole allocation units; a
+//! partially written unit is read, checked, merged and rewritten elsewhere), so nothing that a
+//! committed onode references is overwritten before the commit that stops referencing it. The
+//! result is a [`Pending`] for the committer: the new onodes, omap changes, the extents to free
+//! once the commit is durable, and the object locks, held until then.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::{oneshot, OwnedRwLockWriteGuard};
+
+use crate::allocator::DeviceExtent;
+use crate::commit::{Deltas, ObjectUpdate, OmapChange, Pending};
+use crate::error::{Result, StoreError};
+use crate::meta;
+use crate::onode::{Extent, Onode};
+use crate::store::Inner;
+use crate::types::{ObjectId, Op, Transaction};
+
+/// Largest object offset the store accepts (1 TiB).
+pub const OBJECT_BYTES_MAX: u64 = 1 << 40;
+
+/// An object being changed by a transaction.
+struct Work {
+    id: ObjectId,
+    onode: Option<Onode>,
+    existed: bool,
+    old_stored_bytes: u64,
+    old_record_bytes: u64,
+    omap_clear: bool,
+    omap: Vec<OmapChange>,
+    touched: bool,
+}
+
+/// Device extents allocated by a transaction that has not committed; given back to the
+/// allocator if the transaction is abandoned (error, cancellation, poisoned store).
+pub(crate) struct Fresh {
+    pub inner: Arc<Inner>,
+    pub extents: Vec<DeviceExtent>,
+    pub armed: bool,
+}
+
+impl Drop for Fresh {
+    fn drop(&mut self) {
+        if self.armed && !self.extents.is_empty() {
+            let mut allocator = self.inner.allocator();
+            for extent in self.extents.drain(..) {
+                allocator.release(extent);
+            }
+        }
+    }
+}
+
+fn check_range(offset_bytes: u64, length_bytes: u64) -> Result<()> {
+    match offset_bytes.checked_add(length_bytes) {
+        Some(end) if end <= OBJECT_BYTES_MAX => Ok(()),
+        _ => Err(StoreError::InvalidArgument(format!(
+            "range {offset_bytes}+{length_bytes} beyond the object size limit {OBJECT_BYTES_MAX}"
+        ))),
+    }
+}
+
+fn validate(transaction: &Transaction) -> Result<()> {
+    for (id, op) in &transaction.ops {
+        id.validate()?;
+        match op {
+            Op::Write { offset_bytes, data } => check_range(*offset_bytes, data.len() as u64)?,
+            Op::WriteFull { data } => check_range(0, data.len() as u64)?,
+            Op::Truncate { size_bytes } => check_range(*size_bytes, 0)?,
+            Op::Zero {
+                offset_bytes,
+                length_bytes,
+            } => check_range(*offset_bytes, *length_bytes)?,
+            Op::SetXattr { key, .. } | Op::RemoveXattr { key } if key.len() > u16::MAX as usize => {
+                return Err(StoreError::InvalidArgument("xattr name too long".into()));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Locks the transaction's objects, applies its operations to their onodes (writing new data
+/// to fresh extents), and returns what the committer must make durable; `None` for an empty
+/// transaction.
+pub(crate) async fn prepare(
+    inner: &Arc<Inner>,
+    transaction: Transaction,
+    reply: oneshot::Sender<Result<()>>,
+) -> Result<Option<Pending>> {
+    validate(&transaction)?;
+    if transaction.ops.is_empty() {
+        return Ok(None);
+    }
+    let mut shards: Vec<usize> = transaction
+        .ops
+        .iter()
+        .map(|(id, _)| inner.shard(&id.collection, &id.name))
+        .collect();
+    shards.sort_unstable();
+    shards.dedup();
+    let mut guards: Vec<OwnedRwLockWriteGuard<()>> = Vec::with_capacity(shards.len());
+    for shard in shards {
+        guards.push(Arc::clone(&inner.locks[shard]).write_owned().await);
+    }
+    let mut fresh = Fresh {
+        inner: Arc::clone(inner),
+        extents: Vec::new(),
+        armed: true,
+    };
+    let mut freed: Vec<DeviceExtent> = Vec::new();
+    let mut works: Vec<Work> = Vec::new();
+    let mut index: HashMap<ObjectId, usize> = HashMap::new();
+    let mut has_data = false;
+    for (id, op) in transaction.ops {
+        let slot = match index.get(&id) {
+            Some(&slot) => slot,
+            None => {
+                let loaded = inner.load_onode(&id.collection, &id.name)?;
+                let (onode, record) = match loaded {
+                    Some((onode, record)) => (Some(onode), record),
+                    None => (None, 0),
+                };
+                works.push(Work {
+                    existed: onode.is_some(),
+                    old_stored_bytes: onode.as_ref().map_or(0, Onode::stored_bytes),
+                    old_record_bytes: record,
+                    onode,
+                    id: id.clone(),
+                    omap_clear: false,
+                    omap: Vec::new(),
+                    touched: false,
+                });
+                index.insert(id, works.len() - 1);
+                works.len() - 1
+            }
+        };
+        let work = &mut works[slot];
+        work.touched = true;
+        let id = work.id.clone();
+        let mut context = Context {
+            inner,
+            id: &id,
+            fresh: &mut fresh,
+            freed: &mut freed,
+        };
+        has_data |= apply_op(&mut context, work, op).await?;
+        if let Some(onode) = work.onode.as_mut() {
+            onode.mtime_ns = transaction.mtime_ns;
+        }
+    }
+    let mut deltas = Deltas::default();
+    let mut updates = Vec::with_capacity(works.len());
+    for work in works.into_iter().filter(|w| w.touched) {
+        let key = meta::object_key(&work.id.collection, &work.id.name);
+        let encoded = work.onode.as_ref().map(|onode| {
+            let bytes = onode.encode();
+            debug_assert_eq!(
+                Onode::decode(&bytes, inner.layout.checksum_block_bytes)
+                    .ok()
+                    .as_ref(),
+                Some(onode)
+            );
+            bytes
+        });
+        let new_stored = work.onode.as_ref().map_or(0, Onode::stored_bytes);
+        deltas.stored_bytes += new_stored as i64 - work.old_stored_bytes as i64;
+        let new_record = encoded.as_ref().map_or(0, |b| (key.len() + b.len()) as u64);
+        deltas.onode_bytes += new_record as i64 - work.old_record_bytes as i64;
+        let exists = work.onode.is_some();
+        if exists != work.existed {
+            *deltas
+                .collections
+                .entry(work.id.collection.clone())
+                .or_default() += if exists { 1 } else { -1 };
+        }
+        updates.push(ObjectUpdate {
+            omap_prefix: meta::omap_prefix(&work.id.collection, &work.id.name),
+            key,
+            onode: encoded,
+            omap_clear: work.omap_clear,
+            omap: work.omap,
+        });
+    }
+    Ok(Some(Pending {
+        updates,
+        freed,
+        fresh,
+        has_data,
+        deltas,
+        guards,
+        reply: Some(reply),
+    }))
+}
+
+struct Context<'a> {
+    inner: &'a Arc<Inner>,
+    id: &'a ObjectId,
+    fresh: &'a mut Fresh,
+    freed: &'a mut Vec<DeviceExtent>,
+}
+
+/// Applies one operation to an object; returns whether it wrote data to the device.
+async fn apply_op(context: &mut Context<'_>, work: &mut Work, op: Op) -> Result<bool> {
+    let block = context.inner.layout.checksum_block_bytes;
+    match op {
+        Op::Create { exclusive } => {
+            if work.onode.is_some() && exclusive {
+                return Err(StoreError::Exists {
+                    collection: context.id.collection.clone(),
+                    name: context.id.name.clone(),
+                });
+            }
+            work.onode.get_or_insert_with(Onode::default);
+            Ok(false)
+        }
+        Op::Remove => {
+            let Some(mut onode) = work.onode.take() else {
+                return Err(StoreError::not_found(
+                    &context.id.collection,
+                    &context.id.name,
+                ));
+            };
+            context.freed.extend(onode.unmap(0, u64::MAX / 2, block));
+            work.omap_clear = true;
+            work.omap.clear();
+            Ok(false)
+        }
+        Op::WriteFull { data } => {
+            let onode = work.onode.get_or_insert_with(Onode::default);
+            context.freed.extend(onode.unmap(0, u64::MAX / 2, block));
+            onode.size_bytes = 0;
+            write_range(context, onode, 0, &data).await?;
+            onode.size_bytes = data.len() as u64;
+            Ok(!data.is_empty())
+        }
+        Op::Write { offset_bytes, data } => {
+            let onode = work.onode.get_or_insert_with(Onode::default);
+            write_range(context, onode, offset_bytes, &data).await?;
+            Ok(!data.is_empty())
+        }
+        Op::Truncate { size_bytes } => {
+            let onode = work.onode.get_or_insert_with(Onode::default);
+            truncate(context, onode, size_bytes).await
+        }
+        Op::Zero {
+            offset_bytes,
+            length_bytes,
+        } => {
+            let onode = work.onode.get_or_insert_with(Onode::default);
+            zero(context, onode, offset_bytes, length_bytes).await
+        }
+        Op::SetXattr { key, value } => {
+            work.onode
+                .get_or_insert_with(Onode::default)
+                .xattrs
+                .insert(key, value);
+            Ok(false)
+        }
+        Op::RemoveXattr { key } => {
+            work.onode
+                .get_or_insert_with(Onode::default)
+                .xattrs
+                .remove(&key);
+            Ok(false)
+        }
+        Op::OmapSet { entries } => {
+            work.onode.get_or_insert_with(Onode::default);
+            work.omap
+                .extend(entries.into_iter().map(|(k, v)| OmapChange::Set(k, v)));
+            Ok(false)
+        }
+        Op::OmapRemove { keys } => {
+            work.onode.get_or_insert_with(Onode::default);
+            work.omap.extend(keys.into_iter().map(OmapChange::Remove));
+            Ok(false)
+        }
+        Op::OmapClear => {
+            work.onode.get_or_insert_with(Onode::default);
+            work.omap_clear = true;
+            work.omap.clear();
+            Ok(false)
+        }
+    }
+}
+
+/// Writes `data` at `offset` copy-on-write: the allocation units it touches are rebuilt in a
+/// buffer (old bytes of partially covered units are read and verified first) and written to
+/// fresh extents; the old extents are unmapped and queued to be freed after the commit.
+async fn write_range(
+    context: &mut Context<'_>,
+    onode: &mut Onode,
+    offset: u64,
+    data: &[u8],
+) -> Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let unit = context.inner.layout.min_alloc_size_bytes;
+    let end = offset + data.len() as u64;
+    let start_unit = offset / unit * unit;
+    let end_unit = end.div_ceil(unit) * unit;
+    let mut buffer = vec![0u8; (end_unit - start_unit) as usize];
+    if offset > start_unit && start_unit < onode.size_bytes {
+        let old = read_aligned(
+            context.inner,
+            &context.id.collection,
+            &context.id.name,
+            onode,
+            start_unit,
+            start_unit + unit,
+        )
+        .await?;
+        buffer[..unit as usize].copy_from_slice(&old);
+    }
+    let last_unit = end_unit - unit;
+    let tail_needed = end < end_unit && (last_unit > start_unit || offset == start_unit);
+    if tail_needed && last_unit < onode.size_bytes {
+        let old = read_aligned(
+            context.inner,
+            &context.id.collection,
+            &context.id.name,
+            onode,
+            last_unit,
+            end_unit,
+        )
+        .await?;
+        let at = (last_unit - start_unit) as usize;
+        buffer[at..].copy_from_slice(&old);
+    }
+    let at = (offset - start_unit) as usize;
+    buffer[at..at + data.len()].copy_from_slice(data);
+    place(context, onode, start_unit, buffer).await?;
+    onode.size_bytes = onode.size_bytes.max(end);
+    Ok(())
+}
+
+/// Writes `buffer` (whole units) to fresh extents and maps it at `logical` in the onode, in
+/// place of whatever was mapped there.
+async fn place(
+    context: &mut Context<'_>,
+    onode: &mut Onode,
+    logical: u64,
+    buffer: Vec<u8>,
+) -> Result<()> {
+    let length = buffer.len() as u64;
+    let block = context.inner.layout.checksum_block_bytes;
+    let pieces = {
+        let mut allocator = context.inner.allocator();
+        let free_bytes = allocator.free_bytes();
+        let pieces = allocator.allocate(length).ok_or(StoreError::NoSpace {
+            requested_bytes: length,
+            free_bytes,
+        })?;
+        context.fresh.extents.extend_from_slice(&pieces);
+        pieces
+    };
+    let mut at = 0u64;
+    let mut placed = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let slice = &buffer[at as usize..(at + piece.length_bytes) as usize];
+        let crcs: Vec<u32> = slice.chunks(block as usize).map(crc32c::crc32c).collect();
+        context
+            .inner
+            .device
+            .write_at(piece.offset_bytes, slice)
+            .await?;
+        placed.push((
+            logical + at,
+            Extent {
+                device_offset_bytes: piece.offset_bytes,
+                length_bytes: piece.length_bytes,
+                crcs,
+            },
+        ));
+        at += piece.length_bytes;
+    }
+    context
+        .freed
+        .extend(onode.unmap(logical, logical + length, block));
+    onode.extents.extend(placed);
+    Ok(())
+}
+
+/// Sets the size. Shrinking unmaps whole units beyond it and rewrites a partial last unit with
+/// zeros past the end (so bytes beyond the size are always zero on the device).
+async fn truncate(context: &mut Context<'_>, onode: &mut Onode, size: u64) -> Result<bool> {
+    let unit = context.inner.layout.min_alloc_size_bytes;
+    let block = context.inner.layout.checksum_block_bytes;
+    let mut wrote = false;
+    if size < onode.size_bytes {
+        let partial_unit = size / unit * unit;
+        if !size.is_multiple_of(unit)
+            && !onode
+                .overlapping(partial_unit, partial_unit + unit)
+                .is_empty()
+        {
+            let mut old = read_aligned(
+                context.inner,
+                &context.id.collection,
+                &context.id.name,
+                onode,
+                partial_unit,
+                partial_unit + unit,
+            )
+            .await?;
+            old[(size - partial_unit) as usize..].fill(0);
+            place(context, onode, partial_unit, old).await?;
+            wrote = true;
+        }
+        context
+            .freed
+            .extend(onode.unmap(size.div_ceil(unit) * unit, u64::MAX / 2, block));
+    }
+    onode.size_bytes = size;
+    Ok(wrote)
+}
+
+/// Zeroes `[offset, offset + length)`: whole units become holes, partial ones are rewritten.
+async fn zero(
+    context: &mut Context<'_>,
+    onode: &mut Onode,
+    offset: u64,
+    length: u64,
+) -> Result<bool> {
+    if length == 0 {
+        return Ok(false);
+    }
+    let unit = context.inner.layout.min_alloc_size_bytes;
+    let block = context.inner.layout.checksum_block_bytes;
+    let end = offset + length;
+    let size = onode.size_bytes;
+    let inner_start = offset.div_ceil(unit) * unit;
+    let inner_end = end / unit * unit;
+    let mut wrote = false;
+    let rewrite = |from: u64, to: u64| -> Option<(u64, u64)> {
+        // Only mapped bytes below the size can be non-zero.
+        let to = to.min(size);
+        (from < to
+            && !onode
+                .overlapping(from / unit * unit, to.div_ceil(unit) * unit)
+                .is_empty())
+        .then_some((from, to))
+    };
+    let mut partial = Vec::new();
+    if inner_start >= inner_end {
+        partial.extend(rewrite(offset, end));
+    } else {
+        partial.extend(rewrite(offset, inner_start));
+        partial.extend(rewrite(inner_end, end));
+    }
+    if inner_start < inner_end {
+        context
+            .freed
+            .extend(onode.unmap(inner_start, inner_end, block));
+    }
+    for (from, to) in partial {
+        write_range(context, onode, from, &vec![0u8; (to - from) as usize]).await?;
+        wrote = true;
+    }
+    onode.size_bytes = onode.size_bytes.max(end);
+    Ok(wrote)
+}
+
+/// Reads `[start, end)` of an object (multiples of the checksum block) into a buffer: holes
+/// read as zeros, every mapped checksum block is verified before it is returned.
+pub(crate) async fn read_aligned(
+    inner: &Inner,
+    collection: &str,
+    name: &str,
+    onode: &Onode,
+    start: u64,
+    end: u64,
+) -> Result<Vec<u8>> {
+    let block = inner.layout.checksum_block_bytes;
+    debug_assert!(start.is_multiple_of(block) && end.is_multiple_of(block));
+    let mut buffer = vec![0u8; (end - start) as usize];
+    for (logical, extent) in onode.overlapping(start, end) {
+        let from = logical.max(start);
+        let to = (logical + extent.length_bytes).min(end);
+        let device_from = extent.device_offset_bytes + (from - logical);
+        let slice = &mut buffer[(from - start) as usize..(to - start) as usize];
+        inner.device.read_at(device_from, slice).await?;
+        let first_crc = ((from - logical) / block) as usize;
+        for (index, chunk) in slice.chunks(block as usize).enumerate() {
+            let found = crc32c::crc32c(chunk);
+            let expected = extent
+                .crcs
+                .get(first_crc + index)
+                .copied()
+                .unwrap_or(!found);
+            if found != expected {
+                let offset_in_slice = index as u64 * block;
+                return Err(StoreError::Checksum {
+                    collection: collection.to_owned(),
+                    name: name.to_owned(),
+                    offset_bytes: from + offset_in_slice,
+                    device_offset_bytes: device_from + offset_in_slice,
+                    expected,
+                    found,
+                });
+            }
+        }
+    }
+    Ok(buffer)
+}

@@ -1,0 +1,184 @@
+//! Object API behaviour on a memory device.
+
+use std::sync::Arc;
+
+use device::{Device, MemoryDevice};
+use store::{ObjectId, Store, StoreConfig, StoreError, Transaction};
+
+const MIB: u64 = 1 << 20;
+
+async fn new_store(dir: &tempfile::TempDir, config: StoreConfig) -> (Arc<dyn Device>, Store) {
+    let device: Arc<dyn Device> = Arc::new(MemoryDevice::new("mem", 64 * MIB).expect("device"));
+    let store = Store::create(Arc::clone(&device), dir.path().join("meta.redb"), config)
+        .await
+        .expect("create");
+    (device, store)
+}
+
+fn pattern(seed: u8, length: usize) -> Vec<u8> {
+    (0..length)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_read_overwrite_truncate_zero() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_device, store) = new_store(&dir, StoreConfig::default()).await;
+    let id = ObjectId::new("1.0", "object");
+    let mut expected = pattern(1, 10_000);
+    let mut t = Transaction::new(7);
+    t.write_full(&id, expected.clone());
+    store.apply(t).await.expect("write_full");
+    assert_eq!(
+        store.read("1.0", "object", 0, 1 << 20).await.expect("read"),
+        expected
+    );
+    let stat = store.stat("1.0", "object").await.expect("stat");
+    assert_eq!(
+        (stat.size_bytes, stat.mtime_ns, stat.allocated_bytes),
+        (10_000, 7, 12_288)
+    );
+
+    // Partial overwrite inside, across units and beyond the end.
+    let patch = pattern(9, 5000);
+    let mut t = Transaction::new(8);
+    t.write(&id, 3000, patch.clone());
+    t.write(&id, 9000, patch.clone());
+    store.apply(t).await.expect("write");
+    expected[3000..8000].copy_from_slice(&patch);
+    expected.resize(14_000, 0);
+    expected[9000..14_000].copy_from_slice(&patch);
+    assert_eq!(
+        store.read("1.0", "object", 0, 1 << 20).await.expect("read"),
+        expected
+    );
+    assert_eq!(
+        store.read("1.0", "object", 4000, 100).await.expect("read"),
+        expected[4000..4100]
+    );
+
+    // Truncate down (partial unit), then up: the tail reads as zeros.
+    let mut t = Transaction::new(9);
+    t.truncate(&id, 5000).truncate(&id, 9000);
+    store.apply(t).await.expect("truncate");
+    expected.truncate(5000);
+    expected.resize(9000, 0);
+    assert_eq!(
+        store.read("1.0", "object", 0, 1 << 20).await.expect("read"),
+        expected
+    );
+
+    // Zero a range spanning whole units.
+    let mut t = Transaction::new(10);
+    t.zero(&id, 100, 8000);
+    store.apply(t).await.expect("zero");
+    expected[100..8100].fill(0);
+    assert_eq!(
+        store.read("1.0", "object", 0, 1 << 20).await.expect("read"),
+        expected
+    );
+    store.check_consistency().expect("consistent");
+
+    // Remove frees everything.
+    let mut t = Transaction::new(11);
+    t.remove(&id);
+    store.apply(t).await.expect("remove");
+    assert!(matches!(
+        store.read("1.0", "object", 0, 1).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let statfs = store.statfs();
+    assert_eq!(
+        (statfs.allocated_bytes, statfs.objects, statfs.stored_bytes),
+        (0, 0, 0)
+    );
+    store.check_consistency().expect("consistent");
+    store.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xattrs_omap_listing_and_exclusive_create() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (device, store) = new_store(&dir, StoreConfig::default()).await;
+    let id = ObjectId::new("2.1", "index");
+    let mut t = Transaction::new(1);
+    t.create(&id, true)
+        .set_xattr(&id, "user.a", b"1".to_vec())
+        .set_xattr(&id, "user.b", b"2".to_vec())
+        .omap_set(
+            &id,
+            (0..10u8).map(|i| (vec![b'k', i], vec![i; 3])).collect(),
+        );
+    store.apply(t).await.expect("apply");
+    let mut t = Transaction::new(2);
+    t.create(&id, true);
+    assert!(matches!(
+        store.apply(t).await,
+        Err(StoreError::Exists { .. })
+    ));
+
+    let mut t = Transaction::new(3);
+    t.remove_xattr(&id, "user.a")
+        .omap_remove(&id, vec![vec![b'k', 3]]);
+    store.apply(t).await.expect("apply");
+    assert_eq!(
+        store
+            .get_xattr("2.1", "index", "user.b")
+            .await
+            .expect("xattr"),
+        b"2"
+    );
+    assert!(store.get_xattr("2.1", "index", "user.a").await.is_err());
+    let page = store
+        .omap_get_range("2.1", "index", Some(&[b'k', 1]), 3)
+        .await
+        .expect("range");
+    let keys: Vec<_> = page.iter().map(|(k, _)| k[1]).collect();
+    assert_eq!(keys, vec![2, 4, 5]);
+    let got = store
+        .omap_get_keys("2.1", "index", &[vec![b'k', 3], vec![b'k', 9]])
+        .await
+        .expect("keys");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[&vec![b'k', 9]], vec![9; 3]);
+
+    for i in 0..25 {
+        let mut t = Transaction::new(4);
+        t.write_full(
+            &ObjectId::new("2.1", format!("obj{i:02}")),
+            vec![i as u8; 100],
+        );
+        store.apply(t).await.expect("apply");
+    }
+    let first = store.list("2.1", None, 10).await.expect("list");
+    assert_eq!(first.len(), 10);
+    let rest = store
+        .list("2.1", first.last().map(String::as_str), 100)
+        .await
+        .expect("list");
+    assert_eq!(first.len() + rest.len(), 26);
+    assert_eq!(store.list_collections()["2.1"], 26);
+    let statfs = store.statfs();
+    assert_eq!(statfs.stored_bytes, 2500);
+    assert_eq!(statfs.allocated_bytes, 25 * 4096);
+    assert!(statfs.data_hole_ratio() > 0.97);
+    assert!(statfs.omap_bytes > 0 && statfs.onode_bytes > 0);
+    store.shutdown().await.expect("shutdown");
+
+    // Everything survives a remount.
+    let store = Store::open(device, dir.path().join("meta.redb"), StoreConfig::default())
+        .await
+        .expect("open");
+    assert_eq!(store.list_collections()["2.1"], 26);
+    assert_eq!(store.statfs().stored_bytes, 2500);
+    assert_eq!(
+        store
+            .omap_get_range("2.1", "index", None, 100)
+            .await
+            .expect("omap")
+            .len(),
+        9
+    );
+    store.check_consistency().expect("consistent");
+}
