@@ -63,6 +63,7 @@ pub(crate) fn populate_classes(
         used_ids: &used_ids,
         names: &mut names,
         slots_max,
+        next_free: -1,
     };
     for root in roots {
         for &class in &classes {
@@ -107,6 +108,9 @@ struct Cloner<'a> {
     used_ids: &'a BTreeSet<i32>,
     names: &'a mut HashMap<String, i32>,
     slots_max: usize,
+    /// Ceph searches for a free shadow id from -1 every time; ids are only ever taken here, so
+    /// the search can resume where the last one ended.
+    next_free: i32,
 }
 
 /// What entering a bucket gave: an existing clone, or a fresh frame to fill.
@@ -197,10 +201,11 @@ impl Cloner<'_> {
         let id = match preset {
             Some(id) => id,
             None => {
-                let mut id = -1_i32;
+                let mut id = self.next_free;
                 while self.map.bucket(id).is_some() || self.used_ids.contains(&id) {
                     id = id.checked_sub(1).ok_or(CloneFailed)?;
                 }
+                self.next_free = id;
                 id
             }
         };

@@ -99,6 +99,9 @@ pub(crate) struct Compiler {
     rule_id: HashMap<String, i32>,
     class_buckets: ClassBuckets,
     saw_rule: bool,
+    /// Where the search for an automatic bucket id resumes: Ceph starts at -1 each time, but
+    /// taken ids are never released, so everything above this is taken.
+    next_auto_id: i32,
 }
 
 impl Compiler {
@@ -116,6 +119,7 @@ impl Compiler {
             rule_id: HashMap::new(),
             class_buckets: ClassBuckets::new(),
             saw_rule: false,
+            next_auto_id: -1,
         }
     }
 
@@ -287,12 +291,13 @@ impl Compiler {
         let hash = bucket.hashes.last().copied().unwrap_or(0) as u8;
         let (items, weights) = self.bucket_items(bucket, algorithm)?;
         if id == 0 {
-            id = -1;
+            id = self.next_auto_id;
             while self.taken_ids.contains(&id) {
                 id = id
                     .checked_sub(1)
                     .ok_or_else(|| error(bucket.line, "no bucket id left"))?;
             }
+            self.next_auto_id = id;
         }
         for (class, shadow) in class_ids {
             self.class_buckets
