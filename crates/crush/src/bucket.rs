@@ -7,7 +7,9 @@
 //! whose per-algorithm data is inconsistent (missing entries read as weight 0) so that a
 //! malformed map can never make the mapper panic.
 
-use crate::hash::{crush_hash32_2, crush_hash32_3, crush_hash32_4, CRUSH_HASH_RJENKINS1};
+use crate::hash::{
+    crush_hash32_2, crush_hash32_3, crush_hash32_3_lanes, crush_hash32_4, CRUSH_HASH_RJENKINS1,
+};
 use crate::ln::crush_ln;
 use crate::map::{Bucket, BucketData, ChooseArg, ITEM_NONE};
 
@@ -180,9 +182,35 @@ fn straw_choose(bucket: &Bucket, straws: &[u32], x: u32, r: u32) -> i32 {
     bucket.items[high]
 }
 
-/// Straw2: each item draws ln(u)/weight (an exponential variable); the largest draw wins.
-/// `arg` may replace the weights (a weight set, by `position`, clamped to its last entry) and the
-/// ids that are hashed; the returned item is always the bucket's own.
+/// Straw2's draw for one item: ln(u / 2^16) / weight, an exponential variable scaled by the
+/// weight (Ceph's `generate_exponential_distribution`), truncated toward zero like C's `/`.
+#[inline(always)]
+fn straw2_draw(hash: u32, weight: u32) -> i64 {
+    // ln(u / 2^16) in 2^44 fixed point: always <= 0.
+    let ln = crush_ln(hash & 0xffff) as i64 - 0x1_0000_0000_0000;
+    // Ceph divides by the weight as a C `int`: weights >= 2^31 turn negative.
+    let divisor = weight as i32;
+    if divisor <= 0 {
+        return ln / i64::from(divisor);
+    }
+    // -ln < 2^49 and the divisor < 2^31 are exact in f64, so the correctly rounded quotient is
+    // the true one or one above it; one integer check makes it exact, at a fraction of the cost
+    // of a 64-bit integer division.
+    let numerator = ln.unsigned_abs();
+    let divisor = u64::from(divisor.unsigned_abs());
+    let mut quotient = (numerator as f64 / divisor as f64) as u64;
+    if quotient * divisor > numerator {
+        quotient -= 1;
+    }
+    -(quotient as i64)
+}
+
+/// Items hashed side by side in [`straw2_choose`].
+const LANES: usize = 8;
+
+/// Straw2: each item draws ln(u)/weight (an exponential variable); the largest draw wins, the
+/// first on ties. `arg` may replace the weights (a weight set, by `position`, clamped to its
+/// last entry) and the ids that are hashed; the returned item is always the bucket's own.
 fn straw2_choose(
     bucket: &Bucket,
     item_weights: &[u32],
@@ -202,24 +230,41 @@ fn straw2_choose(
         Some(arg) if !arg.ids.is_empty() => &arg.ids[..],
         _ => &bucket.items[..],
     };
+    let size = bucket.items.len();
     let mut high = 0;
     let mut high_draw = 0_i64;
-    for i in 0..bucket.items.len() {
-        let weight = weights.get(i).copied().unwrap_or(0);
-        let draw = if weight != 0 {
-            let id = ids.get(i).copied().unwrap_or(bucket.items[i]);
-            let u = hash3(bucket.hash, x, id as u32, r) & 0xffff;
-            // ln(u / 2^16) in 2^44 fixed point: always <= 0.
-            let ln = crush_ln(u) as i64 - 0x1_0000_0000_0000;
-            // Ceph divides by the weight as a C `int`: weights >= 2^31 turn negative.
-            ln / i64::from(weight as i32)
-        } else {
-            i64::MIN
-        };
-        if i == 0 || draw > high_draw {
-            high = i;
-            high_draw = draw;
+    let mut base = 0;
+    while base < size {
+        let lanes = (size - base).min(LANES);
+        let mut lane_ids = [0_u32; LANES];
+        for (k, slot) in lane_ids.iter_mut().enumerate().take(lanes) {
+            *slot = ids.get(base + k).copied().unwrap_or(bucket.items[base + k]) as u32;
         }
+        let mut hashes = [0_u32; LANES];
+        if bucket.hash == CRUSH_HASH_RJENKINS1 {
+            if lanes <= 2 {
+                // Too few items to pay for the lanes.
+                for (hash, &id) in hashes.iter_mut().zip(&lane_ids).take(lanes) {
+                    *hash = crush_hash32_3(x, id, r);
+                }
+            } else {
+                hashes = crush_hash32_3_lanes(x, &lane_ids, r);
+            }
+        }
+        for (k, &hash) in hashes.iter().enumerate().take(lanes) {
+            let i = base + k;
+            let weight = weights.get(i).copied().unwrap_or(0);
+            let draw = if weight != 0 {
+                straw2_draw(hash, weight)
+            } else {
+                i64::MIN
+            };
+            if i == 0 || draw > high_draw {
+                high = i;
+                high_draw = draw;
+            }
+        }
+        base += LANES;
     }
     bucket.items[high]
 }
@@ -305,6 +350,26 @@ mod tests {
         for x in 0..100 {
             let expected = (crush_hash32_3(x, (-2_i32) as u32, 0) % 16) as i32;
             assert_eq!(choose(&bucket, &mut work, 1, x, 0, None, 0), expected);
+        }
+    }
+
+    /// The f64 shortcut of [`straw2_draw`] equals C's truncating `int64 / int`, for every hash
+    /// and a spread of weights (small, odd, near powers of two, the int limits).
+    #[test]
+    fn straw2_draw_divides_exactly() {
+        let mut weights: Vec<u32> = vec![1, 2, 3, 7, 0x10000, 0xffff, 0x10001, 0x7fff_ffff];
+        weights.extend([0x8000_0000, 0xffff_ffff, 0x1_5555, 12 * 0x10000, 0x2a_aaab]);
+        let mut state = 0x9e37_79b9_u32;
+        for _ in 0..64 {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            weights.push(state >> (state % 24));
+        }
+        for &weight in &weights {
+            for u in 0..=0xffff_u32 {
+                let ln = crush_ln(u) as i64 - 0x1_0000_0000_0000;
+                let expected = ln / i64::from(weight as i32);
+                assert_eq!(straw2_draw(u, weight), expected, "u={u} weight={weight:#x}");
+            }
         }
     }
 

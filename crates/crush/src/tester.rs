@@ -149,11 +149,13 @@ pub fn run_split(
                 };
                 mapper.do_rule_into(r as usize, input, result_max, &weights, &mut result);
                 line.clear();
-                let _ = write!(line, "[");
-                for (i, item) in result.iter().enumerate() {
-                    let _ = write!(line, "{}{item}", if i == 0 { "" } else { "," });
+                if config.show_mappings || config.show_bad_mappings {
+                    line.push('[');
+                    for (i, item) in result.iter().enumerate() {
+                        let _ = write!(line, "{}{item}", if i == 0 { "" } else { "," });
+                    }
+                    line.push(']');
                 }
-                line.push(']');
                 if config.show_mappings {
                     writeln!(out, "CRUSH rule {r} x {x} {line}")?;
                 }
