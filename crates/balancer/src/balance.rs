@@ -12,9 +12,10 @@
 //! ```
 //! Per-(PG, domain) nodes carry each level's limit (`max_per_pg`), so no integral flow puts two
 //! shards of a PG in one host, or more than the rule allows in one rack. A bound `[low, high]`
-//! is three parallel arcs: `low` units at cost `-P`, `high - low` at 0, unbounded at `+P`, with
-//! `P` larger than any number of moves: the minimum-cost flow first minimises the total
-//! distance outside the bounds (zero whenever the constraints allow), then the moves.
+//! is parallel arcs with a convex cost: 0 inside, and the j-th unit outside costs `P * min(j,
+//! K + 1)`, with `P` larger than any number of moves: the minimum-cost flow first minimises
+//! the convex penalty of the distance outside the bounds (zero whenever the constraints allow;
+//! convex, so an unavoidable excess is spread instead of piled on one OSD), then the moves.
 //!
 //! Pools share only the `OSD_total` nodes and the sink, so this is a single-commodity flow (every
 //! unit ends in the one sink, and a PG's flow can only reach its own pool's `OSD_pool` nodes):
@@ -30,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::flow::{ArcId, Network, NodeId, CAPACITY_INFINITE};
 use crate::problem::{moved_shards, OsdId, Pg, PgId, PoolId, Problem, ITEM_NONE};
-use crate::targets::{Bounds, Targets};
+use crate::targets::{Bounds, Targets, PENALTY_STEPS};
 use crate::tree::DomainTree;
 use crate::BalancerError;
 
@@ -77,6 +78,14 @@ pub enum ViolationReason {
         domain: i64,
         capacity: usize,
         required: usize,
+    },
+    /// The rule forces at least `forced` shards of the pool into the OSD's domain (the other
+    /// domains of that level cannot take more), above `allowed` = sum of the highs.
+    DomainFloor {
+        type_id: i32,
+        domain: i64,
+        forced: usize,
+        allowed: usize,
     },
     /// `--max-moves` stopped the balancer first.
     MoveLimit,
@@ -130,7 +139,7 @@ struct PoolPart {
     /// OSD -> OSD_pool node.
     osd_node: HashMap<OsdId, NodeId>,
     /// Domain index -> A node (innermost domains with candidates).
-    aggregate: HashMap<usize, NodeId>,
+    aggregate: BTreeMap<usize, NodeId>,
 }
 
 /// Balance PG shard counts with the fewest moves. Pure.
@@ -176,7 +185,7 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
             };
             add_bounded(&mut network, node, total, bounds, penalty);
         }
-        let mut aggregate = HashMap::new();
+        let mut aggregate = BTreeMap::new();
         for (index, domain) in tree.domains.iter().enumerate() {
             if domain.candidates.is_empty() {
                 continue;
@@ -224,16 +233,25 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
     Ok(finish(problem, &targets, &trees, up, stats))
 }
 
-/// Arcs `from -> to` enforcing `bounds` softly (see the module doc).
+/// Arcs `from -> to` enforcing `bounds` softly with a convex penalty (see the module doc and
+/// [`Bounds::penalty`]): the j-th unit below `low` or above `high` costs `P * min(j, K + 1)`.
 fn add_bounded(network: &mut Network, from: NodeId, to: NodeId, bounds: Bounds, penalty: i64) {
     let (low, high) = (i64::from(bounds.low), i64::from(bounds.high));
-    if low > 0 {
-        network.add_arc(from, to, low, -penalty, false);
+    let steps = i64::from(PENALTY_STEPS);
+    let deep = (low - steps).max(0);
+    if deep > 0 {
+        network.add_arc(from, to, deep, -penalty * (steps + 1), false);
+    }
+    for j in (1..=steps.min(low)).rev() {
+        network.add_arc(from, to, 1, -penalty * j, false);
     }
     if high > low {
         network.add_arc(from, to, high - low, 0, false);
     }
-    network.add_arc(from, to, CAPACITY_INFINITE, penalty, false);
+    for j in 1..=steps {
+        network.add_arc(from, to, 1, penalty * j, false);
+    }
+    network.add_arc(from, to, CAPACITY_INFINITE, penalty * (steps + 1), false);
 }
 
 /// Add PG `pg`'s nodes and arcs and its raw placement as initial flow; returns its G node.
@@ -286,7 +304,7 @@ fn extract(
 ) -> Result<BTreeMap<PgId, Vec<OsdId>>, BalancerError> {
     // Kept raw OSDs and requests for a new OSD in an innermost domain, per PG.
     let mut kept: Vec<Vec<OsdId>> = vec![Vec::new(); problem.pgs.len()];
-    let mut requests: HashMap<NodeId, Vec<usize>> = HashMap::new();
+    let mut requests: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let aggregates: std::collections::HashSet<NodeId> = parts
         .values()
         .flat_map(|p| p.aggregate.values().copied())
@@ -461,8 +479,9 @@ fn violations(
             if bounds.contains(count) {
                 continue;
             }
-            let reason =
-                domain_reason(tree, targets, pool.id, osd, pgs).unwrap_or_else(|| fallback.clone());
+            let shards = pool.size as usize;
+            let reason = domain_reason(tree, targets, pool.id, osd, (pgs, shards))
+                .unwrap_or_else(|| fallback.clone());
             out.push(Violation {
                 osd,
                 pool: Some(pool.id),
@@ -499,11 +518,12 @@ fn domain_reason(
     targets: &Targets,
     pool: PoolId,
     osd: OsdId,
-    pgs: usize,
+    (pgs, shards_per_pg): (usize, usize),
 ) -> Option<ViolationReason> {
     let leaf = *tree.leaf_of.get(&osd)?;
     for d in tree.path(leaf) {
-        let capacity = pgs * tree.max_per_pg[tree.domains[d].level] as usize;
+        let level = tree.domains[d].level;
+        let capacity = pgs * tree.max_per_pg[level] as usize;
         let required: usize = tree
             .leaf_of
             .iter()
@@ -512,10 +532,33 @@ fn domain_reason(
             .sum();
         if required > capacity {
             return Some(ViolationReason::DomainCapacity {
-                type_id: tree.type_ids[tree.domains[d].level],
+                type_id: tree.type_ids[level],
                 domain: tree.domains[d].key,
                 capacity,
                 required,
+            });
+        }
+        // The other domains of this level can take at most `outside` shards of each PG, so
+        // this one must hold the rest, whatever the targets say.
+        let siblings = tree
+            .domains
+            .iter()
+            .filter(|x| x.level == level && x.parent == tree.domains[d].parent)
+            .count();
+        let outside = tree.max_per_pg[level] as usize * siblings.saturating_sub(1);
+        let forced = pgs * (shards_per_pg.saturating_sub(outside));
+        let allowed: usize = tree
+            .leaf_of
+            .iter()
+            .filter(|(_, &l)| tree.path(l).contains(&d))
+            .map(|(&o, _)| Bounds::of_target(targets.pool_target(pool, o)).high as usize)
+            .sum();
+        if forced > allowed {
+            return Some(ViolationReason::DomainFloor {
+                type_id: tree.type_ids[level],
+                domain: tree.domains[d].key,
+                forced,
+                allowed,
             });
         }
     }
@@ -592,7 +635,7 @@ mod tests {
     use crate::generate::{generate, ClusterSpec, PoolSpec};
     use proptest::prelude::*;
 
-    fn objective(problem: &Problem, plan: &Plan) -> (usize, usize) {
+    fn objective(problem: &Problem, plan: &Plan) -> (u64, usize) {
         let targets = Targets::compute(problem);
         let mut per_pool: BTreeMap<(PoolId, OsdId), usize> = BTreeMap::new();
         let mut total: BTreeMap<OsdId, usize> = BTreeMap::new();
@@ -606,10 +649,10 @@ mod tests {
         for osd in &problem.osds {
             for pool in &problem.pools {
                 let c = per_pool.get(&(pool.id, osd.id)).copied().unwrap_or(0);
-                distance += Bounds::of_target(targets.pool_target(pool.id, osd.id)).excess(c);
+                distance += Bounds::of_target(targets.pool_target(pool.id, osd.id)).penalty(c);
             }
             let c = total.get(&osd.id).copied().unwrap_or(0);
-            distance += Bounds::of_target(targets.total_target(osd.id)).excess(c);
+            distance += Bounds::of_target(targets.total_target(osd.id)).penalty(c);
         }
         (distance, plan.moved_after)
     }

@@ -1,6 +1,6 @@
 //! Exhaustive reference for tests: dynamic programming over PGs on the vector of per-(pool, OSD)
 //! counts, trying every legal OSD set of every PG. Gives the minimum (distance outside bounds,
-//! shards moved) lexicographically, the objective [`crate::balance`] minimises.
+//! shards moved) lexicographically, the distance measured by [`crate::targets::Bounds::penalty`], the objective [`crate::balance`] minimises.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -8,7 +8,7 @@ use crate::problem::{OsdId, Problem, ITEM_NONE};
 use crate::targets::{Bounds, Targets};
 
 /// (total distance outside the pool and total bounds, shards moved) of the best placement.
-pub fn optimum(problem: &Problem) -> (usize, usize) {
+pub fn optimum(problem: &Problem) -> (u64, usize) {
     let targets = Targets::compute(problem);
     let osd_ids: Vec<OsdId> = problem.osds.iter().map(|o| o.id).collect();
     let osd_index: HashMap<OsdId, usize> =
@@ -66,7 +66,7 @@ pub fn optimum(problem: &Problem) -> (usize, usize) {
         }
         states = next;
     }
-    let mut best = (usize::MAX, usize::MAX);
+    let mut best = (u64::MAX, usize::MAX);
     for (state, moves) in states {
         let mut distance = 0;
         for (i, &osd) in osd_ids.iter().enumerate() {
@@ -74,9 +74,9 @@ pub fn optimum(problem: &Problem) -> (usize, usize) {
             for (p, pool) in problem.pools.iter().enumerate() {
                 let count = state[p * n + i] as usize;
                 total += count;
-                distance += Bounds::of_target(targets.pool_target(pool.id, osd)).excess(count);
+                distance += Bounds::of_target(targets.pool_target(pool.id, osd)).penalty(count);
             }
-            distance += Bounds::of_target(targets.total_target(osd)).excess(total);
+            distance += Bounds::of_target(targets.total_target(osd)).penalty(total);
         }
         best = best.min((distance, moves));
     }

@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 
 use crate::problem::{OsdId, PoolId, Problem};
 
+/// Steps of the convex penalty: the j-th shard outside the bounds costs `min(j, STEPS + 1)`.
+pub const PENALTY_STEPS: u32 = 32;
+
 /// Slack for floating-point noise when a target is an integer.
 const EPSILON: f64 = 1e-9;
 
@@ -38,6 +41,16 @@ impl Bounds {
         let count = count as i64;
         let (low, high) = (i64::from(self.low), i64::from(self.high));
         (low - count).max(count - high).max(0) as usize
+    }
+
+    /// Convex penalty of `count`: the j-th shard outside the bounds costs `min(j, STEPS + 1)`,
+    /// so one OSD 4 shards out (1+2+3+4) costs more than four OSDs 1 shard out each. The
+    /// balancer minimises the sum of these before it minimises moves.
+    pub fn penalty(&self, count: usize) -> u64 {
+        let steps = u64::from(PENALTY_STEPS);
+        (1..=self.excess(count) as u64)
+            .map(|j| j.min(steps + 1))
+            .sum()
     }
 }
 

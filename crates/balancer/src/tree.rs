@@ -23,7 +23,7 @@ pub struct DomainTree {
     pub domains: Vec<Domain>,
     pub roots: Vec<usize>,
     /// OSD -> innermost domain index.
-    pub leaf_of: HashMap<OsdId, usize>,
+    pub leaf_of: BTreeMap<OsdId, usize>,
     /// Per level, the maximum shards of one PG in one domain.
     pub max_per_pg: Vec<u32>,
     /// Per level, the CRUSH type id.
@@ -38,7 +38,7 @@ impl DomainTree {
         let mut tree = Self {
             domains: Vec::new(),
             roots: Vec::new(),
-            leaf_of: HashMap::new(),
+            leaf_of: BTreeMap::new(),
             max_per_pg: levels.iter().map(|l| l.max_per_pg).collect(),
             type_ids: levels.iter().map(|l| l.type_id).collect(),
         };

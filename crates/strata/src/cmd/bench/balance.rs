@@ -24,6 +24,13 @@ pub struct Args {
     /// osdmaptool binary.
     #[arg(long, default_value = "osdmaptool")]
     pub osdmaptool: PathBuf,
+    /// Instead of maps, balance a generated cluster of OSDS OSDs (10 per host, weights 1-3)
+    /// and PGS PGs x 3 replicas, e.g. `500x10000` (no peer: osdmaptool needs an osdmap).
+    #[arg(long, value_name = "OSDSxPGS")]
+    pub generate: Option<String>,
+    /// Seed of the generated cluster.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// One balancer's figures on one map.
@@ -41,6 +48,9 @@ struct Row {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(shape) = &args.generate {
+        return run_generated(shape, args.seed);
+    }
     let maps = if args.maps.is_empty() {
         vec![PathBuf::from(DEFAULT_MAP)]
     } else {
@@ -182,4 +192,54 @@ fn peer_row(problem: &Problem, map: &Path, osdmaptool: &Path) -> anyhow::Result<
         })
         .collect();
     Ok(row("osdmaptool", problem, &up, seconds))
+}
+
+/// Balance a generated cluster and print the figures (ours only).
+fn run_generated(shape: &str, seed: u64) -> anyhow::Result<ExitCode> {
+    let (osds, pgs) = shape
+        .split_once('x')
+        .and_then(|(o, p)| Some((o.parse::<usize>().ok()?, p.parse::<u32>().ok()?)))
+        .context("--generate wants OSDSxPGS, e.g. 500x10000")?;
+    let spec = balancer::generate::ClusterSpec {
+        racks: 1,
+        hosts_per_rack: osds.div_ceil(10),
+        osds_per_host: 10.min(osds),
+        weight_spread: 2.0,
+        pools: vec![balancer::generate::PoolSpec {
+            pg_count: pgs,
+            size: 3,
+            rack_limit: None,
+            class: None,
+        }],
+        seed,
+    };
+    let started = Instant::now();
+    let problem = balancer::generate::generate(&spec);
+    let generate_s = started.elapsed().as_secs_f64();
+    let raw = raw_row(&problem);
+    let ours = our_row(&problem)?;
+    println!(
+        "generated {} OSDs, {} PGs x 3 in {generate_s:.2} s",
+        problem.osds.len(),
+        problem.pgs.len()
+    );
+    println!(
+        "{:<11} {:>9} {:>6} {:>8} {:>9} {:>8} {:>7} {:>6} {:>8}",
+        "balancer", "min-max", "stdev", "max dev", "max dev%", "outside", "moved", "PGs", "time s"
+    );
+    for row in [raw, ours] {
+        println!(
+            "{:<11} {:>9} {:>6.2} {:>8.2} {:>9.2} {:>8} {:>7} {:>6} {:>8.3}",
+            row.who,
+            format!("{}-{}", row.min, row.max),
+            row.stdev,
+            row.max_deviation,
+            row.max_deviation_percent,
+            row.outside,
+            row.moved,
+            row.pgs_changed,
+            row.seconds
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
