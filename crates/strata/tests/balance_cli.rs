@@ -1,0 +1,118 @@
+//! `strata balance` / `strata analyze` end to end on the seed's osdmap: the commands written
+//! are applied to the decoded map with the osdmap crate's own upmap pipeline, and the result
+//! must put 102 or 103 shards on every OSD with at most 232 shards moved (the optimum).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/crush-vectors/osdmap/om_c5x12_pool1_pg2048.bin")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("strata-balance-cli-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn balance_commands_applied_to_the_map_reach_102_103_with_232_moves() {
+    let commands = scratch("cmds.txt");
+    let json = scratch("report.json");
+    let svg = scratch("chart.svg");
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("balance")
+        .arg(fixture())
+        .arg("--commands")
+        .arg(&commands)
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .expect("run strata");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("after 232 "), "{stdout}");
+
+    let bytes = std::fs::read(fixture()).expect("fixture");
+    let mut map = osdmap::OsdMap::decode(&bytes).expect("decode");
+    let text = std::fs::read_to_string(&commands).expect("commands");
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&words[..3], ["ceph", "osd", "pg-upmap-items"], "{line}");
+        let (pool, seed) = words[3].split_once('.').expect("pgid");
+        let pg = osdmap::PgId::new(
+            pool.parse().expect("pool"),
+            u32::from_str_radix(seed, 16).expect("seed"),
+        );
+        let numbers: Vec<i32> = words[4..].iter().map(|w| w.parse().expect("osd")).collect();
+        let items = numbers.chunks_exact(2).map(|c| (c[0], c[1])).collect();
+        map.set_pg_upmap_items(pg, Some(items));
+    }
+    let mut count: BTreeMap<i32, usize> = BTreeMap::new();
+    let mut moved = 0;
+    let pool = map.pool(1).expect("pool 1").clone();
+    for pg in pool.pgs() {
+        let mapping = map.pg_to_up_acting(pg);
+        assert_eq!(mapping.up.len(), 3);
+        moved += mapping
+            .up
+            .iter()
+            .filter(|o| !mapping.raw.contains(o))
+            .count();
+        for osd in mapping.up {
+            *count.entry(osd).or_default() += 1;
+        }
+    }
+    assert_eq!(count.len(), 60);
+    assert!(count.values().all(|&c| c == 102 || c == 103), "{count:?}");
+    assert_eq!(moved, 232);
+
+    let report = std::fs::read_to_string(&json).expect("json");
+    assert!(report.contains("\"moved_after\": 232"));
+    let chart = std::fs::read_to_string(&svg).expect("svg");
+    assert!(chart.starts_with("<svg") && chart.contains("OSD (by id)"));
+    for path in [commands, json, svg] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn analyze_prints_the_seed_distribution() {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("analyze")
+        .arg(fixture())
+        .output()
+        .expect("run strata");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // Reference: min 74, max 129, stdev 10.81, max dev 27.7 %, gap 53.7 %.
+    for expected in [" 74 ", " 129 ", "10.81", "27.73", "53.71"] {
+        assert!(stdout.contains(expected), "{expected} missing in\n{stdout}");
+    }
+}
+
+#[test]
+fn max_moves_caps_the_plan() {
+    let commands = scratch("capped.txt");
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("balance")
+        .arg(fixture())
+        .args(["--max-moves", "50", "--commands"])
+        .arg(&commands)
+        .output()
+        .expect("run strata");
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("after 50 "), "{stdout}");
+    let _ = std::fs::remove_file(commands);
+}
