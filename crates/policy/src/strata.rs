@@ -5,10 +5,10 @@
 //!   previous gap fits within `reach` x the cache's *eviction age* (how long objects survive in
 //!   the main queue, a moving average) would have been hit had it been cached: it is admitted to
 //!   the main queue.
-//! - **Write budget:** every admission must keep admissions below `budget` x misses; other
-//!   misses (first accesses, long gaps) may enter a small probationary FIFO only while
+//! - **Write budget:** every admission must keep admissions below `budget` x the misses of a
+//!   shadow LRU of the same size (ids only: what admit-all LRU would write); other misses (first accesses, long gaps) may enter a small probationary FIFO only while
 //!   admissions stay below `budget` x `newcomer_share` x misses; otherwise they are not written.
-//!   With the default 0.3 the cache writes less than a third of what admit-all LRU writes.
+//!   With the default 0.3 the cache writes at most 30% of what admit-all LRU writes.
 //!   Within the budget, a small learned model picks *which* newcomers to write: dense ids are
 //!   handed out in first-seen order, so each block of 64 ids is a cohort of objects that first
 //!   appeared together; a newcomer is admitted only if its cohort (or the previous one, while
@@ -17,6 +17,7 @@
 //!   objects hit while in it to main; main is a FIFO with 2-bit frequencies and reinsertion.
 //!   Moving between queues is metadata only, not a flash write.
 
+use crate::eviction::{Eviction, Lru};
 use crate::list::Lists;
 use crate::{Cache, Effects, Key, Outcome, Request};
 
@@ -74,7 +75,9 @@ pub struct Strata {
     eviction_age: f64,
     small_capacity: usize,
     admissions: u64,
-    misses: u64,
+    shadow: Lru,
+    shadow_misses: u64,
+    shadow_evicted: Vec<Key>,
     cohort_members: Vec<u32>,
     cohort_reused: Vec<u32>,
     members_total: u64,
@@ -100,7 +103,9 @@ impl Strata {
             eviction_age: config.capacity as f64 * 2.0,
             small_capacity: (config.capacity as f64 * config.small.clamp(0.0, 0.9)) as usize,
             admissions: 0,
-            misses: 0,
+            shadow: Lru::new(config.capacity, key_space),
+            shadow_misses: 0,
+            shadow_evicted: Vec::new(),
             cohort_members: Vec::new(),
             cohort_reused: Vec::new(),
             members_total: 0,
@@ -218,14 +223,20 @@ impl Cache for Strata {
         // The second access decides whether an object counts as reused for its cohort.
         let second = last != NEVER && self.frequency_seen(index);
         self.cohort_count(key, last == NEVER, second && predicted);
+        self.shadow_evicted.clear();
+        if self.shadow.contains(key) {
+            self.shadow.on_hit(request, &mut self.shadow_evicted);
+        } else {
+            self.shadow.insert(request, &mut self.shadow_evicted);
+            self.shadow_misses += 1;
+        }
         if self.lists.list_of(key).is_some() {
             let frequency = &mut self.frequency[index];
             *frequency = (*frequency + 1).min(self.config.frequency_cap);
             return Outcome::Hit;
         }
-        self.misses += 1;
         let spent = self.admissions as f64;
-        let misses = self.misses as f64;
+        let misses = self.shadow_misses as f64;
         let queue = if predicted && spent < self.config.budget * misses {
             MAIN
         } else if !predicted
