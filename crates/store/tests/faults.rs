@@ -1,0 +1,294 @@
+//! Faulty-device tests: bit flips are checksum errors, EIO is an error, a failed flush poisons
+//! the store, torn writes and device crashes never expose a torn or lost acknowledged write,
+//! and transactions dropped mid-flight leak nothing.
+
+#[path = "../src/crash_format.rs"]
+mod crash_format;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use device::{Device, FaultConfig, FaultRule, FaultyDevice, MemoryDevice, OpKind};
+use rand::{Rng, SeedableRng};
+use store::{ObjectId, Store, StoreConfig, StoreError, Transaction};
+
+const DEVICE_BYTES: u64 = 64 << 20;
+
+fn faulty(config: FaultConfig) -> Arc<FaultyDevice> {
+    let memory: Arc<dyn Device> =
+        Arc::new(MemoryDevice::new("mem", DEVICE_BYTES).expect("memory device"));
+    Arc::new(FaultyDevice::new("faulty", memory, config))
+}
+
+fn object(id: u64) -> ObjectId {
+    ObjectId::new(crash_format::collection(id), crash_format::name(id))
+}
+
+fn create_transaction(id: u64) -> Transaction {
+    let mut t = Transaction::new(id);
+    t.write_full(&object(id), crash_format::content(id, 0))
+        .set_xattr(&object(id), "gen", 0u64.to_le_bytes().to_vec());
+    t
+}
+
+fn update_transaction(id: u64, generation: u64) -> Transaction {
+    let (offset, data) = crash_format::update(id, generation);
+    let mut t = Transaction::new(id);
+    t.write(&object(id), offset, data).set_xattr(
+        &object(id),
+        "gen",
+        generation.to_le_bytes().to_vec(),
+    );
+    t
+}
+
+/// Every acknowledged (id, generation) reads back as exactly some generation >= it.
+async fn verify(store: &Store, acked: &BTreeMap<u64, u64>) {
+    for (&id, &minimum) in acked {
+        let (collection, name) = (crash_format::collection(id), crash_format::name(id));
+        let generation = store
+            .get_xattr(&collection, &name, "gen")
+            .await
+            .unwrap_or_else(|e| panic!("acknowledged object {id} lost: {e}"));
+        let generation = u64::from_le_bytes(generation.try_into().expect("8 bytes"));
+        assert!(
+            generation >= minimum,
+            "object {id}: {generation} < {minimum}"
+        );
+        let data = store
+            .read(&collection, &name, 0, 1 << 30)
+            .await
+            .expect("read");
+        assert!(
+            data == crash_format::content(id, generation),
+            "object {id} torn"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bit_flips_are_checksum_errors_never_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let device = faulty(FaultConfig::default());
+    let store = Store::create(device.clone(), dir.path().join("m"), StoreConfig::default())
+        .await
+        .expect("create");
+    for id in 0..20 {
+        store.apply(create_transaction(id)).await.expect("write");
+    }
+    device.set_config(FaultConfig {
+        seed: 3,
+        read_bit_flip_probability: 1.0,
+        ..FaultConfig::default()
+    });
+    for id in 0..20 {
+        let result = store
+            .read(
+                &crash_format::collection(id),
+                &crash_format::name(id),
+                0,
+                1 << 20,
+            )
+            .await;
+        assert!(
+            matches!(result, Err(StoreError::Checksum { .. })),
+            "object {id}: {result:?}"
+        );
+    }
+    // A partial overwrite must not merge corrupt old bytes into new data either.
+    let result = store.apply(update_transaction(5, 1)).await;
+    let (start, end) = crash_format::range(5, 1);
+    let unit_aligned = start * crash_format::BLOCK_BYTES % 4096 == 0
+        && (end * crash_format::BLOCK_BYTES % 4096 == 0 || end == crash_format::blocks(5));
+    if !unit_aligned {
+        assert!(
+            matches!(result, Err(StoreError::Checksum { .. })),
+            "{result:?}"
+        );
+    }
+    // Corruption written to the medium is caught on the way back too.
+    device.set_config(FaultConfig {
+        seed: 4,
+        write_bit_flip_probability: 1.0,
+        ..FaultConfig::default()
+    });
+    store.apply(create_transaction(100)).await.expect("write");
+    device.set_config(FaultConfig::default());
+    let result = store
+        .read(
+            &crash_format::collection(100),
+            &crash_format::name(100),
+            0,
+            1 << 20,
+        )
+        .await;
+    assert!(
+        matches!(result, Err(StoreError::Checksum { .. })),
+        "{result:?}"
+    );
+    // Clean reads still work.
+    let data = store
+        .read(
+            &crash_format::collection(7),
+            &crash_format::name(7),
+            0,
+            1 << 20,
+        )
+        .await
+        .expect("read");
+    assert!(data == crash_format::content(7, 0));
+    assert!(!store.is_poisoned());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eio_surfaces_as_an_error_and_leaks_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let device = faulty(FaultConfig::default());
+    let store = Store::create(device.clone(), dir.path().join("m"), StoreConfig::default())
+        .await
+        .expect("create");
+    store.apply(create_transaction(1)).await.expect("write");
+    device.set_config(FaultConfig {
+        seed: 9,
+        read_error_probability: 1.0,
+        ..FaultConfig::default()
+    });
+    let result = store
+        .read(&crash_format::collection(1), &crash_format::name(1), 0, 100)
+        .await;
+    assert!(matches!(result, Err(StoreError::Device(_))), "{result:?}");
+    // Random write EIO and torn writes: failed transactions vanish, others are intact.
+    device.set_config(FaultConfig {
+        seed: 10,
+        write_error_probability: 0.1,
+        torn_write_probability: 0.1,
+        ..FaultConfig::default()
+    });
+    let mut acked = BTreeMap::from([(1u64, 0u64)]);
+    let mut failures = 0;
+    for id in 2..200 {
+        match store.apply(create_transaction(id)).await {
+            Ok(()) => {
+                acked.insert(id, 0);
+            }
+            Err(StoreError::Device(_)) => failures += 1,
+            Err(other) => panic!("unexpected {other}"),
+        }
+    }
+    assert!(failures > 0);
+    device.set_config(FaultConfig::default());
+    verify(&store, &acked).await;
+    for id in 2..200 {
+        if !acked.contains_key(&id) {
+            assert!(!store
+                .exists(&crash_format::collection(id), &crash_format::name(id))
+                .await
+                .expect("exists"));
+        }
+    }
+    store.check_consistency().expect("no leaked extents");
+    assert!(!store.is_poisoned());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_flush_poisons_and_the_transaction_is_not_visible() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = dir.path().join("m");
+    let device = faulty(FaultConfig::default());
+    let store = Store::create(device.clone(), &meta, StoreConfig::default())
+        .await
+        .expect("create");
+    store.apply(create_transaction(1)).await.expect("write");
+    device.add_rule(FaultRule::fail_nth(OpKind::Flush, 0));
+    let result = store.apply(create_transaction(2)).await;
+    assert!(matches!(result, Err(StoreError::Poisoned)), "{result:?}");
+    assert!(store.is_poisoned());
+    let result = store.apply(create_transaction(3)).await;
+    assert!(matches!(result, Err(StoreError::Poisoned)), "{result:?}");
+    drop(store);
+    device.set_config(FaultConfig::default());
+    let store = Store::open(device.clone(), &meta, StoreConfig::default())
+        .await
+        .expect("reopen");
+    verify(&store, &BTreeMap::from([(1, 0)])).await;
+    assert!(!store
+        .exists(&crash_format::collection(2), &crash_format::name(2))
+        .await
+        .expect("exists"));
+    store.check_consistency().expect("consistent");
+}
+
+/// Concurrent writers; the device crashes (losing unflushed blocks) or the writers are
+/// dropped mid-transaction at a random moment; after a remount every acknowledged write is
+/// intact and the allocator matches the metadata.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashes_and_dropped_transactions_lose_no_acknowledged_write() {
+    for round in 0..12u64 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(round);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let meta = dir.path().join("m");
+        let device = faulty(FaultConfig {
+            seed: round,
+            unflushed_loss_probability: 0.7,
+            ..FaultConfig::default()
+        });
+        let store = Arc::new(
+            Store::create(device.clone(), &meta, StoreConfig::default())
+                .await
+                .expect("create"),
+        );
+        let acked = Arc::new(Mutex::new(BTreeMap::<u64, u64>::new()));
+        let mut tasks = Vec::new();
+        for task in 0..8u64 {
+            let store = Arc::clone(&store);
+            let acked = Arc::clone(&acked);
+            tasks.push(tokio::spawn(async move {
+                let mut generation = BTreeMap::new();
+                for step in 0..10_000u64 {
+                    let id = task * 1_000_000 + step / 2;
+                    let next = if step % 2 == 0 { 0 } else { 1 };
+                    let transaction = if next == 0 {
+                        create_transaction(id)
+                    } else {
+                        update_transaction(id, 1)
+                    };
+                    if store.apply(transaction).await.is_err() {
+                        return;
+                    }
+                    generation.insert(id, next);
+                    acked.lock().expect("lock").insert(id, next);
+                }
+            }));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(rng.gen_range(1..40))).await;
+        let crash = round % 2 == 0;
+        if crash {
+            device.crash().await.expect("crash");
+        }
+        for task in &tasks {
+            task.abort();
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+        if !crash {
+            // Dropped transactions must have given their extents back.
+            store
+                .apply(create_transaction(u64::MAX / 2))
+                .await
+                .expect("sentinel");
+            store
+                .check_consistency()
+                .expect("no leak from dropped transactions");
+        }
+        drop(Arc::try_unwrap(store).ok().expect("only owner"));
+        device.restart();
+        let store = Store::open(device.clone(), &meta, StoreConfig::default())
+            .await
+            .expect("reopen");
+        let acked = acked.lock().expect("lock").clone();
+        verify(&store, &acked).await;
+        store.check_consistency().expect("consistent after remount");
+        store.shutdown().await.expect("shutdown");
+    }
+}
