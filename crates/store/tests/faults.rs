@@ -98,8 +98,9 @@ async fn bit_flips_are_checksum_errors_never_data() {
     // A partial overwrite must not merge corrupt old bytes into new data either.
     let result = store.apply(update_transaction(5, 1)).await;
     let (start, end) = crash_format::range(5, 1);
-    let unit_aligned = start * crash_format::BLOCK_BYTES % 4096 == 0
-        && (end * crash_format::BLOCK_BYTES % 4096 == 0 || end == crash_format::blocks(5));
+    let unit_aligned = (start * crash_format::BLOCK_BYTES).is_multiple_of(4096)
+        && ((end * crash_format::BLOCK_BYTES).is_multiple_of(4096)
+            || end == crash_format::blocks(5));
     if !unit_aligned {
         assert!(
             matches!(result, Err(StoreError::Checksum { .. })),

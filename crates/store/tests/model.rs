@@ -99,14 +99,12 @@ fn model_apply(model: &mut Model, id: &ObjectId, op: &Op) -> Result<(), i32> {
         Op::Zero {
             offset_bytes,
             length_bytes,
-        } => {
-            if *length_bytes > 0 {
-                let end = (offset_bytes + length_bytes) as usize;
-                if object.data.len() < end {
-                    object.data.resize(end, 0);
-                }
-                object.data[*offset_bytes as usize..end].fill(0);
+        } if *length_bytes > 0 => {
+            let end = (offset_bytes + length_bytes) as usize;
+            if object.data.len() < end {
+                object.data.resize(end, 0);
             }
+            object.data[*offset_bytes as usize..end].fill(0);
         }
         Op::SetXattr { key, value } => {
             object.xattrs.insert(key.clone(), value.clone());
