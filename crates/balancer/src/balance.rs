@@ -147,7 +147,8 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
     problem.validate()?;
     let targets = Targets::compute(problem);
     let total_shards: usize = problem.pgs.iter().map(Pg::shard_count).sum();
-    let penalty = total_shards as i64 + 1;
+    let costs = Costs::new(total_shards);
+    let penalty = costs.penalty;
     let osds: BTreeMap<OsdId, &crate::problem::Osd> =
         problem.osds.iter().map(|o| (o.id, o)).collect();
 
@@ -194,7 +195,7 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
             aggregate.insert(index, node);
             for osd in &domain.candidates {
                 if let Some(&to) = osd_node.get(osd) {
-                    network.add_arc(node, to, CAPACITY_INFINITE, 0, false);
+                    network.add_arc(node, to, CAPACITY_INFINITE, 0, 0);
                 }
             }
         }
@@ -214,7 +215,7 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
         let part = parts
             .get(&pg.id.pool)
             .ok_or_else(|| BalancerError::Invalid(format!("pg {}: unknown pool", pg.id)))?;
-        pg_base.push(add_pg(&mut network, part, pg)?);
+        pg_base.push(add_pg(&mut network, part, pg, costs)?);
     }
 
     let report = network.solve(config.max_moves.map(|m| m as i64));
@@ -240,23 +241,29 @@ fn add_bounded(network: &mut Network, from: NodeId, to: NodeId, bounds: Bounds, 
     let steps = i64::from(PENALTY_STEPS);
     let deep = (low - steps).max(0);
     if deep > 0 {
-        network.add_arc(from, to, deep, -penalty * (steps + 1), false);
+        network.add_arc(from, to, deep, -penalty * (steps + 1), 0);
     }
     for j in (1..=steps.min(low)).rev() {
-        network.add_arc(from, to, 1, -penalty * j, false);
+        network.add_arc(from, to, 1, -penalty * j, 0);
     }
     if high > low {
-        network.add_arc(from, to, high - low, 0, false);
+        network.add_arc(from, to, high - low, 0, 0);
     }
     for j in 1..=steps {
-        network.add_arc(from, to, 1, penalty * j, false);
+        network.add_arc(from, to, 1, penalty * j, 0);
     }
-    network.add_arc(from, to, CAPACITY_INFINITE, penalty * (steps + 1), false);
+    network.add_arc(from, to, CAPACITY_INFINITE, penalty * (steps + 1), 0);
 }
 
 /// Add PG `pg`'s nodes and arcs and its raw placement as initial flow; returns its G node.
-fn add_pg(network: &mut Network, part: &PoolPart, pg: &Pg) -> Result<NodeId, BalancerError> {
+fn add_pg(
+    network: &mut Network,
+    part: &PoolPart,
+    pg: &Pg,
+    costs: Costs,
+) -> Result<NodeId, BalancerError> {
     let tree = &part.tree;
+    let current = pg.up();
     let g = network.add_node();
     let base = network.node_count() as NodeId;
     for _ in &tree.domains {
@@ -271,10 +278,10 @@ fn add_pg(network: &mut Network, part: &PoolPart, pg: &Pg) -> Result<NodeId, Bal
     let mut into: Vec<ArcId> = Vec::with_capacity(tree.domains.len());
     for (d, domain) in tree.domains.iter().enumerate() {
         let from = domain.parent.map_or(g, |p| base + p as NodeId);
-        into.push(network.add_arc(from, base + d as NodeId, capacity(d), 0, false));
+        into.push(network.add_arc(from, base + d as NodeId, capacity(d), 0, 0));
     }
     for (&d, &a) in &part.aggregate {
-        network.add_arc(base + d as NodeId, a, capacity(d), 1, true);
+        network.add_arc(base + d as NodeId, a, capacity(d), costs.move_new, 1);
     }
     network.add_supply(g, pg.shard_count() as i64);
     for &osd in pg.raw.iter().filter(|&&o| o != ITEM_NONE) {
@@ -285,13 +292,54 @@ fn add_pg(network: &mut Network, part: &PoolPart, pg: &Pg) -> Result<NodeId, Bal
                 pg.id
             )));
         };
-        let raw_arc = network.add_arc(base + leaf as NodeId, osd_node, 1, 0, false);
+        let keep = if current.contains(&osd) {
+            0
+        } else {
+            costs.change
+        };
+        let raw_arc = network.add_arc(base + leaf as NodeId, osd_node, 1, keep, 0);
         for d in tree.path(leaf) {
             network.push_initial(into[d], 1);
         }
         network.push_initial(raw_arc, 1);
     }
+    // Existing upmap targets: a move, but no change from the current placement.
+    for &osd in current.iter().filter(|o| !pg.raw.contains(o)) {
+        if let (Some(&leaf), Some(&osd_node)) = (tree.leaf_of.get(&osd), part.osd_node.get(&osd)) {
+            if tree.domains[leaf].candidates.contains(&osd) {
+                network.add_arc(base + leaf as NodeId, osd_node, 1, costs.move_kept, 1);
+            }
+        }
+    }
     Ok(g)
+}
+
+/// Unit costs: penalty >> move >> change, so the flow minimises, in this order, the convex
+/// distance outside the bounds, the shards moved away from raw CRUSH, and the shards whose OSD
+/// differs from the current up set (existing upmaps that can stay, stay).
+#[derive(Debug, Clone, Copy)]
+struct Costs {
+    penalty: i64,
+    /// A shard on a non-raw OSD that the current up set also has.
+    move_kept: i64,
+    /// A shard on a non-raw OSD new to the PG.
+    move_new: i64,
+    /// A raw OSD kept that the current up set does not have.
+    change: i64,
+}
+
+impl Costs {
+    fn new(total_shards: usize) -> Self {
+        let n = total_shards as i64;
+        // The tie-break on changes needs costs ~ n^2 * n * steps; keep well inside i64.
+        let (step, change) = if n <= 200_000 { (n + 1, 1) } else { (1, 0) };
+        Self {
+            penalty: (step + change) * n + 1,
+            move_kept: step,
+            move_new: step + change,
+            change,
+        }
+    }
 }
 
 /// Read the final up sets out of the solved network.
@@ -304,6 +352,7 @@ fn extract(
 ) -> Result<BTreeMap<PgId, Vec<OsdId>>, BalancerError> {
     // Kept raw OSDs and requests for a new OSD in an innermost domain, per PG.
     let mut kept: Vec<Vec<OsdId>> = vec![Vec::new(); problem.pgs.len()];
+    let mut direct: Vec<Vec<OsdId>> = vec![Vec::new(); problem.pgs.len()];
     let mut requests: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
     let aggregates: std::collections::HashSet<NodeId> = parts
         .values()
@@ -319,7 +368,11 @@ fn extract(
                 let head = network.arc_head(arc);
                 for _ in 0..network.flow(arc) {
                     if let Some(&osd) = node_osd.get(&head) {
-                        kept[index].push(osd);
+                        if pg.raw.contains(&osd) {
+                            kept[index].push(osd);
+                        } else {
+                            direct[index].push(osd);
+                        }
                     } else if aggregates.contains(&head) {
                         requests.entry(head).or_default().push(index);
                     }
@@ -328,7 +381,7 @@ fn extract(
         }
     }
     // Decompose each aggregate's flow: prefer the OSD a PG already uses (an existing upmap).
-    let mut added: Vec<Vec<OsdId>> = vec![Vec::new(); problem.pgs.len()];
+    let mut added: Vec<Vec<OsdId>> = direct;
     let current: Vec<Vec<OsdId>> = problem.pgs.iter().map(Pg::up).collect();
     for (aggregate, pgs) in requests {
         let mut supply: BTreeMap<OsdId, i64> = BTreeMap::new();
@@ -729,6 +782,33 @@ mod tests {
         check_plan(&problem, &plan).expect("valid plan");
         assert!(plan.violations.is_empty(), "{:?}", plan.violations);
         assert!(plan.moved_after > 0);
+    }
+
+    #[test]
+    fn existing_optimal_upmaps_are_kept() {
+        let spec = ClusterSpec {
+            racks: 1,
+            hosts_per_rack: 5,
+            osds_per_host: 4,
+            weight_spread: 1.0,
+            pools: vec![PoolSpec {
+                pg_count: 512,
+                size: 3,
+                rack_limit: None,
+                class: None,
+            }],
+            seed: 5,
+        };
+        let mut problem = generate(&spec);
+        let first = balance(&problem, &BalanceConfig::default()).expect("balance");
+        for pg in &mut problem.pgs {
+            pg.upmap_items = first.items.get(&pg.id).cloned().unwrap_or_default();
+        }
+        let second = balance(&problem, &BalanceConfig::default()).expect("balance");
+        assert_eq!(second.moved_before, first.moved_after);
+        assert_eq!(second.moved_after, first.moved_after);
+        assert_eq!(second.shards_changed, 0);
+        assert!(second.changes.is_empty());
     }
 
     #[test]

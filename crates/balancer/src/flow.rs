@@ -12,7 +12,8 @@
 //! the successive-shortest-path invariant, so the final flow has minimum cost among all flows
 //! that balance the nodes (integral, because capacities and supplies are integers).
 //!
-//! A budget on "counted" arcs (the balancer counts shard moves) stops the search early: paths
+//! A budget on a second, "counted" weight of the arcs (the balancer counts shard moves) stops
+//! the search early: paths
 //! are taken in order of increasing cost, so the result is the cheapest-first prefix.
 
 use std::cmp::Reverse;
@@ -34,7 +35,8 @@ pub struct Network {
     head: Vec<NodeId>,
     residual: Vec<i64>,
     cost: Vec<i64>,
-    counted: Vec<bool>,
+    /// Counted weight per arc (reverse arcs hold the negation).
+    counted: Vec<i64>,
     /// Initial capacity of each forward arc (reverse arcs hold 0).
     capacity: Vec<i64>,
     /// Node supply (+) / demand (-) not yet routed.
@@ -49,7 +51,7 @@ pub struct Network {
 pub struct SolveReport {
     /// Total cost of the final flow, relative to the initial flow.
     pub cost_delta: i64,
-    /// Cost on counted arcs, relative to the initial flow.
+    /// Sum of flow times counted weight, relative to the initial flow.
     pub counted_delta: i64,
     /// Phases (Dijkstra runs).
     pub phases: u32,
@@ -84,15 +86,16 @@ impl Network {
         self.excess[node as usize] += amount;
     }
 
-    /// Add an arc `from -> to` with capacity `capacity` and unit cost `cost`. `counted` arcs add
-    /// their cost to [`SolveReport::counted_delta`] and to the budget of [`Network::solve`].
+    /// Add an arc `from -> to` with capacity `capacity` and unit cost `cost`. Each unit of flow
+    /// adds `counted` to [`SolveReport::counted_delta`], which the budget of
+    /// [`Network::solve`] limits.
     pub fn add_arc(
         &mut self,
         from: NodeId,
         to: NodeId,
         capacity: i64,
         cost: i64,
-        counted: bool,
+        counted: i64,
     ) -> ArcId {
         assert!(capacity >= 0, "negative capacity");
         assert!(self.adjacency.is_empty(), "arcs added after solve");
@@ -102,7 +105,7 @@ impl Network {
         self.head.extend([to, from]);
         self.residual.extend([capacity, 0]);
         self.cost.extend([cost, -cost]);
-        self.counted.extend([counted, counted]);
+        self.counted.extend([counted, -counted]);
         self.capacity.extend([capacity, 0]);
         id
     }
@@ -215,9 +218,7 @@ impl Network {
         self.residual[arc] -= amount;
         self.residual[arc ^ 1] += amount;
         report.cost_delta += amount * self.cost[arc];
-        if self.counted[arc] {
-            report.counted_delta += amount * self.cost[arc];
-        }
+        report.counted_delta += amount * self.counted[arc];
     }
 
     /// Multi-source Dijkstra on reduced costs; raises potentials by `min(dist, d*)`. Returns
@@ -297,9 +298,7 @@ impl Network {
                 let mut counted_cost = 0_i64;
                 for &arc in &path {
                     amount = amount.min(self.residual[arc as usize]);
-                    if self.counted[arc as usize] {
-                        counted_cost += self.cost[arc as usize];
-                    }
+                    counted_cost += self.counted[arc as usize];
                 }
                 if let (Some(budget), true) = (counted_budget, counted_cost > 0) {
                     let left = budget - report.counted_delta;
@@ -453,7 +452,7 @@ mod tests {
             for _ in 0..5 { network.add_node(); }
             for (node, &s) in supplies.iter().enumerate() { network.add_supply(node as u32, s); }
             for &(from, to, capacity, cost) in &arcs {
-                network.add_arc(from as u32, to as u32, capacity, cost, false);
+                network.add_arc(from as u32, to as u32, capacity, cost, 0);
             }
             let report = network.solve(None);
             match expected {
