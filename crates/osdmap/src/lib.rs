@@ -10,6 +10,7 @@
 //! for any map Ceph accepts, [`OsdMap::pg_to_up_acting`] returns what Ceph's
 //! `pg_to_up_acting_osds` returns.
 
+pub mod addr;
 pub mod decode;
 pub mod error;
 pub mod json;

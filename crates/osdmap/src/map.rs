@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use crush::CrushMap;
 
+use crate::addr::AddrVec;
 use crate::pg::PgId;
 use crate::pool::Pool;
 
@@ -99,6 +100,8 @@ pub struct OsdMap {
     pub(crate) osd_primary_affinity: Option<Vec<u32>>,
     pub(crate) osd_info: Vec<OsdInfo>,
     pub(crate) osd_uuid: Vec<[u8; 16]>,
+    pub(crate) osd_public_addrs: Vec<AddrVec>,
+    pub(crate) osd_cluster_addrs: Vec<AddrVec>,
     pub(crate) pg_temp: BTreeMap<PgId, Vec<i32>>,
     pub(crate) primary_temp: BTreeMap<PgId, i32>,
     pub(crate) pg_upmap: BTreeMap<PgId, Vec<i32>>,
@@ -121,6 +124,8 @@ impl OsdMap {
             osd_primary_affinity: None,
             osd_info: vec![OsdInfo::default(); slots],
             osd_uuid: vec![[0; 16]; slots],
+            osd_public_addrs: vec![AddrVec::default(); slots],
+            osd_cluster_addrs: vec![AddrVec::default(); slots],
             pg_temp: BTreeMap::new(),
             primary_temp: BTreeMap::new(),
             pg_upmap: BTreeMap::new(),
@@ -241,6 +246,22 @@ impl OsdMap {
             .unwrap_or([0; 16])
     }
 
+    /// Public (client-facing) addresses of an OSD; empty if unknown.
+    pub fn osd_public_addrs(&self, osd: i32) -> AddrVec {
+        self.slot(osd)
+            .and_then(|i| self.osd_public_addrs.get(i))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Cluster (replication) addresses of an OSD; empty if unknown.
+    pub fn osd_cluster_addrs(&self, osd: i32) -> AddrVec {
+        self.slot(osd)
+            .and_then(|i| self.osd_cluster_addrs.get(i))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Ids of existing OSDs, ascending.
     pub fn osds(&self) -> impl Iterator<Item = i32> + '_ {
         (0..self.max_osd).filter(move |&osd| self.exists(osd))
@@ -254,6 +275,8 @@ impl OsdMap {
         self.osd_weight.resize(slots, WEIGHT_OUT);
         self.osd_info.resize(slots, OsdInfo::default());
         self.osd_uuid.resize(slots, [0; 16]);
+        self.osd_public_addrs.resize(slots, AddrVec::default());
+        self.osd_cluster_addrs.resize(slots, AddrVec::default());
         if let Some(affinity) = &mut self.osd_primary_affinity {
             affinity.resize(slots, DEFAULT_PRIMARY_AFFINITY);
         }

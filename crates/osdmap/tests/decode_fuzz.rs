@@ -8,6 +8,8 @@ const MAPS: &[&[u8]] = &[
     include_bytes!("../../../fixtures/crush-vectors/osdmap/om_c5x12_pool1_pg2048.bin"),
     include_bytes!("../../../fixtures/osdmap/om_states.bin"),
     include_bytes!("../../../fixtures/osdmap/om_ec.bin"),
+    include_bytes!("../../../fixtures/osdmap/om_addrs.bin"),
+    include_bytes!("../../../fixtures/osdmap/om_choose_args.bin"),
 ];
 
 proptest! {

@@ -37,6 +37,7 @@ const MAPS: &[(&str, &str)] = &[
     (FIXTURES, "om_states"),
     (FIXTURES, "om_ec"),
     (FIXTURES, "om_choose_args"),
+    (FIXTURES, "om_addrs"),
 ];
 
 #[test]

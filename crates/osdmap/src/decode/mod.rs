@@ -11,6 +11,7 @@ pub(crate) mod reader;
 
 use std::collections::BTreeMap;
 
+use crate::addr::{AddrVec, EntityAddr};
 use crate::error::{OsdMapError, Result};
 use crate::map::{ClusterInfo, OsdInfo, OsdMap, UTime};
 use crate::pg::PgId;
@@ -98,28 +99,68 @@ fn pg_id(r: &mut Reader<'_>, field: &'static str) -> Result<PgId> {
 
 const PG_ID_BYTES: usize = 17;
 
-/// Skip an `entity_addr_t`.
-fn skip_addr(r: &mut Reader<'_>, field: &'static str) -> Result<()> {
-    match r.u8(field)? {
-        // Legacy: the rest of a u32 type, u32 nonce, 128-byte sockaddr_storage.
-        0 => r.take(3 + 4 + 128, field).map(drop),
-        1 => r.skip_section(field),
+/// An `entity_addr_t` after its marker byte: marker 0 = legacy (rest of a u32 type, u32
+/// nonce, 128-byte sockaddr_storage with a big-endian family), marker 1 = versioned section
+/// (type, nonce, sockaddr length, little-endian family, the rest of the sockaddr).
+fn addr_after_marker(r: &mut Reader<'_>, marker: u8, field: &'static str) -> Result<EntityAddr> {
+    match marker {
+        0 => {
+            let _rest = r.take(3, field)?;
+            let nonce = r.u32(field)?;
+            let storage = r.take(128, field)?;
+            let family = u16::from_be_bytes([storage[0], storage[1]]);
+            Ok(EntityAddr {
+                kind: 1,
+                nonce,
+                family,
+                data: storage[2..].to_vec(),
+            })
+        }
+        1 => r.section(field, 1, |r, _| {
+            let kind = r.u32(field)?;
+            let nonce = r.u32(field)?;
+            let length = r.count(field, 1)?;
+            if length == 0 {
+                return Ok(EntityAddr {
+                    kind,
+                    nonce,
+                    family: 0,
+                    data: Vec::new(),
+                });
+            }
+            if length < 2 {
+                return Err(r.error(field, format!("sockaddr length {length}")));
+            }
+            let family = u16::from_le_bytes([r.u8(field)?, r.u8(field)?]);
+            let data = r.take(length - 2, field)?.to_vec();
+            Ok(EntityAddr {
+                kind,
+                nonce,
+                family,
+                data,
+            })
+        }),
         marker => Err(r.error(field, format!("entity_addr_t marker {marker}"))),
     }
 }
 
-/// Skip an `entity_addrvec_t`.
-fn skip_addrvec(r: &mut Reader<'_>, field: &'static str) -> Result<()> {
+fn addr(r: &mut Reader<'_>, field: &'static str) -> Result<EntityAddr> {
+    let marker = r.u8(field)?;
+    addr_after_marker(r, marker, field)
+}
+
+/// An `entity_addrvec_t`: marker 0 or 1 = one `entity_addr_t` (pre-vector encodings),
+/// marker 2 = a vector of them.
+fn addrvec(r: &mut Reader<'_>, field: &'static str) -> Result<AddrVec> {
     match r.u8(field)? {
-        0 => r.take(3 + 4 + 128, field).map(drop),
-        1 => r.skip_section(field),
-        2 => r.skip_vec(field, 1, |r| skip_addr(r, field)),
+        2 => Ok(AddrVec(r.vec(field, 1, |r| addr(r, field))?)),
+        marker @ (0 | 1) => Ok(AddrVec(vec![addr_after_marker(r, marker, field)?])),
         marker => Err(r.error(field, format!("entity_addrvec_t marker {marker}"))),
     }
 }
 
-fn skip_addrvecs(r: &mut Reader<'_>, field: &'static str) -> Result<()> {
-    r.skip_vec(field, 1, |r| skip_addrvec(r, field))
+fn addrvecs(r: &mut Reader<'_>, field: &'static str) -> Result<Vec<AddrVec>> {
+    r.vec(field, 1, |r| addrvec(r, field))
 }
 
 /// `map<int64_t, interval_set<snapid_t>>`.
@@ -178,7 +219,7 @@ fn decode_client<'a>(r: &mut Reader<'a>, v: u8, map: &mut OsdMap) -> Result<&'a 
         r.vec("osd_state", 1, |r| r.u8("osd_state").map(u32::from))?
     };
     let osd_weight = u32_vec(r, "osd_weight")?;
-    skip_addrvecs(r, "client_addrs")?;
+    let client_addrs = addrvecs(r, "client_addrs")?;
     let pg_temp = r.vec("pg_temp", PG_ID_BYTES + 4, |r| {
         Ok((pg_id(r, "pg_temp.key")?, i32_vec(r, "pg_temp")?))
     })?;
@@ -255,6 +296,13 @@ fn decode_client<'a>(r: &mut Reader<'a>, v: u8, map: &mut OsdMap) -> Result<&'a 
         table.resize(map.osd_state.len(), crate::map::DEFAULT_PRIMARY_AFFINITY);
         Some(table)
     };
+    for (i, addrs) in client_addrs
+        .into_iter()
+        .enumerate()
+        .take(map.osd_public_addrs.len())
+    {
+        map.osd_public_addrs[i] = addrs;
+    }
     map.pg_temp = pg_temp.into_iter().collect();
     map.primary_temp = primary_temp.into_iter().collect();
     Ok(crush_bytes)
@@ -274,17 +322,24 @@ fn osd_info(r: &mut Reader<'_>) -> Result<OsdInfo> {
 
 /// The osd-only section: history, uuids, ratios, release requirements.
 fn decode_osd_only(r: &mut Reader<'_>, v: u8, map: &mut OsdMap) -> Result<()> {
-    skip_addrvecs(r, "hb_back_addrs")?;
+    addrvecs(r, "hb_back_addrs")?;
     let infos = r.vec("osd_info", 25, osd_info)?;
     for (i, info) in infos.into_iter().enumerate().take(map.osd_info.len()) {
         map.osd_info[i] = info;
     }
     // blocklist: map<entity_addr_t, utime_t>
     r.skip_vec("blocklist", 9, |r| {
-        skip_addr(r, "blocklist")?;
+        addr(r, "blocklist")?;
         r.take(8, "blocklist").map(drop)
     })?;
-    skip_addrvecs(r, "cluster_addrs")?;
+    let cluster_addrs = addrvecs(r, "cluster_addrs")?;
+    for (i, addrs) in cluster_addrs
+        .into_iter()
+        .enumerate()
+        .take(map.osd_cluster_addrs.len())
+    {
+        map.osd_cluster_addrs[i] = addrs;
+    }
     let _cluster_snapshot_epoch = r.u32("cluster_snapshot_epoch")?;
     map.info.cluster_snapshot = r.string("cluster_snapshot")?;
     let uuids = r.vec("osd_uuid", 16, |r| r.uuid("osd_uuid"))?;
@@ -292,7 +347,7 @@ fn decode_osd_only(r: &mut Reader<'_>, v: u8, map: &mut OsdMap) -> Result<()> {
         map.osd_uuid[i] = uuid;
     }
     r.skip_vec("osd_xinfo", 6, |r| r.skip_section("osd_xinfo"))?;
-    skip_addrvecs(r, "hb_front_addrs")?;
+    addrvecs(r, "hb_front_addrs")?;
     let info: &mut ClusterInfo = &mut map.info;
     if v >= 2 {
         info.nearfull_ratio = r.f32("nearfull_ratio")?;

@@ -399,8 +399,8 @@ fn pool_line(pool: &crate::pool::Pool) -> String {
     out
 }
 
-/// `osdmaptool MAP --print` (`OSDMap::print`). Known gaps: OSD addresses are not decoded
-/// (printed empty), pool snapshots and cache-tier details are not printed.
+/// `osdmaptool MAP --print` (`OSDMap::print`). Known gaps: pool snapshots, removed snaps,
+/// cache-tier hit sets, blocklist entries and stretch-mode details are not printed.
 pub fn print(map: &OsdMap) -> String {
     let info = map.cluster_info();
     let mut out = String::new();
@@ -483,7 +483,13 @@ pub fn print(map: &OsdMap) -> String {
         if info.lost_at != 0 {
             let _ = write!(out, " lost_at {}", info.lost_at);
         }
-        let _ = write!(out, "   {}", names.join(","));
+        let _ = write!(
+            out,
+            " {} {} {}",
+            map.osd_public_addrs(osd),
+            map.osd_cluster_addrs(osd),
+            names.join(",")
+        );
         let uuid = map.osd_uuid(osd);
         if uuid != [0; 16] {
             let _ = write!(out, " {}", format::uuid(&uuid));
