@@ -32,6 +32,8 @@ enum Command {
     Sim(cmd::sim::Args),
     /// Benchmarks that print a table with the peer measured in the same run.
     Bench(cmd::bench::Args),
+    /// Export a device over NBD.
+    Nbd(cmd::nbd::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => cmd::analyze::run(args),
         Command::Sim(args) => cmd::sim::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Nbd(args) => cmd::nbd::run(args),
     };
     match result {
         Ok(code) => code,

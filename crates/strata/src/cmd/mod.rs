@@ -4,5 +4,6 @@ pub mod analyze;
 pub mod balance;
 pub mod bench;
 pub mod crush;
+pub mod nbd;
 pub mod osdmap;
 pub mod sim;

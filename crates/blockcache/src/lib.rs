@@ -1,0 +1,1 @@
+//! # blockcache: an Open-CAS-style cached block device (under construction).

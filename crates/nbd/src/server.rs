@@ -1,0 +1,473 @@
+//! The server: handshake (fixed newstyle) then transmission with pipelined requests.
+//!
+//! Per connection a reader (this task) decodes requests and spawns one task per request,
+//! bounded by a semaphore of `in_flight_max` permits; each task runs its device call and
+//! hands its reply to a writer task, which sends replies in completion order and flushes the
+//! socket whenever it has nothing more queued (so a burst of replies shares one syscall).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use device::Device;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+use crate::error::{errno_of, Direction, NbdError};
+use crate::proto::{self, Request};
+
+/// What a server exports and how. Every field has a default ([`ExportConfig::default`]).
+#[derive(Clone, Debug)]
+pub struct ExportConfig {
+    /// Export name; the empty name (the default export) is accepted too. Default: "".
+    pub name: String,
+    /// Description sent to clients asking for it. Default: "strata".
+    pub description: String,
+    /// Refuse writes with EPERM and advertise READ_ONLY. Default: false.
+    pub read_only: bool,
+    /// Requests in flight per connection; the reader stops reading beyond it. Default: 128.
+    pub in_flight_max: usize,
+    /// Largest READ/WRITE payload accepted, bytes (advertised as the maximum block size).
+    /// Default: 32 MiB.
+    pub request_bytes_max: u32,
+    /// Advertise the device as rotational. Default: false.
+    pub rotational: bool,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            description: "strata".into(),
+            read_only: false,
+            in_flight_max: 128,
+            request_bytes_max: 32 << 20,
+            rotational: false,
+        }
+    }
+}
+
+/// Largest option payload accepted during the handshake.
+const OPTION_BYTES_MAX: u32 = 64 * 1024;
+/// Largest chunk of zeros written at once by WRITE_ZEROES.
+const ZERO_CHUNK_BYTES: u64 = 1 << 20;
+
+/// An NBD server exporting one device.
+pub struct NbdServer {
+    device: Arc<dyn Device>,
+    config: ExportConfig,
+}
+
+/// One reply on its way to the writer; the permit frees the in-flight slot once sent.
+struct Reply {
+    cookie: u64,
+    error: u32,
+    data: Option<Vec<u8>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl NbdServer {
+    /// A server exporting `device`.
+    pub fn new(device: Arc<dyn Device>, config: ExportConfig) -> Arc<Self> {
+        assert!(config.in_flight_max > 0, "in_flight_max must be positive");
+        Arc::new(Self { device, config })
+    }
+
+    /// The exported device.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.device
+    }
+
+    /// Binds a unix socket at `path` (replacing a stale socket file).
+    pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
+        if path.exists() {
+            std::fs::remove_file(path)?;
+        }
+        UnixListener::bind(path)
+    }
+
+    /// Accepts connections on `listener` forever, one task each.
+    pub async fn serve_unix(self: Arc<Self>, listener: UnixListener) -> std::io::Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let server = Arc::clone(&self);
+            tokio::spawn(async move { server.log_connection(stream).await });
+        }
+    }
+
+    /// Accepts connections on `listener` forever, one task each.
+    pub async fn serve_tcp(self: Arc<Self>, listener: TcpListener) -> std::io::Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            stream.set_nodelay(true)?;
+            let server = Arc::clone(&self);
+            tokio::spawn(async move { server.log_connection(stream).await });
+        }
+    }
+
+    async fn log_connection<S: AsyncRead + AsyncWrite + Send + 'static>(&self, stream: S) {
+        if let Err(error) = self.serve_connection(stream).await {
+            tracing::debug!(%error, "nbd connection ended");
+        }
+    }
+
+    /// Serves one connection: handshake, then requests until DISC or EOF.
+    pub async fn serve_connection<S>(&self, stream: S) -> Result<(), NbdError>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (reader, writer) = tokio::io::split(stream);
+        let mut reader = BufReader::with_capacity(256 * 1024, reader);
+        let mut writer = BufWriter::with_capacity(256 * 1024, writer);
+        if !self.handshake(&mut reader, &mut writer).await? {
+            return Ok(());
+        }
+        self.transmission(reader, writer).await
+    }
+
+    fn transmission_flags(&self) -> u16 {
+        let mut flags = proto::TFLAG_HAS_FLAGS
+            | proto::TFLAG_SEND_FLUSH
+            | proto::TFLAG_SEND_FUA
+            | proto::TFLAG_CAN_MULTI_CONN;
+        if self.config.read_only {
+            flags |= proto::TFLAG_READ_ONLY;
+        } else {
+            flags |= proto::TFLAG_SEND_TRIM | proto::TFLAG_SEND_WRITE_ZEROES;
+        }
+        if self.config.rotational {
+            flags |= proto::TFLAG_ROTATIONAL;
+        }
+        flags
+    }
+
+    fn knows_export(&self, name: &[u8]) -> bool {
+        name.is_empty() || name == self.config.name.as_bytes()
+    }
+
+    /// Runs the handshake; `Ok(true)` when the client entered transmission.
+    async fn handshake<R, W>(&self, reader: &mut R, writer: &mut W) -> Result<bool, NbdError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        writer.write_u64(proto::NBD_MAGIC).await?;
+        writer.write_u64(proto::IHAVEOPT).await?;
+        writer
+            .write_u16(proto::FLAG_FIXED_NEWSTYLE | proto::FLAG_NO_ZEROES)
+            .await?;
+        writer.flush().await?;
+        let client_flags = reader.read_u32().await?;
+        if client_flags & u32::from(proto::FLAG_FIXED_NEWSTYLE) == 0 {
+            return Err(NbdError::Protocol("client is not fixed-newstyle".into()));
+        }
+        let no_zeroes = client_flags & u32::from(proto::FLAG_NO_ZEROES) != 0;
+        loop {
+            if reader.read_u64().await? != proto::IHAVEOPT {
+                return Err(NbdError::Protocol("bad option magic".into()));
+            }
+            let option = reader.read_u32().await?;
+            let length = reader.read_u32().await?;
+            if length > OPTION_BYTES_MAX {
+                return Err(NbdError::Protocol(format!("option of {length} bytes")));
+            }
+            let mut data = vec![0u8; length as usize];
+            reader.read_exact(&mut data).await?;
+            match option {
+                proto::OPT_EXPORT_NAME => {
+                    if !self.knows_export(&data) {
+                        return Err(NbdError::Protocol("unknown export".into()));
+                    }
+                    writer.write_u64(self.device.size_bytes()).await?;
+                    writer.write_u16(self.transmission_flags()).await?;
+                    if !no_zeroes {
+                        writer.write_all(&[0u8; 124]).await?;
+                    }
+                    writer.flush().await?;
+                    return Ok(true);
+                }
+                proto::OPT_ABORT => {
+                    option_reply(writer, option, proto::REP_ACK, &[]).await?;
+                    writer.flush().await?;
+                    return Ok(false);
+                }
+                proto::OPT_LIST => {
+                    let name = self.config.name.as_bytes();
+                    let mut payload = (name.len() as u32).to_be_bytes().to_vec();
+                    payload.extend_from_slice(name);
+                    option_reply(writer, option, proto::REP_SERVER, &payload).await?;
+                    option_reply(writer, option, proto::REP_ACK, &[]).await?;
+                }
+                proto::OPT_INFO | proto::OPT_GO => {
+                    if self.info(writer, option, &data).await? && option == proto::OPT_GO {
+                        writer.flush().await?;
+                        return Ok(true);
+                    }
+                }
+                proto::OPT_STARTTLS => {
+                    option_reply(writer, option, proto::REP_ERR_POLICY, &[]).await?;
+                }
+                _ => {
+                    // STRUCTURED_REPLY, meta contexts and anything newer: simple replies only.
+                    option_reply(writer, option, proto::REP_ERR_UNSUP, &[]).await?;
+                }
+            }
+            writer.flush().await?;
+        }
+    }
+
+    /// Answers NBD_OPT_INFO / NBD_OPT_GO; `Ok(true)` when the export was found.
+    async fn info<W: AsyncWrite + Unpin>(
+        &self,
+        writer: &mut W,
+        option: u32,
+        data: &[u8],
+    ) -> Result<bool, NbdError> {
+        let Some((name, requests)) = parse_info_request(data) else {
+            option_reply(writer, option, proto::REP_ERR_INVALID, &[]).await?;
+            return Ok(false);
+        };
+        if !self.knows_export(name) {
+            option_reply(writer, option, proto::REP_ERR_UNKNOWN, &[]).await?;
+            return Ok(false);
+        }
+        let mut export = proto::INFO_EXPORT.to_be_bytes().to_vec();
+        export.extend_from_slice(&self.device.size_bytes().to_be_bytes());
+        export.extend_from_slice(&self.transmission_flags().to_be_bytes());
+        option_reply(writer, option, proto::REP_INFO, &export).await?;
+        let block = self.device.block_size_bytes() as u32;
+        let mut sizes = proto::INFO_BLOCK_SIZE.to_be_bytes().to_vec();
+        sizes.extend_from_slice(&block.to_be_bytes());
+        sizes.extend_from_slice(&block.max(4096).to_be_bytes());
+        sizes.extend_from_slice(&self.config.request_bytes_max.to_be_bytes());
+        option_reply(writer, option, proto::REP_INFO, &sizes).await?;
+        for request in requests {
+            let text = match request {
+                proto::INFO_NAME => &self.config.name,
+                proto::INFO_DESCRIPTION => &self.config.description,
+                _ => continue,
+            };
+            let mut payload = request.to_be_bytes().to_vec();
+            payload.extend_from_slice(text.as_bytes());
+            option_reply(writer, option, proto::REP_INFO, &payload).await?;
+        }
+        option_reply(writer, option, proto::REP_ACK, &[]).await?;
+        Ok(true)
+    }
+
+    async fn transmission<R, W>(
+        &self,
+        mut reader: BufReader<R>,
+        writer: BufWriter<W>,
+    ) -> Result<(), NbdError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let (replies, queue) = mpsc::unbounded_channel::<Reply>();
+        let writer_task = tokio::spawn(write_replies(writer, queue));
+        let slots = Arc::new(Semaphore::new(self.config.in_flight_max));
+        let mut header = [0u8; proto::REQUEST_BYTES];
+        let result = loop {
+            match reader.read_exact(&mut header).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break Ok(()),
+                Err(e) => break Err(e.into()),
+            }
+            let Some(request) = Request::decode(&header) else {
+                break Err(NbdError::Protocol("bad request magic".into()));
+            };
+            if request.command == proto::CMD_DISC {
+                break Ok(());
+            }
+            let mut payload = None;
+            if request.command == proto::CMD_WRITE {
+                if request.length_bytes > self.config.request_bytes_max {
+                    break Err(NbdError::Protocol("oversized write".into()));
+                }
+                let mut data = vec![0u8; request.length_bytes as usize];
+                if let Err(e) = reader.read_exact(&mut data).await {
+                    break Err(e.into());
+                }
+                payload = Some(data);
+            }
+            let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+                break Ok(());
+            };
+            let device = Arc::clone(&self.device);
+            let replies = replies.clone();
+            let config = (self.config.read_only, self.config.request_bytes_max);
+            tokio::spawn(async move {
+                let (error, data) = execute(&*device, config, request, payload).await;
+                let _ = replies.send(Reply {
+                    cookie: request.cookie,
+                    error,
+                    data,
+                    _permit: permit,
+                });
+            });
+        };
+        // Let every request in flight finish and be answered before closing.
+        drop(replies);
+        let written = writer_task
+            .await
+            .map_err(|e| NbdError::Protocol(format!("writer task: {e}")))?;
+        result.and(written)
+    }
+}
+
+/// Sends replies as they complete; flushes when the queue runs dry.
+async fn write_replies<W: AsyncWrite + Unpin>(
+    mut writer: BufWriter<W>,
+    mut queue: mpsc::UnboundedReceiver<Reply>,
+) -> Result<(), NbdError> {
+    while let Some(mut reply) = queue.recv().await {
+        loop {
+            writer
+                .write_all(&proto::encode_reply(reply.error, reply.cookie))
+                .await?;
+            if let Some(data) = &reply.data {
+                writer.write_all(data).await?;
+            }
+            match queue.try_recv() {
+                Ok(next) => reply = next,
+                Err(_) => break,
+            }
+        }
+        writer.flush().await?;
+    }
+    writer.flush().await?;
+    Ok(())
+}
+
+/// Runs one request against the device: (errno, data for a successful READ).
+async fn execute(
+    device: &dyn Device,
+    (read_only, request_bytes_max): (bool, u32),
+    request: Request,
+    payload: Option<Vec<u8>>,
+) -> (u32, Option<Vec<u8>>) {
+    let offset = request.offset_bytes;
+    let length = u64::from(request.length_bytes);
+    let fua = request.flags & proto::CMD_FLAG_FUA != 0;
+    let writes = matches!(
+        request.command,
+        proto::CMD_WRITE | proto::CMD_WRITE_ZEROES | proto::CMD_TRIM
+    );
+    if writes && read_only {
+        return (proto::EPERM, None);
+    }
+    let outcome = match request.command {
+        proto::CMD_READ => {
+            if request.length_bytes > request_bytes_max {
+                return (proto::EOVERFLOW, None);
+            }
+            let mut data = vec![0u8; length as usize];
+            return match device.read_at(offset, &mut data).await {
+                Ok(()) => (0, Some(data)),
+                Err(e) => (errno_of(&e, Direction::Read), None),
+            };
+        }
+        proto::CMD_WRITE => {
+            let data = payload.unwrap_or_default();
+            device
+                .write_at(offset, &data)
+                .await
+                .map_err(|e| errno_of(&e, Direction::Write))
+        }
+        proto::CMD_WRITE_ZEROES => write_zeroes(device, offset, length).await,
+        proto::CMD_TRIM => trim(device, offset, length).await,
+        proto::CMD_FLUSH => device
+            .flush()
+            .await
+            .map_err(|e| errno_of(&e, Direction::Flush)),
+        _ => Err(proto::EINVAL),
+    };
+    let outcome = match outcome {
+        Ok(()) if fua && writes => device
+            .flush()
+            .await
+            .map_err(|e| errno_of(&e, Direction::Flush)),
+        other => other,
+    };
+    (outcome.err().unwrap_or(0), None)
+}
+
+async fn write_zeroes(device: &dyn Device, offset: u64, length: u64) -> Result<(), u32> {
+    let zeros = vec![0u8; length.min(ZERO_CHUNK_BYTES) as usize];
+    let mut done = 0;
+    while done < length {
+        let take = (length - done).min(ZERO_CHUNK_BYTES);
+        device
+            .write_at(offset + done, &zeros[..take as usize])
+            .await
+            .map_err(|e| errno_of(&e, Direction::Write))?;
+        done += take;
+    }
+    Ok(())
+}
+
+/// TRIM is a hint: only the whole blocks inside the range are discarded.
+async fn trim(device: &dyn Device, offset: u64, length: u64) -> Result<(), u32> {
+    let block = device.block_size_bytes();
+    let end = offset.checked_add(length).ok_or(proto::EINVAL)?;
+    if end > device.size_bytes() {
+        return Err(proto::ENOSPC);
+    }
+    let first = offset.div_ceil(block) * block;
+    let last = end / block * block;
+    if last <= first {
+        return Ok(());
+    }
+    device
+        .discard(first, last - first)
+        .await
+        .map_err(|e| errno_of(&e, Direction::Write))
+}
+
+async fn option_reply<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    option: u32,
+    reply: u32,
+    payload: &[u8],
+) -> Result<(), NbdError> {
+    writer.write_u64(proto::OPTION_REPLY_MAGIC).await?;
+    writer.write_u32(option).await?;
+    writer.write_u32(reply).await?;
+    writer.write_u32(payload.len() as u32).await?;
+    writer.write_all(payload).await?;
+    Ok(())
+}
+
+/// Splits NBD_OPT_INFO/GO data into (export name, information requests).
+fn parse_info_request(data: &[u8]) -> Option<(&[u8], Vec<u16>)> {
+    let name_length = u32::from_be_bytes(data.get(0..4)?.try_into().ok()?) as usize;
+    let name = data.get(4..4 + name_length)?;
+    let rest = data.get(4 + name_length..)?;
+    let count = u16::from_be_bytes(rest.get(0..2)?.try_into().ok()?) as usize;
+    let list = rest.get(2..2 + 2 * count)?;
+    let requests = list
+        .chunks_exact(2)
+        .map(|pair| u16::from_be_bytes([pair[0], pair[1]]))
+        .collect();
+    Some((name, requests))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_info_requests_and_rejects_truncated() {
+        let mut data = 3u32.to_be_bytes().to_vec();
+        data.extend_from_slice(b"abc");
+        data.extend_from_slice(&2u16.to_be_bytes());
+        data.extend_from_slice(&proto::INFO_NAME.to_be_bytes());
+        data.extend_from_slice(&proto::INFO_BLOCK_SIZE.to_be_bytes());
+        let (name, requests) = parse_info_request(&data).unwrap();
+        assert_eq!(name, b"abc");
+        assert_eq!(requests, vec![proto::INFO_NAME, proto::INFO_BLOCK_SIZE]);
+        assert!(parse_info_request(&data[..data.len() - 1]).is_none());
+        assert!(parse_info_request(&[0, 0, 0, 9]).is_none());
+    }
+}
