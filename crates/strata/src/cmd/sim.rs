@@ -156,7 +156,7 @@ pub struct Seed003Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "hdd-only,ceph,hottable,strata,lru"
+        default_value = "hdd-only,ceph,ceph-fast,hottable,strata,lru"
     )]
     pub policy: Vec<String>,
     /// Generator seed.
