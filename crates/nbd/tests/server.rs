@@ -293,7 +293,9 @@ fn fio_nbd_engine_verifies_crc32c() {
         return;
     }
     let running = start(64 << 20, ExportConfig::default());
-    let text = run(Command::new("fio").args([
+    // fio writes its verify state file into the working directory.
+    let scratch = tempfile::tempdir().unwrap();
+    let text = run(Command::new("fio").current_dir(scratch.path()).args([
         "--name=verify",
         "--ioengine=nbd",
         &format!("--uri={}", uri(&running.socket)),
