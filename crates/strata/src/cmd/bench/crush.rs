@@ -84,29 +84,38 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         args.inputs
     );
     println!(
-        "{:<34} {:>10} {:>14} {:>10}",
-        "engine", "time_s", "mappings/s", "vs crushtool"
+        "{:<34} {:>8} {:>12} {:>8} {:>14} {:>9}",
+        "engine", "wall_s", "mappings/s", "cpu_s", "mappings/cpu_s", "ratio"
     );
-    let crushtool = if have_crushtool {
+    let rate = |t: &Timing| n / t.elapsed.as_secs_f64().max(1e-9);
+    let cpu_rate = |t: &Timing| t.cpu_s.filter(|&c| c > 0.0).map(|c| n / c);
+    let print_row = |label: &str, t: &Timing, ratio: &str| {
+        println!(
+            "{label:<34} {:>8.3} {:>12.0} {:>8} {:>14} {:>9}",
+            t.elapsed.as_secs_f64(),
+            rate(t),
+            t.cpu_s.map_or("-".into(), |c| format!("{c:.2}")),
+            cpu_rate(t).map_or("-".into(), |r| format!("{r:.0}")),
+            ratio
+        );
+    };
+    // The peer's figures: (wall rate, cpu rate) with its start-up subtracted.
+    let peer = if have_crushtool {
         let startup = time_crushtool(&args, 1)?;
         let total = time_crushtool(&args, args.inputs)?;
-        let net = total.saturating_sub(startup).max(Duration::from_micros(1));
-        let rate = n / net.as_secs_f64();
-        println!(
-            "{:<34} {:>10.3} {:>14.0} {:>10}",
-            "crushtool --test (process total)",
-            total.as_secs_f64(),
-            n / total.as_secs_f64(),
-            "-"
-        );
-        println!(
-            "{:<34} {:>10.3} {:>14.0} {:>10}",
-            "crushtool --test (minus start-up)",
-            net.as_secs_f64(),
-            rate,
-            "1.00x"
-        );
-        Some(rate)
+        let net = Timing {
+            elapsed: total
+                .elapsed
+                .saturating_sub(startup.elapsed)
+                .max(Duration::from_micros(1)),
+            cpu_s: total
+                .cpu_s
+                .zip(startup.cpu_s)
+                .map(|(a, b)| (a - b).max(0.001)),
+        };
+        print_row("crushtool --test (process total)", &total, "-");
+        print_row("crushtool --test (minus start-up)", &net, "1.00x");
+        Some((rate(&net), cpu_rate(&net)))
     } else {
         println!(
             "(crushtool not found at {}: peer skipped)",
@@ -114,19 +123,24 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         );
         None
     };
-    for (label, elapsed) in [
+    for (label, timing) in [
         ("strata, 1 thread".to_string(), single),
         (format!("strata, {threads} threads"), multi),
     ] {
-        let rate = n / elapsed.as_secs_f64().max(1e-9);
-        let ratio = crushtool.map_or("-".to_string(), |c| format!("{:.2}x", rate / c));
-        println!(
-            "{label:<34} {:>10.3} {:>14.0} {:>10}",
-            elapsed.as_secs_f64(),
-            rate,
-            ratio
-        );
+        // Ratio of wall rates; with CPU figures also the ratio of per-CPU-second rates.
+        let ratio = match peer {
+            Some((wall, cpu)) => {
+                let wall_ratio = rate(&timing) / wall;
+                match (cpu, cpu_rate(&timing)) {
+                    (Some(c), Some(ours)) => format!("{wall_ratio:.2}x/{:.2}x", ours / c),
+                    _ => format!("{wall_ratio:.2}x"),
+                }
+            }
+            None => "-".to_string(),
+        };
+        print_row(&label, &timing, &ratio);
     }
+    println!("ratio = ours / crushtool by wall time / by CPU time");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -138,8 +152,9 @@ fn time_ours(
     weights: &[u32],
     choose_args: Option<&crush::ChooseArgMap>,
     threads: usize,
-) -> (Duration, u64) {
+) -> (Timing, u64) {
     let chunk = args.inputs.div_ceil(threads as u32).max(1);
+    let cpu_start = cpu_seconds();
     let start = Instant::now();
     let checksum = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads as u32)
@@ -167,10 +182,42 @@ fn time_ours(
             .map(|w| w.join().unwrap_or(0))
             .fold(0_u64, u64::wrapping_add)
     });
-    (start.elapsed(), checksum)
+    let elapsed = start.elapsed();
+    let cpu = cpu_seconds()
+        .zip(cpu_start)
+        .map(|((u1, _), (u0, _))| u1 - u0);
+    (
+        Timing {
+            elapsed,
+            cpu_s: cpu,
+        },
+        checksum,
+    )
 }
 
-fn time_crushtool(args: &Args, inputs: u32) -> anyhow::Result<Duration> {
+/// Wall time and, where /proc allows, CPU seconds (user + system) of a run.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    elapsed: Duration,
+    cpu_s: Option<f64>,
+}
+
+/// (this process's CPU seconds, its waited-for children's CPU seconds) from /proc/self/stat;
+/// CPU time is what a loaded machine does not inflate, so the table reports both.
+fn cpu_seconds() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // Fields 14..=17 of proc(5) (utime, stime, cutime, cstime), counted after the comm.
+    let tick = |i: usize| fields.get(i - 3)?.parse::<f64>().ok();
+    const TICKS_PER_S: f64 = 100.0;
+    Some((
+        (tick(14)? + tick(15)?) / TICKS_PER_S,
+        (tick(16)? + tick(17)?) / TICKS_PER_S,
+    ))
+}
+
+fn time_crushtool(args: &Args, inputs: u32) -> anyhow::Result<Timing> {
+    let cpu_start = cpu_seconds();
     let start = Instant::now();
     let status = Command::new(&args.crushtool)
         .arg("-i")
@@ -189,7 +236,10 @@ fn time_crushtool(args: &Args, inputs: u32) -> anyhow::Result<Duration> {
     if !status.success() {
         bail!("crushtool failed: {status}");
     }
-    Ok(elapsed)
+    let cpu_s = cpu_seconds()
+        .zip(cpu_start)
+        .map(|((_, c1), (_, c0))| c1 - c0);
+    Ok(Timing { elapsed, cpu_s })
 }
 
 /// The first (up to) 10,000 inputs must map identically in both before we time anything.
