@@ -1,5 +1,5 @@
 //! 4 KiB object write_full and read ops/s of the store on a file device, at several queue
-//! depths, side by side with fio's random 4 KiB writes/reads on the same filesystem.
+//! depths, each point followed by fio's random 4 KiB writes/reads on the same filesystem.
 //!
 //! `cargo run -p store --release --example bench_store [-- SECONDS [DIR]]`
 //! (default 3 s per point, a temporary directory under /var/tmp).
@@ -15,8 +15,10 @@ use device::{Device, FileDevice, FileDeviceConfig};
 use store::{ObjectId, Store, StoreConfig, Transaction};
 
 const OBJECT_BYTES: usize = 4096;
-const DEVICE_BYTES: u64 = 4 << 30;
-const DEPTHS: [usize; 3] = [1, 16, 64];
+/// The data file, written in full first (as fio lays out its file), so the flushes measure
+/// data, not the filesystem allocating blocks of a sparse file.
+const DEVICE_BYTES: u64 = 1 << 30;
+const DEPTHS: [usize; 4] = [1, 16, 64, 256];
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
@@ -25,11 +27,10 @@ async fn main() -> anyhow::Result<()> {
     let base = args.next().unwrap_or_else(|| "/var/tmp".into());
     let dir = tempfile::tempdir_in(&base).context("temporary directory")?;
     let duration = Duration::from_secs_f64(seconds);
-    let device: Arc<dyn Device> = Arc::new(FileDevice::create(
-        dir.path().join("data.img"),
-        DEVICE_BYTES,
-        FileDeviceConfig::default(),
-    )?);
+    let data_path = dir.path().join("data.img");
+    prefill(&data_path)?;
+    let device: Arc<dyn Device> =
+        Arc::new(FileDevice::open(&data_path, FileDeviceConfig::default())?);
     let store = Arc::new(
         Store::create(
             Arc::clone(&device),
@@ -61,6 +62,20 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
         report("store 4K write_full", depth, ops, elapsed);
+        fio_row(
+            dir.path(),
+            "fio 4K randwrite",
+            depth,
+            seconds,
+            &["--rw=randwrite"],
+        );
+        fio_row(
+            dir.path(),
+            "fio 4K randwrite fdatasync",
+            depth,
+            seconds,
+            &["--rw=randwrite", "--fdatasync=1"],
+        );
     }
     let written = next.load(Ordering::Relaxed).max(1);
     let probe = Arc::new(AtomicU64::new(0x9e37_79b9));
@@ -82,6 +97,13 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
         report("store 4K read", depth, ops, elapsed);
+        fio_row(
+            dir.path(),
+            "fio 4K randread",
+            depth,
+            seconds,
+            &["--rw=randread"],
+        );
     }
     let statfs = store.statfs();
     println!(
@@ -97,22 +119,26 @@ async fn main() -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("store still shared"))?
         .shutdown()
         .await?;
-    for depth in DEPTHS {
-        for (label, extra) in [
-            ("fio 4K randwrite", vec!["--rw=randwrite"]),
-            (
-                "fio 4K randwrite fdatasync",
-                vec!["--rw=randwrite", "--fdatasync=1"],
-            ),
-            ("fio 4K randread", vec!["--rw=randread"]),
-        ] {
-            match fio(dir.path(), depth, seconds, &extra) {
-                Some(iops) => report(label, depth, iops * seconds, seconds_duration(seconds)),
-                None => println!("{label:<28} {depth:>6} (fio unavailable)"),
-            }
-        }
-    }
     Ok(())
+}
+
+fn prefill(path: &Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    let chunk = vec![0u8; 8 << 20];
+    for _ in 0..DEVICE_BYTES / chunk.len() as u64 {
+        file.write_all(&chunk)?;
+    }
+    file.sync_all()?;
+    Ok(())
+}
+
+/// Runs fio right after the store's point, so both see the same disk weather.
+fn fio_row(dir: &Path, label: &str, depth: usize, seconds: f64, extra: &[&str]) {
+    match fio(dir, depth, seconds, extra) {
+        Some(iops) => report(label, depth, iops * seconds, seconds_duration(seconds)),
+        None => println!("{label:<28} {depth:>6} (fio unavailable)"),
+    }
 }
 
 fn seconds_duration(seconds: f64) -> Duration {

@@ -1,9 +1,11 @@
 //! The committer: group commit of prepared transactions.
 //!
-//! One thread takes whatever transactions are queued (up to `batch_transactions_max`), then
-//! 1. flushes the device once, so the data of every transaction in the batch is durable;
-//! 2. writes all their metadata changes in one redb write transaction and commits it (fsync);
-//! 3. only then returns the extents those transactions freed to the allocator, updates the
+//! A flusher thread takes whatever transactions are queued (up to `batch_transactions_max`):
+//! 1. it flushes the device once, so the data of every transaction in the batch is durable,
+//!    and hands the batch to the committer thread, then goes on with the next batch;
+//! 2. the committer writes all the batch's metadata changes in one redb write transaction and
+//!    commits it (fsync), batches in order;
+//! 3. only then it returns the extents those transactions freed to the allocator, updates the
 //!    counters, answers the callers and releases their object locks.
 //!
 //! A failure in 1 or 2 poisons the store: the batch's callers get the error, later writes get
@@ -70,22 +72,40 @@ pub(crate) struct Pending {
     pub reply: Option<oneshot::Sender<Result<()>>>,
 }
 
-/// Starts the committer thread; it ends when every sender of `queue` is gone and the queue is
-/// drained.
+/// Starts the two commit stages; the returned thread (the flusher) ends when every sender of
+/// `queue` is gone, the queue is drained and the committer has answered everything.
 pub(crate) fn spawn(
     inner: Arc<Inner>,
     queue: mpsc::Receiver<Pending>,
     runtime: tokio::runtime::Handle,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    // One flushed batch may wait while the previous one commits: the device flush of batch
+    // N + 1 overlaps the metadata fsync of batch N.
+    let (stage, flushed) = std::sync::mpsc::sync_channel::<(Vec<Pending>, Result<()>)>(1);
+    let committer = {
+        let inner = Arc::clone(&inner);
+        std::thread::Builder::new()
+            .name("store-commit".into())
+            .spawn(move || run_committer(&inner, flushed))?
+    };
     std::thread::Builder::new()
-        .name("store-commit".into())
-        .spawn(move || run(inner, queue, runtime))
+        .name("store-flush".into())
+        .spawn(move || {
+            run_flusher(&inner, queue, &runtime, stage);
+            let _ = committer.join();
+        })
 }
 
-fn run(inner: Arc<Inner>, mut queue: mpsc::Receiver<Pending>, runtime: tokio::runtime::Handle) {
+/// Stage 1: takes what is queued (a batch) and flushes the device once for all of it.
+fn run_flusher(
+    inner: &Inner,
+    mut queue: mpsc::Receiver<Pending>,
+    runtime: &tokio::runtime::Handle,
+    stage: std::sync::mpsc::SyncSender<(Vec<Pending>, Result<()>)>,
+) {
     let batch_max = inner.config.batch_transactions_max;
-    let mut batch: Vec<Pending> = Vec::with_capacity(batch_max);
     while let Some(first) = queue.blocking_recv() {
+        let mut batch: Vec<Pending> = Vec::with_capacity(batch_max.min(64));
         batch.push(first);
         while batch.len() < batch_max {
             match queue.try_recv() {
@@ -93,14 +113,39 @@ fn run(inner: Arc<Inner>, mut queue: mpsc::Receiver<Pending>, runtime: tokio::ru
                 Err(_) => break,
             }
         }
-        let result = commit_batch(&inner, &mut batch, &runtime);
+        let flushed = if inner.poisoned.load(Ordering::Acquire) {
+            Err(StoreError::Poisoned)
+        } else if inner.config.durable && batch.iter().any(|p| p.has_data) {
+            runtime
+                .block_on(inner.device.flush())
+                .map_err(StoreError::from)
+        } else {
+            Ok(())
+        };
+        if let Err(error) = &flushed {
+            poison(inner, error);
+        }
+        if stage.send((batch, flushed)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Stage 2: commits each flushed batch's metadata, frees, counts and answers.
+fn run_committer(inner: &Inner, flushed: std::sync::mpsc::Receiver<(Vec<Pending>, Result<()>)>) {
+    for (mut batch, flush_result) in flushed {
+        let result = flush_result.and_then(|()| {
+            if inner.poisoned.load(Ordering::Acquire) {
+                return Err(StoreError::Poisoned);
+            }
+            commit_batch(inner, &mut batch)
+        });
         if let Err(error) = &result {
-            tracing::error!(%error, "store commit failed; the store is poisoned");
-            inner.poisoned.store(true, Ordering::Release);
+            poison(inner, error);
         }
         for mut pending in batch.drain(..) {
             // A failed batch may or may not have reached the media: the callers learn that
-            // the store is poisoned (the cause is logged above).
+            // the store is poisoned (the cause is logged).
             let answer = result
                 .as_ref()
                 .map(|_| ())
@@ -112,18 +157,15 @@ fn run(inner: Arc<Inner>, mut queue: mpsc::Receiver<Pending>, runtime: tokio::ru
     }
 }
 
-/// Makes a batch durable and, on success, frees what it freed and updates the counters.
-fn commit_batch(
-    inner: &Inner,
-    batch: &mut [Pending],
-    runtime: &tokio::runtime::Handle,
-) -> Result<()> {
-    if inner.poisoned.load(Ordering::Acquire) {
-        return Err(StoreError::Poisoned);
+fn poison(inner: &Inner, error: &StoreError) {
+    if !inner.poisoned.swap(true, Ordering::AcqRel) {
+        tracing::error!(%error, "store flush or commit failed; the store is poisoned");
     }
-    if inner.config.durable && batch.iter().any(|p| p.has_data) {
-        runtime.block_on(inner.device.flush())?;
-    }
+}
+
+/// Commits a flushed batch's metadata and, on success, frees what it freed and updates the
+/// counters.
+fn commit_batch(inner: &Inner, batch: &mut [Pending]) -> Result<()> {
     let mut omap_delta = 0i64;
     let mut transaction = inner.db.begin_write()?;
     transaction.set_durability(if inner.config.durable {
