@@ -606,6 +606,14 @@ pub fn write_strata(trace: &Trace, mut out: impl Write) -> Result<()> {
     Ok(())
 }
 
+/// A zstd-compressing writer for [`write_strata`] output.
+pub type ZstdWriter = zstd::Encoder<'static, std::fs::File>;
+
+/// Wraps `file` in a zstd encoder (level 3); call `finish` when done.
+pub fn zstd_writer(file: std::fs::File) -> Result<ZstdWriter> {
+    Ok(zstd::Encoder::new(file, 3)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

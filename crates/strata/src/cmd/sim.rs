@@ -24,6 +24,29 @@ pub enum Which {
     Seed000(Seed000Args),
     /// Seed 003: a ramp of 1..N clients of RBD-like 4 KiB random I/O over 40 MB files.
     Seed003(Seed003Args),
+    /// Convert any supported trace (or seed 003's generator) to strata's own text format
+    /// (`# strata-trace v1`, then `time_ms,key,size_bytes,op` lines).
+    Convert(ConvertArgs),
+}
+
+/// `strata sim convert`.
+#[derive(clap::Args)]
+pub struct ConvertArgs {
+    /// Input trace (omit to write seed 003's generator output with --clients).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Input format (default: guessed from the file name).
+    #[arg(long, value_name = "F")]
+    pub format: Option<String>,
+    /// Block-to-object mapping (see `strata sim cache --help`).
+    #[arg(long, value_name = "M")]
+    pub mapping: Option<String>,
+    /// Clients of seed 003's generator when no --trace is given.
+    #[arg(long, default_value_t = 4)]
+    pub clients: u32,
+    /// Output file (`.zst` compresses).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 /// Output choices shared by the subcommands.
@@ -172,6 +195,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Which::Cache(a) => run_cache(a),
         Which::Seed000(a) => run_seed000(a),
         Which::Seed003(a) => run_seed003(a),
+        Which::Convert(a) => run_convert(a),
     }
 }
 
@@ -333,4 +357,39 @@ fn run_seed003(args: Seed003Args) -> Result<ExitCode> {
 
 fn serde_json_string(points: &[sim::experiments::RampPoint]) -> Result<String> {
     sim::report::json_value(points)
+}
+
+fn run_convert(args: ConvertArgs) -> Result<ExitCode> {
+    let trace = match &args.trace {
+        Some(path) => {
+            let format = args.format.as_deref().map(Format::parse).transpose()?;
+            let mapping = args.mapping.as_deref().map(Mapping::parse).transpose()?;
+            sim::load(path, format, mapping, None)?
+        }
+        None => ClientWorkload {
+            clients: args.clients,
+            ..ClientWorkload::default()
+        }
+        .generate(),
+    };
+    let file = std::fs::File::create(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    if args.out.extension().is_some_and(|e| e == "zst") {
+        let mut encoder = zstd_writer(file)?;
+        sim::trace::write_strata(&trace, &mut encoder)?;
+        encoder.finish()?;
+    } else {
+        sim::trace::write_strata(&trace, std::io::BufWriter::new(file))?;
+    }
+    eprintln!(
+        "wrote {} requests, {} objects to {}",
+        trace.requests.len(),
+        trace.unique,
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn zstd_writer(file: std::fs::File) -> Result<sim::trace::ZstdWriter> {
+    sim::trace::zstd_writer(file)
 }
