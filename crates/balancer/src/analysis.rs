@@ -49,6 +49,9 @@ pub struct Summary {
     pub gap_percent: f64,
     /// OSDs outside [floor(target), ceil(target)].
     pub outside_bounds: usize,
+    /// Bytes mode: (max - min) of bytes / weight-proportional share of the table's bytes,
+    /// percent; None without PG sizes.
+    pub bytes_gap_percent: Option<f64>,
 }
 
 /// One distribution table.
@@ -149,6 +152,14 @@ impl Distribution {
             "gap%",
             "outside"
         );
+        let with_bytes = self
+            .tables
+            .iter()
+            .any(|t| t.summary.bytes_gap_percent.is_some());
+        if with_bytes {
+            out.pop();
+            out.push_str(" bytes gap%\n");
+        }
         for table in &self.tables {
             let s = &table.summary;
             let scope = match table.scope {
@@ -169,6 +180,10 @@ impl Distribution {
                 s.gap_percent,
                 s.outside_bounds
             );
+            if let Some(gap) = s.bytes_gap_percent {
+                out.pop();
+                let _ = writeln!(out, " {gap:>10.2}");
+            }
         }
         out
     }
@@ -244,5 +259,22 @@ fn summarize(rows: &[Row]) -> Summary {
             .iter()
             .filter(|r| !Bounds::of_target(r.target).contains(r.count))
             .count(),
+        bytes_gap_percent: bytes_gap(&active),
     }
+}
+
+fn bytes_gap(rows: &[&Row]) -> Option<f64> {
+    let total_bytes: u64 = rows.iter().map(|r| r.bytes).sum::<Option<u64>>()?;
+    let total_target: f64 = rows.iter().map(|r| r.target).sum();
+    if total_bytes == 0 || total_target <= 0.0 {
+        return None;
+    }
+    let ratios: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.target > 0.0)
+        .map(|r| r.bytes.unwrap_or(0) as f64 / (total_bytes as f64 * r.target / total_target))
+        .collect();
+    let max = ratios.iter().copied().fold(f64::MIN, f64::max);
+    let min = ratios.iter().copied().fold(f64::MAX, f64::min);
+    Some((max - min) * 100.0)
 }

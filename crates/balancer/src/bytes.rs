@@ -5,7 +5,8 @@
 //! count bounds leave room, while that lowers the weighted squared error
 //! `sum_o (bytes_o - ideal_o)^2 / ideal_o`, `ideal_o = sum_pools bytes_pool * w_o / W_pool`.
 //!
-//! Stated bound: the search stops at a local optimum where no single move or pairwise swap
+//! Stated bound: the search stops once the bytes gap (max - min of bytes / share) is at most
+//! [`GAP_GOAL`] (1 %), or at a local optimum where no single move or pairwise swap
 //! between the most over-full OSD and the least-full OSDs improves the error; each accepted
 //! step strictly lowers it, so it terminates; movement is capped by `max_moves`. It is a
 //! heuristic: no optimality claim beyond that.
@@ -15,6 +16,10 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use crate::balance::{build_trees, finish, Plan};
+
+/// The search stops once every OSD's bytes lie within this fraction of its weight-proportional
+/// share (max ratio - min ratio): closer costs moves for no practical gain.
+pub const GAP_GOAL: f64 = 0.01;
 use crate::problem::{OsdId, PgId, PoolId, Problem, ITEM_NONE};
 use crate::targets::{Bounds, Targets};
 use crate::BalancerError;
@@ -202,6 +207,12 @@ impl<'a> State<'a> {
     fn improve(&mut self, move_limit: usize) -> bool {
         let mut osds: Vec<OsdId> = self.ideal.keys().copied().collect();
         osds.sort_by(|a, b| self.ratio(*b).total_cmp(&self.ratio(*a)).then(a.cmp(b)));
+        let (first, last) = (osds.first().copied(), osds.last().copied());
+        if let (Some(top), Some(bottom)) = (first, last) {
+            if self.ratio(top) - self.ratio(bottom) <= GAP_GOAL {
+                return false;
+            }
+        }
         let under: Vec<OsdId> = osds.iter().rev().take(12).copied().collect();
         for &over in osds.iter().take(6) {
             if let Some(step) = self.best_step(over, &under, move_limit) {

@@ -116,3 +116,35 @@ fn max_moves_caps_the_plan() {
     assert!(stdout.contains("after 50 "), "{stdout}");
     let _ = std::fs::remove_file(commands);
 }
+
+#[test]
+fn bytes_mode_reads_a_bare_pg_dump_array() {
+    let dump = scratch("pgs.json");
+    let entries: Vec<String> = (0..2048_u64)
+        .map(|seed| {
+            let bytes = (1 + (seed * 2_654_435_761) % 7) << 30;
+            format!(r#"{{"pgid":"1.{seed:x}","stat_sum":{{"num_bytes":{bytes}}}}}"#)
+        })
+        .collect();
+    std::fs::write(&dump, format!("[{}]", entries.join(","))).expect("write dump");
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("balance")
+        .arg(fixture())
+        .args(["--mode", "bytes", "--pg-stats"])
+        .arg(&dump)
+        .args(["--commands", "/dev/null"])
+        .output()
+        .expect("run strata");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("bytes gap%"), "{stdout}");
+    assert!(
+        stdout.contains("every OSD is within [floor, ceil]"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_file(dump);
+}
