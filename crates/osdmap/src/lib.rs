@@ -9,6 +9,19 @@
 //! Invariants: decoding never panics on any input (errors name the byte offset and field);
 //! for any map Ceph accepts, [`OsdMap::pg_to_up_acting`] returns what Ceph's
 //! `pg_to_up_acting_osds` returns.
+//!
+//! ```
+//! use osdmap::{OsdMap, PgId};
+//! let bytes = include_bytes!("../../../fixtures/crush-vectors/osdmap/om_c5x12_pool1_pg2048.bin");
+//! let map = OsdMap::decode(bytes)?;
+//! let pool = map.pool(1).expect("pool 1");
+//! assert_eq!((pool.name.as_str(), pool.pg_num), ("rbd", 2048));
+//! let pg: PgId = "1.0".parse()?;
+//! let mapping = map.pg_to_up_acting(pg);
+//! assert_eq!((mapping.acting, mapping.acting_primary), (vec![34, 52, 16], 34));
+//! assert_eq!(map.object_to_pg(1, "foo")?.to_string(), "1.406");
+//! # Ok::<(), osdmap::OsdMapError>(())
+//! ```
 
 pub mod addr;
 pub mod decode;
