@@ -228,7 +228,7 @@ pub fn rule_constraints(
 }
 
 /// The problem of an OSD map: every pool (or only `only_pools` if not empty), every PG's raw
-/// CRUSH set and existing pg_upmap_items. Pools whose rules cannot be expressed are skipped.
+/// CRUSH set (or its full `pg_upmap`, if any) and existing pg_upmap_items. Pools whose rules cannot be expressed are skipped.
 pub fn from_osdmap(map: &osdmap::OsdMap, only_pools: &[PoolId]) -> (Problem, Vec<SkippedPool>) {
     let osd_states: Vec<OsdState> = (0..map.max_osd())
         .filter(|&osd| map.exists(osd))
@@ -261,7 +261,16 @@ pub fn from_osdmap(map: &osdmap::OsdMap, only_pools: &[PoolId]) -> (Problem, Vec
             erasure: pool.pool_type == osdmap::PoolType::Erasure,
         });
         for pg in pool.pgs() {
-            let (raw, _) = map.pg_to_raw_osds(pg);
+            let (mut raw, _) = map.pg_to_raw_osds(pg);
+            // A full pg_upmap replaces the CRUSH set before items apply (Ceph skips it if it
+            // names an out OSD); the balancer treats it as the PG's raw set, so its items
+            // stay relative to it, as Ceph applies them.
+            if let Some(set) = map.pg_upmap().get(&pg) {
+                let usable = |o: &i32| *o == osdmap::ITEM_NONE || map.osd_weight(*o) != 0;
+                if set.iter().all(usable) {
+                    raw.clone_from(set);
+                }
+            }
             let upmap_items = map.pg_upmap_items().get(&pg).cloned().unwrap_or_default();
             pgs.push(Pg {
                 id: crate::problem::PgId {
@@ -277,4 +286,78 @@ pub fn from_osdmap(map: &osdmap::OsdMap, only_pools: &[PoolId]) -> (Problem, Vec
     let (problem, mut more) = build_problem(map.crush(), &osd_states, &pools, pgs);
     skipped.append(&mut more);
     (problem, skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> CrushMap {
+        let path = format!(
+            "{}/../../fixtures/crush-vectors/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        crush::codec::decode(&bytes).unwrap_or_default()
+    }
+
+    fn constraints(
+        map: &CrushMap,
+        rule_id: usize,
+        size: u32,
+    ) -> Result<RuleConstraints, BalancerError> {
+        let weights: BTreeMap<OsdId, f64> = (0..map.max_devices).map(|o| (o, 1.0)).collect();
+        let info = PoolInfo {
+            id: 1,
+            name: "p".into(),
+            size,
+            rule_id,
+            erasure: false,
+        };
+        rule_constraints(map, &info, &weights)
+    }
+
+    fn levels(list: &[(i32, u32)]) -> Vec<Level> {
+        list.iter()
+            .map(|&(type_id, max_per_pg)| Level {
+                type_id,
+                max_per_pg,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn multi_level_rules_become_nested_limits() {
+        let map = fixture("hier3x4_mixed.bin");
+        let host = map.type_id_by_name("host").unwrap_or(-1);
+        let rack = map.type_id_by_name("rack").unwrap_or(-1);
+        let rule = |id, size| constraints(&map, id, size).map(|c| c.levels).ok();
+        assert_eq!(rule(0, 3), Some(levels(&[(host, 1)])));
+        assert_eq!(rule(1, 4), Some(levels(&[(rack, 2), (host, 1)])));
+        assert_eq!(rule(3, 6), Some(levels(&[(rack, 2), (host, 1)])));
+        assert_eq!(rule(4, 3), Some(levels(&[(rack, 1)])));
+        assert!(
+            rule(5, 3).is_none(),
+            "two take/emit blocks are refused, not guessed"
+        );
+    }
+
+    #[test]
+    fn class_rules_take_only_their_class() {
+        let map = fixture("classes_ssd_hdd.bin");
+        let ssd = constraints(&map, 1, 3)
+            .map(|c| c.candidates)
+            .unwrap_or_default();
+        assert!(!ssd.is_empty());
+        let ssd_class = map
+            .class_names
+            .iter()
+            .find(|(_, n)| *n == "ssd")
+            .map(|(&id, _)| id);
+        assert!(ssd
+            .iter()
+            .all(|o| map.device_classes.get(o).copied() == ssd_class));
+        let osd_rule = constraints(&map, 3, 3).map(|c| c.levels).ok();
+        assert_eq!(osd_rule, Some(levels(&[(TYPE_OSD, 1)])));
+    }
 }
