@@ -1,0 +1,317 @@
+//! The cache against a model: random concurrent I/O in every mode (and with modes switched
+//! while running), compared read by read with a plain byte array; then the core alone must
+//! equal the model once the cache is flushed. Crash (abandon without stop) and clean stop
+//! followed by load.
+
+use std::sync::Arc;
+
+use blockcache::{
+    BlockCache, CacheConfig, CacheMode, CleaningConfig, IoClasses, PromotionConfig,
+    SeqCutoffConfig, SeqCutoffPolicy, StartMode,
+};
+use device::{Device, MemoryDevice};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const BLOCK: u64 = 4096;
+const CORE_BYTES: u64 = 16 << 20;
+const TASKS: u64 = 4;
+
+fn devices(cache_bytes: u64) -> (Arc<dyn Device>, Arc<dyn Device>) {
+    let cache: Arc<dyn Device> =
+        Arc::new(MemoryDevice::with_block_size("cache", cache_bytes, 4096).unwrap());
+    let core: Arc<dyn Device> =
+        Arc::new(MemoryDevice::with_block_size("core", CORE_BYTES, 4096).unwrap());
+    (cache, core)
+}
+
+fn config(mode: CacheMode, line_size_bytes: u64) -> CacheConfig {
+    CacheConfig {
+        line_size_bytes,
+        mode,
+        seq_cutoff: SeqCutoffConfig {
+            policy: SeqCutoffPolicy::Always,
+            threshold_bytes: 64 << 10,
+            promotion_count: 2,
+            streams_max: 16,
+        },
+        cleaning: CleaningConfig::Acp {
+            wake_up_ms: 5,
+            flush_max_buffers: 32,
+        },
+        ..CacheConfig::default()
+    }
+}
+
+/// Each task owns a disjoint slice of the core and keeps its own model of it.
+async fn random_io(cache: Arc<BlockCache>, seed: u64, task: u64, ops: usize) -> Vec<u8> {
+    let region = CORE_BYTES / TASKS;
+    let base = task * region;
+    let mut model = vec![0u8; region as usize];
+    let mut rng = ChaCha8Rng::seed_from_u64(seed * 100 + task);
+    let mut sequential_at = 0u64;
+    for _ in 0..ops {
+        let blocks = if rng.gen_bool(0.7) {
+            1
+        } else {
+            rng.gen_range(1..=40u64)
+        };
+        let mut offset = rng.gen_range(0..region / BLOCK - blocks) * BLOCK;
+        if rng.gen_bool(0.2) {
+            // Sequential runs exercise the cut-off.
+            if sequential_at + blocks * BLOCK > region {
+                sequential_at = 0;
+            }
+            offset = sequential_at;
+            sequential_at += blocks * BLOCK;
+        }
+        let length = (blocks * BLOCK) as usize;
+        let at = offset as usize;
+        if rng.gen_bool(0.5) {
+            let mut data = vec![0u8; length];
+            rng.fill(&mut data[..]);
+            cache.write_at(base + offset, &data).await.unwrap();
+            model[at..at + length].copy_from_slice(&data);
+        } else {
+            let mut back = vec![0u8; length];
+            cache.read_at(base + offset, &mut back).await.unwrap();
+            assert!(
+                back == model[at..at + length],
+                "task {task} read at {offset} differs"
+            );
+        }
+        if rng.gen_bool(0.01) {
+            cache.flush().await.unwrap();
+        }
+    }
+    model
+}
+
+async fn run_mixed(
+    seed: u64,
+    modes: &[CacheMode],
+    line_size_bytes: u64,
+    promotion: PromotionConfig,
+) {
+    let (cache_device, core) = devices(2 << 20); // far smaller than the core: constant eviction
+    let mut config = config(modes[0], line_size_bytes);
+    config.promotion = promotion;
+    let cache = BlockCache::start(
+        cache_device,
+        Arc::clone(&core),
+        config,
+        IoClasses::default(),
+        StartMode::Create,
+    )
+    .await
+    .unwrap();
+    let switcher = {
+        let cache = Arc::clone(&cache);
+        let modes = modes.to_vec();
+        tokio::spawn(async move {
+            for round in 0..20 {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                cache
+                    .set_mode(modes[round % modes.len()], round % 3 == 0)
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        tasks.push(tokio::spawn(random_io(Arc::clone(&cache), seed, task, 600)));
+    }
+    let mut model = Vec::new();
+    for task in tasks {
+        model.extend(task.await.unwrap());
+    }
+    switcher.await.unwrap();
+    cache.check_invariants();
+    cache.flush_dirty().await.unwrap();
+    assert_eq!(cache.cache_stats().dirty_lines, 0);
+    let mut core_bytes = vec![0u8; CORE_BYTES as usize];
+    core.read_at(0, &mut core_bytes).await.unwrap();
+    assert!(
+        core_bytes == model,
+        "core differs from the model after flushing (modes {modes:?})"
+    );
+    cache.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_mode_keeps_data_intact() {
+    use CacheMode::*;
+    for (seed, mode) in [Wt, Wb, Wa, Wi, Wo, Pt].into_iter().enumerate() {
+        run_mixed(seed as u64, &[mode], 4096, PromotionConfig::Always).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_modes_while_running_keeps_data_intact() {
+    use CacheMode::*;
+    run_mixed(
+        11,
+        &[Wb, Wt, Wo, Pt, Wa, Wb, Wi],
+        4096,
+        PromotionConfig::Always,
+    )
+    .await;
+    let nhit = PromotionConfig::Nhit {
+        threshold: 2,
+        trigger_percent: 0,
+    };
+    run_mixed(12, &[Wb, Wi, Wo, Wt], 16384, nhit).await;
+    run_mixed(13, &[Wb, Pt, Wb], 65536, PromotionConfig::Always).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_refuses_an_existing_cache_and_load_needs_one() {
+    let (cache_device, core) = devices(4 << 20);
+    let config = config(CacheMode::Wb, 4096);
+    assert!(BlockCache::start(
+        Arc::clone(&cache_device),
+        Arc::clone(&core),
+        config.clone(),
+        IoClasses::default(),
+        StartMode::Load
+    )
+    .await
+    .is_err());
+    let cache = BlockCache::start(
+        Arc::clone(&cache_device),
+        Arc::clone(&core),
+        config.clone(),
+        IoClasses::default(),
+        StartMode::Create,
+    )
+    .await
+    .unwrap();
+    cache.stop().await.unwrap();
+    assert!(matches!(
+        BlockCache::start(
+            Arc::clone(&cache_device),
+            Arc::clone(&core),
+            config.clone(),
+            IoClasses::default(),
+            StartMode::Create
+        )
+        .await,
+        Err(blockcache::CacheError::Exists)
+    ));
+    let forced = BlockCache::start(
+        cache_device,
+        core,
+        config,
+        IoClasses::default(),
+        StartMode::Force,
+    )
+    .await
+    .unwrap();
+    assert_eq!(forced.cache_stats().occupied_lines, 0);
+    forced.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clean_stop_loads_warm_and_crash_recovers_dirty_lines() {
+    let (cache_device, core) = devices(8 << 20);
+    let mut config = config(CacheMode::Wb, 4096);
+    config.cleaning = CleaningConfig::Nop;
+    config.flush_on_stop = false;
+    let start = |mode| {
+        BlockCache::start(
+            Arc::clone(&cache_device),
+            Arc::clone(&core),
+            config.clone(),
+            IoClasses::default(),
+            mode,
+        )
+    };
+    let cache = start(StartMode::Create).await.unwrap();
+    for block in 0..200u64 {
+        cache
+            .write_at(block * 3 * BLOCK, &vec![block as u8 + 1; BLOCK as usize])
+            .await
+            .unwrap();
+    }
+    let mut back = vec![0u8; BLOCK as usize];
+    for block in 200..300u64 {
+        cache.read_at(block * 3 * BLOCK, &mut back).await.unwrap(); // clean lines
+    }
+    let before = cache.cache_stats();
+    assert_eq!(before.dirty_lines, 200);
+    cache.stop().await.unwrap();
+
+    // Clean stop: everything comes back, dirty and clean.
+    let cache = start(StartMode::Load).await.unwrap();
+    let warm = cache.cache_stats();
+    assert_eq!((warm.dirty_lines, warm.occupied_lines), (200, 300));
+    for block in 200..300u64 {
+        cache.read_at(block * 3 * BLOCK, &mut back).await.unwrap();
+    }
+    assert_eq!(cache.cache_stats().reads.hits, 100, "warm: every read hits");
+    // More writes, then a crash (no stop).
+    for block in 0..100u64 {
+        cache
+            .write_at(block * 3 * BLOCK, &vec![block as u8 + 101; BLOCK as usize])
+            .await
+            .unwrap();
+    }
+    cache.abandon();
+    drop(cache);
+
+    let cache = start(StartMode::Load).await.unwrap();
+    let recovered = cache.cache_stats();
+    assert_eq!(
+        recovered.dirty_lines, 0,
+        "recovered dirty lines are flushed at load"
+    );
+    assert_eq!(
+        recovered.occupied_lines, 200,
+        "after a crash only dirty lines are trusted"
+    );
+    for block in 0..200u64 {
+        let expected = if block < 100 {
+            block as u8 + 101
+        } else {
+            block as u8 + 1
+        };
+        core.read_at(block * 3 * BLOCK, &mut back).await.unwrap();
+        assert!(back.iter().all(|&b| b == expected), "core block {block}");
+    }
+    cache.check_invariants();
+    cache.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_001_classes_and_cutoff_send_large_and_sequential_io_to_the_core() {
+    let (cache_device, core) = devices(8 << 20);
+    let mut config = config(CacheMode::Wb, 4096);
+    config.seq_cutoff = SeqCutoffConfig {
+        policy: SeqCutoffPolicy::Always,
+        threshold_bytes: 16 << 10,
+        ..SeqCutoffConfig::default()
+    };
+    let classes = IoClasses::parse_csv(
+        "IO class id,IO class name,Eviction priority,Allocation\n0,unclassified,22,0\n1,request_size:le:131072&done,1,1\n",
+    )
+    .unwrap();
+    let cache = BlockCache::start(cache_device, core, config, classes, StartMode::Create)
+        .await
+        .unwrap();
+    let big = vec![7u8; 512 << 10];
+    cache.write_at(0, &big).await.unwrap();
+    let small = vec![9u8; 4096];
+    for index in 0..16u64 {
+        cache
+            .write_at((8 << 20) + index * 65536, &small)
+            .await
+            .unwrap();
+    }
+    let stats = cache.cache_stats();
+    assert_eq!(stats.writes.pass_through, 1, "512 KiB is not cached");
+    assert_eq!(stats.dirty_lines, 16);
+    assert_eq!(stats.cache_write_bytes, 16 * 4096);
+    println!("{}", stats.render_text());
+    cache.stop().await.unwrap();
+}
