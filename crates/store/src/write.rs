@@ -354,6 +354,13 @@ async fn place(
             requested_bytes: length,
             free_bytes,
         })?;
+        for piece in &pieces {
+            // The other side of the allocator's promise: what it hands out is not free.
+            assert!(
+                !allocator.overlaps_free(*piece),
+                "allocator handed out free space {piece:?}"
+            );
+        }
         context.fresh.extents.extend_from_slice(&pieces);
         pieces
     };
