@@ -1,0 +1,591 @@
+//! The data path: [`PoolHandle`] (the cluster's [`rados::IoCtx`]) and the [`rados::Rados`]
+//! implementation of [`crate::Cluster`]. See the crate docs for the write and read paths.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use rados::{
+    validate_object_name, validate_xattr_name, ClusterStats, IoCtx, ListCursor, ListPage,
+    ObjectStat, OmapPage, Op, PoolInfo, PoolSpec, Rados, RadosError, Result, WriteOp,
+    RESERVED_XATTR_PREFIX,
+};
+use store::{ObjectId, StoreError, Transaction};
+
+use crate::error::store_to_rados;
+use crate::osd::{decode_version, Osd, VERSION_XATTR};
+use crate::util::{collection_name, join_all};
+use crate::{placement, Cluster, Inner, Placement};
+
+/// A handle on one pool of an embedded cluster. Holds the cluster weakly: after
+/// [`Cluster::shutdown`] every call fails with [`RadosError::Shutdown`].
+#[derive(Clone)]
+pub struct PoolHandle {
+    inner: Weak<Inner>,
+    info: PoolInfo,
+}
+
+/// What a [`WriteOp`] becomes after its guards were checked against the primary's copy.
+struct Plan {
+    ops: Vec<store::Op>,
+    exists_after: bool,
+    data_bytes: u64,
+}
+
+impl PoolHandle {
+    pub(crate) fn new(inner: Arc<Inner>, info: PoolInfo) -> Self {
+        Self {
+            inner: Arc::downgrade(&inner),
+            info,
+        }
+    }
+
+    fn inner(&self) -> Result<Arc<Inner>> {
+        let inner = self.inner.upgrade().ok_or(RadosError::Shutdown)?;
+        inner.check_open()?;
+        Ok(inner)
+    }
+
+    /// The placement and collection of an object now.
+    fn route(&self, inner: &Inner, object: &str) -> Result<(Placement, String)> {
+        validate_object_name(object)?;
+        let map = inner.map();
+        let pg = map
+            .object_to_pg(self.info.id, object)
+            .map_err(|_| RadosError::NotFound(format!("pool {:?} was deleted", self.info.name)))?;
+        Ok((placement(&map, pg), collection_name(pg)))
+    }
+
+    fn degraded(&self, placement: &Placement) -> RadosError {
+        RadosError::Degraded {
+            pg: collection_name(placement.pg),
+            available: placement.acting.len() as u32,
+            min_size: self.info.min_size,
+        }
+    }
+
+    /// Tries `read` on each acting OSD, primary first; returns the first success, the OSDs that
+    /// failed with a checksum or device error, and which one served.
+    async fn read_around<'a, T, F, Fut>(
+        &self,
+        inner: &'a Inner,
+        placement: &Placement,
+        read: F,
+    ) -> Result<(T, Vec<i32>, i32)>
+    where
+        F: Fn(&'a Osd) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, StoreError>>,
+    {
+        if placement.acting.is_empty() {
+            return Err(self.degraded(placement));
+        }
+        let mut bad = Vec::new();
+        let mut checksum_errors = 0;
+        let mut last = None;
+        for &id in &placement.acting {
+            let Some(osd) = inner.osds.get(&id) else {
+                continue;
+            };
+            match read(osd).await {
+                Ok(value) => return Ok((value, bad, id)),
+                Err(error @ StoreError::NotFound { .. }) if bad.is_empty() => {
+                    return Err(store_to_rados(id, &error))
+                }
+                Err(error) => {
+                    if matches!(error, StoreError::Checksum { .. }) {
+                        checksum_errors += 1;
+                    }
+                    tracing::warn!(osd = id, %error, "replica read failed; trying another");
+                    bad.push(id);
+                    last = Some(store_to_rados(id, &error));
+                }
+            }
+        }
+        inner.stats.read_errors(bad.len() as u64);
+        if checksum_errors == bad.len() && checksum_errors > 0 {
+            return Err(RadosError::Checksum(format!(
+                "{} replicas of {}: {}",
+                checksum_errors,
+                collection_name(placement.pg),
+                last.map(|e| e.to_string()).unwrap_or_default()
+            )));
+        }
+        Err(last.unwrap_or_else(|| self.degraded(placement)))
+    }
+
+    /// Rewrites the bad copies of an object from a good replica (under the PG lock).
+    async fn repair(&self, inner: &Inner, object: &str, good: i32, bad: &[i32]) {
+        let Ok((placement, collection)) = self.route(inner, object) else {
+            return;
+        };
+        let _guard = inner.pg_lock(placement.pg).lock().await;
+        let repaired = crate::recovery::copy_object(inner, &collection, object, good, bad).await;
+        match repaired {
+            Ok(count) => inner.recovery.add_repaired(count),
+            Err(error) => {
+                tracing::warn!(%error, object, "repair failed; PG queued for scrub repair");
+                inner.mark_dirty(placement.pg);
+            }
+        }
+    }
+
+    /// Checks the guards of `op` against the primary's copy and turns it into store ops.
+    async fn plan(
+        &self,
+        primary: &Osd,
+        collection: &str,
+        object: &str,
+        op: WriteOp,
+    ) -> Result<Plan> {
+        let store = primary.store();
+        let failed = |error: StoreError| store_to_rados(primary.id, &error);
+        let mut xattrs = match store.get_xattrs(collection, object).await {
+            Ok(xattrs) => Some(xattrs),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(error) => return Err(failed(error)),
+        };
+        let mut size_bytes = match (&xattrs, op.ops().iter().any(|o| matches!(o, Op::Append(_)))) {
+            (Some(_), true) => {
+                store
+                    .stat(collection, object)
+                    .await
+                    .map_err(failed)?
+                    .size_bytes
+            }
+            _ => 0,
+        };
+        let missing = || RadosError::NotFound(format!("{}/{object}", self.info.name));
+        let mut plan = Plan {
+            ops: Vec::new(),
+            exists_after: xattrs.is_some(),
+            data_bytes: 0,
+        };
+        for step in op.into_ops() {
+            let exists = xattrs.is_some();
+            let created = |xattrs: &mut Option<BTreeMap<String, Vec<u8>>>| {
+                xattrs.get_or_insert_with(BTreeMap::new);
+            };
+            match step {
+                Op::AssertExists => {
+                    if !exists {
+                        return Err(missing());
+                    }
+                }
+                Op::Create { exclusive } => {
+                    if exclusive && exists {
+                        return Err(RadosError::Exists(format!("{}/{object}", self.info.name)));
+                    }
+                    created(&mut xattrs);
+                    plan.ops.push(store::Op::Create { exclusive: false });
+                }
+                Op::CompareXattr {
+                    name,
+                    comparison,
+                    value,
+                } => {
+                    validate_xattr_name(&name)?;
+                    let stored = xattrs
+                        .as_ref()
+                        .and_then(|x| x.get(&name))
+                        .map_or(&[][..], |v| v.as_slice());
+                    if !comparison.holds(stored, &value) {
+                        return Err(RadosError::CompareFailed(format!(
+                            "xattr {name:?} of {}/{object}",
+                            self.info.name
+                        )));
+                    }
+                }
+                Op::WriteFull(data) => {
+                    created(&mut xattrs);
+                    size_bytes = data.len() as u64;
+                    plan.data_bytes += size_bytes;
+                    plan.ops.push(store::Op::WriteFull { data });
+                }
+                Op::Write { offset_bytes, data } => {
+                    created(&mut xattrs);
+                    size_bytes = size_bytes.max(offset_bytes.saturating_add(data.len() as u64));
+                    plan.data_bytes += data.len() as u64;
+                    plan.ops.push(store::Op::Write { offset_bytes, data });
+                }
+                Op::Append(data) => {
+                    created(&mut xattrs);
+                    let offset_bytes = size_bytes;
+                    size_bytes += data.len() as u64;
+                    plan.data_bytes += data.len() as u64;
+                    plan.ops.push(store::Op::Write { offset_bytes, data });
+                }
+                Op::Truncate { size_bytes: size } => {
+                    created(&mut xattrs);
+                    size_bytes = size;
+                    plan.ops.push(store::Op::Truncate { size_bytes: size });
+                }
+                Op::Zero {
+                    offset_bytes,
+                    length_bytes,
+                } => {
+                    created(&mut xattrs);
+                    size_bytes = size_bytes.max(offset_bytes.saturating_add(length_bytes));
+                    plan.ops.push(store::Op::Zero {
+                        offset_bytes,
+                        length_bytes,
+                    });
+                }
+                Op::Remove => {
+                    if !exists {
+                        return Err(missing());
+                    }
+                    xattrs = None;
+                    size_bytes = 0;
+                    plan.ops.push(store::Op::Remove);
+                }
+                Op::SetXattr { name, value } => {
+                    validate_xattr_name(&name)?;
+                    xattrs
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert(name.clone(), value.clone());
+                    plan.ops.push(store::Op::SetXattr { key: name, value });
+                }
+                Op::RemoveXattr { name } => {
+                    validate_xattr_name(&name)?;
+                    if let Some(x) = xattrs.as_mut() {
+                        x.remove(&name);
+                    } else {
+                        created(&mut xattrs);
+                    }
+                    plan.ops.push(store::Op::RemoveXattr { key: name });
+                }
+                Op::OmapSet(entries) => {
+                    created(&mut xattrs);
+                    plan.ops.push(store::Op::OmapSet { entries });
+                }
+                Op::OmapRemoveKeys(keys) => {
+                    created(&mut xattrs);
+                    plan.ops.push(store::Op::OmapRemove { keys });
+                }
+                Op::OmapClear => {
+                    created(&mut xattrs);
+                    plan.ops.push(store::Op::OmapClear);
+                }
+                other => {
+                    return Err(RadosError::NotSupported(format!("{other:?}")));
+                }
+            }
+        }
+        plan.exists_after = xattrs.is_some();
+        Ok(plan)
+    }
+
+    async fn operate_locked(&self, inner: &Inner, object: &str, op: WriteOp) -> Result<()> {
+        let (placement, collection) = self.route(inner, object)?;
+        if (placement.acting.len() as u32) < self.info.min_size {
+            return Err(self.degraded(&placement));
+        }
+        let primary_id = placement
+            .primary()
+            .ok_or_else(|| self.degraded(&placement))?;
+        let primary = inner
+            .osds
+            .get(&primary_id)
+            .ok_or_else(|| RadosError::Io(format!("osd.{primary_id} is not open")))?;
+        let plan = self.plan(primary, &collection, object, op).await?;
+        if plan.ops.is_empty() {
+            return Ok(());
+        }
+        let id = ObjectId::new(collection.as_str(), object);
+        let mut transaction = Transaction::new((inner.options.clock_ns)());
+        for step in plan.ops {
+            transaction.push(&id, step);
+        }
+        if plan.exists_after {
+            let version = inner.new_version()?;
+            transaction.set_xattr(&id, VERSION_XATTR, version.to_le_bytes().to_vec());
+        }
+        let writes = placement.acting.iter().filter_map(|osd_id| {
+            let osd = inner.osds.get(osd_id)?;
+            let transaction = transaction.clone();
+            Some(async move { (osd.id, osd.apply(transaction, plan.data_bytes).await) })
+        });
+        let results = join_all(writes.collect()).await;
+        let succeeded = results.iter().filter(|(_, r)| r.is_ok()).count() as u32;
+        let primary_ok = results
+            .iter()
+            .any(|(osd, r)| *osd == primary_id && r.is_ok());
+        let first_error = results
+            .iter()
+            .find_map(|(osd, r)| r.as_ref().err().map(|e| store_to_rados(*osd, e)));
+        inner
+            .stats
+            .record_access(self.info.id, object, false, plan.data_bytes);
+        match first_error {
+            None => Ok(()),
+            Some(error) => {
+                if succeeded > 0 {
+                    inner.mark_dirty(placement.pg);
+                }
+                if primary_ok && succeeded >= self.info.min_size {
+                    tracing::warn!(%error, "replica write failed; PG queued for repair");
+                    Ok(())
+                } else {
+                    Err(error)
+                }
+            }
+        }
+    }
+
+    /// Up to `max` omap entries of one replica after `start_after` that start with `prefix`.
+    async fn omap_scan(
+        &self,
+        osd: &Osd,
+        collection: &str,
+        object: &str,
+        start_after: Option<&[u8]>,
+        prefix: &[u8],
+        max: usize,
+    ) -> std::result::Result<OmapPage, StoreError> {
+        let store = osd.store();
+        let mut entries = Vec::new();
+        // Keys > `after` are scanned; the prefix itself (the smallest key with that prefix) is
+        // looked up exactly when the scan would start before it.
+        let mut after: Option<Vec<u8>> = start_after.map(<[u8]>::to_vec);
+        if !prefix.is_empty() && start_after.is_none_or(|s| s < prefix) {
+            let exact = store
+                .omap_get_keys(collection, object, &[prefix.to_vec()])
+                .await?;
+            entries.extend(exact);
+            after = Some(prefix.to_vec());
+        }
+        loop {
+            let page = store
+                .omap_get_range(collection, object, after.as_deref(), max + 1)
+                .await?;
+            let done = page.len() < max + 1;
+            after = page.last().map(|(key, _)| key.clone());
+            for (key, value) in page {
+                if !key.starts_with(prefix) {
+                    return Ok(OmapPage {
+                        entries,
+                        more: false,
+                    });
+                }
+                entries.push((key, value));
+                if entries.len() > max {
+                    entries.truncate(max);
+                    return Ok(OmapPage {
+                        entries,
+                        more: true,
+                    });
+                }
+            }
+            if done {
+                return Ok(OmapPage {
+                    entries,
+                    more: false,
+                });
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl IoCtx for PoolHandle {
+    fn pool(&self) -> &PoolInfo {
+        &self.info
+    }
+
+    async fn operate(&self, object: &str, op: WriteOp) -> Result<()> {
+        let inner = self.inner()?;
+        validate_object_name(object)?;
+        let (placement, _) = self.route(&inner, object)?;
+        let _guard = inner.pg_lock(placement.pg).lock().await;
+        // The map may have changed while waiting: route again under the lock.
+        self.operate_locked(&inner, object, op).await
+    }
+
+    async fn read(&self, object: &str, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
+        let inner = self.inner()?;
+        let (placement, collection) = self.route(&inner, object)?;
+        let (data, bad, good) = self
+            .read_around(&inner, &placement, |osd| {
+                osd.read(&collection, object, offset_bytes, length_bytes)
+            })
+            .await?;
+        if !bad.is_empty() {
+            self.repair(&inner, object, good, &bad).await;
+        }
+        inner
+            .stats
+            .record_access(self.info.id, object, true, data.len() as u64);
+        Ok(data)
+    }
+
+    async fn stat(&self, object: &str) -> Result<ObjectStat> {
+        let inner = self.inner()?;
+        let (placement, collection) = self.route(&inner, object)?;
+        let ((stat, xattrs), _, _) = self
+            .read_around(&inner, &placement, |osd| {
+                let collection = &collection;
+                async move {
+                    let stat = osd.store().stat(collection, object).await?;
+                    let xattrs = osd.store().get_xattrs(collection, object).await?;
+                    Ok((stat, xattrs))
+                }
+            })
+            .await?;
+        Ok(ObjectStat {
+            size_bytes: stat.size_bytes,
+            mtime_ns: stat.mtime_ns,
+            version: xattrs.get(VERSION_XATTR).map_or(0, |v| decode_version(v)),
+        })
+    }
+
+    async fn get_xattr(&self, object: &str, name: &str) -> Result<Vec<u8>> {
+        validate_xattr_name(name)?;
+        let inner = self.inner()?;
+        let (placement, collection) = self.route(&inner, object)?;
+        let (value, _, _) = self
+            .read_around(&inner, &placement, |osd| {
+                osd.store().get_xattr(&collection, object, name)
+            })
+            .await?;
+        Ok(value)
+    }
+
+    async fn get_xattrs(&self, object: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        let inner = self.inner()?;
+        let (placement, collection) = self.route(&inner, object)?;
+        let (mut xattrs, _, _) = self
+            .read_around(&inner, &placement, |osd| {
+                osd.store().get_xattrs(&collection, object)
+            })
+            .await?;
+        xattrs.retain(|name, _| !name.starts_with(RESERVED_XATTR_PREFIX));
+        Ok(xattrs)
+    }
+
+    async fn omap_get_vals(
+        &self,
+        object: &str,
+        start_after: Option<&[u8]>,
+        prefix: &[u8],
+        max: usize,
+    ) -> Result<OmapPage> {
+        let inner = self.inner()?;
+        let (placement, collection) = self.route(&inner, object)?;
+        let (page, _, _) = self
+            .read_around(&inner, &placement, |osd| {
+                self.omap_scan(osd, &collection, object, start_after, prefix, max)
+            })
+            .await?;
+        Ok(page)
+    }
+
+    async fn omap_get_vals_by_keys(
+        &self,
+        object: &str,
+        keys: &[Vec<u8>],
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+        let inner = self.inner()?;
+        let (placement, collection) = self.route(&inner, object)?;
+        let (values, _, _) = self
+            .read_around(&inner, &placement, |osd| {
+                osd.store().omap_get_keys(&collection, object, keys)
+            })
+            .await?;
+        Ok(values)
+    }
+
+    async fn list(&self, cursor: &ListCursor, max: usize) -> Result<ListPage> {
+        let inner = self.inner()?;
+        let map = inner.map();
+        let pool = map
+            .pool(self.info.id)
+            .ok_or_else(|| RadosError::NotFound(format!("pool {:?}", self.info.name)))?;
+        let (mut seed, mut after) = parse_cursor(cursor)?;
+        let mut objects = Vec::new();
+        while seed < pool.pg_num {
+            let placement = placement(&map, osdmap::PgId::new(self.info.id, seed));
+            let collection = collection_name(placement.pg);
+            let want = max.saturating_sub(objects.len());
+            if want == 0 {
+                let last = objects.last().cloned().unwrap_or_default();
+                return Ok(ListPage {
+                    objects,
+                    next: Some(make_cursor(seed, &last)),
+                });
+            }
+            let (names, _, _) = self
+                .read_around(&inner, &placement, |osd| {
+                    osd.store().list(&collection, after.as_deref(), want)
+                })
+                .await?;
+            let full = names.len() == want;
+            objects.extend(names);
+            if full {
+                let last = objects.last().cloned().unwrap_or_default();
+                return Ok(ListPage {
+                    objects,
+                    next: Some(make_cursor(seed, &last)),
+                });
+            }
+            seed += 1;
+            after = None;
+        }
+        Ok(ListPage {
+            objects,
+            next: None,
+        })
+    }
+}
+
+fn make_cursor(seed: u32, after: &str) -> ListCursor {
+    ListCursor(format!("{seed:08x}/{after}"))
+}
+
+fn parse_cursor(cursor: &ListCursor) -> Result<(u32, Option<String>)> {
+    if cursor.0.is_empty() {
+        return Ok((0, None));
+    }
+    let bad = || RadosError::InvalidArgument(format!("list cursor {:?}", cursor.0));
+    let (seed, after) = cursor.0.split_once('/').ok_or_else(bad)?;
+    let seed = u32::from_str_radix(seed, 16).map_err(|_| bad())?;
+    Ok((seed, (!after.is_empty()).then(|| after.to_string())))
+}
+
+#[async_trait]
+impl Rados for Cluster {
+    async fn pool_create(&self, spec: PoolSpec) -> Result<PoolInfo> {
+        self.inner.check_open()?;
+        self.inner.create_pool(spec)
+    }
+
+    async fn pool_delete(&self, name: &str) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.delete_pool(name)
+    }
+
+    async fn pool_list(&self) -> Result<Vec<PoolInfo>> {
+        let names: Vec<String> = self
+            .inner
+            .lock_state()
+            .pools
+            .values()
+            .map(|pool| pool.name.clone())
+            .collect();
+        names
+            .iter()
+            .map(|name| self.inner.pool_info(name))
+            .collect()
+    }
+
+    async fn pool_lookup(&self, name: &str) -> Result<PoolInfo> {
+        self.inner.pool_info(name)
+    }
+
+    async fn cluster_stats(&self) -> Result<ClusterStats> {
+        Ok(crate::stats::cluster_stats(&self.inner))
+    }
+
+    async fn io_ctx(&self, pool: &str) -> Result<Arc<dyn IoCtx>> {
+        Ok(Arc::new(self.pool(pool).map_err(RadosError::from)?))
+    }
+}

@@ -1,0 +1,655 @@
+//! # cluster: the embedded strata cluster
+//!
+//! Owns a whole RADOS-like cluster inside one process: OSDs (each a [`store::Store`] on one
+//! [`device::Device`]), grouped in hosts, placed by a Ceph-compatible CRUSH map
+//! ([`crush::text::MapBuilder`]) and Ceph's PG mapping ([`osdmap::OsdMap`]: object -> PG ->
+//! up set with `pg_upmap_items`, `pg_temp` -> acting set), replicated pools, recovery and
+//! backfill, deep scrub and statistics. It implements the [`rados`] traits, so everything
+//! above (gateway, tiering, volumes) runs on it as it would on Ceph.
+//!
+//! ## Files (under the data directory)
+//! `cluster.toml` (the [`ClusterConfig`]), `state.json` (epoch, OSD states, pools, upmaps,
+//! pg_temp, CRUSH ids; [`state`]), per OSD `osd.N.meta` (its store's metadata) and its device
+//! (e.g. `osd.N.img`, a sparse file).
+//!
+//! ## Write path ([`IoCtx::operate`](rados::IoCtx::operate))
+//! 1. object name -> PG with Ceph's hashing (rjenkins, `ceph_stable_mod`); PG -> up set (CRUSH
+//!    and upmap items, minus down OSDs) -> acting set (`pg_temp` while recovery fills new
+//!    members, else the up set); the first acting OSD is the primary.
+//! 2. The PG's lock is taken: writes to one PG are serialized, so every replica applies them in
+//!    one order.
+//! 3. Fewer acting OSDs than the pool's `min_size`: [`rados::RadosError::Degraded`].
+//! 4. Guards (exists, exclusive create, compare xattr) and appends are evaluated against the
+//!    primary's copy; the steps become one store transaction, stamped with a new object
+//!    version (cluster-wide, monotonic, kept in the `_strata.v` xattr).
+//! 5. The primary applies the transaction to every acting replica in parallel and acknowledges
+//!    once every one of them committed durably. A replica that fails while the primary and at
+//!    least `min_size` replicas succeeded is queued for repair and the write succeeds; otherwise
+//!    the error is returned (and the PG queued for repair).
+//!
+//! ## Read path
+//! Reads go to the primary. On a checksum or device error the other acting replicas are tried
+//! in turn; the first good copy is returned and written over the bad copies (under the PG
+//! lock). When every replica fails its checksum the read fails with
+//! [`rados::RadosError::Checksum`]: never wrong data.
+//!
+//! ## Failures and recovery
+//! `mark_down` / `mark_out` / `mark_up` / `mark_in` and upmap changes bump the epoch. For every
+//! PG whose new up set contains OSDs not known to hold its latest data, the old holders become
+//! its `pg_temp` (acting set) and keep serving; a background task ([`recovery`]) copies objects
+//! whose version differs to the new members, removes objects they should not have, clears the
+//! `pg_temp`, and deletes copies from OSDs no longer in the set. Reads and writes continue
+//! while at least `min_size` acting replicas are up. Down OSDs are never read or written.
+//!
+//! ## Scrub
+//! [`Cluster::scrub`] (and a periodic task) compares replicas of every object of a PG (data
+//! crc, xattrs, omap, version), reports inconsistencies and repairs them from the majority
+//! (ties: the primary).
+//!
+//! ## Invariants
+//! - Every acting replica of a PG holds the same objects with the same versions, except
+//!   transiently inside the PG lock or after a reported replica failure (queued for repair).
+//! - State changes are persisted before they take effect; ids (OSDs, CRUSH buckets, rules,
+//!   pools) are stable across restarts.
+//! - Nothing in the data path reads a clock except through [`ClusterOptions::clock_ns`].
+
+pub mod config;
+mod error;
+mod io;
+pub mod osd;
+pub mod recovery;
+pub mod scrub;
+pub mod state;
+pub mod stats;
+mod util;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use device::Device;
+use osdmap::{OsdMap, PgId};
+use rados::{PoolInfo, PoolSpec, RadosError};
+
+pub use config::{ClusterConfig, HostConfig, OsdConfig, PoolConfig};
+pub use error::{store_to_rados, ClusterError, Result};
+pub use io::PoolHandle;
+pub use osd::Osd;
+pub use recovery::RecoveryProgress;
+pub use scrub::{Inconsistency, ScrubReport};
+pub use stats::{AccessCounts, OsdStats};
+
+use crate::state::ClusterState;
+
+/// Wraps an OSD's device when the cluster opens it (tests put a `FaultyDevice` here).
+pub type DeviceWrapper = Arc<dyn Fn(i32, Arc<dyn Device>) -> Arc<dyn Device> + Send + Sync>;
+
+/// The wall clock in ns since the Unix epoch, injected.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// Run-time options that are not configuration: injected clock, device wrappers, background
+/// tasks.
+#[derive(Clone)]
+pub struct ClusterOptions {
+    /// Wraps every OSD device as it is opened. Default none.
+    pub device_wrapper: Option<DeviceWrapper>,
+    /// Source of mtimes. Default: the system clock.
+    pub clock_ns: Clock,
+    /// Run recovery and periodic scrub in background tasks. Default true; tests that want to
+    /// step recovery themselves turn it off and call [`Cluster::recover`].
+    pub background: bool,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self {
+            device_wrapper: None,
+            clock_ns: Arc::new(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64)
+            }),
+            background: true,
+        }
+    }
+}
+
+/// Number of PG lock shards (PGs hash onto them; two PGs may share one).
+const PG_LOCK_SHARDS: usize = 1024;
+
+/// Where a PG lives now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The PG.
+    pub pg: PgId,
+    /// CRUSH + upmap, minus down OSDs.
+    pub up: Vec<i32>,
+    /// OSDs holding the latest data that are up (`pg_temp` while recovering, else `up`).
+    pub acting: Vec<i32>,
+}
+
+impl Placement {
+    /// The primary (first acting OSD), if any.
+    pub fn primary(&self) -> Option<i32> {
+        self.acting.first().copied()
+    }
+}
+
+pub(crate) struct Inner {
+    data_dir: PathBuf,
+    config: ClusterConfig,
+    options: ClusterOptions,
+    osds: BTreeMap<i32, Osd>,
+    state: Mutex<ClusterState>,
+    map: RwLock<Arc<OsdMap>>,
+    pg_locks: Vec<tokio::sync::Mutex<()>>,
+    next_version: AtomicU64,
+    /// Mirror of the state's `version_reserved` (read without the state lock).
+    version_reserved: AtomicU64,
+    closed: AtomicBool,
+    /// PGs whose replicas may differ (a replica failed a write or a repair); recovery scrubs
+    /// and repairs them.
+    dirty_pgs: Mutex<BTreeSet<PgId>>,
+    recovery: recovery::RecoveryProgress,
+    recovery_wakeup: tokio::sync::Notify,
+    stats: stats::Stats,
+}
+
+/// The embedded cluster. Implements [`rados::Rados`].
+pub struct Cluster {
+    inner: Arc<Inner>,
+    tasks: Tasks,
+}
+
+impl Cluster {
+    /// Creates a cluster in `data_dir` (created if missing; must not hold a cluster yet):
+    /// writes `cluster.toml`, creates every OSD's device and store and the configured pools.
+    pub async fn create(
+        data_dir: impl AsRef<Path>,
+        config: ClusterConfig,
+        options: ClusterOptions,
+    ) -> Result<Cluster> {
+        let data_dir = data_dir.as_ref().to_path_buf();
+        config.validate()?;
+        std::fs::create_dir_all(&data_dir).map_err(|e| ClusterError::io(&data_dir, e))?;
+        let state_path = data_dir.join("state.json");
+        if state_path.exists() {
+            return Err(ClusterError::Config(format!(
+                "{} already holds a cluster; open it",
+                data_dir.display()
+            )));
+        }
+        let config_path = data_dir.join("cluster.toml");
+        std::fs::write(&config_path, config.to_toml())
+            .map_err(|e| ClusterError::io(&config_path, e))?;
+        let mut state = ClusterState::initial(&config);
+        for pool in &config.pools {
+            let class = config.pool_class(pool)?;
+            add_pool(
+                &mut state,
+                &pool.name,
+                pool.size,
+                pool.effective_min_size(),
+                pool.pg_num,
+                class,
+            );
+        }
+        state.build_map(&config)?;
+        state.save(&state_path)?;
+        Self::start(data_dir, config, state, options, true).await
+    }
+
+    /// Opens the cluster in `data_dir` where it stopped.
+    pub async fn open(data_dir: impl AsRef<Path>, options: ClusterOptions) -> Result<Cluster> {
+        let data_dir = data_dir.as_ref().to_path_buf();
+        let config = ClusterConfig::load(&data_dir.join("cluster.toml"))?;
+        let mut state = ClusterState::load(&data_dir.join("state.json"))?;
+        state.reconcile(&config);
+        Self::start(data_dir, config, state, options, false).await
+    }
+
+    /// Opens the cluster in `data_dir`, creating it with `config` if there is none.
+    pub async fn open_or_create(
+        data_dir: impl AsRef<Path>,
+        config: ClusterConfig,
+        options: ClusterOptions,
+    ) -> Result<Cluster> {
+        if data_dir.as_ref().join("state.json").exists() {
+            Self::open(data_dir, options).await
+        } else {
+            Self::create(data_dir, config, options).await
+        }
+    }
+
+    async fn start(
+        data_dir: PathBuf,
+        config: ClusterConfig,
+        mut state: ClusterState,
+        options: ClusterOptions,
+        create: bool,
+    ) -> Result<Cluster> {
+        let map = state.build_map(&config)?;
+        // Versions handed out before a crash lie below the reservation; start above it.
+        let next_version = state.version_reserved;
+        state.version_reserved = next_version + state::VERSION_LEASE;
+        state.save(&data_dir.join("state.json"))?;
+        let mut osds = BTreeMap::new();
+        for osd in &config.osds {
+            let opened = Osd::open(
+                osd,
+                &data_dir,
+                config.durable,
+                options.device_wrapper.as_ref(),
+                create,
+            )
+            .await?;
+            osds.insert(osd.id, opened);
+        }
+        let reserved = state.version_reserved;
+        let inner = Arc::new(Inner {
+            stats: stats::Stats::new(config.access_objects_max),
+            data_dir,
+            config,
+            options,
+            osds,
+            state: Mutex::new(state),
+            map: RwLock::new(Arc::new(map)),
+            pg_locks: (0..PG_LOCK_SHARDS)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+            next_version: AtomicU64::new(next_version.max(1)),
+            version_reserved: AtomicU64::new(reserved),
+            closed: AtomicBool::new(false),
+            dirty_pgs: Mutex::new(BTreeSet::new()),
+            recovery: recovery::RecoveryProgress::default(),
+            recovery_wakeup: tokio::sync::Notify::new(),
+        });
+        let mut tasks = Vec::new();
+        if inner.options.background {
+            tasks.push(tokio::spawn(recovery::run(Arc::clone(&inner))));
+            if inner.config.scrub_interval_s > 0 {
+                tasks.push(tokio::spawn(scrub::run(Arc::clone(&inner))));
+            }
+            inner.recovery_wakeup.notify_one();
+        }
+        Ok(Cluster {
+            inner,
+            tasks: Tasks(tasks),
+        })
+    }
+
+    /// Stops background tasks and shuts every store down (queued commits complete).
+    pub async fn shutdown(mut self) -> Result<()> {
+        // Pool handles hold the cluster weakly: they fail with `Shutdown` from now on.
+        self.inner.closed.store(true, Ordering::Release);
+        for task in self.tasks.0.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+        // Operations in flight hold the cluster for their duration; wait for them.
+        let mut shared = self.inner;
+        let inner = loop {
+            match Arc::try_unwrap(shared) {
+                Ok(inner) => break inner,
+                Err(again) => {
+                    shared = again;
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+        };
+        let mut first_error = None;
+        for (_, osd) in inner.osds {
+            if let Err(error) = osd.shutdown().await {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.inner.config
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.inner.data_dir
+    }
+
+    /// The current map epoch.
+    pub fn epoch(&self) -> u64 {
+        self.inner.lock_state().epoch
+    }
+
+    /// A copy of the persisted state.
+    pub fn state(&self) -> ClusterState {
+        self.inner.lock_state().clone()
+    }
+
+    /// The current OSD map (CRUSH, pools, states, upmaps, pg_temp).
+    pub fn osd_map(&self) -> Arc<OsdMap> {
+        self.inner.map()
+    }
+
+    /// An OSD, to inspect its store in tests and tools.
+    pub fn osd(&self, id: i32) -> Option<&Osd> {
+        self.inner.osds.get(&id)
+    }
+
+    /// Where an object of `pool` lives now.
+    pub fn locate(&self, pool: &str, object: &str) -> Result<Placement> {
+        let info = self.inner.pool_info(pool)?;
+        let map = self.inner.map();
+        let pg = map
+            .object_to_pg(info.id, object)
+            .map_err(|e| RadosError::NotFound(e.to_string()))?;
+        Ok(placement(&map, pg))
+    }
+
+    /// The PG collection name of an object (`1.1f`), as stores name it.
+    pub fn collection_of(&self, pool: &str, object: &str) -> Result<String> {
+        Ok(util::collection_name(self.locate(pool, object)?.pg))
+    }
+
+    /// Marks an OSD down: it serves nothing; its PGs continue on the other replicas.
+    pub fn mark_down(&self, osd: i32) -> Result<u64> {
+        self.set_osd(osd, |state| state.up = false)
+    }
+
+    /// Marks an OSD up: recovery brings its copies up to date before it serves them.
+    pub fn mark_up(&self, osd: i32) -> Result<u64> {
+        self.set_osd(osd, |state| state.up = true)
+    }
+
+    /// Marks an OSD out: CRUSH moves its PGs elsewhere; recovery copies the data.
+    pub fn mark_out(&self, osd: i32) -> Result<u64> {
+        self.set_osd(osd, |state| state.is_in = false)
+    }
+
+    /// Marks an OSD in: CRUSH places PGs on it again; recovery moves the data back.
+    pub fn mark_in(&self, osd: i32) -> Result<u64> {
+        self.set_osd(osd, |state| state.is_in = true)
+    }
+
+    /// Sets (or clears with an empty list) the `pg_upmap_items` of a PG, as
+    /// `ceph osd pg-upmap-items` does. Every target must be an OSD of the cluster.
+    pub fn set_pg_upmap_items(&self, pg: PgId, items: Vec<(i32, i32)>) -> Result<u64> {
+        for &(from, to) in &items {
+            if !self.inner.osds.contains_key(&from) || !self.inner.osds.contains_key(&to) {
+                return Err(RadosError::InvalidArgument(format!(
+                    "upmap item {from}->{to}: no such OSD"
+                ))
+                .into());
+            }
+        }
+        self.inner.change_map(|state| {
+            if !state.pools.contains_key(&pg.pool) {
+                return Err(RadosError::NotFound(format!("pool {}", pg.pool)).into());
+            }
+            state.set_pg_upmap_items(pg, Some(items));
+            Ok(())
+        })
+    }
+
+    fn set_osd(&self, osd: i32, change: impl FnOnce(&mut state::OsdState)) -> Result<u64> {
+        self.inner.change_map(|state| {
+            let entry = state
+                .osds
+                .get_mut(&osd)
+                .ok_or_else(|| RadosError::NotFound(format!("osd.{osd}")))?;
+            change(entry);
+            Ok(())
+        })
+    }
+
+    /// Runs recovery passes until every PG is clean (or `passes_max` passes were made);
+    /// returns whether the cluster is clean.
+    pub async fn recover(&self, passes_max: usize) -> Result<bool> {
+        for _ in 0..passes_max {
+            if recovery::recover_once(&self.inner).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Recovery counters.
+    pub fn recovery_progress(&self) -> recovery::RecoverySnapshot {
+        self.inner.recovery.snapshot()
+    }
+
+    /// Deep-scrubs every PG of `pool` (all pools with `None`), repairing what it finds when
+    /// `repair` is set.
+    pub async fn scrub(&self, pool: Option<&str>, repair: bool) -> Result<ScrubReport> {
+        scrub::scrub(&self.inner, pool, repair).await
+    }
+
+    /// Per-OSD statistics (cumulative since open; diff two snapshots for a period).
+    pub fn osd_stats(&self) -> Vec<OsdStats> {
+        stats::osd_stats(&self.inner)
+    }
+
+    /// Per-object access counts since the last call (a period), and resets them.
+    pub fn take_access_counts(&self) -> AccessCounts {
+        self.inner.stats.take_access_counts()
+    }
+
+    /// A pool handle (the concrete type behind [`rados::Rados::io_ctx`]).
+    pub fn pool(&self, name: &str) -> Result<PoolHandle> {
+        let info = self.inner.pool_info(name)?;
+        Ok(PoolHandle::new(Arc::clone(&self.inner), info))
+    }
+}
+
+/// Background tasks, aborted when the cluster handle goes away.
+struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// Adds a pool to the state (parameters already validated).
+fn add_pool(
+    state: &mut ClusterState,
+    name: &str,
+    size: u32,
+    min_size: u32,
+    pg_num: u32,
+    class: Option<String>,
+) -> PoolInfo {
+    let rule = class
+        .as_deref()
+        .map_or_else(|| config::RULE_ANY.to_string(), config::class_rule_name);
+    let id = state.next_pool_id;
+    state.next_pool_id += 1;
+    state.pools.insert(
+        id,
+        state::PoolState {
+            id,
+            name: name.to_string(),
+            size,
+            min_size,
+            pg_num,
+            rule: rule.clone(),
+        },
+    );
+    PoolInfo {
+        id,
+        name: name.to_string(),
+        size,
+        min_size,
+        pg_num,
+        crush_rule: rule,
+        device_class: class,
+    }
+}
+
+/// The placement of a PG in a map: up set, and acting set (`pg_temp` members that are up,
+/// or the up set). Unlike Ceph's mapping, a `pg_temp` whose members are all down leaves the
+/// acting set empty (the data is unavailable) rather than falling back to the up set.
+pub fn placement(map: &OsdMap, pg: PgId) -> Placement {
+    let mapping = map.pg_to_up_acting(pg);
+    let acting = match map.pg_temp().get(&pg) {
+        Some(temp) => temp.iter().copied().filter(|&osd| map.is_up(osd)).collect(),
+        None => mapping.up.clone(),
+    };
+    Placement {
+        pg,
+        up: mapping.up,
+        acting,
+    }
+}
+
+impl Inner {
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, ClusterState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn map(&self) -> Arc<OsdMap> {
+        Arc::clone(&self.map.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn check_open(&self) -> rados::Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(RadosError::Shutdown);
+        }
+        Ok(())
+    }
+
+    fn pg_lock(&self, pg: PgId) -> &tokio::sync::Mutex<()> {
+        let key = (pg.pool as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(pg.seed);
+        let shard = (key.wrapping_mul(0xff51_afd7_ed55_8ccd) >> 32) as usize % PG_LOCK_SHARDS;
+        &self.pg_locks[shard]
+    }
+
+    fn pool_info(&self, name: &str) -> rados::Result<PoolInfo> {
+        let state = self.lock_state();
+        let pool = state
+            .pool_by_name(name)
+            .ok_or_else(|| RadosError::NotFound(format!("pool {name:?}")))?;
+        let class = state
+            .rules
+            .iter()
+            .find(|rule| rule.name == pool.rule)
+            .and_then(|rule| rule.class.clone());
+        Ok(PoolInfo {
+            id: pool.id,
+            name: pool.name.clone(),
+            size: pool.size,
+            min_size: pool.min_size,
+            pg_num: pool.pg_num,
+            crush_rule: pool.rule.clone(),
+            device_class: class,
+        })
+    }
+
+    /// A new object version, reserving (and persisting) more when the lease runs out.
+    fn new_version(&self) -> rados::Result<u64> {
+        let version = self.next_version.fetch_add(1, Ordering::AcqRel);
+        if version < self.version_reserved.load(Ordering::Acquire) {
+            return Ok(version);
+        }
+        let mut state = self.lock_state();
+        if version >= state.version_reserved {
+            state.version_reserved = version + state::VERSION_LEASE;
+            state
+                .save(&self.data_dir.join("state.json"))
+                .map_err(RadosError::from)?;
+            self.version_reserved
+                .store(state.version_reserved, Ordering::Release);
+        }
+        Ok(version)
+    }
+
+    /// Applies a state change: new epoch, `pg_temp` for PGs whose new up set holds OSDs
+    /// without their latest data, persisted, then published. Returns the new epoch.
+    fn change_map(&self, mutate: impl FnOnce(&mut ClusterState) -> Result<()>) -> Result<u64> {
+        let mut state = self.lock_state();
+        let old_map = self.map();
+        let mut next = state.clone();
+        mutate(&mut next)?;
+        next.epoch += 1;
+        let mut probe = next.clone();
+        let probe_map = probe.build_map(&self.config)?;
+        for pool in old_map.pools().values() {
+            if !next.pools.contains_key(&pool.id) {
+                continue;
+            }
+            for pg in pool.pgs() {
+                if state.pg_temp_of(pg) != next.pg_temp_of(pg) {
+                    continue; // the change set this PG's pg_temp itself (recovery cleared it)
+                }
+                let old = placement(&old_map, pg);
+                let holders: Vec<i32> = if old.acting.is_empty() {
+                    old_map
+                        .pg_temp()
+                        .get(&pg)
+                        .cloned()
+                        .unwrap_or_else(|| old_map.pg_to_raw_upmap(pg))
+                } else {
+                    old.acting.clone()
+                };
+                // The up set the PG would have without any pg_temp.
+                let up = probe_map.pg_to_up_acting(pg).up;
+                let covered = !up.is_empty() && up.iter().all(|osd| old.acting.contains(osd));
+                next.set_pg_temp(pg, (!covered).then_some(holders));
+            }
+        }
+        let map = next.build_map(&self.config)?;
+        next.save(&self.data_dir.join("state.json"))?;
+        let epoch = next.epoch;
+        *state = next;
+        *self.map.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
+        drop(state);
+        self.recovery_wakeup.notify_one();
+        Ok(epoch)
+    }
+
+    fn create_pool(&self, spec: PoolSpec) -> rados::Result<PoolInfo> {
+        let pool = PoolConfig {
+            name: spec.name.clone(),
+            size: spec.size,
+            min_size: spec.min_size,
+            pg_num: spec.pg_num,
+            device_class: spec.device_class.clone(),
+            crush_rule: spec.crush_rule.clone(),
+        };
+        self.config.validate_pool(&pool)?;
+        let class = self.config.pool_class(&pool)?;
+        let mut info = None;
+        self.change_map(|state| {
+            if state.pool_by_name(&spec.name).is_some() {
+                return Err(RadosError::Exists(format!("pool {:?}", spec.name)).into());
+            }
+            info = Some(add_pool(
+                state,
+                &spec.name,
+                spec.size,
+                pool.effective_min_size(),
+                spec.pg_num,
+                class,
+            ));
+            Ok(())
+        })?;
+        info.ok_or_else(|| RadosError::Io("pool creation lost".into()))
+    }
+
+    fn delete_pool(&self, name: &str) -> rados::Result<()> {
+        self.change_map(|state| {
+            let id = state
+                .pool_by_name(name)
+                .map(|pool| pool.id)
+                .ok_or_else(|| RadosError::NotFound(format!("pool {name:?}")))?;
+            state.pools.remove(&id);
+            state.pg_temp.retain(|entry| entry.pool != id);
+            state.pg_upmap_items.retain(|entry| entry.pool != id);
+            Ok(())
+        })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! One OSD: a [`store::Store`] on one device, with object-level statistics. In one process,
+//! "sending an op to an OSD" is calling its store.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use device::{Device, DeviceKind, DeviceStats, OpKind, StatsRecorder};
+use store::{Store, StoreConfig, StoreError, Transaction};
+
+use crate::config::OsdConfig;
+use crate::error::{ClusterError, Result};
+
+/// Xattr holding an object's version (u64, little endian) on every replica.
+pub const VERSION_XATTR: &str = "_strata.v";
+
+/// A whole object as one replica holds it, for copies (recovery, repair) and comparisons
+/// (scrub).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectImage {
+    /// Data.
+    pub data: Vec<u8>,
+    /// Every xattr, the version included.
+    pub xattrs: BTreeMap<String, Vec<u8>>,
+    /// Every omap entry.
+    pub omap: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Modification time.
+    pub mtime_ns: u64,
+}
+
+impl ObjectImage {
+    /// The version recorded in the image (0 if none).
+    pub fn version(&self) -> u64 {
+        self.xattrs
+            .get(VERSION_XATTR)
+            .map_or(0, |v| decode_version(v))
+    }
+
+    /// A digest of data, xattrs and omap (crc32c chained), for scrub comparisons.
+    pub fn digest(&self) -> u32 {
+        let mut crc = crc32c::crc32c(&self.data);
+        for (key, value) in &self.xattrs {
+            crc = crc32c::crc32c_append(crc, key.as_bytes());
+            crc = crc32c::crc32c_append(crc, value);
+        }
+        for (key, value) in &self.omap {
+            crc = crc32c::crc32c_append(crc, key);
+            crc = crc32c::crc32c_append(crc, value);
+        }
+        crc
+    }
+}
+
+/// Decodes a version xattr value.
+pub fn decode_version(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    for (slot, byte) in word.iter_mut().zip(bytes) {
+        *slot = *byte;
+    }
+    u64::from_le_bytes(word)
+}
+
+/// One OSD of the embedded cluster.
+pub struct Osd {
+    /// Its id.
+    pub id: i32,
+    /// Its host.
+    pub host: String,
+    /// Its device class.
+    pub class: String,
+    store: Store,
+    /// Object-level operations served (reads, writes), their latency, queue depth, busy time.
+    ops: StatsRecorder,
+}
+
+impl Osd {
+    /// Opens (or creates) the OSD's device and store under `directory`.
+    pub async fn open(
+        config: &OsdConfig,
+        data_dir: &Path,
+        durable: bool,
+        wrap: Option<&crate::DeviceWrapper>,
+        create: bool,
+    ) -> Result<Osd> {
+        let device = open_device(config, data_dir, create)?;
+        let device = match wrap {
+            Some(wrap) => wrap(config.id, device),
+            None => device,
+        };
+        let meta = data_dir.join(format!("osd.{}.meta", config.id));
+        let store_config = StoreConfig {
+            min_alloc_size_bytes: config.min_alloc_size,
+            durable,
+            ..StoreConfig::default()
+        };
+        let store = if create && !meta.exists() {
+            Store::create(device, &meta, store_config).await
+        } else {
+            Store::open(device, &meta, store_config).await
+        }
+        .map_err(|source| ClusterError::Store {
+            osd: config.id,
+            source,
+        })?;
+        Ok(Osd {
+            id: config.id,
+            host: config.host.clone(),
+            class: config.class.clone(),
+            store,
+            ops: StatsRecorder::new(format!("osd.{}", config.id), DeviceKind::Other("osd")),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The device under the store.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        self.store.device()
+    }
+
+    /// Object-level statistics (ops, bytes, latency, busy, queue depth).
+    pub fn op_stats(&self) -> DeviceStats {
+        self.ops.snapshot()
+    }
+
+    /// Applies a transaction, counted as one write of `bytes`.
+    pub async fn apply(&self, transaction: Transaction, bytes: u64) -> Result<(), StoreError> {
+        let guard = self.ops.begin(OpKind::Write);
+        let result = self.store.apply(transaction).await;
+        guard.finish(bytes, result)
+    }
+
+    /// Reads a range, counted as one read.
+    pub async fn read(
+        &self,
+        collection: &str,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<u8>, StoreError> {
+        let guard = self.ops.begin(OpKind::Read);
+        let result = self
+            .store
+            .read(collection, name, offset_bytes, length_bytes)
+            .await;
+        let bytes = result.as_ref().map_or(0, |data| data.len() as u64);
+        guard.finish(bytes, result)
+    }
+
+    /// The object's version (0 without one); `Ok(None)` if it does not exist.
+    pub async fn version(&self, collection: &str, name: &str) -> Result<Option<u64>, StoreError> {
+        match self.store.get_xattrs(collection, name).await {
+            Ok(xattrs) => Ok(Some(
+                xattrs.get(VERSION_XATTR).map_or(0, |v| decode_version(v)),
+            )),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Reads a whole object (data verified by its checksums); `Ok(None)` if it does not exist.
+    pub async fn image(
+        &self,
+        collection: &str,
+        name: &str,
+    ) -> Result<Option<ObjectImage>, StoreError> {
+        let stat = match self.store.stat(collection, name).await {
+            Ok(stat) => stat,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let data = self.read(collection, name, 0, stat.size_bytes).await?;
+        let xattrs = self.store.get_xattrs(collection, name).await?;
+        let mut omap = Vec::new();
+        loop {
+            let after = omap.last().map(|(key, _): &(Vec<u8>, Vec<u8>)| key.clone());
+            let page = self
+                .store
+                .omap_get_range(collection, name, after.as_deref(), 1024)
+                .await?;
+            let done = page.len() < 1024;
+            omap.extend(page);
+            if done {
+                break;
+            }
+        }
+        Ok(Some(ObjectImage {
+            data,
+            xattrs,
+            omap,
+            mtime_ns: stat.mtime_ns,
+        }))
+    }
+
+    /// Replaces the object with `image` (or removes it with `None`), atomically.
+    pub async fn install(
+        &self,
+        collection: &str,
+        name: &str,
+        image: Option<&ObjectImage>,
+    ) -> Result<(), StoreError> {
+        let object = store::ObjectId::new(collection, name);
+        let exists = self.store.exists(collection, name).await?;
+        let Some(image) = image else {
+            if !exists {
+                return Ok(());
+            }
+            let mut transaction = Transaction::new(0);
+            transaction.remove(&object);
+            return self.apply(transaction, 0).await;
+        };
+        let mut transaction = Transaction::new(image.mtime_ns);
+        if exists {
+            transaction.remove(&object);
+        }
+        transaction.create(&object, false);
+        transaction.write_full(&object, image.data.clone());
+        for (key, value) in &image.xattrs {
+            transaction.set_xattr(&object, key.clone(), value.clone());
+        }
+        if !image.omap.is_empty() {
+            transaction.omap_set(&object, image.omap.clone());
+        }
+        self.apply(transaction, image.data.len() as u64).await
+    }
+
+    /// Every object name of a collection.
+    pub async fn list_all(&self, collection: &str) -> Result<Vec<String>, StoreError> {
+        let mut names: Vec<String> = Vec::new();
+        loop {
+            let page = self
+                .store
+                .list(collection, names.last().map(String::as_str), 1024)
+                .await?;
+            let done = page.len() < 1024;
+            names.extend(page);
+            if done {
+                return Ok(names);
+            }
+        }
+    }
+
+    /// Shuts the store down (waits for queued commits).
+    pub async fn shutdown(self) -> Result<()> {
+        let id = self.id;
+        self.store
+            .shutdown()
+            .await
+            .map_err(|source| ClusterError::Store { osd: id, source })
+    }
+}
+
+/// Opens the device of an OSD: the spec (relative file paths under `data_dir`), `size` if the
+/// spec has none, the emulation profile if the spec has none.
+fn open_device(config: &OsdConfig, data_dir: &Path, create: bool) -> Result<Arc<dyn Device>> {
+    let failed = |source| ClusterError::Device {
+        osd: config.id,
+        source,
+    };
+    let mut spec = device::DeviceSpec::parse(&config.device).map_err(failed)?;
+    if spec.profile.is_none() {
+        spec.profile.clone_from(&config.emulation);
+    }
+    if let device::Backing::File { path, size_bytes } = &mut spec.backing {
+        if path.is_relative() {
+            *path = data_dir.join(&*path);
+        }
+        if size_bytes.is_none() {
+            *size_bytes = config.size.as_deref().and_then(device::parse_size_bytes);
+        }
+        // Re-opening an existing file must not resize it unless asked at creation.
+        if !create && path.exists() {
+            *size_bytes = None;
+        }
+    }
+    spec.open(&format!("osd.{}", config.id)).map_err(failed)
+}

@@ -1,0 +1,301 @@
+//! Recovery and backfill: bringing every PG's up set to hold its latest data.
+//!
+//! A pass ([`recover_once`]) does, for every PG with a `pg_temp` (its acting set differs from
+//! its up set), under the PG lock: copy each object whose version differs from the primary's
+//! to the up members outside the acting set, remove objects they should not have, then clear
+//! the `pg_temp` (a new epoch). PGs queued as dirty (a replica failed a write or a repair) are
+//! deep-scrubbed and repaired. Finally copies on OSDs outside a PG's up and acting sets (after
+//! an OSD went out, a pool was deleted, an upmap moved the PG) are removed. The background
+//! task runs a pass whenever the map changes, and every second while work remains.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use osdmap::PgId;
+use rados::RadosError;
+
+use crate::error::{store_to_rados, ClusterError, Result};
+use crate::util::{collection_name, join_all, parse_collection};
+use crate::{placement, Inner};
+
+/// Recovery counters, cumulative since open.
+#[derive(Debug, Default)]
+pub struct RecoveryProgress {
+    passes: AtomicU64,
+    pgs_recovered: AtomicU64,
+    pgs_pending: AtomicU64,
+    objects_copied: AtomicU64,
+    bytes_copied: AtomicU64,
+    objects_removed: AtomicU64,
+    objects_repaired: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// A snapshot of [`RecoveryProgress`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoverySnapshot {
+    /// Recovery passes run.
+    pub passes: u64,
+    /// PGs brought to their up set (pg_temp cleared).
+    pub pgs_recovered: u64,
+    /// PGs waiting for recovery at the end of the last pass.
+    pub pgs_pending: u64,
+    /// Object copies made to new or stale members.
+    pub objects_copied: u64,
+    /// Bytes of those copies.
+    pub bytes_copied: u64,
+    /// Copies removed from OSDs that should not hold them.
+    pub objects_removed: u64,
+    /// Bad copies rewritten by read repair or scrub repair.
+    pub objects_repaired: u64,
+    /// Failures during recovery (retried on the next pass).
+    pub errors: u64,
+}
+
+impl RecoveryProgress {
+    /// The counters now.
+    pub fn snapshot(&self) -> RecoverySnapshot {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        RecoverySnapshot {
+            passes: get(&self.passes),
+            pgs_recovered: get(&self.pgs_recovered),
+            pgs_pending: get(&self.pgs_pending),
+            objects_copied: get(&self.objects_copied),
+            bytes_copied: get(&self.bytes_copied),
+            objects_removed: get(&self.objects_removed),
+            objects_repaired: get(&self.objects_repaired),
+            errors: get(&self.errors),
+        }
+    }
+
+    pub(crate) fn add_repaired(&self, count: u64) {
+        self.objects_repaired.fetch_add(count, Ordering::Relaxed);
+    }
+}
+
+/// Copies `object` from OSD `source` over its copies on `targets` (removing them when the
+/// source has none). Returns the number of copies written. Call under the PG lock.
+pub(crate) async fn copy_object(
+    inner: &Inner,
+    collection: &str,
+    object: &str,
+    source: i32,
+    targets: &[i32],
+) -> std::result::Result<u64, RadosError> {
+    let osd = |id: i32| {
+        inner
+            .osds
+            .get(&id)
+            .ok_or_else(|| RadosError::Io(format!("osd.{id} is not open")))
+    };
+    let image = osd(source)?
+        .image(collection, object)
+        .await
+        .map_err(|e| store_to_rados(source, &e))?;
+    let mut written = 0;
+    for &target in targets {
+        osd(target)?
+            .install(collection, object, image.as_ref())
+            .await
+            .map_err(|e| store_to_rados(target, &e))?;
+        written += 1;
+        if let Some(image) = &image {
+            inner
+                .recovery
+                .bytes_copied
+                .fetch_add(image.data.len() as u64, Ordering::Relaxed);
+        }
+    }
+    Ok(written)
+}
+
+/// One recovery pass; returns whether the cluster is clean afterwards (no pg_temp, no dirty
+/// PG, no stray copies found).
+pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
+    inner.recovery.passes.fetch_add(1, Ordering::Relaxed);
+    let map = inner.map();
+    let pending: Vec<PgId> = map.pg_temp().keys().copied().collect();
+    let mut clean = true;
+    for pg in pending {
+        match recover_pg(inner, pg).await {
+            Ok(true) => {}
+            Ok(false) => clean = false,
+            Err(error) => {
+                clean = false;
+                inner.recovery.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(pg = %collection_name(pg), %error, "recovery failed; will retry");
+            }
+        }
+    }
+    let dirty: Vec<PgId> = std::mem::take(&mut *inner.lock_dirty())
+        .into_iter()
+        .collect();
+    for pg in dirty {
+        if let Err(error) = crate::scrub::scrub_pg(inner, pg, true).await {
+            clean = false;
+            inner.mark_dirty(pg);
+            inner.recovery.errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(pg = %collection_name(pg), %error, "repair failed; will retry");
+        }
+    }
+    if remove_strays(inner).await? > 0 {
+        clean = false;
+    }
+    let left = inner.map().pg_temp().len() as u64 + inner.lock_dirty().len() as u64;
+    inner.recovery.pgs_pending.store(left, Ordering::Relaxed);
+    Ok(clean && left == 0)
+}
+
+/// Recovers one PG with a pg_temp; returns whether its pg_temp was cleared.
+async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
+    let _guard = inner.pg_lock(pg).lock().await;
+    let map = inner.map();
+    if !map.pg_temp().contains_key(&pg) {
+        return Ok(true);
+    }
+    let place = placement(&map, pg);
+    let Some(primary) = place.primary() else {
+        return Ok(false); // every holder is down: nothing to copy from
+    };
+    let collection = collection_name(pg);
+    let targets: Vec<i32> = place
+        .up
+        .iter()
+        .copied()
+        .filter(|osd| !place.acting.contains(osd))
+        .collect();
+    let source = inner.osd(primary)?;
+    let names = source
+        .list_all(&collection)
+        .await
+        .map_err(|e| store_to_rados(primary, &e))?;
+    let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    for &target in &targets {
+        let osd = inner.osd(target)?;
+        let present = osd
+            .list_all(&collection)
+            .await
+            .map_err(|e| store_to_rados(target, &e))?;
+        for name in present
+            .iter()
+            .filter(|name| !wanted.contains(name.as_str()))
+        {
+            osd.install(&collection, name, None)
+                .await
+                .map_err(|e| store_to_rados(target, &e))?;
+            inner
+                .recovery
+                .objects_removed
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        for name in &names {
+            let versions = join_all(vec![
+                source.version(&collection, name),
+                osd.version(&collection, name),
+            ])
+            .await;
+            let same = match (&versions[0], &versions[1]) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+            if !same {
+                copy_object(inner, &collection, name, primary, &[target]).await?;
+                inner
+                    .recovery
+                    .objects_copied
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    inner.change_map(|state| {
+        state.set_pg_temp(pg, None);
+        Ok(())
+    })?;
+    inner.recovery.pgs_recovered.fetch_add(1, Ordering::Relaxed);
+    Ok(true)
+}
+
+/// Removes copies from up OSDs that are neither up nor acting members of their PG; returns
+/// how many PGs had strays.
+async fn remove_strays(inner: &Inner) -> Result<u64> {
+    let mut found = 0;
+    for osd in inner.osds.values() {
+        if !inner.map().is_up(osd.id) {
+            continue;
+        }
+        for collection in osd.store().list_collections().into_keys() {
+            let Some(pg) = parse_collection(&collection) else {
+                continue;
+            };
+            let _guard = inner.pg_lock(pg).lock().await;
+            let map = inner.map();
+            let place = placement(&map, pg);
+            let member = map.pool(pg.pool).is_some()
+                && (place.up.contains(&osd.id)
+                    || place.acting.contains(&osd.id)
+                    || map
+                        .pg_temp()
+                        .get(&pg)
+                        .is_some_and(|temp| temp.contains(&osd.id)));
+            if member {
+                continue;
+            }
+            found += 1;
+            for name in osd
+                .list_all(&collection)
+                .await
+                .map_err(|e| store_to_rados(osd.id, &e))?
+            {
+                osd.install(&collection, &name, None)
+                    .await
+                    .map_err(|e| store_to_rados(osd.id, &e))?;
+                inner
+                    .recovery
+                    .objects_removed
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The background task: a pass at every map change, and every second while unclean.
+pub(crate) async fn run(inner: Arc<Inner>) {
+    loop {
+        let clean = match recover_once(&inner).await {
+            Ok(clean) => clean,
+            Err(error) => {
+                tracing::warn!(%error, "recovery pass failed");
+                false
+            }
+        };
+        if inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        if clean {
+            inner.recovery_wakeup.notified().await;
+        } else {
+            let _ = tokio::time::timeout(Duration::from_secs(1), inner.recovery_wakeup.notified())
+                .await;
+        }
+    }
+}
+
+impl Inner {
+    pub(crate) fn osd(&self, id: i32) -> Result<&crate::Osd> {
+        self.osds
+            .get(&id)
+            .ok_or_else(|| ClusterError::State(format!("osd.{id} is not open")))
+    }
+
+    pub(crate) fn lock_dirty(&self) -> std::sync::MutexGuard<'_, BTreeSet<PgId>> {
+        self.dirty_pgs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn mark_dirty(&self, pg: PgId) {
+        self.lock_dirty().insert(pg);
+        self.recovery_wakeup.notify_one();
+    }
+}

@@ -1,0 +1,222 @@
+//! Deep scrub: compare every replica of every object of a PG (data crc, xattrs, omap,
+//! version), report inconsistencies, and repair them from the authoritative copy: the value
+//! most acting replicas agree on; on a tie, the primary's (a replica that cannot be read has
+//! no vote).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use osdmap::PgId;
+use rados::RadosError;
+
+use crate::error::{store_to_rados, Result};
+use crate::util::collection_name;
+use crate::{placement, Inner};
+
+/// One replica that differs from the authoritative copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inconsistency {
+    /// The PG (`1.1f`).
+    pub pg: String,
+    /// The object.
+    pub object: String,
+    /// The OSD holding the bad copy.
+    pub osd: i32,
+    /// What is wrong: `missing`, `unexpected`, `differs` (data, xattrs, omap or version),
+    /// `unreadable` (checksum or device error).
+    pub kind: &'static str,
+    /// Whether it was repaired.
+    pub repaired: bool,
+}
+
+/// What a scrub found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScrubReport {
+    /// PGs scrubbed.
+    pub pgs: u64,
+    /// Objects compared.
+    pub objects: u64,
+    /// Bad copies found.
+    pub inconsistencies: Vec<Inconsistency>,
+    /// Objects no replica could read (lost).
+    pub lost: Vec<String>,
+}
+
+impl ScrubReport {
+    fn merge(&mut self, other: ScrubReport) {
+        self.pgs += other.pgs;
+        self.objects += other.objects;
+        self.inconsistencies.extend(other.inconsistencies);
+        self.lost.extend(other.lost);
+    }
+
+    /// Whether every replica agreed.
+    pub fn is_clean(&self) -> bool {
+        self.inconsistencies.is_empty() && self.lost.is_empty()
+    }
+}
+
+/// Scrubs every PG of `pool` (every pool with `None`).
+pub(crate) async fn scrub(inner: &Inner, pool: Option<&str>, repair: bool) -> Result<ScrubReport> {
+    let map = inner.map();
+    let pools: Vec<_> = match pool {
+        Some(name) => vec![map
+            .pool_by_name(name)
+            .ok_or_else(|| RadosError::NotFound(format!("pool {name:?}")))?
+            .clone()],
+        None => map.pools().values().cloned().collect(),
+    };
+    let mut report = ScrubReport::default();
+    for pool in pools {
+        for pg in pool.pgs() {
+            report.merge(scrub_pg(inner, pg, repair).await?);
+        }
+    }
+    Ok(report)
+}
+
+/// What one replica holds of an object: its (version, digest), nothing, or unreadable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Copy {
+    Missing,
+    Present { version: u64, digest: u32 },
+}
+
+/// Scrubs one PG under its lock.
+pub(crate) async fn scrub_pg(inner: &Inner, pg: PgId, repair: bool) -> Result<ScrubReport> {
+    let _guard = inner.pg_lock(pg).lock().await;
+    let map = inner.map();
+    let place = placement(&map, pg);
+    let collection = collection_name(pg);
+    let mut report = ScrubReport {
+        pgs: 1,
+        ..ScrubReport::default()
+    };
+    let mut names = BTreeSet::new();
+    for &id in &place.acting {
+        let osd = inner.osd(id)?;
+        names.extend(
+            osd.list_all(&collection)
+                .await
+                .map_err(|e| store_to_rados(id, &e))?,
+        );
+    }
+    for name in names {
+        report.objects += 1;
+        let mut copies: BTreeMap<i32, Option<Copy>> = BTreeMap::new();
+        for &id in &place.acting {
+            let copy = match inner.osd(id)?.image(&collection, &name).await {
+                Ok(Some(image)) => Some(Copy::Present {
+                    version: image.version(),
+                    digest: image.digest(),
+                }),
+                Ok(None) => Some(Copy::Missing),
+                Err(_) => None,
+            };
+            copies.insert(id, copy);
+        }
+        let Some(authoritative) = authoritative(&copies, place.primary()) else {
+            report.lost.push(name.clone());
+            continue;
+        };
+        let source = copies
+            .iter()
+            .find(|(_, copy)| **copy == Some(authoritative))
+            .map(|(&id, _)| id);
+        for (&id, copy) in &copies {
+            if *copy == Some(authoritative) {
+                continue;
+            }
+            let kind = match (copy, authoritative) {
+                (None, _) => "unreadable",
+                (Some(Copy::Missing), _) => "missing",
+                (_, Copy::Missing) => "unexpected",
+                _ => "differs",
+            };
+            let mut repaired = false;
+            if let (true, Some(source)) = (repair, source) {
+                match crate::recovery::copy_object(inner, &collection, &name, source, &[id]).await {
+                    Ok(count) => {
+                        inner.recovery.add_repaired(count);
+                        repaired = true;
+                    }
+                    Err(error) => tracing::warn!(%error, osd = id, "scrub repair failed"),
+                }
+            }
+            report.inconsistencies.push(Inconsistency {
+                pg: collection.clone(),
+                object: name.clone(),
+                osd: id,
+                kind,
+                repaired,
+            });
+        }
+    }
+    Ok(report)
+}
+
+/// The copy most readable replicas agree on; ties go to the primary's, then to the highest
+/// version. `None` when no replica could be read.
+fn authoritative(copies: &BTreeMap<i32, Option<Copy>>, primary: Option<i32>) -> Option<Copy> {
+    let mut votes: BTreeMap<Copy, usize> = BTreeMap::new();
+    for copy in copies.values().flatten() {
+        *votes.entry(*copy).or_default() += 1;
+    }
+    let most = *votes.values().max()?;
+    let primary_copy = primary.and_then(|id| copies.get(&id).copied().flatten());
+    if let Some(copy) = primary_copy.filter(|copy| votes.get(copy) == Some(&most)) {
+        return Some(copy);
+    }
+    votes
+        .into_iter()
+        .filter(|(_, count)| *count == most)
+        .map(|(copy, _)| copy)
+        .max()
+}
+
+/// The periodic scrub task.
+pub(crate) async fn run(inner: Arc<Inner>) {
+    let interval = Duration::from_secs(inner.config.scrub_interval_s.max(1));
+    loop {
+        tokio::time::sleep(interval).await;
+        if inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        match scrub(&inner, None, true).await {
+            Ok(report) if !report.is_clean() => {
+                tracing::warn!(
+                    inconsistencies = report.inconsistencies.len(),
+                    lost = report.lost.len(),
+                    "periodic scrub found problems"
+                );
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "periodic scrub failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn majority_wins_and_ties_go_to_the_primary() {
+        let good = Copy::Present {
+            version: 5,
+            digest: 1,
+        };
+        let bad = Copy::Present {
+            version: 5,
+            digest: 2,
+        };
+        let copies = BTreeMap::from([(0, Some(bad)), (1, Some(good)), (2, Some(good))]);
+        assert_eq!(authoritative(&copies, Some(0)), Some(good));
+        let tie = BTreeMap::from([(0, Some(bad)), (1, Some(good)), (2, None)]);
+        assert_eq!(authoritative(&tie, Some(0)), Some(bad));
+        let lost = BTreeMap::from([(0, None), (1, None)]);
+        assert_eq!(authoritative(&lost, Some(0)), None);
+    }
+}

@@ -1,0 +1,315 @@
+//! The persisted cluster state (`state.json` in the data directory) and the placement maps
+//! built from it.
+//!
+//! The state is what changes at run time: the map epoch, OSD up/in states, pools, upmap
+//! exceptions, `pg_temp` (PGs whose acting set still differs from their up set until
+//! recovery finishes) and the CRUSH bucket and rule ids, kept so that placement is the same
+//! after a restart. It is written atomically (temp file, fsync, rename, fsync of the directory)
+//! after every change, before the change takes effect.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use osdmap::map::{OSD_EXISTS, OSD_UP, WEIGHT_IN, WEIGHT_OUT};
+use osdmap::{OsdMap, PgId, Pool, PoolType};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{class_rule_name, ClusterConfig, RULE_ANY};
+use crate::error::{ClusterError, Result};
+
+/// Format version of `state.json`.
+pub const STATE_FORMAT: u32 = 1;
+
+/// Version numbers reserved (persisted) ahead of use, so a restart never reuses one.
+pub const VERSION_LEASE: u64 = 1 << 20;
+
+/// One OSD's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsdState {
+    /// Serving I/O.
+    pub up: bool,
+    /// Holding data (CRUSH places on it).
+    pub is_in: bool,
+}
+
+/// A pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolState {
+    /// Numeric id (never reused).
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Replicas.
+    pub size: u32,
+    /// Replicas needed for writes.
+    pub min_size: u32,
+    /// Placement groups.
+    pub pg_num: u32,
+    /// CRUSH rule name.
+    pub rule: String,
+}
+
+/// A CRUSH rule the cluster defined (its id is its index).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleState {
+    /// Name.
+    pub name: String,
+    /// Device class it takes, if any.
+    pub class: Option<String>,
+}
+
+/// A PG-keyed exception entry (JSON maps need string keys, so these are lists).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgEntry<T> {
+    /// Pool id.
+    pub pool: i64,
+    /// PG seed.
+    pub seed: u32,
+    /// The value.
+    pub value: T,
+}
+
+/// Everything persisted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// Format of this file.
+    pub format: u32,
+    /// Map epoch: grows with every change.
+    pub epoch: u64,
+    /// Object versions below this may have been handed out.
+    pub version_reserved: u64,
+    /// OSD states by id.
+    pub osds: BTreeMap<i32, OsdState>,
+    /// CRUSH bucket ids of hosts and the root, by name.
+    pub bucket_ids: BTreeMap<String, i32>,
+    /// CRUSH rules in id order.
+    pub rules: Vec<RuleState>,
+    /// Pools by id.
+    pub pools: BTreeMap<i64, PoolState>,
+    /// Next pool id.
+    pub next_pool_id: i64,
+    /// `pg_upmap_items` exceptions.
+    pub pg_upmap_items: Vec<PgEntry<Vec<(i32, i32)>>>,
+    /// `pg_temp`: acting sets that hold the latest data while recovery fills the up set.
+    pub pg_temp: Vec<PgEntry<Vec<i32>>>,
+}
+
+impl ClusterState {
+    /// The state of a new cluster: every OSD up and in, rules for "any" and each class.
+    pub fn initial(config: &ClusterConfig) -> Self {
+        let mut state = Self {
+            format: STATE_FORMAT,
+            epoch: 1,
+            version_reserved: 0,
+            osds: BTreeMap::new(),
+            bucket_ids: BTreeMap::new(),
+            rules: Vec::new(),
+            pools: BTreeMap::new(),
+            next_pool_id: 1,
+            pg_upmap_items: Vec::new(),
+            pg_temp: Vec::new(),
+        };
+        state.reconcile(config);
+        state
+    }
+
+    /// Brings the state in line with a (possibly edited) config: new OSDs up and in, rules
+    /// for new classes; OSDs no longer configured are dropped.
+    pub fn reconcile(&mut self, config: &ClusterConfig) {
+        for osd in &config.osds {
+            self.osds.entry(osd.id).or_insert(OsdState {
+                up: true,
+                is_in: true,
+            });
+        }
+        self.osds
+            .retain(|id, _| config.osds.iter().any(|osd| osd.id == *id));
+        if !self.rules.iter().any(|rule| rule.name == RULE_ANY) {
+            self.rules.push(RuleState {
+                name: RULE_ANY.to_string(),
+                class: None,
+            });
+        }
+        for class in config.classes() {
+            let name = class_rule_name(&class);
+            if !self.rules.iter().any(|rule| rule.name == name) {
+                self.rules.push(RuleState {
+                    name,
+                    class: Some(class),
+                });
+            }
+        }
+    }
+
+    /// Reads `path`.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| ClusterError::io(path, e))?;
+        let state: ClusterState = serde_json::from_str(&text)
+            .map_err(|e| ClusterError::State(format!("{}: {e}", path.display())))?;
+        if state.format != STATE_FORMAT {
+            return Err(ClusterError::State(format!(
+                "{}: format {} (this build reads {STATE_FORMAT})",
+                path.display(),
+                state.format
+            )));
+        }
+        Ok(state)
+    }
+
+    /// Writes `path` atomically and durably.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_vec_pretty(self)
+            .map_err(|e| ClusterError::State(format!("encode: {e}")))?;
+        let temp = path.with_extension("json.tmp");
+        let write = || -> std::io::Result<()> {
+            let mut file = std::fs::File::create(&temp)?;
+            file.write_all(&text)?;
+            file.sync_all()?;
+            std::fs::rename(&temp, path)?;
+            if let Some(directory) = path.parent() {
+                std::fs::File::open(directory)?.sync_all()?;
+            }
+            Ok(())
+        };
+        write().map_err(|e| ClusterError::io(path, e))
+    }
+
+    /// The rule id (index) of a rule name.
+    pub fn rule_id(&self, name: &str) -> Option<usize> {
+        self.rules.iter().position(|rule| rule.name == name)
+    }
+
+    /// The pool called `name`.
+    pub fn pool_by_name(&self, name: &str) -> Option<&PoolState> {
+        self.pools.values().find(|pool| pool.name == name)
+    }
+
+    /// `pg_temp` of a PG.
+    pub fn pg_temp_of(&self, pg: PgId) -> Option<&Vec<i32>> {
+        self.pg_temp
+            .iter()
+            .find(|entry| entry.pool == pg.pool && entry.seed == pg.seed)
+            .map(|entry| &entry.value)
+    }
+
+    /// Sets (non-empty) or clears (`None`) the `pg_temp` of a PG.
+    pub fn set_pg_temp(&mut self, pg: PgId, osds: Option<Vec<i32>>) {
+        self.pg_temp
+            .retain(|entry| !(entry.pool == pg.pool && entry.seed == pg.seed));
+        if let Some(osds) = osds {
+            self.pg_temp.push(PgEntry {
+                pool: pg.pool,
+                seed: pg.seed,
+                value: osds,
+            });
+        }
+    }
+
+    /// Sets or clears the `pg_upmap_items` of a PG.
+    pub fn set_pg_upmap_items(&mut self, pg: PgId, items: Option<Vec<(i32, i32)>>) {
+        self.pg_upmap_items
+            .retain(|entry| !(entry.pool == pg.pool && entry.seed == pg.seed));
+        if let Some(items) = items.filter(|items| !items.is_empty()) {
+            self.pg_upmap_items.push(PgEntry {
+                pool: pg.pool,
+                seed: pg.seed,
+                value: items,
+            });
+        }
+    }
+
+    /// Builds the CRUSH map (recording new bucket ids) and the OSD map of this state.
+    pub fn build_map(&mut self, config: &ClusterConfig) -> Result<OsdMap> {
+        let crush = self.build_crush(config)?;
+        let max_osd = config.osds.iter().map(|osd| osd.id + 1).max().unwrap_or(0);
+        let mut map = OsdMap::new(crush, max_osd);
+        for (&id, osd) in &self.osds {
+            let mut bits = OSD_EXISTS;
+            if osd.up {
+                bits |= OSD_UP;
+            }
+            map.set_osd_state(id, bits);
+            map.set_osd_weight(id, if osd.is_in { WEIGHT_IN } else { WEIGHT_OUT });
+        }
+        for pool in self.pools.values() {
+            let mut entry = Pool::new(
+                pool.id,
+                &pool.name,
+                PoolType::Replicated,
+                pool.size,
+                pool.pg_num,
+            );
+            entry.min_size = pool.min_size;
+            let rule = self.rule_id(&pool.rule).ok_or_else(|| {
+                ClusterError::State(format!("pool {}: unknown rule {}", pool.name, pool.rule))
+            })?;
+            entry.crush_rule = rule as i32;
+            map.insert_pool(entry);
+        }
+        for entry in &self.pg_upmap_items {
+            map.set_pg_upmap_items(PgId::new(entry.pool, entry.seed), Some(entry.value.clone()));
+        }
+        for entry in &self.pg_temp {
+            map.set_pg_temp(PgId::new(entry.pool, entry.seed), entry.value.clone());
+        }
+        Ok(map)
+    }
+
+    fn build_crush(&mut self, config: &ClusterConfig) -> Result<crush::CrushMap> {
+        let mut builder = crush::text::MapBuilder::new();
+        for osd in &config.osds {
+            builder.add_device(osd.id, Some(&osd.class), crush_weight(osd));
+        }
+        for host in &config.hosts {
+            let devices: Vec<i32> = config
+                .osds
+                .iter()
+                .filter(|osd| osd.host == host.name)
+                .map(|osd| osd.id)
+                .collect();
+            builder.add_host(&host.name, &devices);
+        }
+        for (name, &id) in &self.bucket_ids {
+            if name == "default" || config.hosts.iter().any(|host| &host.name == name) {
+                builder.bucket_id(name, id);
+            }
+        }
+        for rule in &self.rules {
+            builder.add_replicated_rule(&rule.name, rule.class.as_deref());
+        }
+        let map = builder
+            .build()
+            .map_err(|e| ClusterError::Crush(e.to_string()))?;
+        for name in config
+            .hosts
+            .iter()
+            .map(|h| h.name.as_str())
+            .chain(["default"])
+        {
+            if let Some(id) = map.item_id_by_name(name) {
+                self.bucket_ids.entry(name.to_string()).or_insert(id);
+            }
+        }
+        Ok(map)
+    }
+}
+
+/// CRUSH weight (16.16) of an OSD: its configured weight, else its size in TiB.
+fn crush_weight(osd: &crate::config::OsdConfig) -> u32 {
+    let weight = osd.weight.unwrap_or_else(|| {
+        let size = osd
+            .size
+            .as_deref()
+            .and_then(device::parse_size_bytes)
+            .or_else(
+                || match device::DeviceSpec::parse(&osd.device).ok()?.backing {
+                    device::Backing::Memory { size_bytes } => Some(size_bytes),
+                    device::Backing::File { size_bytes, .. } => size_bytes,
+                },
+            )
+            .unwrap_or(1 << 40);
+        size as f64 / (1u64 << 40) as f64
+    });
+    ((weight * 65536.0).round() as u32).max(1)
+}

@@ -1,0 +1,200 @@
+//! Statistics for the layers above: per OSD load (device and object level) and per object
+//! access counts per period (a bounded table; this feeds cache-tier admission and balancing).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use device::DeviceStats;
+use rados::{ClusterStats, PoolStats};
+
+use crate::util::parse_collection;
+use crate::{placement, Inner};
+
+/// Accesses to one object in a period.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObjectAccess {
+    /// Reads (read, not stat/xattr).
+    pub reads: u64,
+    /// Mutations.
+    pub writes: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Data bytes written.
+    pub write_bytes: u64,
+}
+
+/// Per-object access counts of one period.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccessCounts {
+    /// By (pool id, object name).
+    pub objects: BTreeMap<(i64, String), ObjectAccess>,
+    /// Accesses to objects beyond the table's bound (counted, not attributed).
+    pub untracked: ObjectAccess,
+}
+
+struct AccessTable {
+    objects: HashMap<(i64, String), ObjectAccess>,
+    untracked: ObjectAccess,
+}
+
+/// The cluster's own counters.
+pub(crate) struct Stats {
+    access: Mutex<AccessTable>,
+    objects_max: usize,
+    read_errors: AtomicU64,
+}
+
+impl Stats {
+    pub(crate) fn new(objects_max: usize) -> Self {
+        Self {
+            access: Mutex::new(AccessTable {
+                objects: HashMap::new(),
+                untracked: ObjectAccess::default(),
+            }),
+            objects_max,
+            read_errors: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn read_errors(&self, count: u64) {
+        self.read_errors.fetch_add(count, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_access(&self, pool: i64, object: &str, read: bool, bytes: u64) {
+        if self.objects_max == 0 {
+            return;
+        }
+        let mut table = self.access.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (pool, object.to_string());
+        let full = table.objects.len() >= self.objects_max;
+        let entry = match table.objects.get_mut(&key) {
+            Some(entry) => entry,
+            None if full => &mut table.untracked,
+            None => table.objects.entry(key).or_default(),
+        };
+        if read {
+            entry.reads += 1;
+            entry.read_bytes += bytes;
+        } else {
+            entry.writes += 1;
+            entry.write_bytes += bytes;
+        }
+    }
+
+    pub(crate) fn take_access_counts(&self) -> AccessCounts {
+        let mut table = self.access.lock().unwrap_or_else(|e| e.into_inner());
+        let objects = std::mem::take(&mut table.objects);
+        AccessCounts {
+            objects: objects.into_iter().collect(),
+            untracked: std::mem::take(&mut table.untracked),
+        }
+    }
+}
+
+/// One OSD's state and load.
+#[derive(Clone, Debug)]
+pub struct OsdStats {
+    /// Id.
+    pub id: i32,
+    /// Host.
+    pub host: String,
+    /// Device class.
+    pub class: String,
+    /// Serving.
+    pub up: bool,
+    /// Holding data.
+    pub is_in: bool,
+    /// The device's own statistics (ops, bytes, latency, busy time, queue depth).
+    pub device: DeviceStats,
+    /// Object-level operations this OSD served (reads; writes = applied transactions).
+    pub ops: DeviceStats,
+    /// Space and metadata of its store.
+    pub statfs: store::Statfs,
+}
+
+impl OsdStats {
+    /// The load between an earlier snapshot of the same OSD and this one (a period).
+    pub fn since(&self, earlier: &OsdStats) -> OsdStats {
+        OsdStats {
+            device: self.device.since(&earlier.device),
+            ops: self.ops.since(&earlier.ops),
+            ..self.clone()
+        }
+    }
+
+    /// Share of the period the device was busy, 0..=1.
+    pub fn busy_fraction(&self) -> f64 {
+        self.device.busy_fraction()
+    }
+}
+
+pub(crate) fn osd_stats(inner: &Inner) -> Vec<OsdStats> {
+    let map = inner.map();
+    inner
+        .osds
+        .values()
+        .map(|osd| OsdStats {
+            id: osd.id,
+            host: osd.host.clone(),
+            class: osd.class.clone(),
+            up: map.is_up(osd.id),
+            is_in: map.is_in(osd.id),
+            device: osd.device().stats(),
+            ops: osd.op_stats(),
+            statfs: osd.store().statfs(),
+        })
+        .collect()
+}
+
+pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
+    let map = inner.map();
+    let mut stats = ClusterStats {
+        epoch: inner.lock_state().epoch,
+        osds: inner.osds.len() as u32,
+        ..ClusterStats::default()
+    };
+    let mut pools: BTreeMap<i64, PoolStats> = map
+        .pools()
+        .values()
+        .map(|pool| {
+            (
+                pool.id,
+                PoolStats {
+                    name: pool.name.clone(),
+                    ..PoolStats::default()
+                },
+            )
+        })
+        .collect();
+    for osd in inner.osds.values() {
+        stats.osds_up += u32::from(map.is_up(osd.id));
+        stats.osds_in += u32::from(map.is_in(osd.id));
+        let statfs = osd.store().statfs();
+        stats.total_bytes += statfs.total_bytes;
+        stats.used_bytes += statfs.allocated_bytes;
+        stats.free_bytes += statfs.free_bytes;
+        if !map.is_up(osd.id) {
+            continue;
+        }
+        for (collection, objects) in &statfs.collections {
+            let Some(pg) = parse_collection(collection) else {
+                continue;
+            };
+            let Some(pool) = pools.get_mut(&pg.pool) else {
+                continue;
+            };
+            let place = placement(&map, pg);
+            if place.primary() == Some(osd.id) {
+                pool.objects += objects;
+                let size = map.pool(pg.pool).map_or(0, |p| p.size as usize);
+                if place.acting.len() < size {
+                    pool.degraded_objects += objects;
+                }
+            }
+        }
+    }
+    stats.objects = pools.values().map(|pool| pool.objects).sum();
+    stats.pools = pools.into_values().collect();
+    stats
+}
