@@ -271,10 +271,7 @@ fn add_pg(
     }
     // Raw sets that already exceed a limit keep their raw count as allowance.
     let occupancy = tree.occupancy(&pg.raw);
-    let capacity = |d: usize| {
-        let limit = tree.max_per_pg[tree.domains[d].level];
-        i64::from(limit.max(occupancy.get(&d).copied().unwrap_or(0)))
-    };
+    let capacity = |d: usize| i64::from(tree.limit(d, &occupancy));
     let mut into: Vec<ArcId> = Vec::with_capacity(tree.domains.len());
     for (d, domain) in tree.domains.iter().enumerate() {
         let from = domain.parent.map_or(g, |p| base + p as NodeId);
@@ -754,8 +751,14 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// The flow's plan has the exhaustive optimum's balance and movement.
         #[test]
-        fn matches_exhaustive_search(spec in small_spec()) {
-            let problem = generate(&spec);
+        fn matches_exhaustive_search(spec in small_spec(), pin in any::<bool>()) {
+            let mut problem = generate(&spec);
+            // Half the cases pin PGs to their raw racks (a `choose N rack` with N < size).
+            for pool in &mut problem.pools {
+                for level in &mut pool.rule.levels {
+                    level.pin_to_raw = pin && level.type_id == crate::generate::TYPE_RACK;
+                }
+            }
             let plan = balance(&problem, &BalanceConfig::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(check_plan(&problem, &plan).is_ok(), "{:?}", check_plan(&problem, &plan));
             prop_assert_eq!(objective(&problem, &plan), exhaustive::optimum(&problem));

@@ -207,9 +207,13 @@ pub fn rule_constraints(
         if type_id == TYPE_OSD && index + 1 != steps.len() {
             return Err(unsupported("choose of osds before the last step"));
         }
+        // `choose N type T` with N below the size: Ceph's verify_upmap allows at most N
+        // distinct T buckets; keeping each PG in its raw T buckets satisfies that.
+        let pin_to_raw = !leaf && type_id != TYPE_OSD && counts[index] < size;
         levels.push(Level {
             type_id,
             max_per_pg: u32::try_from(max.min(size)).unwrap_or(1),
+            pin_to_raw,
         });
     }
     let last = steps.last().map_or(TYPE_OSD, |s| s.1);
@@ -320,6 +324,7 @@ mod tests {
     fn levels(list: &[(i32, u32)]) -> Vec<Level> {
         list.iter()
             .map(|&(type_id, max_per_pg)| Level {
+                pin_to_raw: false,
                 type_id,
                 max_per_pg,
             })
@@ -334,7 +339,13 @@ mod tests {
         let rule = |id, size| constraints(&map, id, size).map(|c| c.levels).ok();
         assert_eq!(rule(0, 3), Some(levels(&[(host, 1)])));
         assert_eq!(rule(1, 4), Some(levels(&[(rack, 2), (host, 1)])));
-        assert_eq!(rule(3, 6), Some(levels(&[(rack, 2), (host, 1)])));
+        let mut pinned = levels(&[(rack, 2), (host, 1)]);
+        pinned[0].pin_to_raw = true;
+        assert_eq!(
+            rule(3, 6),
+            Some(pinned),
+            "choose indep 3 rack < size 6: racks pinned"
+        );
         assert_eq!(rule(4, 3), Some(levels(&[(rack, 1)])));
         assert!(
             rule(5, 3).is_none(),

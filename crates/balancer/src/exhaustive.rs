@@ -37,6 +37,13 @@ pub fn optimum(problem: &Problem) -> (u64, usize) {
         let legal: Vec<(Vec<OsdId>, usize)> = sets
             .into_iter()
             .filter(|set| {
+                pool.rule.levels.iter().filter(|l| l.pin_to_raw).all(|l| {
+                    let domain = |o: &OsdId| problem.osd(*o).map(|x| x.domain(l.type_id));
+                    set.iter()
+                        .all(|o| raw.iter().any(|r| domain(r) == domain(o)))
+                })
+            })
+            .filter(|set| {
                 pool.rule.levels.iter().all(|l| {
                     let mut count: BTreeMap<i64, u32> = BTreeMap::new();
                     for o in set {

@@ -71,11 +71,13 @@ pub fn generate(spec: &ClusterSpec) -> Problem {
             levels.push(Level {
                 type_id: TYPE_RACK,
                 max_per_pg: limit,
+                pin_to_raw: false,
             });
         }
         levels.push(Level {
             type_id: TYPE_HOST,
             max_per_pg: 1,
+            pin_to_raw: false,
         });
         let pool = Pool {
             id: pool_id,

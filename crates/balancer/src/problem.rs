@@ -47,6 +47,10 @@ impl Osd {
 pub struct Level {
     pub type_id: i32,
     pub max_per_pg: u32,
+    /// The PG must stay in the buckets of this type its raw set uses (a `choose N type`
+    /// step with N below the pool size: Ceph's `verify_upmap` allows at most N distinct
+    /// buckets, and staying inside the raw ones guarantees it).
+    pub pin_to_raw: bool,
 }
 
 /// What a pool's CRUSH rule allows, as the balancer uses it.

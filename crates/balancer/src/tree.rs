@@ -28,6 +28,8 @@ pub struct DomainTree {
     pub max_per_pg: Vec<u32>,
     /// Per level, the CRUSH type id.
     pub type_ids: Vec<i32>,
+    /// Per level, whether a PG must stay in its raw buckets of that level.
+    pub pinned: Vec<bool>,
 }
 
 impl DomainTree {
@@ -41,6 +43,7 @@ impl DomainTree {
             leaf_of: BTreeMap::new(),
             max_per_pg: levels.iter().map(|l| l.max_per_pg).collect(),
             type_ids: levels.iter().map(|l| l.type_id).collect(),
+            pinned: levels.iter().map(|l| l.pin_to_raw).collect(),
         };
         let mut index: HashMap<(usize, i64, Option<usize>), usize> = HashMap::new();
         let members = pool.rule.candidates.union(raw_osds).copied();
@@ -103,12 +106,22 @@ impl DomainTree {
         count
     }
 
-    /// Does `set` respect every level's limit (given per-domain allowances at least as large
-    /// as the rule's, to tolerate raw sets that already exceed them)?
-    pub fn respects(&self, set: &[OsdId], allowance: &HashMap<usize, u32>) -> bool {
-        self.occupancy(set).iter().all(|(&d, &n)| {
-            let limit = self.max_per_pg[self.domains[d].level];
-            n <= limit.max(allowance.get(&d).copied().unwrap_or(0))
-        })
+    /// The most shards of one PG domain `d` may hold, given the PG's raw occupancy: the
+    /// level's limit (or the raw count, if the raw set already exceeds it), and 0 for a
+    /// domain outside the raw set at a pinned level.
+    pub fn limit(&self, d: usize, raw: &HashMap<usize, u32>) -> u32 {
+        let level = self.domains[d].level;
+        let in_raw = raw.get(&d).copied().unwrap_or(0);
+        if self.pinned[level] && in_raw == 0 {
+            return 0;
+        }
+        self.max_per_pg[level].max(in_raw)
+    }
+
+    /// Does `set` respect every level's limit, given the raw set's occupancy `raw`?
+    pub fn respects(&self, set: &[OsdId], raw: &HashMap<usize, u32>) -> bool {
+        self.occupancy(set)
+            .iter()
+            .all(|(&d, &n)| n <= self.limit(d, raw))
     }
 }
