@@ -196,13 +196,14 @@ fn straw2_draw(hash: u32, weight: u32) -> i64 {
     // -ln < 2^49 and the divisor < 2^31 are exact in f64, so the correctly rounded quotient is
     // the true one or one above it; one integer check makes it exact, at a fraction of the cost
     // of a 64-bit integer division.
-    let numerator = ln.unsigned_abs();
-    let divisor = u64::from(divisor.unsigned_abs());
-    let mut quotient = (numerator as f64 / divisor as f64) as u64;
+    // Signed conversions: one instruction each, unlike u64 <-> f64 without AVX-512.
+    let numerator = -ln;
+    let divisor = i64::from(divisor);
+    let mut quotient = (numerator as f64 / divisor as f64) as i64;
     if quotient * divisor > numerator {
         quotient -= 1;
     }
-    -(quotient as i64)
+    -quotient
 }
 
 /// Items hashed side by side in [`straw2_choose`].
@@ -284,6 +285,11 @@ pub fn choose(
     if bucket.items.is_empty() {
         // Ceph BUG()s here; the mapper never asks. An item no map holds keeps us total.
         return ITEM_NONE;
+    }
+    if bucket.items.len() == 1 {
+        // Every algorithm picks the only item whatever it draws (single-child roots and racks
+        // are common), so skip the hashing.
+        return bucket.items[0];
     }
     match &bucket.data {
         BucketData::Uniform { .. } => perm_choose(bucket, work, generation, x, r),
