@@ -6,9 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests drive: Ceph's crushtool/osdmaptool (CRUSH conformance), fio and
-# libnbd-bin (NBD clients), zstd (trace decompression).
-packages=(ceph-common fio libnbd-bin zstd)
-commands=(crushtool fio nbdinfo zstd)
+# libnbd-bin (NBD clients), zstd (trace decompression), qemu-utils (qemu-img/qemu-io NBD clients),
+# nbdkit (the NBD transport peer of strata bench cache).
+packages=(ceph-common fio libnbd-bin zstd qemu-utils nbdkit)
+commands=(crushtool fio nbdinfo zstd qemu-img nbdkit)
 
 if [[ "${STRATA_SKIP_INSTALL:-0}" != 1 ]]; then
     missing=()

@@ -34,6 +34,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Export a device over NBD.
     Nbd(cmd::nbd::Args),
+    /// A cached device (fast cache over slow core) in the manner of casadm, served over NBD.
+    Cache(cmd::cache::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => cmd::sim::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Nbd(args) => cmd::nbd::run(args),
+        Command::Cache(args) => cmd::cache::run(args),
     };
     match result {
         Ok(code) => code,

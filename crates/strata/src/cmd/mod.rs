@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod balance;
 pub mod bench;
+pub mod cache;
 pub mod crush;
 pub mod nbd;
 pub mod osdmap;

@@ -1,0 +1,461 @@
+//! `strata cache ...`: a cached device in the manner of casadm. `start` runs the cache in the
+//! foreground, exported over NBD, with a unix control socket; `set`, `stats`, `flush` and
+//! `stop` talk to it through that socket (one JSON line each way).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use blockcache::{
+    BlockCache, CacheConfig, CacheMode, CleaningConfig, IoClasses, PromotionConfig,
+    SeqCutoffPolicy, StartMode,
+};
+use clap::Parser;
+use device::{parse_size_bytes, Device, DeviceSpec};
+use nbd::NbdServer;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::cmd::nbd::{export_config, listen, runtime, ListenArgs};
+
+/// Default control socket.
+const CONTROL_DEFAULT: &str = "/tmp/strata-cache.ctl";
+
+/// Cached devices (Open-CAS style).
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub which: Which,
+}
+
+/// Cache commands.
+#[derive(clap::Subcommand)]
+pub enum Which {
+    /// Start (or load) a cache and serve it over NBD in the foreground.
+    Start(StartArgs),
+    /// Change the running cache's mode and policies.
+    Set(SetArgs),
+    /// Print the running cache's statistics (casadm -P).
+    Stats(StatsArgs),
+    /// Flush every dirty line to the core.
+    Flush(ControlArgs),
+    /// Stop the running cache cleanly (flush, write metadata, exit).
+    Stop(ControlArgs),
+}
+
+/// The control socket of a running cache.
+#[derive(clap::Args, Clone)]
+pub struct ControlArgs {
+    /// Control socket of the running cache.
+    #[arg(long, value_name = "PATH", default_value = CONTROL_DEFAULT)]
+    pub control: PathBuf,
+}
+
+/// Run-time parameters, shared by `start` and `set` (unset ones are left as they are).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Tuning {
+    /// Cache mode: wt, wb, wa, wi, wo, pt.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// When leaving wb/wo: flush dirty data first (otherwise it stays and is cleaned later).
+    #[arg(long)]
+    pub flush: bool,
+    /// Sequential cut-off policy: always, full, never.
+    #[arg(long, value_name = "POLICY")]
+    pub seq_cutoff: Option<String>,
+    /// Sequential cut-off threshold (e.g. 16K, 1M).
+    #[arg(long, value_name = "SIZE")]
+    pub seq_cutoff_threshold: Option<String>,
+    /// Sequential requests before a stream is promoted to the main stream table.
+    #[arg(long, value_name = "N")]
+    pub seq_cutoff_promotion_count: Option<u32>,
+    /// Cleaning policy: alru, acp, nop (resets its parameters to Open-CAS defaults).
+    #[arg(long, value_name = "POLICY")]
+    pub cleaning: Option<String>,
+    /// Cleaning wake-up interval, ms (alru, acp).
+    #[arg(long, value_name = "MS")]
+    pub wake_up_ms: Option<u64>,
+    /// alru staleness time, ms.
+    #[arg(long, value_name = "MS")]
+    pub staleness_ms: Option<u64>,
+    /// Lines flushed per cleaning round (alru, acp).
+    #[arg(long, value_name = "N")]
+    pub flush_max_buffers: Option<u32>,
+    /// alru activity threshold, ms.
+    #[arg(long, value_name = "MS")]
+    pub activity_threshold_ms: Option<u64>,
+    /// Promotion policy: always, nhit.
+    #[arg(long, value_name = "POLICY")]
+    pub promotion: Option<String>,
+    /// nhit threshold (2..=1000).
+    #[arg(long, value_name = "N")]
+    pub nhit_threshold: Option<u32>,
+    /// nhit trigger occupancy, percent.
+    #[arg(long, value_name = "PERCENT")]
+    pub nhit_trigger: Option<u32>,
+    /// I/O classes, Open-CAS CSV (`IO class id,IO class name,Eviction priority,Allocation`).
+    #[arg(long, value_name = "FILE")]
+    pub io_class: Option<PathBuf>,
+}
+
+/// Tuning flags as the control protocol carries them.
+#[derive(clap::Parser)]
+#[command(no_binary_name = true)]
+struct TuningLine {
+    #[command(flatten)]
+    tuning: Tuning,
+}
+
+/// `strata cache start`.
+#[derive(clap::Args)]
+pub struct StartArgs {
+    /// Cache device: `[PROFILE@]BACKING`, e.g. `nvme@file:/tmp/cache.img:4G`.
+    #[arg(long, value_name = "SPEC")]
+    pub cache: String,
+    /// Core device, e.g. `hdd-10k@file:/tmp/core.img:100G`.
+    #[arg(long, value_name = "SPEC")]
+    pub core: String,
+    /// Cache line size: 4k, 8k, 16k, 32k, 64k (fixed at creation).
+    #[arg(long, default_value = "4k")]
+    pub line_size: String,
+    /// Load the cache found on the cache device.
+    #[arg(long, conflicts_with = "force")]
+    pub load: bool,
+    /// Discard whatever is on the cache device and create a new cache.
+    #[arg(long)]
+    pub force: bool,
+    /// Stop without flushing dirty data (it stays in the cache, loaded next time).
+    #[arg(long)]
+    pub no_flush_on_stop: bool,
+    #[command(flatten)]
+    pub tuning: Tuning,
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    #[command(flatten)]
+    pub control: ControlArgs,
+}
+
+/// `strata cache set`.
+#[derive(clap::Args)]
+pub struct SetArgs {
+    #[command(flatten)]
+    pub tuning: Tuning,
+    #[command(flatten)]
+    pub control: ControlArgs,
+}
+
+/// `strata cache stats`.
+#[derive(clap::Args)]
+pub struct StatsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub control: ControlArgs,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.which {
+        Which::Start(args) => start(args),
+        Which::Set(args) => {
+            let raw = tuning_to_args(&args.tuning);
+            let reply = call(&args.control.control, json!({"op": "set", "args": raw}))?;
+            println!("{}", reply["config"]);
+            Ok(ExitCode::SUCCESS)
+        }
+        Which::Stats(args) => {
+            let reply = call(&args.control.control, json!({"op": "stats"}))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&reply["stats"])?);
+            } else {
+                print!("{}", reply["text"].as_str().unwrap_or_default());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Which::Flush(args) => {
+            call(&args.control, json!({"op": "flush"}))?;
+            println!("cache: flushed");
+            Ok(ExitCode::SUCCESS)
+        }
+        Which::Stop(args) => {
+            call(&args.control, json!({"op": "stop"}))?;
+            println!("cache: stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Turns parsed tuning flags back into arguments (the control protocol carries arguments).
+fn tuning_to_args(tuning: &Tuning) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut push = |flag: &str, value: Option<String>| {
+        if let Some(value) = value {
+            out.push(format!("--{flag}"));
+            out.push(value);
+        }
+    };
+    push("mode", tuning.mode.clone());
+    push("seq-cutoff", tuning.seq_cutoff.clone());
+    push("seq-cutoff-threshold", tuning.seq_cutoff_threshold.clone());
+    push(
+        "seq-cutoff-promotion-count",
+        tuning.seq_cutoff_promotion_count.map(|v| v.to_string()),
+    );
+    push("cleaning", tuning.cleaning.clone());
+    push("wake-up-ms", tuning.wake_up_ms.map(|v| v.to_string()));
+    push("staleness-ms", tuning.staleness_ms.map(|v| v.to_string()));
+    push(
+        "flush-max-buffers",
+        tuning.flush_max_buffers.map(|v| v.to_string()),
+    );
+    push(
+        "activity-threshold-ms",
+        tuning.activity_threshold_ms.map(|v| v.to_string()),
+    );
+    push("promotion", tuning.promotion.clone());
+    push(
+        "nhit-threshold",
+        tuning.nhit_threshold.map(|v| v.to_string()),
+    );
+    push("nhit-trigger", tuning.nhit_trigger.map(|v| v.to_string()));
+    let io_class = tuning.io_class.as_ref().map(|p| {
+        std::fs::canonicalize(p)
+            .unwrap_or_else(|_| p.clone())
+            .display()
+            .to_string()
+    });
+    push("io-class", io_class);
+    if tuning.flush {
+        out.push("--flush".into());
+    }
+    out
+}
+
+/// Applies tuning to a configuration (pure; the mode is applied by the caller).
+fn tune_config(config: &mut CacheConfig, tuning: &Tuning) -> Result<()> {
+    if let Some(policy) = &tuning.seq_cutoff {
+        config.seq_cutoff.policy = match policy.as_str() {
+            "always" => SeqCutoffPolicy::Always,
+            "full" => SeqCutoffPolicy::Full,
+            "never" => SeqCutoffPolicy::Never,
+            other => bail!("unknown seq-cutoff policy {other:?} (always, full, never)"),
+        };
+    }
+    if let Some(size) = &tuning.seq_cutoff_threshold {
+        config.seq_cutoff.threshold_bytes =
+            parse_size_bytes(size).ok_or_else(|| anyhow!("bad size {size:?}"))?;
+    }
+    if let Some(count) = tuning.seq_cutoff_promotion_count {
+        config.seq_cutoff.promotion_count = count;
+    }
+    if let Some(policy) = &tuning.cleaning {
+        config.cleaning = match policy.as_str() {
+            "alru" => CleaningConfig::alru(),
+            "acp" => CleaningConfig::acp(),
+            "nop" => CleaningConfig::Nop,
+            other => bail!("unknown cleaning policy {other:?} (alru, acp, nop)"),
+        };
+    }
+    match &mut config.cleaning {
+        CleaningConfig::Alru {
+            wake_up_ms,
+            staleness_ms,
+            flush_max_buffers,
+            activity_threshold_ms,
+        } => {
+            *wake_up_ms = tuning.wake_up_ms.unwrap_or(*wake_up_ms);
+            *staleness_ms = tuning.staleness_ms.unwrap_or(*staleness_ms);
+            *flush_max_buffers = tuning.flush_max_buffers.unwrap_or(*flush_max_buffers);
+            *activity_threshold_ms = tuning
+                .activity_threshold_ms
+                .unwrap_or(*activity_threshold_ms);
+        }
+        CleaningConfig::Acp {
+            wake_up_ms,
+            flush_max_buffers,
+        } => {
+            *wake_up_ms = tuning.wake_up_ms.unwrap_or(*wake_up_ms);
+            *flush_max_buffers = tuning.flush_max_buffers.unwrap_or(*flush_max_buffers);
+        }
+        CleaningConfig::Nop => {}
+    }
+    match tuning.promotion.as_deref() {
+        Some("always") => config.promotion = PromotionConfig::Always,
+        Some("nhit") => {
+            config.promotion = PromotionConfig::Nhit {
+                threshold: 3,
+                trigger_percent: 80,
+            }
+        }
+        Some(other) => bail!("unknown promotion policy {other:?} (always, nhit)"),
+        None => {}
+    }
+    if let PromotionConfig::Nhit {
+        threshold,
+        trigger_percent,
+    } = &mut config.promotion
+    {
+        *threshold = tuning.nhit_threshold.unwrap_or(*threshold);
+        *trigger_percent = tuning.nhit_trigger.unwrap_or(*trigger_percent);
+    }
+    Ok(())
+}
+
+async fn apply(cache: &BlockCache, tuning: &Tuning) -> Result<()> {
+    let mut config = cache.config();
+    tune_config(&mut config, tuning)?;
+    if let Some(path) = &tuning.io_class {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        cache.set_io_classes(IoClasses::parse_csv(&text)?);
+    }
+    let mode = config.mode;
+    cache.set_config(|current| *current = CacheConfig { mode, ..config })?;
+    if let Some(mode) = &tuning.mode {
+        cache
+            .set_mode(CacheMode::parse(mode)?, tuning.flush)
+            .await?;
+    }
+    Ok(())
+}
+
+fn start(args: StartArgs) -> Result<ExitCode> {
+    let runtime = runtime()?;
+    runtime.block_on(async move {
+        let cache_spec = DeviceSpec::parse(&args.cache)?;
+        let core_spec = DeviceSpec::parse(&args.core)?;
+        let cache_device = cache_spec.open("cache")?;
+        let core_device = core_spec.open("core")?;
+        let mut config = CacheConfig {
+            line_size_bytes: parse_size_bytes(&args.line_size)
+                .ok_or_else(|| anyhow!("bad line size {:?}", args.line_size))?,
+            flush_on_stop: !args.no_flush_on_stop,
+            ..CacheConfig::default()
+        };
+        if let Some(mode) = &args.tuning.mode {
+            config.mode = CacheMode::parse(mode)?;
+        }
+        tune_config(&mut config, &args.tuning)?;
+        let classes = match &args.tuning.io_class {
+            Some(path) => IoClasses::parse_csv(
+                &std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?,
+            )?,
+            None => IoClasses::default(),
+        };
+        let start_mode = match (args.load, args.force) {
+            (true, _) => StartMode::Load,
+            (_, true) => StartMode::Force,
+            _ => StartMode::Create,
+        };
+        let cache =
+            BlockCache::start(cache_device, core_device, config, classes, start_mode).await?;
+        let stats = cache.cache_stats();
+        println!(
+            "cache: started mode {} line {} KiB, {} lines ({} occupied, {} dirty)",
+            stats.mode,
+            stats.line_size_bytes / 1024,
+            stats.lines,
+            stats.occupied_lines,
+            stats.dirty_lines
+        );
+        let control = UnixListener::bind(replace_socket(&args.control.control)?)
+            .with_context(|| format!("binding {}", args.control.control.display()))?;
+        println!("cache: control socket {}", args.control.control.display());
+        tokio::spawn(control_loop(Arc::clone(&cache), control));
+        let rotational = core_spec.profile.is_some_and(|p| p.starts_with("hdd"));
+        let exported: Arc<dyn Device> = cache.clone();
+        let server = NbdServer::new(exported, export_config(&args.listen, rotational));
+        tokio::select! {
+            served = listen(server, &args.listen) => served?,
+            _ = tokio::signal::ctrl_c() => {
+                cache.stop().await?;
+                println!("cache: stopped");
+            }
+        }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn replace_socket(path: &Path) -> Result<&Path> {
+    if path.exists() {
+        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    Ok(path)
+}
+
+async fn control_loop(cache: Arc<BlockCache>, listener: UnixListener) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let cache = Arc::clone(&cache);
+        tokio::spawn(async move {
+            if let Err(error) = control_connection(cache, stream).await {
+                eprintln!("cache: control connection: {error:#}");
+            }
+        });
+    }
+}
+
+async fn control_connection(cache: Arc<BlockCache>, stream: UnixStream) -> Result<()> {
+    let (reader, mut writer) = stream.into_split();
+    let mut lines = BufReader::new(reader).lines();
+    while let Some(line) = lines.next_line().await? {
+        let request: Value = serde_json::from_str(&line)?;
+        let stop = request["op"] == "stop";
+        let reply = match control_request(&cache, &request).await {
+            Ok(mut reply) => {
+                reply["ok"] = json!(true);
+                reply
+            }
+            Err(error) => json!({"ok": false, "error": format!("{error:#}")}),
+        };
+        writer.write_all(format!("{reply}\n").as_bytes()).await?;
+        writer.flush().await?;
+        if stop && reply["ok"] == true {
+            println!("cache: stopped");
+            std::process::exit(0);
+        }
+    }
+    Ok(())
+}
+
+async fn control_request(cache: &BlockCache, request: &Value) -> Result<Value> {
+    match request["op"].as_str() {
+        Some("stats") => {
+            let stats = cache.cache_stats();
+            Ok(json!({"stats": serde_json::to_value(&stats)?, "text": stats.render_text()}))
+        }
+        Some("flush") => {
+            cache.flush_dirty().await?;
+            Ok(json!({}))
+        }
+        Some("stop") => {
+            cache.stop().await?;
+            Ok(json!({}))
+        }
+        Some("set") => {
+            let args: Vec<String> = serde_json::from_value(request["args"].clone())?;
+            let line = TuningLine::try_parse_from(args)?;
+            apply(cache, &line.tuning).await?;
+            Ok(json!({"config": format!("{:?}", cache.config())}))
+        }
+        other => bail!("unknown control operation {other:?}"),
+    }
+}
+
+/// Sends one request to a running cache and returns its reply (an error if it failed).
+fn call(control: &Path, request: Value) -> Result<Value> {
+    use std::io::{BufRead, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(control)
+        .with_context(|| format!("connecting to the cache at {}", control.display()))?;
+    stream.write_all(format!("{request}\n").as_bytes())?;
+    let mut line = String::new();
+    std::io::BufReader::new(stream).read_line(&mut line)?;
+    let reply: Value = serde_json::from_str(&line).context("reading the cache's reply")?;
+    if reply["ok"] != true {
+        bail!("{}", reply["error"].as_str().unwrap_or("cache refused"));
+    }
+    Ok(reply)
+}

@@ -1,0 +1,278 @@
+//! `strata cache` end to end: start over file-backed devices, drive the export with fio
+//! (crc32c verify) and the crate's NBD client, casadm-like commands over the control socket,
+//! --load/--force rules, warm load after a clean stop, and write-back crash recovery after a
+//! real SIGKILL of the serving process.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+struct Paths {
+    _directory: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Paths {
+    fn new() -> Self {
+        let directory = tempfile::tempdir().unwrap();
+        Self {
+            root: directory.path().to_path_buf(),
+            _directory: directory,
+        }
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+    fn text(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+}
+
+fn start(paths: &Paths, extra: &[&str]) -> Child {
+    let _ = std::fs::remove_file(paths.path("nbd.sock"));
+    let mut args = vec![
+        "cache".to_string(),
+        "start".into(),
+        "--cache".into(),
+        format!("file:{}:32M", paths.text("cache.img")),
+        "--core".into(),
+        format!("file:{}:128M", paths.text("core.img")),
+        "--socket".into(),
+        paths.text("nbd.sock"),
+        "--control".into(),
+        paths.text("ctl"),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !paths.path("nbd.sock").exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "cache exited ({status}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "cache did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn control(paths: &Paths, args: &[&str]) -> String {
+    let mut all = vec!["cache"];
+    all.extend_from_slice(args);
+    let ctl = paths.text("ctl");
+    all.extend_from_slice(&["--control", &ctl]);
+    let output = strata(&all);
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{args:?}: {text} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    text
+}
+
+fn json_field(text: &str, field: &str) -> u64 {
+    let value: serde_json::Value = serde_json::from_str(text).unwrap();
+    value[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+}
+
+#[test]
+fn casadm_like_lifecycle_with_fio_verify() {
+    let paths = Paths::new();
+    let mut cache = start(&paths, &["--mode", "wb", "--line-size", "4k"]);
+    let have_fio = Command::new("fio").arg("--version").output().is_ok();
+    if have_fio {
+        let output = Command::new("fio")
+            .current_dir(&paths.root)
+            .args([
+                "--name=verify",
+                "--ioengine=nbd",
+                &format!("--uri=nbd+unix:///?socket={}", paths.text("nbd.sock")),
+                "--rw=randwrite",
+                "--bs=4k",
+                "--iodepth=16",
+                "--size=8m",
+                "--verify=crc32c",
+                "--verify_fatal=1",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(
+            output.status.success() && !text.contains("verify: bad"),
+            "{text}"
+        );
+    } else {
+        eprintln!("note: fio not installed; skipping the fio part");
+    }
+    let stats = control(&paths, &["stats", "--json"]);
+    if have_fio {
+        assert_eq!(json_field(&stats, "dirty_lines"), 2048);
+    }
+    assert!(control(&paths, &["stats"]).contains("Dirty"));
+    control(
+        &paths,
+        &[
+            "set",
+            "--seq-cutoff",
+            "always",
+            "--seq-cutoff-threshold",
+            "16k",
+            "--cleaning",
+            "acp",
+        ],
+    );
+    let classes = paths.path("classes.csv");
+    std::fs::write(&classes, "IO class id,IO class name,Eviction priority,Allocation\n0,unclassified,22,0\n1,request_size:le:131072&done,1,1\n").unwrap();
+    control(
+        &paths,
+        &[
+            "set",
+            "--io-class",
+            &classes.display().to_string(),
+            "--mode",
+            "wt",
+            "--flush",
+        ],
+    );
+    control(&paths, &["flush"]);
+    let stats = control(&paths, &["stats", "--json"]);
+    assert_eq!(json_field(&stats, "dirty_lines"), 0);
+    let occupied = json_field(&stats, "occupied_lines");
+    control(&paths, &["stop"]);
+    assert!(cache.wait().unwrap().success());
+
+    // An existing cache needs --load or --force.
+    let refused = strata(&[
+        "cache",
+        "start",
+        "--cache",
+        &format!("file:{}", paths.text("cache.img")),
+        "--core",
+        &format!("file:{}", paths.text("core.img")),
+        "--socket",
+        &paths.text("nbd.sock"),
+        "--control",
+        &paths.text("ctl"),
+    ]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--load"));
+    let mut cache = start(&paths, &["--load"]);
+    let stats = control(&paths, &["stats", "--json"]);
+    assert_eq!(
+        json_field(&stats, "occupied_lines"),
+        occupied,
+        "warm after a clean stop"
+    );
+    control(&paths, &["stop"]);
+    cache.wait().unwrap();
+    let mut cache = start(&paths, &["--force"]);
+    assert_eq!(
+        json_field(&control(&paths, &["stats", "--json"]), "occupied_lines"),
+        0
+    );
+    control(&paths, &["stop"]);
+    cache.wait().unwrap();
+}
+
+/// Writes random 4 KiB blocks until the server dies; returns what was acknowledged.
+async fn write_until_killed(socket: &Path, seed: u64, blocks: u64) -> HashMap<u64, u8> {
+    let mut client = nbd::NbdClient::connect_unix(socket, "").await.unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut acknowledged = HashMap::new();
+    for round in 0..200_000u32 {
+        let block = rng.gen_range(0..blocks);
+        let value = (round % 251) as u8 + 1;
+        match client.write(block * 4096, &[value; 4096], false).await {
+            Ok(()) => {
+                acknowledged.insert(block, value);
+            }
+            Err(_) => break,
+        }
+    }
+    acknowledged
+}
+
+#[test]
+fn write_back_survives_kill_9() {
+    let paths = Paths::new();
+    let blocks = 4096u64; // 16 MiB of the core, half the cache: evictions and cleaning too
+    let mut acknowledged: HashMap<u64, u8> = HashMap::new();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for round in 0..3u64 {
+        let load: &[&str] = if round == 0 {
+            &["--force"]
+        } else {
+            &["--load"]
+        };
+        let mut args = vec!["--mode", "wb", "--cleaning", "acp", "--no-flush-on-stop"];
+        args.extend_from_slice(load);
+        let mut cache = start(&paths, &args);
+        let socket = paths.path("nbd.sock");
+        // Everything acknowledged before the previous kill must be there.
+        runtime.block_on(async {
+            let mut client = nbd::NbdClient::connect_unix(&socket, "").await.unwrap();
+            let mut back = vec![0u8; 4096];
+            for (&block, &value) in &acknowledged {
+                client.read(block * 4096, &mut back).await.unwrap();
+                assert!(
+                    back.iter().all(|&b| b == value),
+                    "round {round}: block {block} lost its acknowledged write"
+                );
+            }
+            client.disconnect().await.unwrap();
+        });
+        let pid = cache.id();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(700));
+            Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .unwrap();
+        });
+        let written = runtime.block_on(write_until_killed(&socket, round, blocks));
+        killer.join().unwrap();
+        cache.wait().unwrap();
+        assert!(
+            written.len() > 10,
+            "only {} writes before the kill",
+            written.len()
+        );
+        acknowledged.extend(written);
+    }
+    // A last clean load flushes everything; the core alone must then hold every write.
+    let mut cache = start(&paths, &["--load"]);
+    control(&paths, &["stop"]);
+    cache.wait().unwrap();
+    let core = std::fs::read(paths.path("core.img")).unwrap();
+    for (&block, &value) in &acknowledged {
+        let at = (block * 4096) as usize;
+        assert!(
+            core[at..at + 4096].iter().all(|&b| b == value),
+            "core block {block}"
+        );
+    }
+}
