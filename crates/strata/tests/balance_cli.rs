@@ -148,3 +148,55 @@ fn bytes_mode_reads_a_bare_pg_dump_array() {
     );
     let _ = std::fs::remove_file(dump);
 }
+
+fn balancer_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../balancer/tests/fixtures")
+        .join(name)
+}
+
+/// Two pools (replicated + EC 5) on unequal weights: every OSD within [floor, ceil] per pool
+/// and in total, with fewer moves than osdmaptool's 539-540 (deviation 1) on this map.
+#[test]
+fn multi_pool_unequal_weights_reach_every_bound() {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("balance")
+        .arg(balancer_fixture("om_mixed_weights_rep3_ec5.bin"))
+        .args(["--commands", "/dev/null"])
+        .output()
+        .expect("run strata");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("every OSD is within [floor, ceil]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("after 537 "), "{stdout}");
+}
+
+/// Racks of unequal weight under `choose indep 2 rack`: some targets are unreachable, and the
+/// balancer says which and why instead of failing.
+#[test]
+fn unreachable_targets_are_reported() {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("balance")
+        .arg(balancer_fixture("om_rack2_ec_choose_indep.bin"))
+        .args(["--commands", "/dev/null"])
+        .output()
+        .expect("run strata");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("unresolved: osd."), "{stdout}");
+    assert!(
+        stdout.contains("DomainFloor") || stdout.contains("DomainCapacity"),
+        "{stdout}"
+    );
+}
