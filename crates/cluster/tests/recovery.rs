@@ -1,0 +1,216 @@
+//! OSD failure and recovery: down -> degraded service, out -> backfill to the new up sets,
+//! in -> data moves back; below min_size writes are refused.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use cluster::{Cluster, ClusterOptions};
+use rados::{IoCtx, RadosError};
+
+const OBJECTS: usize = 60;
+
+async fn check_all(
+    cluster: &Cluster,
+    pool: &cluster::PoolHandle,
+    expected: &BTreeMap<String, Vec<u8>>,
+) {
+    for (name, data) in expected {
+        assert_eq!(&pool.read_full(name).await.unwrap(), data, "{name}");
+        // Every up-set member holds the same version of the object.
+        let placement = cluster.locate("data", name).unwrap();
+        let collection = cluster.collection_of("data", name).unwrap();
+        for osd in &placement.acting {
+            let copy = cluster
+                .osd(*osd)
+                .unwrap()
+                .store()
+                .read(&collection, name, 0, u64::MAX)
+                .await
+                .unwrap_or_else(|e| panic!("{name} on osd.{osd}: {e}"));
+            assert_eq!(&copy, data, "{name} on osd.{osd}");
+        }
+    }
+}
+
+/// Objects stored per OSD (by the stores' own accounting).
+fn objects_per_osd(cluster: &Cluster) -> BTreeMap<i32, u64> {
+    (0..6)
+        .map(|id| (id, cluster.osd(id).unwrap().store().statfs().objects))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_out_recover_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    // 3 hosts x 2 OSDs, 2 replicas: an out OSD's PGs can move to its host neighbour.
+    let mut config = common::small_config(3, 2, "mem", 2);
+    config.pools[0].min_size = Some(1);
+    let cluster = Cluster::create(dir.path(), config, options).await.unwrap();
+    let pool = cluster.pool("data").unwrap();
+    let mut expected = BTreeMap::new();
+    for i in 0..OBJECTS {
+        let name = format!("object-{i}");
+        let data = common::content(i as u64, 1000 + i * 97);
+        pool.write_full(&name, &data).await.unwrap();
+        expected.insert(name, data);
+    }
+    assert!(
+        cluster.recover(3).await.unwrap(),
+        "a fresh cluster is clean"
+    );
+    let victim = 0;
+    let before = objects_per_osd(&cluster);
+    assert!(before[&victim] > 0);
+
+    // Down: reads and writes continue on the other replica.
+    cluster.mark_down(victim).unwrap();
+    for i in (0..OBJECTS).step_by(3) {
+        let name = format!("object-{i}");
+        let data = common::content(1000 + i as u64, 3000);
+        pool.write_full(&name, &data).await.unwrap();
+        expected.insert(name, data);
+    }
+    pool.remove("object-1").await.unwrap();
+    expected.remove("object-1");
+    check_all(&cluster, &pool, &expected).await;
+
+    // Out: the victim's PGs get new up sets; recovery copies the data there.
+    cluster.mark_out(victim).unwrap();
+    assert!(!cluster.state().pg_temp.is_empty(), "PGs wait for backfill");
+    check_all(&cluster, &pool, &expected).await; // served by the old holders meanwhile
+    assert!(cluster.recover(5).await.unwrap());
+    let progress = cluster.recovery_progress();
+    assert!(progress.objects_copied > 0, "{progress:?}");
+    assert!(cluster.state().pg_temp.is_empty());
+    for name in expected.keys() {
+        let placement = cluster.locate("data", name).unwrap();
+        assert!(!placement.up.contains(&victim));
+        assert_eq!(placement.acting.len(), 2);
+    }
+    check_all(&cluster, &pool, &expected).await;
+
+    // Up and in again: the victim gets its PGs back, with the writes it missed; the
+    // temporary holders drop their copies.
+    cluster.mark_up(victim).unwrap();
+    cluster.mark_in(victim).unwrap();
+    assert!(cluster.recover(5).await.unwrap());
+    check_all(&cluster, &pool, &expected).await;
+    assert_eq!(objects_per_osd(&cluster), {
+        // Same placement as at the start: same object counts (object-1 is gone).
+        let mut counts = before.clone();
+        let placement = cluster.locate("data", "object-1").unwrap();
+        for osd in placement.acting {
+            *counts.get_mut(&osd).unwrap() -= 1;
+        }
+        counts
+    });
+    let report = cluster.scrub(None, false).await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_below_min_size_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::create(dir.path(), common::small_config(3, 1, "mem", 3), options)
+        .await
+        .unwrap();
+    let pool = cluster.pool("data").unwrap();
+    pool.write_full("o", b"v1").await.unwrap();
+    cluster.mark_down(0).unwrap();
+    pool.write_full("o", b"v2").await.unwrap(); // 2 of 3 >= min_size 2
+    cluster.mark_down(1).unwrap();
+    let refused = pool.write_full("o", b"v3").await;
+    assert!(
+        matches!(
+            refused,
+            Err(RadosError::Degraded {
+                available: 1,
+                min_size: 2,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(pool.read_full("o").await.unwrap(), b"v2", "reads continue");
+    cluster.mark_down(2).unwrap();
+    assert!(matches!(
+        pool.read_full("o").await,
+        Err(RadosError::Degraded { .. })
+    ));
+    // OSDs 0 and 1 missed v2; when they return, recovery brings them up to date before
+    // they serve.
+    cluster.mark_up(0).unwrap();
+    cluster.mark_up(1).unwrap();
+    assert!(
+        matches!(pool.read_full("o").await, Err(RadosError::Degraded { .. })),
+        "only stale copies are up"
+    );
+    cluster.mark_up(2).unwrap();
+    assert_eq!(pool.read_full("o").await.unwrap(), b"v2");
+    assert!(cluster.recover(5).await.unwrap());
+    for osd in 0..3 {
+        let collection = cluster.collection_of("data", "o").unwrap();
+        let copy = cluster
+            .osd(osd)
+            .unwrap()
+            .store()
+            .read(&collection, "o", 0, 100)
+            .await
+            .unwrap();
+        assert_eq!(copy, b"v2", "osd.{osd}");
+    }
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_recovery_and_upmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::create(
+        dir.path(),
+        common::small_config(3, 2, "mem", 2),
+        ClusterOptions::default(),
+    )
+    .await
+    .unwrap();
+    let pool = cluster.pool("data").unwrap();
+    let mut expected = BTreeMap::new();
+    for i in 0..30 {
+        let name = format!("o{i}");
+        let data = common::content(i, 5000);
+        pool.write_full(&name, &data).await.unwrap();
+        expected.insert(name, data);
+    }
+    // Move one PG's replica with an upmap item; the background task backfills it.
+    let placement = cluster.locate("data", "o1").unwrap();
+    let from = placement.up[0];
+    let to = if from % 2 == 0 { from + 1 } else { from - 1 }; // the host neighbour
+    cluster
+        .set_pg_upmap_items(placement.pg, vec![(from, to)])
+        .unwrap();
+    for _ in 0..200 {
+        if cluster.state().pg_temp.is_empty() && cluster.recovery_progress().pgs_pending == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let moved = cluster.locate("data", "o1").unwrap();
+    assert!(
+        moved.acting.contains(&to) && !moved.acting.contains(&from),
+        "{moved:?}"
+    );
+    check_all(&cluster, &pool, &expected).await;
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
