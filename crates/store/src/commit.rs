@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot, OwnedRwLockWriteGuard};
 
 use crate::allocator::DeviceExtent;
 use crate::error::{Result, StoreError};
-use crate::meta::{self, OBJECTS, OMAP};
+use crate::meta::{self, DEFERRED, OBJECTS, OMAP};
 use crate::store::Inner;
 use crate::write::Fresh;
 
@@ -60,8 +60,11 @@ pub(crate) struct Pending {
     pub freed: Vec<DeviceExtent>,
     /// Extents allocated for the new data: given back if the transaction never commits.
     pub fresh: Fresh,
-    /// Whether the transaction wrote to the device (the batch then needs a flush).
+    /// Whether the transaction wrote to the device.
     pub has_data: bool,
+    /// (device offset, data) of every extent it wrote, when it is small enough to defer;
+    /// empty otherwise.
+    pub deferred: Vec<(u64, Vec<u8>)>,
     pub deltas: Deltas,
     /// The object locks, released after the answer.
     #[expect(
@@ -81,7 +84,7 @@ pub(crate) fn spawn(
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     // One flushed batch may wait while the previous one commits: the device flush of batch
     // N + 1 overlaps the metadata fsync of batch N.
-    let (stage, flushed) = std::sync::mpsc::sync_channel::<(Vec<Pending>, Result<()>)>(1);
+    let (stage, flushed) = std::sync::mpsc::sync_channel::<Flushed>(1);
     let committer = {
         let inner = Arc::clone(&inner);
         std::thread::Builder::new()
@@ -96,14 +99,26 @@ pub(crate) fn spawn(
         })
 }
 
-/// Stage 1: takes what is queued (a batch) and flushes the device once for all of it.
+/// A batch leaving stage 1.
+struct Flushed {
+    batch: Vec<Pending>,
+    /// The device flush, if there was one: it covers every write of this batch and of all
+    /// earlier ones, so the batch retires every deferred record and writes none.
+    flush: Option<Result<()>>,
+}
+
+/// Stage 1: takes what is queued (a batch) and flushes the device once for all of it, unless
+/// every transaction in it is deferred and the deferred backlog is short.
 fn run_flusher(
     inner: &Inner,
     mut queue: mpsc::Receiver<Pending>,
     runtime: &tokio::runtime::Handle,
-    stage: std::sync::mpsc::SyncSender<(Vec<Pending>, Result<()>)>,
+    stage: std::sync::mpsc::SyncSender<Flushed>,
 ) {
     let batch_max = inner.config.batch_transactions_max;
+    // Deferred transactions and freeing transactions since the last flush.
+    let mut unretired = 0usize;
+    let mut freeing = 0usize;
     while let Some(first) = queue.blocking_recv() {
         let mut batch: Vec<Pending> = Vec::with_capacity(batch_max.min(64));
         batch.push(first);
@@ -113,32 +128,46 @@ fn run_flusher(
                 Err(_) => break,
             }
         }
-        let flushed = if inner.poisoned.load(Ordering::Acquire) {
-            Err(StoreError::Poisoned)
-        } else if inner.config.durable && batch.iter().any(|p| p.has_data) {
-            runtime
-                .block_on(inner.device.flush())
-                .map_err(StoreError::from)
+        let undeferred = batch.iter().any(|p| p.has_data && p.deferred.is_empty());
+        let deferred = batch.iter().filter(|p| !p.deferred.is_empty()).count();
+        freeing += batch.iter().filter(|p| !p.freed.is_empty()).count();
+        let backlog = inner.config.deferred_transactions_max;
+        let must_flush = undeferred
+            || (deferred > 0 && unretired + deferred > backlog)
+            || (unretired > 0 && freeing > backlog);
+        let flush = if inner.poisoned.load(Ordering::Acquire) {
+            Some(Err(StoreError::Poisoned))
+        } else if inner.config.durable && must_flush {
+            unretired = 0;
+            freeing = 0;
+            Some(
+                runtime
+                    .block_on(inner.device.flush())
+                    .map_err(StoreError::from),
+            )
         } else {
-            Ok(())
+            unretired += deferred;
+            None
         };
-        if let Err(error) = &flushed {
+        if let Some(Err(error)) = &flush {
             poison(inner, error);
         }
-        if stage.send((batch, flushed)).is_err() {
+        if stage.send(Flushed { batch, flush }).is_err() {
             return;
         }
     }
 }
 
 /// Stage 2: commits each flushed batch's metadata, frees, counts and answers.
-fn run_committer(inner: &Inner, flushed: std::sync::mpsc::Receiver<(Vec<Pending>, Result<()>)>) {
-    for (mut batch, flush_result) in flushed {
-        let result = flush_result.and_then(|()| {
+fn run_committer(inner: &Inner, flushed: std::sync::mpsc::Receiver<Flushed>) {
+    let mut state = CommitterState::default();
+    for Flushed { mut batch, flush } in flushed {
+        let flushed = flush.is_some();
+        let result = flush.unwrap_or(Ok(())).and_then(|()| {
             if inner.poisoned.load(Ordering::Acquire) {
                 return Err(StoreError::Poisoned);
             }
-            commit_batch(inner, &mut batch)
+            commit_batch(inner, &mut batch, &mut state, flushed)
         });
         if let Err(error) = &result {
             poison(inner, error);
@@ -157,6 +186,15 @@ fn run_committer(inner: &Inner, flushed: std::sync::mpsc::Receiver<(Vec<Pending>
     }
 }
 
+/// What the committer carries from batch to batch.
+#[derive(Default)]
+struct CommitterState {
+    /// Next key in `deferred`.
+    sequence: u64,
+    /// Deferred records in the table.
+    records: u64,
+}
+
 fn poison(inner: &Inner, error: &StoreError) {
     if !inner.poisoned.swap(true, Ordering::AcqRel) {
         tracing::error!(%error, "store flush or commit failed; the store is poisoned");
@@ -165,8 +203,14 @@ fn poison(inner: &Inner, error: &StoreError) {
 
 /// Commits a flushed batch's metadata and, on success, frees what it freed and updates the
 /// counters.
-fn commit_batch(inner: &Inner, batch: &mut [Pending]) -> Result<()> {
+fn commit_batch(
+    inner: &Inner,
+    batch: &mut [Pending],
+    state: &mut CommitterState,
+    flushed: bool,
+) -> Result<()> {
     let mut omap_delta = 0i64;
+    let mut records_after = state.records;
     let mut transaction = inner.db.begin_write()?;
     transaction.set_durability(if inner.config.durable {
         Durability::Immediate
@@ -176,6 +220,23 @@ fn commit_batch(inner: &Inner, batch: &mut [Pending]) -> Result<()> {
     {
         let mut objects = transaction.open_table(OBJECTS)?;
         let mut omap = transaction.open_table(OMAP)?;
+        let mut deferred = transaction.open_table(DEFERRED)?;
+        if flushed || !inner.config.durable {
+            // The flush covered every earlier write: no record is needed any more.
+            if state.records > 0 {
+                deferred.retain(|_, _| false)?;
+            }
+            records_after = 0;
+        } else {
+            for pending in batch.iter() {
+                for (offset, data) in &pending.deferred {
+                    let record = [offset.to_le_bytes().as_slice(), data].concat();
+                    deferred.insert(state.sequence, record.as_slice())?;
+                    state.sequence += 1;
+                    records_after += 1;
+                }
+            }
+        }
         for pending in batch.iter() {
             for update in &pending.updates {
                 match &update.onode {
@@ -221,10 +282,17 @@ fn commit_batch(inner: &Inner, batch: &mut [Pending]) -> Result<()> {
     transaction.commit()?;
     // Durable: the freed extents are referenced by no committed onode any more.
     {
-        let mut allocator = inner.allocator();
+        state.records = records_after;
+        // Extents freed while deferred records exist stay held: a replay could write stale
+        // data into them, so they are reused only once the records are retired.
+        let mut held = inner.held();
         for pending in batch.iter_mut() {
             pending.fresh.armed = false;
-            for extent in pending.freed.drain(..) {
+            held.append(&mut pending.freed);
+        }
+        let mut allocator = inner.allocator();
+        if state.records == 0 {
+            for extent in held.drain(..) {
                 allocator.release(extent);
             }
         }

@@ -23,6 +23,14 @@ pub struct StoreConfig {
     pub batch_transactions_max: usize,
     /// Page cache of the metadata database in bytes. Default 64 MiB.
     pub metadata_cache_bytes: usize,
+    /// Transactions writing at most this many data bytes are *deferred*: their data also goes
+    /// into the metadata commit, so their batch needs no device flush (one fsync instead of
+    /// two); a later flush retires the copies. 0 turns deferral off. Default 65536 (BlueStore's
+    /// `bluestore_prefer_deferred_size_hdd`).
+    pub deferred_write_bytes_max: u64,
+    /// Deferred transactions not yet covered by a device flush at most; the batch that would
+    /// pass it flushes the device and retires them all. Default 512.
+    pub deferred_transactions_max: usize,
     /// Flush the device and fsync the metadata at every commit. Default true. `false` is only
     /// for benchmarks that want the cost of the rest: acknowledged writes may be lost.
     pub durable: bool,
@@ -36,6 +44,8 @@ impl Default for StoreConfig {
             queue_depth_max: 1024,
             batch_transactions_max: 256,
             metadata_cache_bytes: 64 << 20,
+            deferred_write_bytes_max: 65536,
+            deferred_transactions_max: 512,
             durable: true,
         }
     }

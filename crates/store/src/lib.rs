@@ -12,17 +12,19 @@
 //! - **Metadata file** (redb, ACID, checksummed pages, fsync'd commits), tables:
 //!   `super` (format, min_alloc_size, checksum block, device size), `objects`
 //!   (`collection \0 name` -> onode: size, mtime, xattrs, extent map with one crc32c per
-//!   checksum block) and `omap` (length-prefixed `collection, name` + key -> value).
-//!   See [`meta`](crate) and the onode encoding in `onode.rs`.
+//!   checksum block), `omap` (length-prefixed `collection, name` + key -> value) and
+//!   `deferred` (sequence -> device offset + data of deferred writes not yet known durable).
+//!   See `meta.rs` and the onode encoding in `onode.rs`.
 //!
 //! ## Commit protocol (copy-on-write, group commit)
 //! 1. `apply` locks the transaction's objects (sharded locks, sorted order), applies its
 //!    operations to copies of their onodes and writes new data to **freshly allocated**
 //!    extents: a partial overwrite reads the old allocation unit, verifies it, merges and
 //!    writes the unit elsewhere. No committed byte is overwritten in place.
-//! 2. The prepared transaction goes to a bounded queue. The committer thread takes every
-//!    queued transaction (a batch), **flushes the device once**, then writes all their
-//!    metadata in **one redb commit** (fsync): many small writes share two syncs.
+//! 2. The prepared transaction goes to a bounded queue. A flusher thread takes every queued
+//!    transaction (a batch) and **flushes the device once**; a committer thread then writes
+//!    all their metadata in **one redb commit** (fsync), while the flusher already flushes the
+//!    next batch: many small writes share two syncs (one, when deferred, below).
 //! 3. After that commit, the extents the batch stopped referencing go back to the allocator,
 //!    the callers get `Ok`, and the object locks are released.
 //!
@@ -32,16 +34,23 @@
 //! torn state is never visible and every acknowledged transaction survives. A failed flush
 //! or commit poisons the store ([`StoreError::Poisoned`]); reopen it.
 //!
-//! **Deferred writes**: not used. BlueStore puts small overwrites into the KV commit to avoid
-//! a second sync on HDDs; with group commit a batch already pays one device flush plus one
-//! metadata fsync however many transactions it holds, and copy-on-write never needs the
-//! in-place overwrite that deferral protects, so the simpler path is kept.
+//! **Deferred writes** (BlueStore's path for small writes): a transaction writing at most
+//! `deferred_write_bytes_max` data bytes (default 64 KiB) still writes its fresh extents on
+//! the device at once, but its batch skips the device flush when every transaction in it is
+//! deferred: a copy of the data goes into the same redb commit (table `deferred`), so the
+//! batch costs one fsync instead of two. The next batch that flushes the device (a large
+//! write, or a backlog of `deferred_transactions_max` deferred or freeing transactions)
+//! deletes every record in its commit; `shutdown` retires them too; a mount after a crash
+//! rewrites them in commit order, flushes, and deletes them before the allocator is rebuilt.
+//! While records exist, extents freed by commits stay held (counted as free by `statfs`, not
+//! reusable), so a replay never writes stale data over reused space.
 //!
 //! ## Invariants
 //! - An allocated extent is referenced by exactly one onode (checked at mount: overlapping
 //!   references are metadata corruption); the allocator never hands out an allocated extent
 //!   and panics on a double free ([`Allocator::check_invariants`]).
-//! - Freed extents return to the allocator only after the commit that frees them is durable.
+//! - Freed extents return to the allocator only after the commit that frees them is durable
+//!   and no deferred record could be replayed over them.
 //! - Bytes of an allocated unit beyond the object's size are zeros.
 //! - Every byte read from the device is checked against its crc32c before it is returned or
 //!   merged into a new write; a mismatch is [`StoreError::Checksum`], never wrong data.

@@ -5,7 +5,9 @@
 //!   `device_size`), as u64 little endian;
 //! - `objects`: `collection \0 name` -> encoded [`Onode`]; sorted by collection, then name;
 //! - `omap`: `u16 BE len, collection, u16 BE len, name, key` -> value; one object's keys are
-//!   contiguous and sorted.
+//!   contiguous and sorted;
+//! - `deferred`: sequence -> `u64 LE device offset, data`: data of deferred writes whose
+//!   device blocks may not be durable yet; replayed in sequence order at mount.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +20,7 @@ use crate::onode::Onode;
 pub(crate) const SUPER: TableDefinition<&str, u64> = TableDefinition::new("super");
 pub(crate) const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
 pub(crate) const OMAP: TableDefinition<&[u8], &[u8]> = TableDefinition::new("omap");
+pub(crate) const DEFERRED: TableDefinition<u64, &[u8]> = TableDefinition::new("deferred");
 
 /// On-disk format version, bumped on incompatible changes.
 pub(crate) const FORMAT_VERSION: u64 = 1;
@@ -85,6 +88,7 @@ pub(crate) fn initialize(db: &Database, layout: Layout) -> Result<()> {
         table.insert("device_size", layout.device_size_bytes)?;
         transaction.open_table(OBJECTS)?;
         transaction.open_table(OMAP)?;
+        transaction.open_table(DEFERRED)?;
     }
     transaction.commit()?;
     Ok(())
@@ -111,6 +115,35 @@ pub(crate) fn read_layout(db: &Database) -> Result<Layout> {
         checksum_block_bytes: get("checksum_block")?,
         device_size_bytes: get("device_size")?,
     })
+}
+
+/// Deferred writes not known to be durable on the device, in commit order.
+pub(crate) fn deferred_records(db: &Database) -> Result<Vec<(u64, Vec<u8>)>> {
+    let transaction = db.begin_read()?;
+    let table = transaction.open_table(DEFERRED)?;
+    let mut records = Vec::new();
+    for entry in table.iter()? {
+        let (_, value) = entry?;
+        let value = value.value();
+        if value.len() < 8 {
+            return Err(StoreError::Metadata("deferred record too short".into()));
+        }
+        let mut offset = [0u8; 8];
+        offset.copy_from_slice(&value[..8]);
+        records.push((u64::from_le_bytes(offset), value[8..].to_vec()));
+    }
+    Ok(records)
+}
+
+/// Removes every deferred record (after their data is durable on the device).
+pub(crate) fn clear_deferred(db: &Database) -> Result<()> {
+    let transaction = db.begin_write()?;
+    {
+        let mut table = transaction.open_table(DEFERRED)?;
+        table.retain(|_, _| false)?;
+    }
+    transaction.commit()?;
+    Ok(())
 }
 
 /// What the mount scan finds: every allocated extent and the accounting totals.

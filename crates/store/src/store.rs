@@ -11,7 +11,7 @@ use device::Device;
 use redb::Database;
 use tokio::sync::{mpsc, oneshot, RwLock};
 
-use crate::allocator::Allocator;
+use crate::allocator::{Allocator, DeviceExtent};
 use crate::commit::{self, Pending};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     pub layout: Layout,
     pub config: StoreConfig,
     pub allocator: Mutex<Allocator>,
+    /// Freed extents waiting for the deferred records to be retired (see `commit`).
+    pub held: Mutex<Vec<DeviceExtent>>,
     pub counters: Mutex<Counters>,
     pub locks: Vec<Arc<RwLock<()>>>,
     pub poisoned: AtomicBool,
@@ -40,6 +42,10 @@ pub(crate) struct Inner {
 impl Inner {
     pub fn allocator(&self) -> MutexGuard<'_, Allocator> {
         self.allocator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn held(&self) -> MutexGuard<'_, Vec<DeviceExtent>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn counters(&self) -> MutexGuard<'_, Counters> {
@@ -102,7 +108,7 @@ impl Store {
         };
         let db = open_database(meta_path, &config, true)?;
         meta::initialize(&db, layout)?;
-        Self::mount(device, db, meta_path, config)
+        Self::mount(device, db, meta_path, config).await
     }
 
     /// Opens an existing store. The layout recorded at create wins over `config`'s.
@@ -113,10 +119,10 @@ impl Store {
     ) -> Result<Store> {
         let meta_path = meta_path.as_ref();
         let db = open_database(meta_path, &config, false)?;
-        Self::mount(device, db, meta_path, config)
+        Self::mount(device, db, meta_path, config).await
     }
 
-    fn mount(
+    async fn mount(
         device: Arc<dyn Device>,
         db: Database,
         meta_path: &Path,
@@ -133,6 +139,7 @@ impl Store {
                 layout.device_size_bytes
             )));
         }
+        replay_deferred(&device, &db).await?;
         let scan = meta::scan(&db, layout.checksum_block_bytes)?;
         let allocator = Allocator::from_allocated(
             layout.device_size_bytes,
@@ -152,6 +159,7 @@ impl Store {
             db,
             layout,
             allocator: Mutex::new(allocator),
+            held: Mutex::new(Vec::new()),
             counters: Mutex::new(scan.counters),
             locks: (0..LOCK_SHARDS)
                 .map(|_| Arc::new(RwLock::new(())))
@@ -379,9 +387,13 @@ impl Store {
     /// Space and metadata accounting.
     pub fn statfs(&self) -> Statfs {
         let counters = self.inner.counters().clone();
+        let held_bytes: u64 = self.inner.held().iter().map(|e| e.length_bytes).sum();
         let (total_bytes, free_bytes) = {
             let allocator = self.inner.allocator();
-            (allocator.capacity_bytes(), allocator.free_bytes())
+            (
+                allocator.capacity_bytes(),
+                allocator.free_bytes() + held_bytes,
+            )
         };
         Statfs {
             total_bytes,
@@ -419,8 +431,12 @@ impl Store {
             scan.allocated,
         )
         .map_err(|extent| StoreError::Metadata(format!("extent {extent:?} referenced twice")))?;
-        let allocator = self.inner.allocator();
+        let held = self.inner.held().clone();
+        let mut allocator = self.inner.allocator().clone();
         allocator.check_invariants();
+        for extent in held {
+            allocator.release(extent);
+        }
         if !rebuilt.free_extents().eq(allocator.free_extents()) {
             return Err(StoreError::Metadata(format!(
                 "allocator has {} free bytes, metadata says {}",
@@ -451,6 +467,9 @@ impl Store {
         if self.is_poisoned() {
             return Err(StoreError::Poisoned);
         }
+        // Retire the deferred records, so the next mount has nothing to replay.
+        self.inner.device.flush().await?;
+        meta::clear_deferred(&self.inner.db)?;
         Ok(())
     }
 }
@@ -477,6 +496,21 @@ impl Drop for Store {
             }
         }
     }
+}
+
+/// Rewrites the deferred writes whose device blocks may have been lost in a crash, in commit
+/// order, flushes, and retires the records. Idempotent: a crash during it replays again.
+async fn replay_deferred(device: &Arc<dyn Device>, db: &Database) -> Result<()> {
+    let records = meta::deferred_records(db)?;
+    if records.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(records = records.len(), "replaying deferred writes");
+    for (offset_bytes, data) in &records {
+        device.write_at(*offset_bytes, data).await?;
+    }
+    device.flush().await?;
+    meta::clear_deferred(db)
 }
 
 fn open_database(path: &Path, config: &StoreConfig, create: bool) -> Result<Database> {

@@ -114,6 +114,10 @@ pub(crate) async fn prepare(
     let mut works: Vec<Work> = Vec::new();
     let mut index: HashMap<ObjectId, usize> = HashMap::new();
     let mut has_data = false;
+    let mut deferred = Some(Deferred {
+        budget_bytes: inner.config.deferred_write_bytes_max,
+        records: Vec::new(),
+    });
     for (id, op) in transaction.ops {
         let slot = match index.get(&id) {
             Some(&slot) => slot,
@@ -145,6 +149,7 @@ pub(crate) async fn prepare(
             id: &id,
             fresh: &mut fresh,
             freed: &mut freed,
+            deferred: &mut deferred,
         };
         has_data |= apply_op(&mut context, work, op).await?;
         if let Some(onode) = work.onode.as_mut() {
@@ -189,6 +194,7 @@ pub(crate) async fn prepare(
         freed,
         fresh,
         has_data,
+        deferred: deferred.map(|d| d.records).unwrap_or_default(),
         deltas,
         guards,
         reply: Some(reply),
@@ -200,6 +206,14 @@ struct Context<'a> {
     id: &'a ObjectId,
     fresh: &'a mut Fresh,
     freed: &'a mut Vec<DeviceExtent>,
+    /// Copies of the data written so far, while the transaction is small enough to defer.
+    deferred: &'a mut Option<Deferred>,
+}
+
+/// The data of a small transaction, kept to go into the metadata commit.
+struct Deferred {
+    budget_bytes: u64,
+    records: Vec<(u64, Vec<u8>)>,
 }
 
 /// Applies one operation to an object; returns whether it wrote data to the device.
@@ -374,6 +388,14 @@ async fn place(
             .device
             .write_at(piece.offset_bytes, slice)
             .await?;
+        if let Some(deferred) = context.deferred.as_mut() {
+            if deferred.budget_bytes >= piece.length_bytes {
+                deferred.budget_bytes -= piece.length_bytes;
+                deferred.records.push((piece.offset_bytes, slice.to_vec()));
+            } else {
+                *context.deferred = None;
+            }
+        }
         placed.push((
             logical + at,
             Extent {
