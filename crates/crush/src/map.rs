@@ -55,7 +55,9 @@ impl BucketAlgorithm {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BucketData {
     /// Every item has the same weight.
-    Uniform { item_weight: u32 },
+    Uniform {
+        item_weight: u32,
+    },
     /// `sum_weights[i]` = sum of `item_weights[0..=i]`.
     List {
         item_weights: Vec<u32>,
@@ -63,13 +65,18 @@ pub enum BucketData {
     },
     /// Binary tree of node weights; leaves at odd indices (`node_weights.len()` = `1 << num_nodes`-ish
     /// as Ceph computes it: `num_nodes` is the depth-derived node count).
-    Tree { num_nodes: u8, node_weights: Vec<u32> },
+    Tree {
+        num_nodes: u8,
+        node_weights: Vec<u32>,
+    },
     /// `straws[i]` are precomputed by `straw_calc_version` at build time and stored in the map.
     Straw {
         item_weights: Vec<u32>,
         straws: Vec<u32>,
     },
-    Straw2 { item_weights: Vec<u32> },
+    Straw2 {
+        item_weights: Vec<u32>,
+    },
 }
 
 /// One bucket (an interior node of the hierarchy). Its id is negative.
@@ -115,12 +122,26 @@ impl Bucket {
 pub enum RuleStep {
     Noop,
     /// `step take <item>` (arg1).
-    Take { item: i32 },
-    ChooseFirstN { count: i32, type_id: i32 },
-    ChooseIndep { count: i32, type_id: i32 },
+    Take {
+        item: i32,
+    },
+    ChooseFirstN {
+        count: i32,
+        type_id: i32,
+    },
+    ChooseIndep {
+        count: i32,
+        type_id: i32,
+    },
     Emit,
-    ChooseLeafFirstN { count: i32, type_id: i32 },
-    ChooseLeafIndep { count: i32, type_id: i32 },
+    ChooseLeafFirstN {
+        count: i32,
+        type_id: i32,
+    },
+    ChooseLeafIndep {
+        count: i32,
+        type_id: i32,
+    },
     SetChooseTries(i32),
     SetChooseLeafTries(i32),
     SetChooseLocalTries(i32),
@@ -149,11 +170,23 @@ impl RuleStep {
         Some(match op {
             Self::OP_NOOP => Self::Noop,
             Self::OP_TAKE => Self::Take { item: arg1 },
-            Self::OP_CHOOSE_FIRSTN => Self::ChooseFirstN { count: arg1, type_id: arg2 },
-            Self::OP_CHOOSE_INDEP => Self::ChooseIndep { count: arg1, type_id: arg2 },
+            Self::OP_CHOOSE_FIRSTN => Self::ChooseFirstN {
+                count: arg1,
+                type_id: arg2,
+            },
+            Self::OP_CHOOSE_INDEP => Self::ChooseIndep {
+                count: arg1,
+                type_id: arg2,
+            },
             Self::OP_EMIT => Self::Emit,
-            Self::OP_CHOOSELEAF_FIRSTN => Self::ChooseLeafFirstN { count: arg1, type_id: arg2 },
-            Self::OP_CHOOSELEAF_INDEP => Self::ChooseLeafIndep { count: arg1, type_id: arg2 },
+            Self::OP_CHOOSELEAF_FIRSTN => Self::ChooseLeafFirstN {
+                count: arg1,
+                type_id: arg2,
+            },
+            Self::OP_CHOOSELEAF_INDEP => Self::ChooseLeafIndep {
+                count: arg1,
+                type_id: arg2,
+            },
             Self::OP_SET_CHOOSE_TRIES => Self::SetChooseTries(arg1),
             Self::OP_SET_CHOOSELEAF_TRIES => Self::SetChooseLeafTries(arg1),
             Self::OP_SET_CHOOSE_LOCAL_TRIES => Self::SetChooseLocalTries(arg1),
@@ -179,7 +212,9 @@ impl RuleStep {
             Self::SetChooseTries(v) => (Self::OP_SET_CHOOSE_TRIES, v, 0),
             Self::SetChooseLeafTries(v) => (Self::OP_SET_CHOOSELEAF_TRIES, v, 0),
             Self::SetChooseLocalTries(v) => (Self::OP_SET_CHOOSE_LOCAL_TRIES, v, 0),
-            Self::SetChooseLocalFallbackTries(v) => (Self::OP_SET_CHOOSE_LOCAL_FALLBACK_TRIES, v, 0),
+            Self::SetChooseLocalFallbackTries(v) => {
+                (Self::OP_SET_CHOOSE_LOCAL_FALLBACK_TRIES, v, 0)
+            }
             Self::SetChooseLeafVaryR(v) => (Self::OP_SET_CHOOSELEAF_VARY_R, v, 0),
             Self::SetChooseLeafStable(v) => (Self::OP_SET_CHOOSELEAF_STABLE, v, 0),
         }
@@ -256,12 +291,18 @@ impl Tunables {
             chooseleaf_descend_once: 1,
             ..argonaut
         };
-        let firefly = Self { chooseleaf_vary_r: 1, ..bobtail };
+        let firefly = Self {
+            chooseleaf_vary_r: 1,
+            ..bobtail
+        };
         let hammer = Self {
             allowed_bucket_algs: LEGACY_ALLOWED_BUCKET_ALGS | (1 << 5),
             ..firefly
         };
-        let jewel = Self { chooseleaf_stable: 1, ..hammer };
+        let jewel = Self {
+            chooseleaf_stable: 1,
+            ..hammer
+        };
         match name {
             "legacy" | "argonaut" => Some(argonaut),
             "bobtail" => Some(bobtail),
