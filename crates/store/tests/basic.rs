@@ -243,3 +243,11 @@ async fn concurrent_transactions_on_shared_objects_lose_no_update() {
     );
     store.check_consistency().expect("consistent");
 }
+
+#[test]
+fn handles_are_shareable_across_tasks() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<Store>();
+    assert_send_sync::<StoreError>();
+    assert_send_sync::<Transaction>();
+}
