@@ -119,6 +119,25 @@ fn mark_out_and_mark_up_edit_in_memory_like_osdmaptool() {
 }
 
 #[test]
+fn pg_num_override_like_osdmaptool() {
+    let (ok, out, err) = strata(&[
+        "fixtures/osdmap/om_ec.bin",
+        "--test-map-pgs",
+        "--pg_num",
+        "64",
+        "--pool",
+        "1",
+        "--print",
+    ]);
+    assert!(ok, "{err}");
+    assert_same(
+        &out,
+        &fixture("fixtures/osdmap/om_ec.pg_num_64_pool1.txt"),
+        "pg_num",
+    );
+}
+
+#[test]
 fn dump_json_input_gives_the_same_answers() {
     let (ok, out, err) = strata(&[
         "--dump-json",

@@ -59,6 +59,11 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     test_map_object: Option<String>,
 
+    /// With --test-map-pgs*: first set pg_num of the tested pool(s) to N (pgp_num unchanged),
+    /// as osdmaptool's --pg_num does (the change stays for --print).
+    #[arg(long = "pg-num", alias = "pg_num", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pg_num: Option<u32>,
+
     /// Before anything else, mark this OSD up and out (reweight 0), in memory only.
     #[arg(long, value_name = "OSD")]
     mark_out: Option<i32>,
@@ -137,6 +142,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out.push_str(&tool::test_map_pg(&map, pg)?);
     }
     if let Some(listing) = listing {
+        if let Some(pg_num) = args.pg_num {
+            let tested: Vec<_> = map
+                .pools()
+                .values()
+                .filter(|pool| args.pool.is_none_or(|id| id == pool.id))
+                .cloned()
+                .collect();
+            for mut pool in tested {
+                // Ceph's set_pg_num: pg_num_pending follows pg_num.
+                pool.pg_num = pg_num;
+                pool.pg_num_pending = pg_num;
+                map.insert_pool(pool);
+            }
+        }
         out.push_str(&tool::test_map_pgs(&map, args.pool, listing)?);
     }
     if args.print {
