@@ -106,7 +106,8 @@ impl Store {
             checksum_block_bytes: config.checksum_block_bytes,
             device_size_bytes: device.size_bytes(),
         };
-        let db = open_database(meta_path, &config, true)?;
+        let db =
+            open_database(meta_path, &config, true).map_err(|e| database_error(meta_path, e))?;
         meta::initialize(&db, layout)?;
         Self::mount(device, db, meta_path, config).await
     }
@@ -118,7 +119,18 @@ impl Store {
         config: StoreConfig,
     ) -> Result<Store> {
         let meta_path = meta_path.as_ref();
-        let db = open_database(meta_path, &config, false)?;
+        // A handle dropped without `shutdown` on a current-thread runtime cannot wait for its
+        // threads, which close the file a moment later: give them that moment.
+        let mut attempts = 0;
+        let db = loop {
+            match open_database(meta_path, &config, false) {
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if attempts < 100 => {
+                    attempts += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => break other.map_err(|e| database_error(meta_path, e))?,
+            }
+        };
         Self::mount(device, db, meta_path, config).await
     }
 
@@ -513,13 +525,20 @@ async fn replay_deferred(device: &Arc<dyn Device>, db: &Database) -> Result<()> 
     meta::clear_deferred(db)
 }
 
-fn open_database(path: &Path, config: &StoreConfig, create: bool) -> Result<Database> {
+fn open_database(
+    path: &Path,
+    config: &StoreConfig,
+    create: bool,
+) -> std::result::Result<Database, redb::DatabaseError> {
     let mut builder = Database::builder();
     builder.set_cache_size(config.metadata_cache_bytes);
-    let database = if create {
+    if create {
         builder.create(path)
     } else {
         builder.open(path)
-    };
-    database.map_err(|e| StoreError::metadata(format!("{}: {e}", path.display())))
+    }
+}
+
+fn database_error(path: &Path, error: redb::DatabaseError) -> StoreError {
+    StoreError::metadata(format!("{}: {error}", path.display()))
 }

@@ -251,3 +251,23 @@ fn handles_are_shareable_across_tasks() {
     assert_send_sync::<StoreError>();
     assert_send_sync::<Transaction>();
 }
+
+/// On a current-thread runtime a dropped handle cannot wait for its threads; reopening right
+/// away still works.
+#[tokio::test(flavor = "current_thread")]
+async fn reopen_right_after_drop_on_a_current_thread_runtime() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (device, store) = new_store(&dir, StoreConfig::default()).await;
+    let mut t = Transaction::new(1);
+    t.write_full(&ObjectId::new("4.0", "x"), vec![7u8; 5000]);
+    store.apply(t).await.expect("write");
+    drop(store);
+    let store = Store::open(device, dir.path().join("meta.redb"), StoreConfig::default())
+        .await
+        .expect("reopen");
+    assert_eq!(
+        store.read("4.0", "x", 0, 10).await.expect("read"),
+        vec![7u8; 10]
+    );
+    store.shutdown().await.expect("shutdown");
+}
