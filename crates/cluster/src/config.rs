@@ -33,8 +33,8 @@ pub struct ClusterConfig {
     /// day, Ceph's `osd_deep_scrub_interval` is a week).
     #[serde(default = "default_scrub_interval_s")]
     pub scrub_interval_s: u64,
-    /// Length of a statistics period in seconds (per-OSD load and per-object access counts
-    /// are reported per period). Default 60.
+    /// Length of a statistics period in seconds: how often the server ends a period
+    /// (`Cluster::take_stats_period`: per-OSD load and per-object access counts). Default 60.
     #[serde(default = "default_stats_period_s")]
     pub stats_period_s: u64,
     /// Objects whose access counts are tracked per period at most; accesses to further objects

@@ -87,7 +87,10 @@ impl PoolHandle {
                 continue;
             };
             match read(osd).await {
-                Ok(value) => return Ok((value, bad, id)),
+                Ok(value) => {
+                    inner.stats.read_errors(bad.len() as u64);
+                    return Ok((value, bad, id));
+                }
                 Err(error @ StoreError::NotFound { .. }) if bad.is_empty() => {
                     return Err(store_to_rados(id, &error))
                 }

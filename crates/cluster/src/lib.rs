@@ -78,7 +78,7 @@ pub use io::PoolHandle;
 pub use osd::Osd;
 pub use recovery::RecoveryProgress;
 pub use scrub::{Inconsistency, ScrubReport};
-pub use stats::{AccessCounts, OsdStats};
+pub use stats::{AccessCounts, ObjectAccess, OsdStats, StatsPeriod};
 
 use crate::state::ClusterState;
 
@@ -433,6 +433,19 @@ impl Cluster {
     /// Per-object access counts since the last call (a period), and resets them.
     pub fn take_access_counts(&self) -> AccessCounts {
         self.inner.stats.take_access_counts()
+    }
+
+    /// Replica reads that failed (checksum or device error) since open, whether or not
+    /// another replica served the request.
+    pub fn replica_read_errors(&self) -> u64 {
+        self.inner.stats.replica_read_errors()
+    }
+
+    /// Ends a statistics period: per-OSD load since the previous call (since open for the
+    /// first) and per-object access counts of the period. The caller sets the rhythm (the
+    /// server calls it every `stats_period_s`).
+    pub fn take_stats_period(&self) -> stats::StatsPeriod {
+        stats::take_period(&self.inner)
     }
 
     /// A pool handle (the concrete type behind [`rados::Rados::io_ctx`]).

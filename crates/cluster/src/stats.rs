@@ -38,9 +38,20 @@ struct AccessTable {
     untracked: ObjectAccess,
 }
 
+/// What happened in one statistics period.
+#[derive(Clone, Debug)]
+pub struct StatsPeriod {
+    /// Per-OSD load in the period (device and object level, see [`OsdStats::since`]).
+    pub osds: Vec<OsdStats>,
+    /// Per-object accesses in the period.
+    pub access: AccessCounts,
+}
+
 /// The cluster's own counters.
 pub(crate) struct Stats {
     access: Mutex<AccessTable>,
+    /// OSD snapshots at the end of the previous period.
+    last_period: Mutex<Vec<OsdStats>>,
     objects_max: usize,
     read_errors: AtomicU64,
 }
@@ -53,12 +64,17 @@ impl Stats {
                 untracked: ObjectAccess::default(),
             }),
             objects_max,
+            last_period: Mutex::new(Vec::new()),
             read_errors: AtomicU64::new(0),
         }
     }
 
     pub(crate) fn read_errors(&self, count: u64) {
         self.read_errors.fetch_add(count, Ordering::Relaxed);
+    }
+
+    pub(crate) fn replica_read_errors(&self) -> u64 {
+        self.read_errors.load(Ordering::Relaxed)
     }
 
     pub(crate) fn record_access(&self, pool: i64, object: &str, read: bool, bytes: u64) {
@@ -145,6 +161,29 @@ pub(crate) fn osd_stats(inner: &Inner) -> Vec<OsdStats> {
             statfs: osd.store().statfs(),
         })
         .collect()
+}
+
+pub(crate) fn take_period(inner: &Inner) -> StatsPeriod {
+    let now = osd_stats(inner);
+    let mut last = inner
+        .stats
+        .last_period
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let osds = now
+        .iter()
+        .map(
+            |current| match last.iter().find(|earlier| earlier.id == current.id) {
+                Some(earlier) => current.since(earlier),
+                None => current.clone(),
+            },
+        )
+        .collect();
+    *last = now;
+    StatsPeriod {
+        osds,
+        access: inner.stats.take_access_counts(),
+    }
 }
 
 pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {

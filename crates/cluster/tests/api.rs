@@ -238,3 +238,67 @@ async fn pools_and_listing() {
     drop(pool);
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_to_one_object_leave_identical_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path()).await;
+    let pool = cluster.pool("data").unwrap();
+    let mut tasks = Vec::new();
+    for writer in 0..8u8 {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25u8 {
+                pool.append("log", &[writer; 100]).await.unwrap();
+                pool.omap_set("log", vec![(vec![writer, i], vec![i])])
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let data = pool.read_full("log").await.unwrap();
+    assert_eq!(data.len(), 8 * 25 * 100);
+    for chunk in data.chunks(100) {
+        assert!(
+            chunk.iter().all(|&b| b == chunk[0]),
+            "appends never interleave"
+        );
+    }
+    let report = cluster.scrub(None, false).await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_count_osd_load_and_object_accesses() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path()).await;
+    let pool = cluster.pool("data").unwrap();
+    let _ = cluster.take_stats_period();
+    for _ in 0..5 {
+        pool.write_full("hot", &[1u8; 4096]).await.unwrap();
+        pool.read_full("hot").await.unwrap();
+    }
+    pool.write_full("cold", b"x").await.unwrap();
+    let period = cluster.take_stats_period();
+    let hot = period.access.objects[&(1, "hot".to_string())];
+    assert_eq!((hot.reads, hot.writes), (5, 5));
+    assert_eq!(hot.write_bytes, 5 * 4096);
+    assert_eq!(period.access.objects[&(1, "cold".to_string())].writes, 1);
+    let primary = cluster.locate("data", "hot").unwrap().primary().unwrap();
+    let load = period.osds.iter().find(|osd| osd.id == primary).unwrap();
+    assert_eq!(load.ops.read.ops, 5);
+    assert!(load.ops.write.ops >= 5);
+    assert!(load.device.write.ops > 0);
+    let writes: u64 = period.osds.iter().map(|osd| osd.ops.write.ops).sum();
+    assert_eq!(writes, 6 * 3, "every write reaches 3 replicas");
+    let next = cluster.take_stats_period();
+    assert!(next.access.objects.is_empty());
+    assert!(next.osds.iter().all(|osd| osd.ops.read.ops == 0));
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}

@@ -84,6 +84,7 @@ async fn corrupt_primary_is_read_around_and_repaired() {
         "served by another replica"
     );
     assert!(cluster.recovery_progress().objects_repaired >= 1);
+    assert!(cluster.replica_read_errors() >= 1);
     assert_eq!(
         store
             .read(&collection, "victim", 0, u64::MAX)

@@ -214,3 +214,74 @@ async fn background_recovery_and_upmap() {
     drop(pool);
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_and_placement_survive_a_restart() {
+    use rados::{PoolSpec, Rados};
+    let dir = tempfile::tempdir().unwrap();
+    let options = || ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::create(dir.path(), common::small_config(3, 2, "file", 2), options())
+        .await
+        .unwrap();
+    cluster
+        .pool_create(
+            PoolSpec::new("extra")
+                .with_size(2)
+                .with_device_class("hdd")
+                .with_pg_num(8),
+        )
+        .await
+        .unwrap();
+    let extra = cluster.pool("extra").unwrap();
+    for i in 0..20 {
+        extra
+            .write_full(&format!("e{i}"), &common::content(i, 3000))
+            .await
+            .unwrap();
+    }
+    cluster.mark_out(3).unwrap();
+    assert!(cluster.recover(5).await.unwrap());
+    let pg = cluster.locate("extra", "e1").unwrap().pg;
+    let up = cluster.locate("extra", "e1").unwrap().up;
+    let other = [0, 2, 4].into_iter().find(|osd| !up.contains(osd)).unwrap();
+    cluster
+        .set_pg_upmap_items(pg, vec![(up[0], other)])
+        .unwrap();
+    assert!(cluster.recover(5).await.unwrap());
+    let placements: Vec<_> = (0..20)
+        .map(|i| cluster.locate("extra", &format!("e{i}")).unwrap())
+        .collect();
+    let state = cluster.state();
+    let crush = cluster.osd_map().crush().clone();
+    drop(extra);
+    cluster.shutdown().await.unwrap();
+
+    let reopened = Cluster::open(dir.path(), options()).await.unwrap();
+    let mut restored = reopened.state();
+    restored.version_reserved = state.version_reserved; // a restart takes a new lease
+    assert_eq!(restored, state);
+    assert_eq!(reopened.osd_map().crush().item_names, crush.item_names);
+    assert_eq!(reopened.osd_map().crush().buckets, crush.buckets);
+    let again: Vec<_> = (0..20)
+        .map(|i| reopened.locate("extra", &format!("e{i}")).unwrap())
+        .collect();
+    assert_eq!(again, placements);
+    let extra = reopened.pool("extra").unwrap();
+    for i in 0..20 {
+        assert_eq!(
+            extra.read_full(&format!("e{i}")).await.unwrap(),
+            common::content(i, 3000)
+        );
+    }
+    let version = extra.stat("e0").await.unwrap().version;
+    extra.write_full("e0", b"new").await.unwrap();
+    assert!(
+        extra.stat("e0").await.unwrap().version > version,
+        "versions keep growing after a restart"
+    );
+    drop(extra);
+    reopened.shutdown().await.unwrap();
+}
