@@ -1,0 +1,181 @@
+//! The gateway's error enum and its one mapping to S3 error codes and HTTP statuses.
+
+use rados::RadosError;
+use s3s::{S3Error, S3ErrorCode};
+
+/// Why a gateway operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    /// No bucket of that name.
+    #[error("no such bucket: {0}")]
+    NoSuchBucket(String),
+    /// No object of that key.
+    #[error("no such key: {0}")]
+    NoSuchKey(String),
+    /// No multipart upload of that id.
+    #[error("no such upload: {0}")]
+    NoSuchUpload(String),
+    /// The bucket name belongs to another user.
+    #[error("bucket already exists")]
+    BucketAlreadyExists,
+    /// The bucket name belongs to the requester already.
+    #[error("bucket already owned by you")]
+    BucketAlreadyOwnedByYou,
+    /// DeleteBucket on a bucket with objects or uploads.
+    #[error("bucket not empty")]
+    BucketNotEmpty,
+    /// The requester may not do this.
+    #[error("access denied")]
+    AccessDenied,
+    /// Invalid bucket name.
+    #[error("invalid bucket name: {0}")]
+    InvalidBucketName(String),
+    /// Key longer than 1024 bytes.
+    #[error("key too long")]
+    KeyTooLong,
+    /// A bad argument.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Range outside the object.
+    #[error("range not satisfiable")]
+    InvalidRange,
+    /// If-Match / If-Unmodified-Since failed.
+    #[error("precondition failed")]
+    PreconditionFailed,
+    /// If-None-Match / If-Modified-Since matched (GET/HEAD).
+    #[error("not modified")]
+    NotModified,
+    /// A part listed in CompleteMultipartUpload is missing or its ETag differs.
+    #[error("invalid part: {0}")]
+    InvalidPart(String),
+    /// Parts not in ascending order.
+    #[error("parts not in ascending order")]
+    InvalidPartOrder,
+    /// A part but the last is below the minimum size.
+    #[error("part too small")]
+    EntityTooSmall,
+    /// Content-MD5 does not match the body.
+    #[error("content-md5 mismatch")]
+    BadDigest,
+    /// Content-MD5 is not valid base64 of 16 bytes.
+    #[error("invalid content-md5")]
+    InvalidDigest,
+    /// Body shorter than Content-Length.
+    #[error("incomplete body")]
+    IncompleteBody,
+    /// Malformed XML or request.
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    /// Not implemented by this gateway.
+    #[error("not implemented: {0}")]
+    NotImplemented(String),
+    /// The cluster failed.
+    #[error("cluster: {0}")]
+    Rados(#[from] RadosError),
+    /// A stored record does not decode (a bug or corruption).
+    #[error("corrupt metadata: {0}")]
+    Corrupt(String),
+}
+
+/// The result type of the gateway.
+pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
+
+impl GatewayError {
+    /// The S3 error code this error is reported as.
+    pub fn code(&self) -> S3ErrorCode {
+        match self {
+            GatewayError::NoSuchBucket(_) => S3ErrorCode::NoSuchBucket,
+            GatewayError::NoSuchKey(_) => S3ErrorCode::NoSuchKey,
+            GatewayError::NoSuchUpload(_) => S3ErrorCode::NoSuchUpload,
+            GatewayError::BucketAlreadyExists => S3ErrorCode::BucketAlreadyExists,
+            GatewayError::BucketAlreadyOwnedByYou => S3ErrorCode::BucketAlreadyOwnedByYou,
+            GatewayError::BucketNotEmpty => S3ErrorCode::BucketNotEmpty,
+            GatewayError::AccessDenied => S3ErrorCode::AccessDenied,
+            GatewayError::InvalidBucketName(_) => S3ErrorCode::InvalidBucketName,
+            GatewayError::KeyTooLong => S3ErrorCode::KeyTooLongError,
+            GatewayError::InvalidArgument(_) => S3ErrorCode::InvalidArgument,
+            GatewayError::InvalidRange => S3ErrorCode::InvalidRange,
+            GatewayError::PreconditionFailed => S3ErrorCode::PreconditionFailed,
+            GatewayError::NotModified => S3ErrorCode::NotModified,
+            GatewayError::InvalidPart(_) => S3ErrorCode::InvalidPart,
+            GatewayError::InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
+            GatewayError::EntityTooSmall => S3ErrorCode::EntityTooSmall,
+            GatewayError::BadDigest => S3ErrorCode::BadDigest,
+            GatewayError::InvalidDigest => S3ErrorCode::InvalidDigest,
+            GatewayError::IncompleteBody => S3ErrorCode::IncompleteBody,
+            GatewayError::Malformed(_) => S3ErrorCode::MalformedXML,
+            GatewayError::NotImplemented(_) => S3ErrorCode::NotImplemented,
+            GatewayError::Rados(error) => match error {
+                RadosError::Degraded { .. } | RadosError::Shutdown => {
+                    S3ErrorCode::ServiceUnavailable
+                }
+                RadosError::NoSpace(_) => S3ErrorCode::ServiceUnavailable,
+                _ => S3ErrorCode::InternalError,
+            },
+            GatewayError::Corrupt(_) => S3ErrorCode::InternalError,
+        }
+    }
+
+    /// The HTTP status of [`GatewayError::code`].
+    pub fn status(&self) -> http::StatusCode {
+        use http::StatusCode as S;
+        match self {
+            GatewayError::NoSuchBucket(_)
+            | GatewayError::NoSuchKey(_)
+            | GatewayError::NoSuchUpload(_) => S::NOT_FOUND,
+            GatewayError::BucketAlreadyExists
+            | GatewayError::BucketAlreadyOwnedByYou
+            | GatewayError::BucketNotEmpty => S::CONFLICT,
+            GatewayError::AccessDenied => S::FORBIDDEN,
+            GatewayError::InvalidRange => S::RANGE_NOT_SATISFIABLE,
+            GatewayError::PreconditionFailed => S::PRECONDITION_FAILED,
+            GatewayError::NotModified => S::NOT_MODIFIED,
+            GatewayError::NotImplemented(_) => S::NOT_IMPLEMENTED,
+            GatewayError::Rados(_) | GatewayError::Corrupt(_) => match self.code() {
+                S3ErrorCode::ServiceUnavailable => S::SERVICE_UNAVAILABLE,
+                _ => S::INTERNAL_SERVER_ERROR,
+            },
+            _ => S::BAD_REQUEST,
+        }
+    }
+}
+
+impl From<GatewayError> for S3Error {
+    fn from(error: GatewayError) -> Self {
+        let status = error.status();
+        let mut s3 = S3Error::with_message(error.code(), error.to_string());
+        s3.set_status_code(status);
+        if status.is_server_error() {
+            tracing::warn!(%error, "server error");
+        }
+        s3
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_mistakes_are_4xx_and_cluster_failures_5xx() {
+        let client = [
+            GatewayError::NoSuchKey("k".into()),
+            GatewayError::AccessDenied,
+            GatewayError::InvalidRange,
+            GatewayError::EntityTooSmall,
+            GatewayError::Malformed("x".into()),
+            GatewayError::BadDigest,
+        ];
+        for error in client {
+            assert!(error.status().is_client_error(), "{error}");
+        }
+        assert!(GatewayError::Rados(RadosError::Io("eio".into()))
+            .status()
+            .is_server_error());
+        assert_eq!(
+            GatewayError::Rados(RadosError::Shutdown).status(),
+            http::StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+}

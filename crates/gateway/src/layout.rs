@@ -1,0 +1,202 @@
+//! Where everything lives in the cluster: object names and the records stored in omap and xattrs.
+//!
+//! Records are JSON (serde) so they stay readable with `rados getomapval`; each carries only
+//! what the S3 API returns.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Metadata-pool object whose omap maps access key -> [`crate::User`].
+pub const USERS_OBJECT: &str = "users";
+/// Metadata-pool object whose omap maps bucket name -> [`BucketRecord`].
+pub const BUCKETS_OBJECT: &str = "buckets";
+/// Metadata-pool object whose omap lists data objects awaiting removal (name -> enqueue time).
+pub const GC_OBJECT: &str = "gc";
+/// Xattr of a head object holding its [`ObjectEntry`] (for recovery and inspection).
+pub const HEAD_META_XATTR: &str = "user.rgw.meta";
+
+/// Metadata-pool object taken exclusively by a bucket's creator (the name's lock).
+pub fn bucket_claim_object(bucket: &str) -> String {
+    format!(".bucket.{bucket}")
+}
+
+/// Index-pool object holding shard `shard` of a bucket's index.
+pub fn index_shard_object(bucket_id: &str, shard: u32) -> String {
+    format!(".dir.{bucket_id}.{shard}")
+}
+
+/// Index-pool object whose omap lists a bucket's multipart uploads (`key \0 upload-id`).
+pub fn uploads_object(bucket_id: &str) -> String {
+    format!(".uploads.{bucket_id}")
+}
+
+/// Index-pool object whose omap lists the parts of one upload (`part number, 5 digits`).
+pub fn upload_object(bucket_id: &str, upload_id: &str) -> String {
+    format!(".upload.{bucket_id}.{upload_id}")
+}
+
+/// Omap key of an upload in [`uploads_object`].
+pub fn upload_key(key: &str, upload_id: &str) -> Vec<u8> {
+    let mut out = key.as_bytes().to_vec();
+    out.push(0);
+    out.extend_from_slice(upload_id.as_bytes());
+    out
+}
+
+/// Omap key of a part in [`upload_object`].
+pub fn part_key(part_number: i32) -> Vec<u8> {
+    format!("{part_number:05}").into_bytes()
+}
+
+/// Data object `n` of a version: the head (n = 0) carries the key for inspection; the rest are
+/// shadow pieces.
+pub fn piece_object(bucket_id: &str, tag: &str, key: &str, n: usize) -> String {
+    if n == 0 {
+        format!("{bucket_id}_{tag}_{key}")
+    } else {
+        format!("{bucket_id}_{tag}__shadow_{n}")
+    }
+}
+
+/// The index shard of `key` among `shards` (FNV-1a, stable across versions and machines).
+pub fn shard_of(key: &str, shards: u32) -> u32 {
+    assert!(shards > 0, "a bucket has at least one index shard");
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in key.as_bytes() {
+        hash ^= u32::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash % shards
+}
+
+/// A canned ACL, as stored (the S3 names).
+pub type CannedAcl = String;
+
+/// A bucket, as stored in [`BUCKETS_OBJECT`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BucketRecord {
+    /// Name.
+    pub name: String,
+    /// Unique id, prefix of every object of the bucket.
+    pub id: String,
+    /// Owner's user id.
+    pub owner: String,
+    /// Creation, ns since the epoch.
+    pub created_ns: u64,
+    /// Shards of the index.
+    pub shards: u32,
+    /// Canned ACL (`private`, `public-read`, ...).
+    pub acl: CannedAcl,
+    /// Location constraint given at creation.
+    #[serde(default)]
+    pub location: String,
+}
+
+/// One data object of an object's manifest.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Piece {
+    /// Data-pool object name.
+    pub oid: String,
+    /// Bytes in it.
+    pub size: u64,
+}
+
+/// An object's index entry (value in a [`index_shard_object`] omap, key = the S3 key).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ObjectEntry {
+    /// Size in bytes.
+    pub size: u64,
+    /// ETag without quotes (hex md5, or `md5-N` for multipart).
+    pub etag: String,
+    /// Last modification, ns since the epoch.
+    pub mtime_ns: u64,
+    /// Owner's user id.
+    pub owner: String,
+    /// Canned ACL.
+    pub acl: CannedAcl,
+    /// Standard headers stored with the object (content-type, cache-control, ...), lower case.
+    pub headers: BTreeMap<String, String>,
+    /// User metadata (x-amz-meta-*, without the prefix).
+    pub metadata: BTreeMap<String, String>,
+    /// Data pieces in order; their sizes add up to `size`.
+    pub pieces: Vec<Piece>,
+    /// Parts of a multipart object (0 for a simple PUT).
+    #[serde(default)]
+    pub parts_count: u32,
+}
+
+/// A multipart upload in progress ([`uploads_object`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UploadRecord {
+    /// Object key.
+    pub key: String,
+    /// Upload id.
+    pub upload_id: String,
+    /// Initiator's user id.
+    pub owner: String,
+    /// Initiation, ns since the epoch.
+    pub initiated_ns: u64,
+    /// The object's headers, metadata and ACL, applied at completion.
+    pub template: ObjectEntry,
+}
+
+/// One uploaded part ([`upload_object`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PartRecord {
+    /// Part number.
+    pub number: i32,
+    /// Hex md5 of the part.
+    pub etag: String,
+    /// Bytes.
+    pub size: u64,
+    /// Upload time, ns since the epoch.
+    pub mtime_ns: u64,
+    /// Its data pieces.
+    pub pieces: Vec<Piece>,
+}
+
+/// Encodes a record.
+pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
+    serde_json::to_vec(record).expect("gateway records always serialize")
+}
+
+/// Decodes a record.
+pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> crate::error::Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| crate::GatewayError::Corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_stable_and_in_range() {
+        assert_eq!(shard_of("a", 8), shard_of("a", 8));
+        for key in ["", "a", "photos/2024/x.jpg", "ü"] {
+            assert!(shard_of(key, 8) < 8);
+        }
+        assert_eq!(shard_of("anything", 1), 0);
+    }
+
+    #[test]
+    fn upload_keys_sort_by_key_then_id() {
+        assert!(upload_key("a", "z") < upload_key("ab", "a"));
+        assert!(part_key(2) < part_key(10));
+    }
+
+    #[test]
+    fn entries_round_trip() {
+        let entry = ObjectEntry {
+            size: 3,
+            etag: "abc".into(),
+            pieces: vec![Piece {
+                oid: "b_t_k".into(),
+                size: 3,
+            }],
+            ..ObjectEntry::default()
+        };
+        let back: ObjectEntry = decode(&encode(&entry)).unwrap();
+        assert_eq!(back, entry);
+    }
+}

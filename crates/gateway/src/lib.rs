@@ -1,0 +1,85 @@
+//! # gateway: S3 over the RADOS-shaped API
+//!
+//! Owns the S3 protocol surface of strata: an [`s3s::S3`] implementation ([`Gateway`]) whose
+//! every piece of state lives in the cluster behind [`rados::Rados`], so any number of gateways
+//! can serve the same data. Also owns the S3 users (access keys) and SigV4 authentication.
+//!
+//! ## Layout on the cluster (see [`layout`])
+//! - metadata pool: `users` (omap: access key -> user), `buckets` (omap: name -> bucket),
+//!   `gc` (omap: data objects whose removal failed, drained by [`Gateway::reclaim`]).
+//! - index pool: bucket index `.dir.<bucket-id>.<shard>` (omap: key -> entry), sharded by a
+//!   hash of the key; multipart uploads `.uploads.<bucket-id>` and `.upload.<bucket-id>.<id>`.
+//! - data pool: one head object per written object version, `<bucket-id>_<tag>_<key>`, holding
+//!   up to one chunk (4 MiB) of data with the metadata in an xattr; larger objects continue in
+//!   `<bucket-id>_<tag>__shadow_<n>` pieces. Multipart parts are pieces of their own and are
+//!   stitched by the manifest at completion, never copied.
+//!
+//! ## Invariants
+//! - An acknowledged PUT is in the index: the index entry is written before the reply.
+//! - Data objects are never overwritten in place: a new version gets a new tag; the index entry
+//!   switches atomically (one omap set); the pieces of the version it replaced are removed
+//!   in the same request, and whatever removal fails goes to the `gc` queue.
+//! - Client mistakes map to S3 4xx errors in one place ([`error`]); 5xx only for the cluster.
+
+pub mod acl;
+mod auth;
+pub mod error;
+pub mod layout;
+mod list;
+mod server;
+mod service;
+mod store;
+pub mod users;
+
+pub use auth::{AllowAll, ClusterAuth};
+pub use error::GatewayError;
+pub use server::{serve, Server};
+pub use service::Gateway;
+pub use store::GatewayStats;
+pub use users::{User, Users};
+
+/// How a gateway lays out and serves data.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Pool for users, buckets and the GC queue. Default `strata.rgw.meta`.
+    pub metadata_pool: String,
+    /// Pool for bucket indexes and multipart bookkeeping. Default `strata.rgw.index`.
+    pub index_pool: String,
+    /// Pool for object data. Default `strata.rgw.data`.
+    pub data_pool: String,
+    /// Replicas of each pool when the gateway creates it. Default 1.
+    pub pool_size: u32,
+    /// Placement groups of each pool when the gateway creates it. Default 16.
+    pub pool_pg_num: u32,
+    /// Bytes stored in one data object (the head holds the first chunk). Default 4 MiB.
+    pub chunk_size_bytes: usize,
+    /// Shards of each new bucket's index. Default 8.
+    pub index_shards: u32,
+    /// Smallest multipart part but the last. Default 5 MiB (as AWS).
+    pub multipart_part_size_min_bytes: u64,
+    /// Region reported by GetBucketLocation and used by SigV4. Default `us-east-1`.
+    pub region: String,
+    /// Require SigV4 authentication (anonymous requests still pass where an ACL allows).
+    /// Default true; false serves everything as the `anonymous` user with full rights (tests).
+    pub auth: bool,
+    /// Period of the background GC pass, in seconds. Default 30.
+    pub gc_period_s: u64,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            metadata_pool: "strata.rgw.meta".into(),
+            index_pool: "strata.rgw.index".into(),
+            data_pool: "strata.rgw.data".into(),
+            pool_size: 1,
+            pool_pg_num: 16,
+            chunk_size_bytes: 4 << 20,
+            index_shards: 8,
+            multipart_part_size_min_bytes: 5 << 20,
+            region: "us-east-1".into(),
+            auth: true,
+            gc_period_s: 30,
+        }
+    }
+}

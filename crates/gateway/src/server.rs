@@ -1,0 +1,145 @@
+//! The HTTP server: hyper 1 serving s3s's service over a [`Gateway`], and the gateway's
+//! background GC task.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use hyper_util::rt::TokioIo;
+use rados::Rados;
+use s3s::service::S3ServiceBuilder;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use crate::auth::{AllowAll, ClusterAuth};
+use crate::error::{GatewayError, Result};
+use crate::{Gateway, GatewayConfig};
+
+/// Chunks buffered between a reading task and the HTTP response.
+const READ_AHEAD_CHUNKS: usize = 2;
+
+/// A response body fed by a task reading the cluster (s3s needs a `Sync` stream; the rados
+/// futures are only `Send`).
+pub(crate) struct ChannelStream {
+    receiver: mpsc::Receiver<Result<Bytes>>,
+}
+
+impl ChannelStream {
+    /// Runs `stream` on its own task, `READ_AHEAD_CHUNKS` ahead of the consumer.
+    pub fn spawn<S>(stream: S) -> Self
+    where
+        S: Stream<Item = Result<Bytes>> + Send + 'static,
+    {
+        let (sender, receiver) = mpsc::channel(READ_AHEAD_CHUNKS);
+        tokio::spawn(async move {
+            let mut stream = Box::pin(stream);
+            while let Some(item) = stream.next().await {
+                let failed = item.is_err();
+                if sender.send(item).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        Self { receiver }
+    }
+}
+
+impl Stream for ChannelStream {
+    type Item = std::result::Result<Bytes, GatewayError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.receiver.poll_recv(cx)
+    }
+}
+
+/// A running S3 server.
+pub struct Server {
+    /// Where it listens.
+    pub local_addr: SocketAddr,
+    /// The gateway it serves (users, stats).
+    pub gateway: Gateway,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Stops accepting connections and the GC task; open connections finish on their own.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Serves S3 for the cluster `rados` on `bind_addr` (port 0: any free port).
+pub async fn serve(
+    rados: Arc<dyn Rados>,
+    bind_addr: SocketAddr,
+    config: GatewayConfig,
+) -> Result<Server> {
+    let gateway = Gateway::open(rados, config).await?;
+    let listener = TcpListener::bind(bind_addr)
+        .await
+        .map_err(|e| GatewayError::InvalidArgument(format!("bind {bind_addr}: {e}")))?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|e| GatewayError::InvalidArgument(format!("bind {bind_addr}: {e}")))?;
+    let mut builder = S3ServiceBuilder::new(gateway.clone());
+    if gateway.config().auth {
+        builder.set_auth(ClusterAuth::new(gateway.users().clone()));
+        builder.set_access(AllowAll);
+    }
+    let service = builder.build();
+    let (shutdown, mut stopped) = watch::channel(false);
+    let gc_gateway = gateway.clone();
+    let gc_period = std::time::Duration::from_secs(gateway.config().gc_period_s.max(1));
+    let mut gc_stopped = stopped.clone();
+    let task = tokio::spawn(async move {
+        let gc = tokio::spawn(async move {
+            let mut interval = tokio::time::interval(gc_period);
+            loop {
+                tokio::select! {
+                    _ = interval.tick() => {
+                        if let Err(error) = gc_gateway.reclaim().await {
+                            tracing::warn!(%error, "GC pass failed");
+                        }
+                    }
+                    _ = gc_stopped.changed() => break,
+                }
+            }
+        });
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = stopped.changed() => break,
+            };
+            let (stream, _) = match accepted {
+                Ok(connection) => connection,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let service = service.clone();
+            tokio::spawn(async move {
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(stream), service);
+                if let Err(error) = connection.await {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            });
+        }
+        let _ = gc.await;
+    });
+    Ok(Server {
+        local_addr,
+        gateway,
+        shutdown,
+        task,
+    })
+}

@@ -1,0 +1,436 @@
+//! Bucket operations and listings.
+
+use s3s::dto::*;
+use s3s::S3Request;
+
+use super::convert::{self, encode_name};
+use super::Gateway;
+use crate::acl::{self, Permission, Requester};
+use crate::error::{GatewayError, Result};
+use crate::layout::ObjectEntry;
+use crate::list;
+
+/// Listing page size when the client gives none.
+const MAX_KEYS_DEFAULT: i32 = 1000;
+
+fn max_keys(given: Option<i32>) -> Result<usize> {
+    match given {
+        None => Ok(MAX_KEYS_DEFAULT as usize),
+        Some(n) if n < 0 => Err(GatewayError::InvalidArgument("max-keys".into())),
+        Some(n) => Ok(n.min(MAX_KEYS_DEFAULT) as usize),
+    }
+}
+
+fn is_url(encoding: &Option<EncodingType>) -> Result<bool> {
+    match encoding {
+        None => Ok(false),
+        Some(e) if e.as_str() == EncodingType::URL => Ok(true),
+        Some(_) => Err(GatewayError::InvalidArgument("encoding-type".into())),
+    }
+}
+
+/// Canned ACL from request headers, checked.
+pub(super) fn canned_acl(value: Option<&str>) -> Result<String> {
+    let acl = value.unwrap_or("private");
+    if !acl::is_canned(acl) {
+        return Err(GatewayError::InvalidArgument(format!("acl {acl}")));
+    }
+    Ok(acl.to_string())
+}
+
+/// A canned ACL as an S3 grant list.
+pub(super) fn grants_dto(owner: &str, acl: &str, bucket_owner: &str) -> Grants {
+    acl::grants(owner, acl, bucket_owner)
+        .into_iter()
+        .map(|(grantee, permission)| {
+            let grantee = match grantee.as_str() {
+                "AllUsers" | "AuthenticatedUsers" => Grantee {
+                    display_name: None,
+                    email_address: None,
+                    id: None,
+                    type_: Type::from_static(Type::GROUP),
+                    uri: Some(format!("http://acs.amazonaws.com/groups/global/{grantee}")),
+                },
+                uid => Grantee {
+                    display_name: Some(uid.to_string()),
+                    email_address: None,
+                    id: Some(uid.to_string()),
+                    type_: Type::from_static(Type::CANONICAL_USER),
+                    uri: None,
+                },
+            };
+            Grant {
+                grantee: Some(grantee),
+                permission: Some(Permission_::from_static(permission)),
+            }
+        })
+        .collect()
+}
+
+use s3s::dto::Permission as Permission_;
+
+/// The canned ACL an AccessControlPolicy body amounts to (only shapes that a canned ACL
+/// expresses are accepted).
+pub(super) fn acl_from_policy(policy: &AccessControlPolicy) -> Result<String> {
+    let mut all_read = false;
+    let mut all_write = false;
+    let mut auth_read = false;
+    for grant in policy.grants.iter().flatten() {
+        let uri = grant
+            .grantee
+            .as_ref()
+            .and_then(|g| g.uri.as_deref())
+            .unwrap_or("");
+        let permission = grant.permission.as_ref().map(|p| p.as_str()).unwrap_or("");
+        match (uri.rsplit('/').next().unwrap_or(""), permission) {
+            ("AllUsers", "READ") => all_read = true,
+            ("AllUsers", "WRITE") => all_write = true,
+            ("AuthenticatedUsers", "READ") => auth_read = true,
+            _ => {}
+        }
+    }
+    Ok(match (all_read, all_write, auth_read) {
+        (true, true, _) => "public-read-write",
+        (true, false, _) => "public-read",
+        (false, _, true) => "authenticated-read",
+        _ => "private",
+    }
+    .to_string())
+}
+
+impl Gateway {
+    pub(super) async fn do_create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> Result<CreateBucketOutput> {
+        let requester = self.requester(&req).await?;
+        if requester == Requester::Anonymous {
+            return Err(GatewayError::AccessDenied);
+        }
+        let input = req.input;
+        convert::validate_bucket_name(&input.bucket)?;
+        let acl = canned_acl(input.acl.as_ref().map(|a| a.as_str()))?;
+        let location = input
+            .create_bucket_configuration
+            .and_then(|c| c.location_constraint)
+            .map(|l| l.as_str().to_string())
+            .unwrap_or_default();
+        let owner = Self::owner_of(&requester)?;
+        match self
+            .store
+            .create_bucket(&input.bucket, &owner, &acl, &location)
+            .await
+        {
+            // As us-east-1 and radosgw: re-creating your own bucket succeeds.
+            Err(GatewayError::BucketAlreadyOwnedByYou) => {}
+            other => {
+                other?;
+            }
+        }
+        Ok(CreateBucketOutput {
+            location: Some(format!("/{}", input.bucket)),
+        })
+    }
+
+    pub(super) async fn do_delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> Result<DeleteBucketOutput> {
+        let requester = self.requester(&req).await?;
+        let bucket = self.store.bucket(&req.input.bucket).await?;
+        let owns = matches!(&requester, Requester::System)
+            || requester.uid() == Some(bucket.owner.as_str());
+        if !owns {
+            return Err(GatewayError::AccessDenied);
+        }
+        self.store.delete_bucket(&bucket).await?;
+        Ok(DeleteBucketOutput::default())
+    }
+
+    pub(super) async fn do_head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> Result<HeadBucketOutput> {
+        let requester = self.requester(&req).await?;
+        self.bucket_for(&req.input.bucket, &requester, Permission::Read)
+            .await?;
+        Ok(HeadBucketOutput::default())
+    }
+
+    pub(super) async fn do_list_buckets(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> Result<ListBucketsOutput> {
+        let requester = self.requester(&req).await?;
+        let Some(uid) = requester
+            .uid()
+            .map(str::to_string)
+            .or_else(|| (requester == Requester::System).then(|| "anonymous".to_string()))
+        else {
+            return Err(GatewayError::AccessDenied);
+        };
+        let buckets = self
+            .store
+            .buckets()
+            .await?
+            .into_iter()
+            .filter(|b| requester == Requester::System || b.owner == uid)
+            .map(|b| Bucket {
+                bucket_region: None,
+                creation_date: Some(convert::timestamp(b.created_ns)),
+                name: Some(b.name),
+            })
+            .collect();
+        Ok(ListBucketsOutput {
+            buckets: Some(buckets),
+            owner: Some(self.owner_dto(&uid).await),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> Result<GetBucketLocationOutput> {
+        let requester = self.requester(&req).await?;
+        let bucket = self
+            .bucket_for(&req.input.bucket, &requester, Permission::Read)
+            .await?;
+        let location = (!bucket.location.is_empty())
+            .then(|| BucketLocationConstraint::from(bucket.location.clone()));
+        Ok(GetBucketLocationOutput {
+            location_constraint: location,
+        })
+    }
+
+    pub(super) async fn do_get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> Result<GetBucketAclOutput> {
+        let requester = self.requester(&req).await?;
+        let bucket = self
+            .bucket_for(&req.input.bucket, &requester, Permission::ReadAcp)
+            .await?;
+        Ok(GetBucketAclOutput {
+            grants: Some(grants_dto(&bucket.owner, &bucket.acl, &bucket.owner)),
+            owner: Some(self.owner_dto(&bucket.owner).await),
+        })
+    }
+
+    pub(super) async fn do_put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> Result<PutBucketAclOutput> {
+        let requester = self.requester(&req).await?;
+        let mut bucket = self
+            .bucket_for(&req.input.bucket, &requester, Permission::WriteAcp)
+            .await?;
+        bucket.acl = match (&req.input.acl, &req.input.access_control_policy) {
+            (Some(acl), _) => canned_acl(Some(acl.as_str()))?,
+            (None, Some(policy)) => acl_from_policy(policy)?,
+            (None, None) => "private".into(),
+        };
+        self.store.save_bucket(&bucket).await?;
+        Ok(PutBucketAclOutput::default())
+    }
+
+    pub(super) async fn do_list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> Result<ListObjectsOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Read)
+            .await?;
+        let url = is_url(&input.encoding_type)?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let delimiter = input.delimiter.clone().unwrap_or_default();
+        let max = max_keys(input.max_keys)?;
+        let listing = list::list(
+            self.store.index.clone(),
+            &bucket,
+            &prefix,
+            &delimiter,
+            input.marker.as_deref(),
+            max,
+        )
+        .await?;
+        let next_marker = (listing.truncated && !delimiter.is_empty())
+            .then(|| listing.last.clone())
+            .flatten()
+            .map(|m| encode_name(url, &m));
+        Ok(ListObjectsOutput {
+            name: Some(input.bucket),
+            prefix: Some(encode_name(url, &prefix)),
+            marker: Some(encode_name(url, input.marker.as_deref().unwrap_or(""))),
+            max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS_DEFAULT)),
+            is_truncated: Some(listing.truncated),
+            contents: Some(self.objects_dto(url, listing.objects).await),
+            common_prefixes: Some(prefixes_dto(url, listing.prefixes)),
+            delimiter: input.delimiter.map(|d| encode_name(url, &d)),
+            next_marker,
+            encoding_type: input.encoding_type,
+            request_charged: None,
+        })
+    }
+
+    pub(super) async fn do_list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> Result<ListObjectsV2Output> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Read)
+            .await?;
+        let url = is_url(&input.encoding_type)?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let delimiter = input.delimiter.clone().unwrap_or_default();
+        let max = max_keys(input.max_keys)?;
+        let marker = match &input.continuation_token {
+            Some(token) => Some(decode_token(token)?),
+            None => input.start_after.clone(),
+        };
+        let listing = list::list(
+            self.store.index.clone(),
+            &bucket,
+            &prefix,
+            &delimiter,
+            marker.as_deref(),
+            max,
+        )
+        .await?;
+        let next = listing
+            .truncated
+            .then(|| listing.last.as_deref().map(encode_token))
+            .flatten();
+        let key_count = (listing.objects.len() + listing.prefixes.len()) as i32;
+        let fetch_owner = input.fetch_owner.unwrap_or(false);
+        let mut contents = self.objects_dto(url, listing.objects).await;
+        if !fetch_owner {
+            for object in &mut contents {
+                object.owner = None;
+            }
+        }
+        Ok(ListObjectsV2Output {
+            name: Some(input.bucket),
+            prefix: Some(encode_name(url, &prefix)),
+            max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS_DEFAULT)),
+            key_count: Some(key_count),
+            continuation_token: input.continuation_token,
+            is_truncated: Some(listing.truncated),
+            next_continuation_token: next,
+            contents: Some(contents),
+            common_prefixes: Some(prefixes_dto(url, listing.prefixes)),
+            delimiter: input.delimiter.map(|d| encode_name(url, &d)),
+            encoding_type: input.encoding_type,
+            start_after: input.start_after.map(|s| encode_name(url, &s)),
+            request_charged: None,
+        })
+    }
+
+    pub(super) async fn do_list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> Result<ListObjectVersionsOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Read)
+            .await?;
+        let url = is_url(&input.encoding_type)?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let delimiter = input.delimiter.clone().unwrap_or_default();
+        let max = max_keys(input.max_keys)?;
+        let listing = list::list(
+            self.store.index.clone(),
+            &bucket,
+            &prefix,
+            &delimiter,
+            input.key_marker.as_deref(),
+            max,
+        )
+        .await?;
+        let versions: ObjectVersionList = listing
+            .objects
+            .into_iter()
+            .map(|(key, entry)| ObjectVersion {
+                e_tag: Some(convert::etag(&entry.etag)),
+                is_latest: Some(true),
+                key: Some(encode_name(url, &key)),
+                last_modified: Some(convert::timestamp(entry.mtime_ns)),
+                owner: Some(Owner {
+                    display_name: Some(entry.owner.clone()),
+                    id: Some(entry.owner.clone()),
+                }),
+                size: Some(entry.size as i64),
+                storage_class: Some(ObjectVersionStorageClass::from_static(
+                    ObjectVersionStorageClass::STANDARD,
+                )),
+                version_id: Some("null".into()),
+                ..Default::default()
+            })
+            .collect();
+        let next = listing.truncated.then_some(listing.last).flatten();
+        Ok(ListObjectVersionsOutput {
+            common_prefixes: Some(prefixes_dto(url, listing.prefixes)),
+            delimiter: input.delimiter,
+            encoding_type: input.encoding_type,
+            is_truncated: Some(listing.truncated),
+            key_marker: input.key_marker,
+            max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS_DEFAULT)),
+            name: Some(input.bucket),
+            next_version_id_marker: next.as_ref().map(|_| "null".to_string()),
+            next_key_marker: next,
+            prefix: Some(prefix),
+            version_id_marker: input.version_id_marker,
+            versions: Some(versions),
+            ..Default::default()
+        })
+    }
+
+    async fn objects_dto(&self, url: bool, objects: Vec<(String, ObjectEntry)>) -> Vec<Object> {
+        objects
+            .into_iter()
+            .map(|(key, entry)| Object {
+                e_tag: Some(convert::etag(&entry.etag)),
+                key: Some(encode_name(url, &key)),
+                last_modified: Some(convert::timestamp(entry.mtime_ns)),
+                owner: Some(Owner {
+                    display_name: Some(entry.owner.clone()),
+                    id: Some(entry.owner.clone()),
+                }),
+                size: Some(entry.size as i64),
+                storage_class: Some(ObjectStorageClass::from_static(
+                    ObjectStorageClass::STANDARD,
+                )),
+                ..Default::default()
+            })
+            .collect()
+    }
+}
+
+fn prefixes_dto(url: bool, prefixes: Vec<String>) -> CommonPrefixList {
+    prefixes
+        .into_iter()
+        .map(|p| CommonPrefix {
+            prefix: Some(encode_name(url, &p)),
+        })
+        .collect()
+}
+
+/// Continuation tokens are the last returned name, base64 (opaque to clients).
+fn encode_token(last: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(last.as_bytes())
+}
+
+fn decode_token(token: &str) -> Result<String> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.as_bytes())
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| GatewayError::InvalidArgument("continuation token".into()))
+}

@@ -1,0 +1,215 @@
+//! Conversions between stored records and s3s DTOs: timestamps, ETags, headers, conditions,
+//! URL encoding of listed keys.
+
+use std::collections::BTreeMap;
+
+use s3s::dto::{ETag, ETagCondition, Metadata, Timestamp, TimestampFormat};
+
+use crate::error::{GatewayError, Result};
+use crate::layout::ObjectEntry;
+
+/// A stored ns timestamp as an S3 timestamp (whole seconds, as S3 reports them).
+pub fn timestamp(ns: u64) -> Timestamp {
+    let seconds = (ns / 1_000_000_000) as i64;
+    let time = time::OffsetDateTime::from_unix_timestamp(seconds)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    Timestamp::from(time)
+}
+
+/// Seconds since the epoch of an S3 timestamp.
+pub fn seconds(ts: &Timestamp) -> i64 {
+    time::OffsetDateTime::from(ts.clone()).unix_timestamp()
+}
+
+/// A stored hex ETag as the DTO.
+pub fn etag(value: &str) -> ETag {
+    ETag::Strong(value.to_string())
+}
+
+/// Formats a timestamp as an HTTP date (for stored `expires`).
+pub fn http_date(ts: &Timestamp) -> String {
+    let mut out = Vec::new();
+    let _ = ts.format(TimestampFormat::HttpDate, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Parses a stored HTTP date.
+pub fn parse_http_date(value: &str) -> Option<Timestamp> {
+    Timestamp::parse(TimestampFormat::HttpDate, value).ok()
+}
+
+/// User metadata as stored.
+pub fn metadata_in(metadata: Option<Metadata>) -> BTreeMap<String, String> {
+    metadata
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect()
+}
+
+/// User metadata for a response.
+pub fn metadata_out(entry: &ObjectEntry) -> Option<Metadata> {
+    if entry.metadata.is_empty() {
+        return None;
+    }
+    Some(entry.metadata.clone().into_iter().collect())
+}
+
+fn etag_matches(condition: &ETagCondition, stored: &str) -> bool {
+    match condition {
+        ETagCondition::Any => true,
+        ETagCondition::ETag(tag) => tag.value() == stored,
+    }
+}
+
+/// The conditions of a GET/HEAD (or a copy source) on an existing object.
+pub struct Conditions<'a> {
+    /// If-Match.
+    pub if_match: Option<&'a ETagCondition>,
+    /// If-None-Match.
+    pub if_none_match: Option<&'a ETagCondition>,
+    /// If-Modified-Since.
+    pub if_modified_since: Option<&'a Timestamp>,
+    /// If-Unmodified-Since.
+    pub if_unmodified_since: Option<&'a Timestamp>,
+}
+
+impl Conditions<'_> {
+    /// RFC 9110 §13.2.2 order. `not_modified_is_failure`: copy sources answer 412 where GET
+    /// answers 304.
+    pub fn check(&self, entry: &ObjectEntry, not_modified_is_failure: bool) -> Result<()> {
+        let mtime_s = (entry.mtime_ns / 1_000_000_000) as i64;
+        if let Some(condition) = self.if_match {
+            if !etag_matches(condition, &entry.etag) {
+                return Err(GatewayError::PreconditionFailed);
+            }
+        } else if let Some(since) = self.if_unmodified_since {
+            if mtime_s > seconds(since) {
+                return Err(GatewayError::PreconditionFailed);
+            }
+        }
+        let not_modified = if not_modified_is_failure {
+            GatewayError::PreconditionFailed
+        } else {
+            GatewayError::NotModified
+        };
+        if let Some(condition) = self.if_none_match {
+            if etag_matches(condition, &entry.etag) {
+                return Err(not_modified);
+            }
+        } else if let Some(since) = self.if_modified_since {
+            if mtime_s <= seconds(since) {
+                return Err(not_modified);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// S3's `encoding-type=url` for keys and prefixes in listings.
+pub fn url_encode(value: &str) -> String {
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~')
+        .remove(b'/');
+    percent_encoding::utf8_percent_encode(value, KEEP).to_string()
+}
+
+/// Applies `encoding-type` to a listed name.
+pub fn encode_name(url: bool, value: &str) -> String {
+    if url {
+        url_encode(value)
+    } else {
+        value.to_string()
+    }
+}
+
+/// Validates a bucket name (S3's DNS-compatible rules, relaxed like radosgw: 3..=63 bytes of
+/// lowercase letters, digits, `.`, `-`, `_`, starting and ending with a letter or digit, not an IP).
+pub fn validate_bucket_name(name: &str) -> Result<()> {
+    let bytes = name.as_bytes();
+    let valid_char = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || b".-_".contains(c);
+    let alnum = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let is_ip = name.split('.').count() == 4 && name.split('.').all(|p| p.parse::<u8>().is_ok());
+    if !(3..=63).contains(&bytes.len())
+        || !bytes.iter().all(valid_char)
+        || !alnum(bytes.first())
+        || !alnum(bytes.last())
+        || name.contains("..")
+        || is_ip
+    {
+        return Err(GatewayError::InvalidBucketName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// Validates an object key.
+pub fn validate_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(GatewayError::InvalidArgument("empty key".into()));
+    }
+    if key.len() > 1024 {
+        return Err(GatewayError::KeyTooLong);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names() {
+        assert!(validate_bucket_name("abc").is_ok());
+        assert!(validate_bucket_name("my-bucket.1").is_ok());
+        assert!(validate_bucket_name("ab").is_err());
+        assert!(validate_bucket_name("Abc").is_err());
+        assert!(validate_bucket_name("-abc").is_err());
+        assert!(validate_bucket_name("192.168.5.4").is_err());
+        assert!(validate_bucket_name("a..b").is_err());
+    }
+
+    #[test]
+    fn url_encoding_keeps_slashes() {
+        assert_eq!(url_encode("a b/c+d"), "a%20b/c%2Bd");
+    }
+
+    #[test]
+    fn conditions_follow_rfc_order() {
+        let entry = ObjectEntry {
+            etag: "abc".into(),
+            mtime_ns: 100_000_000_000,
+            ..ObjectEntry::default()
+        };
+        let tag = ETagCondition::ETag(ETag::Strong("abc".into()));
+        let other = ETagCondition::ETag(ETag::Strong("x".into()));
+        let c = |m, n| Conditions {
+            if_match: m,
+            if_none_match: n,
+            if_modified_since: None,
+            if_unmodified_since: None,
+        };
+        assert!(c(Some(&tag), None).check(&entry, false).is_ok());
+        assert!(matches!(
+            c(Some(&other), None).check(&entry, false),
+            Err(GatewayError::PreconditionFailed)
+        ));
+        assert!(matches!(
+            c(None, Some(&tag)).check(&entry, false),
+            Err(GatewayError::NotModified)
+        ));
+        let later = timestamp(200_000_000_000);
+        let since = Conditions {
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: Some(&later),
+            if_unmodified_since: None,
+        };
+        assert!(matches!(
+            since.check(&entry, false),
+            Err(GatewayError::NotModified)
+        ));
+    }
+}

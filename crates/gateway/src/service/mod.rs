@@ -1,0 +1,302 @@
+//! The S3 operations ([`s3s::S3`]) over the [`crate::store::Store`]: one method per operation,
+//! each checking the requester against owners and canned ACLs first.
+
+mod buckets;
+mod convert;
+mod multipart;
+mod objects;
+
+use std::sync::Arc;
+
+use rados::Rados;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result, S3};
+
+use crate::acl::{self, Permission, Requester};
+use crate::error::{GatewayError, Result};
+use crate::layout::BucketRecord;
+use crate::store::{Clock, GatewayStats, Store};
+use crate::users::Users;
+use crate::GatewayConfig;
+
+/// The S3 service: stateless apart from the cluster handle; clone-cheap.
+#[derive(Clone)]
+pub struct Gateway {
+    pub(crate) store: Arc<Store>,
+    pub(crate) users: Users,
+}
+
+impl Gateway {
+    /// A gateway over `rados`, creating its pools when missing.
+    pub async fn open(rados: Arc<dyn Rados>, config: GatewayConfig) -> Result<Self> {
+        Self::open_with_clock(rados, config, crate::store::system_clock()).await
+    }
+
+    /// The same with an injected clock (ns since the epoch).
+    pub async fn open_with_clock(
+        rados: Arc<dyn Rados>,
+        config: GatewayConfig,
+        clock: Clock,
+    ) -> Result<Self> {
+        let store = Store::open(rados.as_ref(), config, clock).await?;
+        let users = Users::from_io(store.meta.clone());
+        Ok(Self {
+            store: Arc::new(store),
+            users,
+        })
+    }
+
+    /// The user table this gateway authenticates against.
+    pub fn users(&self) -> &Users {
+        &self.users
+    }
+
+    /// The gateway's configuration.
+    pub fn config(&self) -> &GatewayConfig {
+        &self.store.config
+    }
+
+    /// Counters (pieces removed, GC).
+    pub fn stats(&self) -> GatewayStats {
+        self.store.stats()
+    }
+
+    /// One GC pass over the queue of data objects whose removal failed.
+    pub async fn reclaim(&self) -> Result<u64> {
+        self.store.reclaim().await
+    }
+
+    async fn requester<T>(&self, req: &S3Request<T>) -> Result<Requester> {
+        if !self.store.config.auth {
+            return Ok(Requester::System);
+        }
+        let Some(credentials) = &req.credentials else {
+            return Ok(Requester::Anonymous);
+        };
+        match self.users.by_access_key(&credentials.access_key).await? {
+            Some(user) => Ok(Requester::User(user.uid)),
+            None => Err(GatewayError::AccessDenied),
+        }
+    }
+
+    /// The bucket, if `requester` may do `permission` on it.
+    async fn bucket_for(
+        &self,
+        name: &str,
+        requester: &Requester,
+        permission: Permission,
+    ) -> Result<BucketRecord> {
+        let bucket = self.store.bucket(name).await?;
+        if !acl::bucket_allows(&bucket.owner, &bucket.acl, requester, permission) {
+            return Err(GatewayError::AccessDenied);
+        }
+        Ok(bucket)
+    }
+
+    /// The uid new things are owned by.
+    fn owner_of(requester: &Requester) -> Result<String> {
+        match requester {
+            Requester::User(uid) => Ok(uid.clone()),
+            Requester::System => Ok("anonymous".into()),
+            Requester::Anonymous => Ok("anonymous".into()),
+        }
+    }
+
+    async fn owner_dto(&self, uid: &str) -> Owner {
+        Owner {
+            display_name: Some(uid.to_string()),
+            id: Some(uid.to_string()),
+        }
+    }
+}
+
+fn ok<T>(output: T) -> S3Result<S3Response<T>> {
+    Ok(S3Response::new(output))
+}
+
+macro_rules! route {
+    ($self:ident . $method:ident ( $req:ident )) => {
+        match $self.$method($req).await {
+            Ok(output) => ok(output),
+            Err(error) => Err(error.into()),
+        }
+    };
+}
+
+#[async_trait::async_trait]
+impl S3 for Gateway {
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        route!(self.do_create_bucket(req))
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        route!(self.do_delete_bucket(req))
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        route!(self.do_head_bucket(req))
+    }
+
+    async fn list_buckets(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        route!(self.do_list_buckets(req))
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        route!(self.do_get_bucket_location(req))
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        route!(self.do_get_bucket_acl(req))
+    }
+
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> S3Result<S3Response<PutBucketAclOutput>> {
+        route!(self.do_put_bucket_acl(req))
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        route!(self.do_list_objects(req))
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        route!(self.do_list_objects_v2(req))
+    }
+
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        route!(self.do_list_object_versions(req))
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        route!(self.do_put_object(req))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        route!(self.do_get_object(req))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        route!(self.do_head_object(req))
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        route!(self.do_delete_object(req))
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        route!(self.do_delete_objects(req))
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        route!(self.do_copy_object(req))
+    }
+
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        route!(self.do_get_object_acl(req))
+    }
+
+    async fn put_object_acl(
+        &self,
+        req: S3Request<PutObjectAclInput>,
+    ) -> S3Result<S3Response<PutObjectAclOutput>> {
+        route!(self.do_put_object_acl(req))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        route!(self.do_create_multipart_upload(req))
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        route!(self.do_upload_part(req))
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        route!(self.do_upload_part_copy(req))
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        route!(self.do_list_parts(req))
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        route!(self.do_list_multipart_uploads(req))
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        route!(self.do_complete_multipart_upload(req))
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        route!(self.do_abort_multipart_upload(req))
+    }
+}

@@ -1,0 +1,548 @@
+//! Multipart uploads: parts are stored as pieces of their own and become the object's manifest
+//! at completion (no data is copied).
+
+use md5::{Digest, Md5};
+use rados::RadosError;
+use s3s::dto::*;
+use s3s::S3Request;
+
+use super::buckets::canned_acl;
+use super::convert::{self, Conditions};
+use super::objects::{check_content_md5, standard_headers};
+use super::Gateway;
+use crate::acl::{Permission, Requester};
+use crate::error::{GatewayError, Result};
+use crate::layout::{self, BucketRecord, ObjectEntry, PartRecord, UploadRecord};
+use crate::list::past_prefix;
+
+/// Highest part number S3 allows.
+const PART_NUMBER_MAX: i32 = 10_000;
+
+impl Gateway {
+    async fn upload(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        upload_id: &str,
+    ) -> Result<UploadRecord> {
+        let wanted = layout::upload_key(key, upload_id);
+        let found = match self
+            .store
+            .index
+            .omap_get_vals_by_keys(
+                &layout::uploads_object(&bucket.id),
+                std::slice::from_ref(&wanted),
+            )
+            .await
+        {
+            Ok(found) => found,
+            Err(RadosError::NotFound(_)) => Default::default(),
+            Err(error) => return Err(error.into()),
+        };
+        match found.get(&wanted) {
+            Some(bytes) => layout::decode(bytes),
+            None => Err(GatewayError::NoSuchUpload(upload_id.to_string())),
+        }
+    }
+
+    async fn parts(&self, bucket: &BucketRecord, upload_id: &str) -> Result<Vec<PartRecord>> {
+        let oid = layout::upload_object(&bucket.id, upload_id);
+        let mut out = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = match self
+                .store
+                .index
+                .omap_get_vals(&oid, after.as_deref(), b"", 1000)
+                .await
+            {
+                Ok(page) => page,
+                Err(RadosError::NotFound(_)) => return Ok(out),
+                Err(error) => return Err(error.into()),
+            };
+            for (key, value) in &page.entries {
+                out.push(layout::decode(value)?);
+                after = Some(key.clone());
+            }
+            if !page.more || page.entries.is_empty() {
+                return Ok(out);
+            }
+        }
+    }
+
+    pub(super) async fn do_create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> Result<CreateMultipartUploadOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .await?;
+        convert::validate_key(&input.key)?;
+        let upload_id = format!("2~{}", self.store.new_tag(12));
+        let record = UploadRecord {
+            key: input.key.clone(),
+            upload_id: upload_id.clone(),
+            owner: Self::owner_of(&requester)?,
+            initiated_ns: self.store.now_ns(),
+            template: ObjectEntry {
+                owner: Self::owner_of(&requester)?,
+                acl: canned_acl(input.acl.as_ref().map(|a| a.as_str()))?,
+                headers: standard_headers(
+                    input.content_type.as_deref(),
+                    input.content_encoding.as_deref(),
+                    input.cache_control.as_deref(),
+                    input.content_disposition.as_deref(),
+                    input.content_language.as_deref(),
+                    input.expires.as_ref(),
+                ),
+                metadata: convert::metadata_in(input.metadata),
+                ..ObjectEntry::default()
+            },
+        };
+        self.store
+            .index
+            .omap_set(
+                &layout::uploads_object(&bucket.id),
+                vec![(
+                    layout::upload_key(&input.key, &upload_id),
+                    layout::encode(&record),
+                )],
+            )
+            .await?;
+        Ok(CreateMultipartUploadOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(upload_id),
+            ..Default::default()
+        })
+    }
+
+    async fn save_part(
+        &self,
+        bucket: &BucketRecord,
+        upload_id: &str,
+        part: PartRecord,
+    ) -> Result<()> {
+        let oid = layout::upload_object(&bucket.id, upload_id);
+        let key = layout::part_key(part.number);
+        let _guard = self
+            .store
+            .lock_upload(upload_id, &part.number.to_string())
+            .await;
+        let old = match self
+            .store
+            .index
+            .omap_get_vals_by_keys(&oid, std::slice::from_ref(&key))
+            .await
+        {
+            Ok(found) => found
+                .get(&key)
+                .map(|v| layout::decode::<PartRecord>(v))
+                .transpose()?,
+            Err(RadosError::NotFound(_)) => None,
+            Err(error) => return Err(error.into()),
+        };
+        self.store
+            .index
+            .omap_set(&oid, vec![(key, layout::encode(&part))])
+            .await?;
+        if let Some(old) = old {
+            self.store.remove_pieces(old.pieces).await;
+        }
+        Ok(())
+    }
+
+    fn check_part_number(number: i32) -> Result<()> {
+        if !(1..=PART_NUMBER_MAX).contains(&number) {
+            return Err(GatewayError::InvalidArgument(format!(
+                "part number {number}"
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) async fn do_upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> Result<UploadPartOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .await?;
+        Self::check_part_number(input.part_number)?;
+        self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let tag = format!(
+            "{}.{}.{}",
+            input.upload_id,
+            input.part_number,
+            self.store.new_tag(4)
+        );
+        let (pieces, size, md5) = match input.body {
+            Some(body) => {
+                self.store
+                    .write_body(&bucket.id, &tag, &input.key, body)
+                    .await?
+            }
+            None => {
+                let empty =
+                    futures::stream::empty::<std::result::Result<bytes::Bytes, GatewayError>>();
+                self.store
+                    .write_body(&bucket.id, &tag, &input.key, empty)
+                    .await?
+            }
+        };
+        if let Err(error) = check_content_md5(input.content_md5.as_deref(), &md5) {
+            self.store.remove_pieces(pieces).await;
+            return Err(error);
+        }
+        let etag = hex::encode(md5);
+        let part = PartRecord {
+            number: input.part_number,
+            etag: etag.clone(),
+            size,
+            mtime_ns: self.store.now_ns(),
+            pieces,
+        };
+        self.save_part(&bucket, &input.upload_id, part).await?;
+        Ok(UploadPartOutput {
+            e_tag: Some(convert::etag(&etag)),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> Result<UploadPartCopyOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let (_source_bucket, _source_key, source) = self
+            .copy_source(
+                &input.copy_source,
+                &requester,
+                Conditions {
+                    if_match: input.copy_source_if_match.as_ref(),
+                    if_none_match: input.copy_source_if_none_match.as_ref(),
+                    if_modified_since: input.copy_source_if_modified_since.as_ref(),
+                    if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+                },
+            )
+            .await?;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .await?;
+        Self::check_part_number(input.part_number)?;
+        self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let (start, end) = match &input.copy_source_range {
+            None => (0, source.size),
+            Some(range) => parse_copy_range(range, source.size)?,
+        };
+        let tag = format!(
+            "{}.{}.{}",
+            input.upload_id,
+            input.part_number,
+            self.store.new_tag(4)
+        );
+        let stream = Box::pin(self.store.read_range(&source.pieces, start, end));
+        let (pieces, size, md5) = self
+            .store
+            .write_body(&bucket.id, &tag, &input.key, stream)
+            .await?;
+        let etag = hex::encode(md5);
+        let mtime_ns = self.store.now_ns();
+        let part = PartRecord {
+            number: input.part_number,
+            etag: etag.clone(),
+            size,
+            mtime_ns,
+            pieces,
+        };
+        self.save_part(&bucket, &input.upload_id, part).await?;
+        Ok(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult {
+                e_tag: Some(convert::etag(&etag)),
+                last_modified: Some(convert::timestamp(mtime_ns)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> Result<ListPartsOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Read)
+            .await?;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let marker = input.part_number_marker.unwrap_or(0);
+        let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+        let all: Vec<PartRecord> = self
+            .parts(&bucket, &input.upload_id)
+            .await?
+            .into_iter()
+            .filter(|p| p.number > marker)
+            .collect();
+        let truncated = all.len() > max;
+        let shown: Vec<PartRecord> = all.into_iter().take(max).collect();
+        let next = shown.last().map(|p| p.number);
+        let owner = self.owner_dto(&upload.owner).await;
+        Ok(ListPartsOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(input.upload_id),
+            initiator: Some(Initiator {
+                display_name: owner.display_name.clone(),
+                id: owner.id.clone(),
+            }),
+            owner: Some(owner),
+            is_truncated: Some(truncated),
+            max_parts: Some(max as i32),
+            part_number_marker: input.part_number_marker,
+            next_part_number_marker: next,
+            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            parts: Some(
+                shown
+                    .into_iter()
+                    .map(|p| Part {
+                        e_tag: Some(convert::etag(&p.etag)),
+                        last_modified: Some(convert::timestamp(p.mtime_ns)),
+                        part_number: Some(p.number),
+                        size: Some(p.size as i64),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> Result<ListMultipartUploadsOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Read)
+            .await?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let delimiter = input.delimiter.clone().unwrap_or_default();
+        let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
+        let mut after: Option<Vec<u8>> = match (&input.key_marker, &input.upload_id_marker) {
+            (Some(key), Some(id)) => Some(layout::upload_key(key, id)),
+            (Some(key), None) => Some(past_prefix(&format!("{key}\0"))),
+            _ => None,
+        };
+        let oid = layout::uploads_object(&bucket.id);
+        let mut uploads = Vec::new();
+        let mut prefixes: Vec<String> = Vec::new();
+        let mut truncated = false;
+        let mut last: Option<(String, String)> = None;
+        'pages: loop {
+            let page = match self
+                .store
+                .index
+                .omap_get_vals(&oid, after.as_deref(), prefix.as_bytes(), 1000)
+                .await
+            {
+                Ok(page) => page,
+                Err(RadosError::NotFound(_)) => break,
+                Err(error) => return Err(error.into()),
+            };
+            for (key, value) in &page.entries {
+                after = Some(key.clone());
+                let record: UploadRecord = layout::decode(value)?;
+                if uploads.len() + prefixes.len() == max {
+                    truncated = true;
+                    break 'pages;
+                }
+                if !delimiter.is_empty() {
+                    if let Some(at) = record.key[prefix.len()..].find(&delimiter) {
+                        let cp = record.key[..prefix.len() + at + delimiter.len()].to_string();
+                        if prefixes.last() != Some(&cp) {
+                            prefixes.push(cp);
+                        }
+                        continue;
+                    }
+                }
+                last = Some((record.key.clone(), record.upload_id.clone()));
+                let owner = self.owner_dto(&record.owner).await;
+                uploads.push(MultipartUpload {
+                    initiated: Some(convert::timestamp(record.initiated_ns)),
+                    initiator: Some(Initiator {
+                        display_name: owner.display_name.clone(),
+                        id: owner.id.clone(),
+                    }),
+                    key: Some(record.key),
+                    owner: Some(owner),
+                    storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+                    upload_id: Some(record.upload_id),
+                    ..Default::default()
+                });
+            }
+            if !page.more || page.entries.is_empty() {
+                break;
+            }
+        }
+        Ok(ListMultipartUploadsOutput {
+            bucket: Some(input.bucket),
+            common_prefixes: Some(
+                prefixes
+                    .into_iter()
+                    .map(|p| CommonPrefix { prefix: Some(p) })
+                    .collect(),
+            ),
+            delimiter: input.delimiter,
+            encoding_type: input.encoding_type,
+            is_truncated: Some(truncated),
+            key_marker: input.key_marker,
+            max_uploads: Some(max as i32),
+            next_key_marker: last.as_ref().map(|(k, _)| k.clone()),
+            next_upload_id_marker: last.map(|(_, id)| id),
+            prefix: input.prefix,
+            upload_id_marker: input.upload_id_marker,
+            uploads: Some(uploads),
+            ..Default::default()
+        })
+    }
+
+    async fn forget_upload(&self, bucket: &BucketRecord, key: &str, upload_id: &str) -> Result<()> {
+        self.store
+            .index
+            .omap_remove_keys(
+                &layout::uploads_object(&bucket.id),
+                vec![layout::upload_key(key, upload_id)],
+            )
+            .await?;
+        crate::store::ignore_missing(
+            self.store
+                .index
+                .remove(&layout::upload_object(&bucket.id, upload_id))
+                .await,
+        )
+    }
+
+    pub(super) async fn do_complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> Result<CompleteMultipartUploadOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .await?;
+        let _guard = self.store.lock_upload(&input.upload_id, "").await;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let listed: Vec<CompletedPart> = input
+            .multipart_upload
+            .and_then(|m| m.parts)
+            .unwrap_or_default();
+        if listed.is_empty() {
+            return Err(GatewayError::Malformed("no parts".into()));
+        }
+        let stored = self.parts(&bucket, &input.upload_id).await?;
+        let mut chosen: Vec<&PartRecord> = Vec::with_capacity(listed.len());
+        let mut previous = 0;
+        for part in &listed {
+            let number = part.part_number.unwrap_or(0);
+            if number <= previous {
+                return Err(GatewayError::InvalidPartOrder);
+            }
+            previous = number;
+            let Some(record) = stored.iter().find(|p| p.number == number) else {
+                return Err(GatewayError::InvalidPart(format!("part {number} missing")));
+            };
+            if let Some(etag) = &part.e_tag {
+                if etag.value().trim_matches('"') != record.etag {
+                    return Err(GatewayError::InvalidPart(format!("part {number} etag")));
+                }
+            }
+            chosen.push(record);
+        }
+        let minimum = self.store.config.multipart_part_size_min_bytes;
+        if chosen[..chosen.len() - 1].iter().any(|p| p.size < minimum) {
+            return Err(GatewayError::EntityTooSmall);
+        }
+        let mut md5 = Md5::new();
+        for part in &chosen {
+            let digest =
+                hex::decode(&part.etag).map_err(|e| GatewayError::Corrupt(e.to_string()))?;
+            md5.update(&digest);
+        }
+        let etag = format!("{}-{}", hex::encode(md5.finalize()), chosen.len());
+        let entry = ObjectEntry {
+            size: chosen.iter().map(|p| p.size).sum(),
+            etag: etag.clone(),
+            mtime_ns: self.store.now_ns(),
+            pieces: chosen
+                .iter()
+                .flat_map(|p| p.pieces.iter().cloned())
+                .collect(),
+            parts_count: chosen.len() as u32,
+            ..upload.template
+        };
+        self.store.commit(&bucket, &input.key, &entry).await?;
+        let used: std::collections::BTreeSet<i32> = chosen.iter().map(|p| p.number).collect();
+        let unused = stored
+            .into_iter()
+            .filter(|p| !used.contains(&p.number))
+            .flat_map(|p| p.pieces)
+            .collect();
+        self.store.remove_pieces(unused).await;
+        self.forget_upload(&bucket, &input.key, &input.upload_id)
+            .await?;
+        Ok(CompleteMultipartUploadOutput {
+            bucket: Some(input.bucket.clone()),
+            key: Some(input.key.clone()),
+            e_tag: Some(convert::etag(&etag)),
+            location: Some(format!("/{}/{}", input.bucket, input.key)),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> Result<AbortMultipartUploadOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .await?;
+        let _guard = self.store.lock_upload(&input.upload_id, "").await;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let owns = matches!(requester, Requester::System)
+            || requester.uid() == Some(upload.owner.as_str())
+            || requester.uid() == Some(bucket.owner.as_str());
+        if !owns {
+            return Err(GatewayError::AccessDenied);
+        }
+        let parts = self.parts(&bucket, &input.upload_id).await?;
+        self.store
+            .remove_pieces(parts.into_iter().flat_map(|p| p.pieces).collect())
+            .await;
+        self.forget_upload(&bucket, &input.key, &input.upload_id)
+            .await?;
+        Ok(AbortMultipartUploadOutput::default())
+    }
+}
+
+/// `bytes=a-b` of a copy source of `size` bytes, as `[start, end)`.
+fn parse_copy_range(range: &str, size: u64) -> Result<(u64, u64)> {
+    let invalid = || GatewayError::InvalidArgument(format!("x-amz-copy-source-range {range}"));
+    let spec = range.strip_prefix("bytes=").ok_or_else(invalid)?;
+    let (a, b) = spec.split_once('-').ok_or_else(invalid)?;
+    let first: u64 = a.trim().parse().map_err(|_| invalid())?;
+    let last: u64 = b.trim().parse().map_err(|_| invalid())?;
+    if first > last || last >= size {
+        return Err(GatewayError::InvalidRange);
+    }
+    Ok((first, last + 1))
+}

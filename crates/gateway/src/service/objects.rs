@@ -1,0 +1,444 @@
+//! Object operations: put, get, head, delete, copy, ACLs.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use s3s::dto::*;
+use s3s::S3Request;
+
+use super::buckets::{acl_from_policy, canned_acl, grants_dto};
+use super::convert::{self, Conditions};
+use super::Gateway;
+use crate::acl::{self, Permission, Requester};
+use crate::error::{GatewayError, Result};
+use crate::layout::{BucketRecord, ObjectEntry};
+use crate::server::ChannelStream;
+
+/// Standard headers kept with an object, from the request fields.
+pub(super) fn standard_headers(
+    content_type: Option<&str>,
+    content_encoding: Option<&str>,
+    cache_control: Option<&str>,
+    content_disposition: Option<&str>,
+    content_language: Option<&str>,
+    expires: Option<&Timestamp>,
+) -> BTreeMap<String, String> {
+    let mut headers = BTreeMap::new();
+    let mut put = |name: &str, value: Option<&str>| {
+        if let Some(value) = value {
+            headers.insert(name.to_string(), value.to_string());
+        }
+    };
+    put("content-type", content_type);
+    put("content-encoding", content_encoding);
+    put("cache-control", cache_control);
+    put("content-disposition", content_disposition);
+    put("content-language", content_language);
+    put("expires", expires.map(convert::http_date).as_deref());
+    headers
+}
+
+fn header<'a>(entry: &'a ObjectEntry, name: &str) -> Option<&'a str> {
+    entry.headers.get(name).map(String::as_str)
+}
+
+fn header_owned(entry: &ObjectEntry, name: &str) -> Option<String> {
+    header(entry, name).map(str::to_string)
+}
+
+/// Checks Content-MD5 (base64 of 16 bytes) against the body's digest.
+pub(super) fn check_content_md5(given: Option<&str>, md5: &[u8; 16]) -> Result<()> {
+    use base64::Engine;
+    let Some(given) = given else {
+        return Ok(());
+    };
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(given.trim())
+        .map_err(|_| GatewayError::InvalidDigest)?;
+    if decoded.len() != 16 {
+        return Err(GatewayError::InvalidDigest);
+    }
+    if decoded != md5 {
+        return Err(GatewayError::BadDigest);
+    }
+    Ok(())
+}
+
+impl Gateway {
+    /// The object if `requester` may do `permission` on it; AccessDenied rather than
+    /// NoSuchKey when the requester may not even list the bucket.
+    pub(super) async fn object_for(
+        &self,
+        bucket_name: &str,
+        key: &str,
+        requester: &Requester,
+        permission: Permission,
+    ) -> Result<(BucketRecord, ObjectEntry)> {
+        let bucket = self.store.bucket(bucket_name).await?;
+        let Some(entry) = self.store.entry_opt(&bucket, key).await? else {
+            if acl::bucket_allows(&bucket.owner, &bucket.acl, requester, Permission::Read) {
+                return Err(GatewayError::NoSuchKey(key.to_string()));
+            }
+            return Err(GatewayError::AccessDenied);
+        };
+        if !acl::object_allows(
+            &entry.owner,
+            &entry.acl,
+            &bucket.owner,
+            requester,
+            permission,
+        ) {
+            return Err(GatewayError::AccessDenied);
+        }
+        Ok((bucket, entry))
+    }
+
+    pub(super) async fn do_put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> Result<PutObjectOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .await?;
+        convert::validate_key(&input.key)?;
+        let acl = canned_acl(input.acl.as_ref().map(|a| a.as_str()))?;
+        let tag = self.store.new_tag(8);
+        let (pieces, size, md5) = match input.body {
+            Some(body) => {
+                self.store
+                    .write_body(&bucket.id, &tag, &input.key, body)
+                    .await?
+            }
+            None => {
+                let empty = futures::stream::empty::<std::result::Result<Bytes, GatewayError>>();
+                self.store
+                    .write_body(&bucket.id, &tag, &input.key, empty)
+                    .await?
+            }
+        };
+        if let Err(error) = check_content_md5(input.content_md5.as_deref(), &md5) {
+            self.store.remove_pieces(pieces).await;
+            return Err(error);
+        }
+        let entry = ObjectEntry {
+            size,
+            etag: hex::encode(md5),
+            mtime_ns: self.store.now_ns(),
+            owner: Self::owner_of(&requester)?,
+            acl,
+            headers: standard_headers(
+                input.content_type.as_deref(),
+                input.content_encoding.as_deref(),
+                input.cache_control.as_deref(),
+                input.content_disposition.as_deref(),
+                input.content_language.as_deref(),
+                input.expires.as_ref(),
+            ),
+            metadata: convert::metadata_in(input.metadata),
+            pieces,
+            parts_count: 0,
+        };
+        self.store.commit(&bucket, &input.key, &entry).await?;
+        Ok(PutObjectOutput {
+            e_tag: Some(convert::etag(&entry.etag)),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> Result<GetObjectOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let (_bucket, entry) = self
+            .object_for(&input.bucket, &input.key, &requester, Permission::Read)
+            .await?;
+        Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check(&entry, false)?;
+        let (start, end, content_range) = match input.range {
+            None => (0, entry.size, None),
+            Some(range) => {
+                let r = range
+                    .check(entry.size)
+                    .map_err(|_| GatewayError::InvalidRange)?;
+                let header = format!("bytes {}-{}/{}", r.start, r.end - 1, entry.size);
+                (r.start, r.end, Some(header))
+            }
+        };
+        let stream = self.store.read_range(&entry.pieces, start, end);
+        let body = ChannelStream::spawn(stream);
+        Ok(GetObjectOutput {
+            accept_ranges: Some("bytes".into()),
+            body: Some(StreamingBlob::wrap(body)),
+            cache_control: input
+                .response_cache_control
+                .or_else(|| header_owned(&entry, "cache-control")),
+            content_disposition: input
+                .response_content_disposition
+                .or_else(|| header_owned(&entry, "content-disposition")),
+            content_encoding: input
+                .response_content_encoding
+                .or_else(|| header_owned(&entry, "content-encoding")),
+            content_language: input
+                .response_content_language
+                .or_else(|| header_owned(&entry, "content-language")),
+            content_type: match input.response_content_type {
+                Some(value) => Some(value),
+                None => header(&entry, "content-type").map(|v| v.to_string()),
+            },
+            expires: input
+                .response_expires
+                .or_else(|| header(&entry, "expires").and_then(convert::parse_http_date)),
+            content_length: Some((end - start) as i64),
+            content_range,
+            e_tag: Some(convert::etag(&entry.etag)),
+            last_modified: Some(convert::timestamp(entry.mtime_ns)),
+            metadata: convert::metadata_out(&entry),
+            parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> Result<HeadObjectOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let (_bucket, entry) = self
+            .object_for(&input.bucket, &input.key, &requester, Permission::Read)
+            .await?;
+        Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check(&entry, false)?;
+        let (length, content_range) = match input.range {
+            None => (entry.size, None),
+            Some(range) => {
+                let r = range
+                    .check(entry.size)
+                    .map_err(|_| GatewayError::InvalidRange)?;
+                let header = format!("bytes {}-{}/{}", r.start, r.end - 1, entry.size);
+                (r.end - r.start, Some(header))
+            }
+        };
+        Ok(HeadObjectOutput {
+            accept_ranges: Some("bytes".into()),
+            cache_control: header_owned(&entry, "cache-control"),
+            content_disposition: header_owned(&entry, "content-disposition"),
+            content_encoding: header_owned(&entry, "content-encoding"),
+            content_language: header_owned(&entry, "content-language"),
+            content_type: header(&entry, "content-type").map(|v| v.to_string()),
+            expires: header(&entry, "expires").and_then(convert::parse_http_date),
+            content_length: Some(length as i64),
+            content_range,
+            e_tag: Some(convert::etag(&entry.etag)),
+            last_modified: Some(convert::timestamp(entry.mtime_ns)),
+            metadata: convert::metadata_out(&entry),
+            parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> Result<DeleteObjectOutput> {
+        let requester = self.requester(&req).await?;
+        let bucket = self
+            .bucket_for(&req.input.bucket, &requester, Permission::Write)
+            .await?;
+        self.store.delete(&bucket, &req.input.key).await?;
+        Ok(DeleteObjectOutput::default())
+    }
+
+    pub(super) async fn do_delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> Result<DeleteObjectsOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .await?;
+        if input.delete.objects.len() > 1000 {
+            return Err(GatewayError::Malformed("more than 1000 keys".into()));
+        }
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let mut deleted = Vec::new();
+        let mut errors = Vec::new();
+        for object in input.delete.objects {
+            match self.store.delete(&bucket, &object.key).await {
+                Ok(_) => {
+                    if !quiet {
+                        deleted.push(DeletedObject {
+                            key: Some(object.key),
+                            ..Default::default()
+                        });
+                    }
+                }
+                Err(error) => {
+                    errors.push(Error {
+                        code: Some(error.code().as_str().to_string()),
+                        key: Some(object.key),
+                        message: Some(error.to_string()),
+                        version_id: None,
+                    });
+                }
+            }
+        }
+        Ok(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
+            ..Default::default()
+        })
+    }
+
+    /// Resolves a copy source the requester may read, with its conditions checked.
+    pub(super) async fn copy_source(
+        &self,
+        source: &CopySource,
+        requester: &Requester,
+        conditions: Conditions<'_>,
+    ) -> Result<(BucketRecord, String, ObjectEntry)> {
+        let CopySource::Bucket { bucket, key, .. } = source else {
+            return Err(GatewayError::NotImplemented(
+                "access point copy source".into(),
+            ));
+        };
+        let (bucket, entry) = self
+            .object_for(bucket, key, requester, Permission::Read)
+            .await?;
+        conditions.check(&entry, true)?;
+        Ok((bucket, key.to_string(), entry))
+    }
+
+    pub(super) async fn do_copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> Result<CopyObjectOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let (source_bucket, source_key, source) = self
+            .copy_source(
+                &input.copy_source,
+                &requester,
+                Conditions {
+                    if_match: input.copy_source_if_match.as_ref(),
+                    if_none_match: input.copy_source_if_none_match.as_ref(),
+                    if_modified_since: input.copy_source_if_modified_since.as_ref(),
+                    if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+                },
+            )
+            .await?;
+        let bucket = self
+            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .await?;
+        convert::validate_key(&input.key)?;
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        if source_bucket.id == bucket.id && source_key == input.key && !replace {
+            return Err(GatewayError::InvalidArgument(
+                "copying an object to itself requires REPLACE".into(),
+            ));
+        }
+        let (headers, metadata) = if replace {
+            (
+                standard_headers(
+                    input.content_type.as_deref(),
+                    input.content_encoding.as_deref(),
+                    input.cache_control.as_deref(),
+                    input.content_disposition.as_deref(),
+                    input.content_language.as_deref(),
+                    input.expires.as_ref(),
+                ),
+                convert::metadata_in(input.metadata),
+            )
+        } else {
+            (source.headers.clone(), source.metadata.clone())
+        };
+        let acl = canned_acl(input.acl.as_ref().map(|a| a.as_str()))?;
+        let tag = self.store.new_tag(8);
+        let stream = Box::pin(self.store.read_range(&source.pieces, 0, source.size));
+        let (pieces, size, md5) = self
+            .store
+            .write_body(&bucket.id, &tag, &input.key, stream)
+            .await?;
+        let etag = if source.parts_count > 0 {
+            source.etag.clone()
+        } else {
+            hex::encode(md5)
+        };
+        let entry = ObjectEntry {
+            size,
+            etag,
+            mtime_ns: self.store.now_ns(),
+            owner: Self::owner_of(&requester)?,
+            acl,
+            headers,
+            metadata,
+            pieces,
+            parts_count: source.parts_count,
+        };
+        self.store.commit(&bucket, &input.key, &entry).await?;
+        Ok(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(convert::etag(&entry.etag)),
+                last_modified: Some(convert::timestamp(entry.mtime_ns)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> Result<GetObjectAclOutput> {
+        let requester = self.requester(&req).await?;
+        let (bucket, entry) = self
+            .object_for(
+                &req.input.bucket,
+                &req.input.key,
+                &requester,
+                Permission::ReadAcp,
+            )
+            .await?;
+        Ok(GetObjectAclOutput {
+            grants: Some(grants_dto(&entry.owner, &entry.acl, &bucket.owner)),
+            owner: Some(self.owner_dto(&entry.owner).await),
+            request_charged: None,
+        })
+    }
+
+    pub(super) async fn do_put_object_acl(
+        &self,
+        req: S3Request<PutObjectAclInput>,
+    ) -> Result<PutObjectAclOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let (bucket, mut entry) = self
+            .object_for(&input.bucket, &input.key, &requester, Permission::WriteAcp)
+            .await?;
+        entry.acl = match (&input.acl, &input.access_control_policy) {
+            (Some(acl), _) => canned_acl(Some(acl.as_str()))?,
+            (None, Some(policy)) => acl_from_policy(policy)?,
+            (None, None) => "private".into(),
+        };
+        self.store.commit(&bucket, &input.key, &entry).await?;
+        Ok(PutObjectAclOutput::default())
+    }
+}

@@ -1,0 +1,528 @@
+//! The gateway's state in the cluster: buckets, index entries, data pieces, uploads, GC.
+//!
+//! Everything S3-specific (headers, XML, auth) stays in [`crate::service`]; this module speaks
+//! only records ([`crate::layout`]) and byte streams.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use md5::{Digest, Md5};
+use rados::{IoCtx, PoolSpec, Rados, RadosError, WriteOp};
+use rand::{Rng, SeedableRng};
+
+use crate::error::{GatewayError, Result};
+use crate::layout::{self, BucketRecord, ObjectEntry, Piece};
+use crate::GatewayConfig;
+
+/// Counters of one gateway process (observable; tests read them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatewayStats {
+    /// Data objects removed because an overwrite, delete or abort made them unreachable.
+    pub pieces_removed: u64,
+    /// Data objects whose removal failed and went to the GC queue.
+    pub gc_enqueued: u64,
+    /// Data objects the GC pass removed from the queue.
+    pub gc_reclaimed: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    pieces_removed: AtomicU64,
+    gc_enqueued: AtomicU64,
+    gc_reclaimed: AtomicU64,
+}
+
+/// Clock in ns since the Unix epoch (injected so tests can pin time).
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// Wall-clock [`Clock`].
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    })
+}
+
+/// Serialises read-modify-write of one index entry inside this process.
+struct KeyLocks {
+    slots: Vec<tokio::sync::Mutex<()>>,
+}
+
+impl KeyLocks {
+    const SLOTS: usize = 256;
+
+    fn new() -> Self {
+        Self {
+            slots: (0..Self::SLOTS)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+        }
+    }
+
+    async fn lock(&self, scope: &str, key: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        let slot = layout::shard_of(&format!("{scope}\0{key}"), Self::SLOTS as u32) as usize;
+        self.slots[slot].lock().await
+    }
+}
+
+/// The cluster-side half of the gateway.
+pub(crate) struct Store {
+    pub config: GatewayConfig,
+    pub meta: Arc<dyn IoCtx>,
+    pub index: Arc<dyn IoCtx>,
+    pub data: Arc<dyn IoCtx>,
+    clock: Clock,
+    rng: Mutex<rand::rngs::StdRng>,
+    locks: KeyLocks,
+    counters: Counters,
+}
+
+/// Opens pool `name`, creating it with the gateway's defaults when missing.
+pub(crate) async fn open_pool(
+    rados: &dyn Rados,
+    config: &GatewayConfig,
+    name: &str,
+) -> Result<Arc<dyn IoCtx>> {
+    match rados.io_ctx(name).await {
+        Ok(io) => return Ok(io),
+        Err(RadosError::NotFound(_)) => {}
+        Err(error) => return Err(error.into()),
+    }
+    let spec = PoolSpec::new(name)
+        .with_size(config.pool_size)
+        .with_pg_num(config.pool_pg_num);
+    let spec = PoolSpec {
+        min_size: Some(1),
+        ..spec
+    };
+    match rados.pool_create(spec).await {
+        Ok(_) | Err(RadosError::Exists(_)) => Ok(rados.io_ctx(name).await?),
+        Err(error) => Err(error.into()),
+    }
+}
+
+impl Store {
+    pub async fn open(rados: &dyn Rados, config: GatewayConfig, clock: Clock) -> Result<Self> {
+        assert!(config.chunk_size_bytes > 0 && config.index_shards > 0);
+        let meta = open_pool(rados, &config, &config.metadata_pool).await?;
+        let index = open_pool(rados, &config, &config.index_pool).await?;
+        let data = open_pool(rados, &config, &config.data_pool).await?;
+        Ok(Self {
+            config,
+            meta,
+            index,
+            data,
+            clock,
+            rng: Mutex::new(rand::rngs::StdRng::from_entropy()),
+            locks: KeyLocks::new(),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        (self.clock)()
+    }
+
+    /// A fresh random hex tag of `bytes` random bytes.
+    pub fn new_tag(&self, bytes: usize) -> String {
+        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        (0..bytes)
+            .map(|_| format!("{:02x}", rng.gen::<u8>()))
+            .collect()
+    }
+
+    pub fn stats(&self) -> GatewayStats {
+        GatewayStats {
+            pieces_removed: self.counters.pieces_removed.load(Ordering::Relaxed),
+            gc_enqueued: self.counters.gc_enqueued.load(Ordering::Relaxed),
+            gc_reclaimed: self.counters.gc_reclaimed.load(Ordering::Relaxed),
+        }
+    }
+
+    // ---- buckets -------------------------------------------------------------------------
+
+    pub async fn bucket(&self, name: &str) -> Result<BucketRecord> {
+        let key = name.as_bytes().to_vec();
+        let found = match self
+            .meta
+            .omap_get_vals_by_keys(layout::BUCKETS_OBJECT, std::slice::from_ref(&key))
+            .await
+        {
+            Ok(found) => found,
+            Err(RadosError::NotFound(_)) => Default::default(),
+            Err(error) => return Err(error.into()),
+        };
+        match found.get(&key) {
+            Some(bytes) => layout::decode(bytes),
+            None => Err(GatewayError::NoSuchBucket(name.to_string())),
+        }
+    }
+
+    pub async fn buckets(&self) -> Result<Vec<BucketRecord>> {
+        let mut out = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = match self
+                .meta
+                .omap_get_vals(layout::BUCKETS_OBJECT, after.as_deref(), b"", 1000)
+                .await
+            {
+                Ok(page) => page,
+                Err(RadosError::NotFound(_)) => return Ok(out),
+                Err(error) => return Err(error.into()),
+            };
+            for (key, value) in &page.entries {
+                out.push(layout::decode(value)?);
+                after = Some(key.clone());
+            }
+            if !page.more || page.entries.is_empty() {
+                return Ok(out);
+            }
+        }
+    }
+
+    pub async fn create_bucket(
+        &self,
+        name: &str,
+        owner: &str,
+        acl: &str,
+        location: &str,
+    ) -> Result<BucketRecord> {
+        let claim = layout::bucket_claim_object(name);
+        match self.meta.create(&claim, true).await {
+            Ok(()) => {}
+            Err(RadosError::Exists(_)) => {
+                return match self.bucket(name).await {
+                    Ok(record) if record.owner == owner => {
+                        Err(GatewayError::BucketAlreadyOwnedByYou)
+                    }
+                    _ => Err(GatewayError::BucketAlreadyExists),
+                }
+            }
+            Err(error) => return Err(error.into()),
+        }
+        let record = BucketRecord {
+            name: name.to_string(),
+            id: self.new_tag(8),
+            owner: owner.to_string(),
+            created_ns: self.now_ns(),
+            shards: self.config.index_shards,
+            acl: acl.to_string(),
+            location: location.to_string(),
+        };
+        self.save_bucket(&record).await?;
+        Ok(record)
+    }
+
+    pub async fn save_bucket(&self, record: &BucketRecord) -> Result<()> {
+        self.meta
+            .omap_set(
+                layout::BUCKETS_OBJECT,
+                vec![(record.name.as_bytes().to_vec(), layout::encode(record))],
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_bucket(&self, record: &BucketRecord) -> Result<()> {
+        for shard in 0..record.shards {
+            let oid = layout::index_shard_object(&record.id, shard);
+            if !self.omap_is_empty(&self.index, &oid).await? {
+                return Err(GatewayError::BucketNotEmpty);
+            }
+        }
+        if !self
+            .omap_is_empty(&self.index, &layout::uploads_object(&record.id))
+            .await?
+        {
+            return Err(GatewayError::BucketNotEmpty);
+        }
+        self.meta
+            .omap_remove_keys(
+                layout::BUCKETS_OBJECT,
+                vec![record.name.as_bytes().to_vec()],
+            )
+            .await?;
+        for shard in 0..record.shards {
+            ignore_missing(
+                self.index
+                    .remove(&layout::index_shard_object(&record.id, shard))
+                    .await,
+            )?;
+        }
+        ignore_missing(self.index.remove(&layout::uploads_object(&record.id)).await)?;
+        ignore_missing(
+            self.meta
+                .remove(&layout::bucket_claim_object(&record.name))
+                .await,
+        )?;
+        Ok(())
+    }
+
+    async fn omap_is_empty(&self, io: &Arc<dyn IoCtx>, oid: &str) -> Result<bool> {
+        match io.omap_get_vals(oid, None, b"", 1).await {
+            Ok(page) => Ok(page.entries.is_empty()),
+            Err(RadosError::NotFound(_)) => Ok(true),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    // ---- index entries ---------------------------------------------------------------------
+
+    pub async fn entry_opt(&self, bucket: &BucketRecord, key: &str) -> Result<Option<ObjectEntry>> {
+        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let wanted = key.as_bytes().to_vec();
+        let found = match self
+            .index
+            .omap_get_vals_by_keys(&oid, std::slice::from_ref(&wanted))
+            .await
+        {
+            Ok(found) => found,
+            Err(RadosError::NotFound(_)) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        found.get(&wanted).map(|v| layout::decode(v)).transpose()
+    }
+
+    /// Makes `entry` the object `key`: one omap set (the acknowledgement point), then the
+    /// pieces of the version it replaced are removed.
+    pub async fn commit(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        entry: &ObjectEntry,
+    ) -> Result<()> {
+        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let _guard = self.locks.lock(&bucket.id, key).await;
+        let old = self.entry_opt(bucket, key).await?;
+        self.index
+            .omap_set(&oid, vec![(key.as_bytes().to_vec(), layout::encode(entry))])
+            .await?;
+        if let Some(old) = old {
+            let keep: BTreeSet<&str> = entry.pieces.iter().map(|p| p.oid.as_str()).collect();
+            let stale = old
+                .pieces
+                .into_iter()
+                .filter(|p| !keep.contains(p.oid.as_str()))
+                .collect();
+            self.remove_pieces(stale).await;
+        }
+        Ok(())
+    }
+
+    /// Removes object `key`; `false` if it was not there.
+    pub async fn delete(&self, bucket: &BucketRecord, key: &str) -> Result<bool> {
+        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let _guard = self.locks.lock(&bucket.id, key).await;
+        let Some(old) = self.entry_opt(bucket, key).await? else {
+            return Ok(false);
+        };
+        self.index
+            .omap_remove_keys(&oid, vec![key.as_bytes().to_vec()])
+            .await?;
+        self.remove_pieces(old.pieces).await;
+        Ok(true)
+    }
+
+    // ---- data --------------------------------------------------------------------------------
+
+    /// Stores a body as pieces of a new version; returns the pieces, size and hex md5.
+    /// The head (piece 0) is written last, with `head_meta` in an xattr.
+    pub async fn write_body<S, E>(
+        &self,
+        bucket_id: &str,
+        tag: &str,
+        key: &str,
+        mut body: S,
+    ) -> Result<(Vec<Piece>, u64, [u8; 16])>
+    where
+        S: Stream<Item = std::result::Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let chunk = self.config.chunk_size_bytes;
+        let mut md5 = Md5::new();
+        let mut head: Vec<u8> = Vec::new();
+        let mut current: Vec<u8> = Vec::new();
+        let mut pieces: Vec<Piece> = Vec::new();
+        let mut size: u64 = 0;
+        let mut written: Vec<String> = Vec::new();
+        let result: Result<()> = async {
+            while let Some(item) = body.next().await {
+                let bytes = item.map_err(|e| GatewayError::Malformed(format!("body: {e}")))?;
+                md5.update(&bytes);
+                size += bytes.len() as u64;
+                let mut rest: &[u8] = &bytes;
+                while !rest.is_empty() {
+                    let target = if pieces.is_empty() && head.len() < chunk {
+                        &mut head
+                    } else {
+                        &mut current
+                    };
+                    let take = (chunk - target.len()).min(rest.len());
+                    target.extend_from_slice(&rest[..take]);
+                    rest = &rest[take..];
+                    if head.len() == chunk && pieces.is_empty() {
+                        pieces.push(Piece {
+                            oid: layout::piece_object(bucket_id, tag, key, 0),
+                            size: chunk as u64,
+                        });
+                    }
+                    if current.len() == chunk {
+                        let oid = layout::piece_object(bucket_id, tag, key, pieces.len());
+                        self.data.write_full(&oid, &current).await?;
+                        written.push(oid.clone());
+                        pieces.push(Piece {
+                            oid,
+                            size: chunk as u64,
+                        });
+                        current.clear();
+                    }
+                }
+            }
+            if !current.is_empty() {
+                let oid = layout::piece_object(bucket_id, tag, key, pieces.len());
+                self.data.write_full(&oid, &current).await?;
+                written.push(oid.clone());
+                pieces.push(Piece {
+                    oid,
+                    size: current.len() as u64,
+                });
+            }
+            if !head.is_empty() {
+                if pieces.is_empty() {
+                    pieces.push(Piece {
+                        oid: layout::piece_object(bucket_id, tag, key, 0),
+                        size: head.len() as u64,
+                    });
+                }
+                let op = WriteOp::new()
+                    .write_full(std::mem::take(&mut head))
+                    .set_xattr(layout::HEAD_META_XATTR, tag.as_bytes().to_vec());
+                self.data.operate(&pieces[0].oid, op).await?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(error) = result {
+            let orphans = written
+                .into_iter()
+                .map(|oid| Piece { oid, size: 0 })
+                .collect();
+            self.remove_pieces(orphans).await;
+            return Err(error);
+        }
+        debug_assert_eq!(pieces.iter().map(|p| p.size).sum::<u64>(), size);
+        Ok((pieces, size, md5.finalize().into()))
+    }
+
+    /// The bytes `[start, end)` of an object made of `pieces`, as a stream of piece reads.
+    pub fn read_range(
+        &self,
+        pieces: &[Piece],
+        start: u64,
+        end: u64,
+    ) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
+        let mut segments = Vec::new();
+        let mut offset = 0u64;
+        for piece in pieces {
+            let piece_end = offset + piece.size;
+            if piece_end > start && offset < end {
+                let from = start.max(offset) - offset;
+                let to = end.min(piece_end) - offset;
+                segments.push((piece.oid.clone(), from, to - from));
+            }
+            offset = piece_end;
+        }
+        let data = self.data.clone();
+        futures::stream::iter(segments).then(move |(oid, from, length)| {
+            let data = data.clone();
+            async move {
+                let bytes = data.read(&oid, from, length).await?;
+                if bytes.len() as u64 != length {
+                    return Err(GatewayError::Corrupt(format!(
+                        "{oid}: read {} of {length} bytes",
+                        bytes.len()
+                    )));
+                }
+                Ok(Bytes::from(bytes))
+            }
+        })
+    }
+
+    /// Removes data pieces; a failed removal goes to the GC queue.
+    pub async fn remove_pieces(&self, pieces: Vec<Piece>) {
+        for piece in pieces {
+            match self.data.remove(&piece.oid).await {
+                Ok(()) | Err(RadosError::NotFound(_)) => {
+                    self.counters.pieces_removed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::warn!(oid = %piece.oid, %error, "removal failed; queued for GC");
+                    let entry = (
+                        piece.oid.into_bytes(),
+                        self.now_ns().to_string().into_bytes(),
+                    );
+                    if self
+                        .meta
+                        .omap_set(layout::GC_OBJECT, vec![entry])
+                        .await
+                        .is_ok()
+                    {
+                        self.counters.gc_enqueued.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One GC pass: removes queued data objects; returns how many were reclaimed.
+    pub async fn reclaim(&self) -> Result<u64> {
+        let page = match self
+            .meta
+            .omap_get_vals(layout::GC_OBJECT, None, b"", 1000)
+            .await
+        {
+            Ok(page) => page,
+            Err(RadosError::NotFound(_)) => return Ok(0),
+            Err(error) => return Err(error.into()),
+        };
+        let mut done = Vec::new();
+        for (key, _) in page.entries {
+            let oid = String::from_utf8_lossy(&key).into_owned();
+            match self.data.remove(&oid).await {
+                Ok(()) | Err(RadosError::NotFound(_)) => done.push(key),
+                Err(error) => tracing::warn!(%oid, %error, "GC removal failed; retrying later"),
+            }
+        }
+        let reclaimed = done.len() as u64;
+        if !done.is_empty() {
+            self.meta.omap_remove_keys(layout::GC_OBJECT, done).await?;
+            self.counters
+                .gc_reclaimed
+                .fetch_add(reclaimed, Ordering::Relaxed);
+        }
+        Ok(reclaimed)
+    }
+
+    /// Serialises changes of one multipart upload part (or an upload as a whole).
+    pub async fn lock_upload(
+        &self,
+        upload_id: &str,
+        part: &str,
+    ) -> tokio::sync::MutexGuard<'_, ()> {
+        self.locks.lock(upload_id, part).await
+    }
+}
+
+/// `Ok(())` for a missing object.
+pub(crate) fn ignore_missing(result: rados::Result<()>) -> Result<()> {
+    match result {
+        Ok(()) | Err(RadosError::NotFound(_)) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}

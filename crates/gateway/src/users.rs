@@ -1,0 +1,151 @@
+//! S3 users and their keys, stored in the metadata pool (omap of the `users` object, keyed by
+//! access key), as `radosgw-admin user` manages them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rados::{IoCtx, Rados, RadosError};
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{GatewayError, Result};
+use crate::layout;
+use crate::GatewayConfig;
+
+/// One user: an identity (uid) with one key pair.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct User {
+    /// User id (owner of buckets and objects).
+    pub uid: String,
+    /// Display name.
+    pub display_name: String,
+    /// Access key id (20 characters).
+    pub access_key: String,
+    /// Secret key (40 characters).
+    pub secret_key: String,
+}
+
+/// The user table.
+#[derive(Clone)]
+pub struct Users {
+    meta: Arc<dyn IoCtx>,
+}
+
+const ACCESS_ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+const SECRET_ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+fn random_string(rng: &mut impl Rng, alphabet: &[u8], length: usize) -> String {
+    (0..length)
+        .map(|_| char::from(alphabet[rng.gen_range(0..alphabet.len())]))
+        .collect()
+}
+
+impl Users {
+    /// The user table of the gateway configured by `config` (creating its pool if missing).
+    pub async fn open(rados: &dyn Rados, config: &GatewayConfig) -> Result<Self> {
+        let meta = crate::store::open_pool(rados, config, &config.metadata_pool).await?;
+        Ok(Self { meta })
+    }
+
+    pub(crate) fn from_io(meta: Arc<dyn IoCtx>) -> Self {
+        Self { meta }
+    }
+
+    /// The user owning `access_key`, if any.
+    pub async fn by_access_key(&self, access_key: &str) -> Result<Option<User>> {
+        let key = access_key.as_bytes().to_vec();
+        let found = match self
+            .meta
+            .omap_get_vals_by_keys(layout::USERS_OBJECT, std::slice::from_ref(&key))
+            .await
+        {
+            Ok(found) => found,
+            Err(RadosError::NotFound(_)) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        found.get(&key).map(|v| layout::decode(v)).transpose()
+    }
+
+    /// Every user, by access key.
+    pub async fn list(&self) -> Result<Vec<User>> {
+        let mut out = BTreeMap::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = match self
+                .meta
+                .omap_get_vals(layout::USERS_OBJECT, after.as_deref(), b"", 1000)
+                .await
+            {
+                Ok(page) => page,
+                Err(RadosError::NotFound(_)) => break,
+                Err(error) => return Err(error.into()),
+            };
+            for (key, value) in &page.entries {
+                let user: User = layout::decode(value)?;
+                out.insert(user.access_key.clone(), user);
+                after = Some(key.clone());
+            }
+            if !page.more || page.entries.is_empty() {
+                break;
+            }
+        }
+        Ok(out.into_values().collect())
+    }
+
+    /// The user `uid`.
+    pub async fn info(&self, uid: &str) -> Result<Option<User>> {
+        Ok(self.list().await?.into_iter().find(|u| u.uid == uid))
+    }
+
+    /// Creates user `uid` with fresh keys, or with the keys given (s3-tests fixes them).
+    pub async fn create(
+        &self,
+        uid: &str,
+        display_name: &str,
+        keys: Option<(String, String)>,
+    ) -> Result<User> {
+        if uid.is_empty() || uid.contains('\0') {
+            return Err(GatewayError::InvalidArgument(
+                "uid must be non-empty".into(),
+            ));
+        }
+        if self.info(uid).await?.is_some() {
+            return Err(GatewayError::InvalidArgument(format!("user {uid} exists")));
+        }
+        let (access_key, secret_key) = keys.unwrap_or_else(|| {
+            let mut rng = rand::rngs::StdRng::from_entropy();
+            (
+                random_string(&mut rng, ACCESS_ALPHABET, 20),
+                random_string(&mut rng, SECRET_ALPHABET, 40),
+            )
+        });
+        if self.by_access_key(&access_key).await?.is_some() {
+            return Err(GatewayError::InvalidArgument("access key in use".into()));
+        }
+        let user = User {
+            uid: uid.to_string(),
+            display_name: display_name.to_string(),
+            access_key,
+            secret_key,
+        };
+        self.meta
+            .omap_set(
+                layout::USERS_OBJECT,
+                vec![(user.access_key.as_bytes().to_vec(), layout::encode(&user))],
+            )
+            .await?;
+        Ok(user)
+    }
+
+    /// Removes user `uid`; `false` if there is none. Its buckets stay (as radosgw without
+    /// `--purge-data`).
+    pub async fn remove(&self, uid: &str) -> Result<bool> {
+        let Some(user) = self.info(uid).await? else {
+            return Ok(false);
+        };
+        self.meta
+            .omap_remove_keys(layout::USERS_OBJECT, vec![user.access_key.into_bytes()])
+            .await?;
+        Ok(true)
+    }
+}

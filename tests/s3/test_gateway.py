@@ -1,0 +1,482 @@
+#!/usr/bin/env python3
+"""boto3 conformance checks for strata's S3 gateway.
+
+Run by crates/strata/tests/s3_boto3.rs (and crates/gateway/tests) against a live server:
+  S3_ENDPOINT=http://127.0.0.1:PORT MAIN_AK=.. MAIN_SK=.. ALT_AK=.. ALT_SK=.. python3 test_gateway.py
+Every test creates and removes its own buckets; at the end no bucket remains, so the caller can
+check that no data object was left behind.
+"""
+import datetime
+import hashlib
+import io
+import os
+import sys
+import threading
+import traceback
+import urllib.request
+import urllib.error
+
+import boto3
+import botocore
+import botocore.auth
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+ENDPOINT = os.environ["S3_ENDPOINT"]
+MAIN = (os.environ["MAIN_AK"], os.environ["MAIN_SK"])
+ALT = (os.environ["ALT_AK"], os.environ["ALT_SK"])
+CONFIG = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1})
+
+
+def client(keys=MAIN, **config):
+    cfg = CONFIG.merge(Config(**config)) if config else CONFIG
+    return boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1",
+                        aws_access_key_id=keys[0], aws_secret_access_key=keys[1], config=cfg)
+
+
+def anonymous():
+    return boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1",
+                        config=CONFIG.merge(Config(signature_version=botocore.UNSIGNED)))
+
+
+s3 = client()
+alt = client(ALT)
+counter = [0]
+
+
+def new_bucket(c=None, **kw):
+    counter[0] += 1
+    name = f"strata-test-{os.getpid()}-{counter[0]}"
+    (c or s3).create_bucket(Bucket=name, **kw)
+    return name
+
+
+def nuke(name):
+    for up in s3.list_multipart_uploads(Bucket=name).get("Uploads", []):
+        s3.abort_multipart_upload(Bucket=name, Key=up["Key"], UploadId=up["UploadId"])
+    while True:
+        keys = [{"Key": o["Key"]} for o in s3.list_objects_v2(Bucket=name).get("Contents", [])]
+        if not keys:
+            break
+        s3.delete_objects(Bucket=name, Delete={"Objects": keys})
+    s3.delete_bucket(Bucket=name)
+
+
+def error_of(fn, *args, **kw):
+    try:
+        fn(*args, **kw)
+    except ClientError as e:
+        return e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]
+    raise AssertionError("expected an error")
+
+
+def check(cond, what=""):
+    if not cond:
+        raise AssertionError(what)
+
+
+# ---- buckets -------------------------------------------------------------------------------
+
+def test_buckets():
+    b = new_bucket()
+    s3.head_bucket(Bucket=b)
+    names = [x["Name"] for x in s3.list_buckets()["Buckets"]]
+    check(b in names, names)
+    check(b not in [x["Name"] for x in alt.list_buckets()["Buckets"]], "alt sees main's bucket")
+    loc = s3.get_bucket_location(Bucket=b)
+    check(loc.get("LocationConstraint") in (None, ""), loc)
+    check(error_of(alt.create_bucket, Bucket=b) == ("BucketAlreadyExists", 409))
+    s3.put_object(Bucket=b, Key="k", Body=b"x")
+    check(error_of(s3.delete_bucket, Bucket=b) == ("BucketNotEmpty", 409))
+    s3.delete_object(Bucket=b, Key="k")
+    s3.delete_bucket(Bucket=b)
+    check(error_of(s3.head_bucket, Bucket=b)[1] == 404)
+    check(error_of(s3.list_objects, Bucket=b) == ("NoSuchBucket", 404))
+    check(error_of(s3.create_bucket, Bucket="Bad_Name")[1] == 400)
+
+
+# ---- objects -------------------------------------------------------------------------------
+
+def test_put_get_head_delete_ranges():
+    b = new_bucket()
+    body = os.urandom(100_000)
+    r = s3.put_object(Bucket=b, Key="a/b c", Body=body, ContentType="text/plain",
+                      CacheControl="max-age=60", ContentDisposition="attachment",
+                      ContentEncoding="identity", Expires=datetime.datetime(2030, 1, 1),
+                      Metadata={"color": "blue", "Size": "XL"})
+    etag = '"%s"' % hashlib.md5(body).hexdigest()
+    check(r["ETag"] == etag, r["ETag"])
+    g = s3.get_object(Bucket=b, Key="a/b c")
+    check(g["Body"].read() == body)
+    check(g["ContentType"] == "text/plain" and g["CacheControl"] == "max-age=60")
+    check(g["ContentDisposition"] == "attachment" and g["ContentEncoding"] == "identity")
+    check(g["Metadata"] == {"color": "blue", "size": "XL"}, g["Metadata"])
+    check(g["ETag"] == etag)
+    h = s3.head_object(Bucket=b, Key="a/b c")
+    check(h["ContentLength"] == len(body) and h["ETag"] == etag)
+    check(h["Expires"].year == 2030 if "Expires" in h else True)
+    r = s3.get_object(Bucket=b, Key="a/b c", Range="bytes=10-19")
+    check(r["Body"].read() == body[10:20] and r["ContentRange"] == f"bytes 10-19/{len(body)}")
+    check(r["ResponseMetadata"]["HTTPStatusCode"] == 206)
+    check(s3.get_object(Bucket=b, Key="a/b c", Range="bytes=-5")["Body"].read() == body[-5:])
+    check(s3.get_object(Bucket=b, Key="a/b c", Range="bytes=99990-")["Body"].read() == body[99990:])
+    check(error_of(s3.get_object, Bucket=b, Key="a/b c", Range="bytes=200000-")[1] == 416)
+    check(error_of(s3.get_object, Bucket=b, Key="nope") == ("NoSuchKey", 404))
+    s3.put_object(Bucket=b, Key="empty", Body=b"")
+    check(s3.get_object(Bucket=b, Key="empty")["Body"].read() == b"")
+    s3.delete_object(Bucket=b, Key="a/b c")
+    s3.delete_object(Bucket=b, Key="a/b c")  # idempotent
+    check(error_of(s3.head_object, Bucket=b, Key="a/b c")[1] == 404)
+    nuke(b)
+
+
+def test_large_object_striped_and_overwritten():
+    b = new_bucket()
+    body = os.urandom(9 * 1024 * 1024 + 123)
+    s3.put_object(Bucket=b, Key="big", Body=body)
+    check(s3.get_object(Bucket=b, Key="big")["Body"].read() == body)
+    part = s3.get_object(Bucket=b, Key="big", Range="bytes=4194300-8388700")["Body"].read()
+    check(part == body[4194300:8388701])
+    s3.put_object(Bucket=b, Key="big", Body=b"small now")
+    check(s3.get_object(Bucket=b, Key="big")["Body"].read() == b"small now")
+    nuke(b)
+
+
+def test_copy():
+    b1, b2 = new_bucket(), new_bucket()
+    s3.put_object(Bucket=b1, Key="src", Body=b"hello", ContentType="text/x", Metadata={"a": "1"})
+    s3.copy_object(Bucket=b2, Key="dst", CopySource={"Bucket": b1, "Key": "src"})
+    g = s3.get_object(Bucket=b2, Key="dst")
+    check(g["Body"].read() == b"hello" and g["Metadata"] == {"a": "1"} and g["ContentType"] == "text/x")
+    s3.copy_object(Bucket=b1, Key="src", CopySource={"Bucket": b1, "Key": "src"},
+                   MetadataDirective="REPLACE", Metadata={"b": "2"}, ContentType="text/y")
+    h = s3.head_object(Bucket=b1, Key="src")
+    check(h["Metadata"] == {"b": "2"} and h["ContentType"] == "text/y", h)
+    check(error_of(s3.copy_object, Bucket=b1, Key="src", CopySource={"Bucket": b1, "Key": "src"})[1] == 400)
+    check(error_of(s3.copy_object, Bucket=b2, Key="x", CopySource={"Bucket": b1, "Key": "missing"})[1] == 404)
+    etag = h["ETag"].strip('"')
+    check(error_of(s3.copy_object, Bucket=b2, Key="x", CopySource={"Bucket": b1, "Key": "src"},
+                   CopySourceIfMatch="deadbeef")[1] == 412)
+    s3.copy_object(Bucket=b2, Key="x", CopySource={"Bucket": b1, "Key": "src"}, CopySourceIfMatch=etag)
+    # alt may not read main's private object
+    check(error_of(alt.copy_object, Bucket=b2, Key="y", CopySource={"Bucket": b1, "Key": "src"})[1] == 403)
+    nuke(b1)
+    nuke(b2)
+
+
+def test_delete_objects():
+    b = new_bucket()
+    for i in range(5):
+        s3.put_object(Bucket=b, Key=f"k{i}", Body=b"x")
+    r = s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": f"k{i}"} for i in range(3)] + [{"Key": "nope"}]})
+    check(sorted(d["Key"] for d in r["Deleted"]) == ["k0", "k1", "k2", "nope"], r)
+    check([o["Key"] for o in s3.list_objects(Bucket=b)["Contents"]] == ["k3", "k4"])
+    r = s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "k3"}], "Quiet": True})
+    check(not r.get("Deleted"), r)
+    nuke(b)
+
+
+# ---- listings ------------------------------------------------------------------------------
+
+KEYS = ["a", "a/1", "a/2", "a/b/3", "b", "b/1", "c d", "c+e", "z"]
+
+
+def test_list_v1():
+    b = new_bucket()
+    for k in KEYS:
+        s3.put_object(Bucket=b, Key=k, Body=b"x")
+    r = s3.list_objects(Bucket=b)
+    check([o["Key"] for o in r["Contents"]] == sorted(KEYS) and not r["IsTruncated"])
+    r = s3.list_objects(Bucket=b, Delimiter="/")
+    check([o["Key"] for o in r["Contents"]] == ["a", "b", "c d", "c+e", "z"], r)
+    check([p["Prefix"] for p in r["CommonPrefixes"]] == ["a/", "b/"])
+    r = s3.list_objects(Bucket=b, Prefix="a/", Delimiter="/")
+    check([o["Key"] for o in r["Contents"]] == ["a/1", "a/2"] and [p["Prefix"] for p in r["CommonPrefixes"]] == ["a/b/"])
+    r = s3.list_objects(Bucket=b, MaxKeys=2)
+    check([o["Key"] for o in r["Contents"]] == ["a", "a/1"] and r["IsTruncated"])
+    r = s3.list_objects(Bucket=b, Marker="a/2")
+    check([o["Key"] for o in r["Contents"]][0] == "a/b/3")
+    r = s3.list_objects(Bucket=b, Delimiter="/", MaxKeys=2)
+    check(r["IsTruncated"] and r["NextMarker"] == "a/", r)
+    r = s3.list_objects(Bucket=b, Delimiter="/", Marker="a/")
+    check([o["Key"] for o in r["Contents"]][0] == "b", r)
+    r = s3.list_objects(Bucket=b, MaxKeys=0)
+    check(not r.get("Contents") and not r["IsTruncated"])
+    r = s3.list_objects(Bucket=b, EncodingType="url", Prefix="c")
+    # an explicit EncodingType is not decoded by botocore
+    check([o["Key"] for o in r["Contents"]] == ["c%20d", "c%2Be"], r["Contents"])
+    nuke(b)
+
+
+def test_list_v2_pagination():
+    b = new_bucket()
+    keys = sorted(f"p/{i:03}" for i in range(45)) + ["q"]
+    for k in keys:
+        s3.put_object(Bucket=b, Key=k, Body=b"")
+    seen, token = [], None
+    while True:
+        kw = {"Bucket": b, "MaxKeys": 10}
+        if token:
+            kw["ContinuationToken"] = token
+        r = s3.list_objects_v2(**kw)
+        seen += [o["Key"] for o in r.get("Contents", [])]
+        check(r["KeyCount"] == len(r.get("Contents", [])))
+        if not r["IsTruncated"]:
+            break
+        token = r["NextContinuationToken"]
+    check(seen == keys, seen)
+    r = s3.list_objects_v2(Bucket=b, StartAfter="p/040")
+    check([o["Key"] for o in r["Contents"]] == keys[41:])
+    r = s3.list_objects_v2(Bucket=b, Delimiter="/", MaxKeys=1)
+    check([p["Prefix"] for p in r["CommonPrefixes"]] == ["p/"] and r["IsTruncated"])
+    r = s3.list_objects_v2(Bucket=b, Delimiter="/", ContinuationToken=r["NextContinuationToken"])
+    check([o["Key"] for o in r["Contents"]] == ["q"] and not r.get("CommonPrefixes"), r)
+    r = s3.list_objects_v2(Bucket=b, FetchOwner=True, MaxKeys=1)
+    check("Owner" in r["Contents"][0])
+    paginator = s3.get_paginator("list_objects_v2")
+    check(sum(len(p.get("Contents", [])) for p in paginator.paginate(Bucket=b, PaginationConfig={"PageSize": 7})) == 46)
+    nuke(b)
+
+
+def test_list_versions_unversioned():
+    b = new_bucket()
+    for k in ["x", "y/1"]:
+        s3.put_object(Bucket=b, Key=k, Body=b"v")
+    r = s3.list_object_versions(Bucket=b)
+    check([(v["Key"], v["VersionId"], v["IsLatest"]) for v in r["Versions"]] == [("x", "null", True), ("y/1", "null", True)], r)
+    r = s3.list_object_versions(Bucket=b, Delimiter="/")
+    check([p["Prefix"] for p in r["CommonPrefixes"]] == ["y/"])
+    nuke(b)
+
+
+# ---- multipart -----------------------------------------------------------------------------
+
+MB = 1024 * 1024
+
+
+def test_multipart():
+    b = new_bucket()
+    up = s3.create_multipart_upload(Bucket=b, Key="mp", ContentType="video/x", Metadata={"m": "1"})
+    uid = up["UploadId"]
+    parts = [os.urandom(5 * MB), os.urandom(5 * MB + 7), os.urandom(1000)]
+    etags = []
+    for i, data in enumerate(parts, 1):
+        etags.append(s3.upload_part(Bucket=b, Key="mp", UploadId=uid, PartNumber=i, Body=data)["ETag"])
+    # re-upload part 3 (replaces it)
+    parts[2] = os.urandom(2000)
+    etags[2] = s3.upload_part(Bucket=b, Key="mp", UploadId=uid, PartNumber=3, Body=parts[2])["ETag"]
+    lp = s3.list_parts(Bucket=b, Key="mp", UploadId=uid)
+    check([p["PartNumber"] for p in lp["Parts"]] == [1, 2, 3] and lp["Parts"][2]["Size"] == 2000)
+    lp = s3.list_parts(Bucket=b, Key="mp", UploadId=uid, MaxParts=1)
+    check(lp["IsTruncated"] and lp["NextPartNumberMarker"] == 1)
+    ups = s3.list_multipart_uploads(Bucket=b)["Uploads"]
+    check([(u["Key"], u["UploadId"]) for u in ups] == [("mp", uid)])
+    check(error_of(s3.complete_multipart_upload, Bucket=b, Key="mp", UploadId=uid,
+                   MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": etags[1]}, {"PartNumber": 1, "ETag": etags[0]}]})[0] == "InvalidPartOrder")
+    check(error_of(s3.complete_multipart_upload, Bucket=b, Key="mp", UploadId=uid,
+                   MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": '"00"'}]})[0] == "InvalidPart")
+    r = s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=uid,
+                                     MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]})
+    md5s = b"".join(hashlib.md5(p).digest() for p in parts)
+    want = '"%s-3"' % hashlib.md5(md5s).hexdigest()
+    check(r["ETag"] == want, (r["ETag"], want))
+    g = s3.get_object(Bucket=b, Key="mp")
+    check(g["Body"].read() == b"".join(parts) and g["ContentType"] == "video/x" and g["Metadata"] == {"m": "1"})
+    check(g["ETag"] == want)
+    rng = s3.get_object(Bucket=b, Key="mp", Range=f"bytes={5 * MB - 3}-{5 * MB + 3}")["Body"].read()
+    check(rng == b"".join(parts)[5 * MB - 3:5 * MB + 4])
+    check(not s3.list_multipart_uploads(Bucket=b).get("Uploads"))
+    check(error_of(s3.list_parts, Bucket=b, Key="mp", UploadId=uid) == ("NoSuchUpload", 404))
+    # too small parts
+    up = s3.create_multipart_upload(Bucket=b, Key="small")["UploadId"]
+    e1 = s3.upload_part(Bucket=b, Key="small", UploadId=up, PartNumber=1, Body=b"a")["ETag"]
+    e2 = s3.upload_part(Bucket=b, Key="small", UploadId=up, PartNumber=2, Body=b"b")["ETag"]
+    check(error_of(s3.complete_multipart_upload, Bucket=b, Key="small", UploadId=up,
+                   MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})[0] == "EntityTooSmall")
+    s3.abort_multipart_upload(Bucket=b, Key="small", UploadId=up)
+    check(error_of(s3.abort_multipart_upload, Bucket=b, Key="small", UploadId=up)[1] == 404)
+    nuke(b)
+
+
+def test_upload_part_copy():
+    b = new_bucket()
+    src = os.urandom(6 * MB)
+    s3.put_object(Bucket=b, Key="src", Body=src)
+    uid = s3.create_multipart_upload(Bucket=b, Key="dst")["UploadId"]
+    e1 = s3.upload_part_copy(Bucket=b, Key="dst", UploadId=uid, PartNumber=1,
+                             CopySource={"Bucket": b, "Key": "src"})["CopyPartResult"]["ETag"]
+    e2 = s3.upload_part_copy(Bucket=b, Key="dst", UploadId=uid, PartNumber=2,
+                             CopySource={"Bucket": b, "Key": "src"}, CopySourceRange="bytes=10-109")["CopyPartResult"]["ETag"]
+    s3.complete_multipart_upload(Bucket=b, Key="dst", UploadId=uid,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    check(s3.get_object(Bucket=b, Key="dst")["Body"].read() == src + src[10:110])
+    nuke(b)
+
+
+def test_transfer_manager():
+    b = new_bucket()
+    data = os.urandom(20 * MB + 5)
+    from boto3.s3.transfer import TransferConfig
+    tc = TransferConfig(multipart_threshold=8 * MB, multipart_chunksize=8 * MB, max_concurrency=4)
+    s3.upload_fileobj(io.BytesIO(data), b, "tm", Config=tc)
+    out = io.BytesIO()
+    s3.download_fileobj(b, "tm", out, Config=tc)
+    check(out.getvalue() == data)
+    nuke(b)
+
+
+# ---- conditional requests --------------------------------------------------------------------
+
+def test_conditionals():
+    b = new_bucket()
+    etag = s3.put_object(Bucket=b, Key="c", Body=b"data")["ETag"]
+    s3.get_object(Bucket=b, Key="c", IfMatch=etag)
+    check(error_of(s3.get_object, Bucket=b, Key="c", IfMatch='"nope"') == ("PreconditionFailed", 412))
+    check(error_of(s3.get_object, Bucket=b, Key="c", IfNoneMatch=etag)[1] == 304)
+    s3.get_object(Bucket=b, Key="c", IfNoneMatch='"other"')
+    past = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+    future = datetime.datetime(2100, 1, 1, tzinfo=datetime.timezone.utc)
+    s3.get_object(Bucket=b, Key="c", IfModifiedSince=past)
+    check(error_of(s3.get_object, Bucket=b, Key="c", IfModifiedSince=future)[1] == 304)
+    s3.get_object(Bucket=b, Key="c", IfUnmodifiedSince=future)
+    check(error_of(s3.get_object, Bucket=b, Key="c", IfUnmodifiedSince=past)[1] == 412)
+    check(error_of(s3.head_object, Bucket=b, Key="c", IfMatch='"nope"')[1] == 412)
+    nuke(b)
+
+
+# ---- ACLs and users ------------------------------------------------------------------------
+
+def test_acls():
+    b = new_bucket()
+    s3.put_object(Bucket=b, Key="private", Body=b"p")
+    s3.put_object(Bucket=b, Key="public", Body=b"q", ACL="public-read")
+    anon = anonymous()
+    check(anon.get_object(Bucket=b, Key="public")["Body"].read() == b"q")
+    check(error_of(anon.get_object, Bucket=b, Key="private")[1] == 403)
+    check(error_of(alt.get_object, Bucket=b, Key="private")[1] == 403)
+    check(error_of(anon.list_objects, Bucket=b)[1] == 403)
+    check(error_of(alt.put_object, Bucket=b, Key="x", Body=b"")[1] == 403)
+    check(error_of(anon.put_object, Bucket=b, Key="x", Body=b"")[1] == 403)
+    s3.put_bucket_acl(Bucket=b, ACL="public-read")
+    check([o["Key"] for o in anon.list_objects(Bucket=b)["Contents"]] == ["private", "public"])
+    grants = s3.get_bucket_acl(Bucket=b)["Grants"]
+    check(any(g["Grantee"].get("URI", "").endswith("AllUsers") and g["Permission"] == "READ" for g in grants), grants)
+    s3.put_bucket_acl(Bucket=b, ACL="public-read-write")
+    alt.put_object(Bucket=b, Key="by-alt", Body=b"a")
+    check(error_of(s3.get_object, Bucket=b, Key="by-alt")[1] == 403)  # owner-only object of alt
+    alt.put_object_acl(Bucket=b, Key="by-alt", ACL="bucket-owner-read")
+    check(s3.get_object(Bucket=b, Key="by-alt")["Body"].read() == b"a")
+    s3.put_object_acl(Bucket=b, Key="private", ACL="authenticated-read")
+    check(alt.get_object(Bucket=b, Key="private")["Body"].read() == b"p")
+    check(error_of(anon.get_object, Bucket=b, Key="private")[1] == 403)
+    check(s3.get_object_acl(Bucket=b, Key="private")["Owner"]["ID"])
+    check(error_of(alt.delete_bucket, Bucket=b)[1] == 403)
+    s3.put_bucket_acl(Bucket=b, ACL="private")
+    check(error_of(alt.list_objects, Bucket=b)[1] == 403)
+    nuke(b)
+
+
+# ---- auth ----------------------------------------------------------------------------------
+
+def test_auth_failures():
+    b = new_bucket()
+    s3.put_object(Bucket=b, Key="k", Body=b"v")
+    bad_secret = client((MAIN[0], "x" * 40))
+    check(error_of(bad_secret.get_object, Bucket=b, Key="k") == ("SignatureDoesNotMatch", 403))
+    unknown = client(("AKIAUNKNOWNUNKNOWN00", "x" * 40))
+    check(error_of(unknown.get_object, Bucket=b, Key="k") == ("InvalidAccessKeyId", 403))
+    real = botocore.auth.get_current_datetime
+    botocore.auth.get_current_datetime = lambda: real() - datetime.timedelta(hours=1)
+    try:
+        skewed = client()
+        code = error_of(skewed.get_object, Bucket=b, Key="k")
+    finally:
+        botocore.auth.get_current_datetime = real
+    check(code == ("RequestTimeTooSkewed", 403), code)
+    # presigned URL works; tampered one does not
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": b, "Key": "k"}, ExpiresIn=60)
+    check(urllib.request.urlopen(url).read() == b"v")
+    try:
+        urllib.request.urlopen(url.replace("Signature=", "Signature=0"))
+        raise AssertionError("tampered presigned URL accepted")
+    except urllib.error.HTTPError as e:
+        check(e.code == 403, e.code)
+    # malformed request: a garbage Authorization header is a 4xx, not a 500
+    req = urllib.request.Request(f"{ENDPOINT}/{b}/k", headers={"Authorization": "AWS4-HMAC-SHA256 garbage"})
+    try:
+        urllib.request.urlopen(req)
+        raise AssertionError("garbage auth accepted")
+    except urllib.error.HTTPError as e:
+        check(400 <= e.code < 500, e.code)
+    nuke(b)
+
+
+def test_streaming_upload():
+    """Flexible checksums: botocore may send the body aws-chunked with a CRC32 trailer."""
+    b = new_bucket()
+    c = client(request_checksum_calculation="when_supported")
+
+    data = os.urandom(300_000)
+    c.put_object(Bucket=b, Key="chunked2", Body=data, ChecksumAlgorithm="CRC32")
+    check(s3.get_object(Bucket=b, Key="chunked2")["Body"].read() == data)
+    nuke(b)
+
+
+# ---- concurrency ---------------------------------------------------------------------------
+
+def test_concurrent_writers():
+    b = new_bucket()
+    errors = []
+
+    def writer(w):
+        c = client()
+        try:
+            for i in range(10):
+                c.put_object(Bucket=b, Key=f"w{w}/{i}", Body=f"{w}-{i}".encode())
+                # an acknowledged PUT is listed at once
+                keys = [o["Key"] for o in c.list_objects_v2(Bucket=b, Prefix=f"w{w}/{i}")["Contents"]]
+                if f"w{w}/{i}" not in keys:
+                    errors.append(f"w{w}/{i} not listed after ack")
+                c.put_object(Bucket=b, Key="shared", Body=f"{w}-{i}".encode() * 100)
+        except Exception as e:  # noqa
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not errors, errors[:3])
+    keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=b) for o in p.get("Contents", [])]
+    check(len(keys) == 8 * 10 + 1, len(keys))
+    shared = s3.get_object(Bucket=b, Key="shared")["Body"].read()
+    unit = shared[: len(shared) // 100]
+    check(shared == unit * 100, "torn shared object")
+    nuke(b)
+
+
+def main():
+    selected = sys.argv[1:]
+    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and callable(f)]
+    failed = []
+    for name, fn in tests:
+        if selected and name not in selected:
+            continue
+        try:
+            fn()
+            print(f"PASS {name}", flush=True)
+        except Exception:
+            failed.append(name)
+            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+    leftover = [x["Name"] for x in s3.list_buckets()["Buckets"]] + [x["Name"] for x in alt.list_buckets()["Buckets"]]
+    for name in leftover:
+        try:
+            nuke(name)
+        except Exception:
+            pass
+    print(f"{len(tests) - len(failed) if not selected else len(selected) - len(failed)} passed, {len(failed)} failed: {failed}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
