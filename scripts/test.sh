@@ -28,6 +28,11 @@ if [[ "${STRATA_SKIP_INSTALL:-0}" != 1 ]]; then
         exit 1
     fi
     rustup component add rustfmt clippy >/dev/null 2>&1 || true
+    # boto3 drives the S3 gateway's integration tests (crates/gateway/tests/s3_boto3.rs).
+    if ! python3 -c 'import boto3' >/dev/null 2>&1; then
+        echo "== installing boto3 (PyPI)"
+        python3 -m pip install --quiet boto3
+    fi
 fi
 
 echo "== cargo fmt --check"
