@@ -46,6 +46,17 @@
 //! crc, xattrs, omap, version), reports inconsistencies and repairs them from the majority
 //! (ties: the primary).
 //!
+//! ## Known limits
+//! - A write whose primary copy fails while enough replicas succeed is still reported as
+//!   failed (the replicas applied it; the PG is queued for repair and scrub converges to the
+//!   majority). Writes are acknowledged only when the primary and `min_size` replicas commit.
+//! - No PG log: an OSD that returns is compared object by object (version xattrs) with the
+//!   acting primary, and recovery holds the PG's lock for the whole PG.
+//! - `mem:` devices do not survive a restart (their metadata file does): use files for
+//!   clusters that are reopened.
+//! - Per-pool `stored_bytes` / `allocated_bytes` of [`rados::PoolStats`] are not tracked yet
+//!   (0); object counts are.
+//!
 //! ## Invariants
 //! - Every acting replica of a PG holds the same objects with the same versions, except
 //!   transiently inside the PG lock or after a reported replica failure (queued for repair).
