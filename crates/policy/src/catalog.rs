@@ -92,10 +92,9 @@ fn with_admission<E: Eviction + 'static>(
     })
 }
 
-/// `strata` takes its knobs after a colon: `strata:reach=1/cap=3/small=0.1/budget=0.3`.
+/// `strata` takes its knobs after a colon: `strata:small=0.1/threshold=2/adapt=1/budget=0.33`.
 fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataConfig, PolicyError> {
     let mut config = StrataConfig::new(spec.capacity);
-    config.seed = spec.seed;
     let Some((_, knobs)) = spec.name.split_once(':') else {
         return Ok(config);
     };
@@ -107,12 +106,13 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
         };
         let number: f64 = value.parse().map_err(|_| bad())?;
         match key {
-            "cap" => config.frequency_cap = number.clamp(0.0, 255.0) as u8,
             "small" => config.small = number.clamp(0.0, 0.9),
+            "threshold" => config.threshold = number.clamp(0.0, 255.0) as u8,
+            "ghost" => config.ghost = number.max(0.0),
+            "adapt" => config.adapt = number != 0.0,
+            "epoch" => config.epoch = number.max(0.0),
+            "decay" => config.decay = number.clamp(0.0, 1.0),
             "budget" => config.budget = number.max(0.0),
-            "cohort" => config.cohort = number.max(0.0),
-            "newcomers" => config.newcomer_share = number.clamp(0.0, 1.0),
-            "reach" => config.reach = number,
             _ => return Err(bad()),
         }
     }

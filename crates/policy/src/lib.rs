@@ -69,6 +69,10 @@ pub struct Effects {
     pub evicted: Vec<Key>,
     /// Objects written back to the backing pool and now clean, still cached.
     pub flushed: Vec<Key>,
+    /// Objects written into the cache's flash tier during this request other than the requested
+    /// object's own admission: promotions from a DRAM buffer that is part of the capacity
+    /// (`strata`). Each is one cache (SSD) write.
+    pub promoted: Vec<Key>,
 }
 
 impl Effects {
@@ -76,6 +80,7 @@ impl Effects {
     pub fn clear(&mut self) {
         self.evicted.clear();
         self.flushed.clear();
+        self.promoted.clear();
     }
 }
 

@@ -1,50 +1,78 @@
-//! `strata`: our best combination for an SSD cache pool, built on seed 000's idea that a forecast
-//! of an object's next access should decide whether it may be written to flash at all.
+//! `strata`: our best combination for an SSD cache pool: a DRAM probation buffer in front of a
+//! flash main queue, whose shape is tuned online by shadow caches that replay the trace's own
+//! past requests.
 //!
-//! - **Predictor:** each object's last inter-arrival gap, in requests. A missed object whose
-//!   previous gap fits within `reach` x the cache's *eviction age* (how long objects survive in
-//!   the main queue, a moving average) would have been hit had it been cached: it is admitted to
-//!   the main queue.
-//! - **Write budget:** every admission must keep admissions below `budget` x the misses of a
-//!   shadow LRU of the same size (ids only: what admit-all LRU would write); other misses (first accesses, long gaps) may enter a small probationary FIFO only while
-//!   admissions stay below `budget` x `newcomer_share` x misses; otherwise they are not written.
-//!   With the default 0.3 the cache writes at most 30% of what admit-all LRU writes.
-//!   Within the budget, a small learned model picks *which* newcomers to write: dense ids are
-//!   handed out in first-seen order, so each block of 64 ids is a cohort of objects that first
-//!   appeared together; a newcomer is admitted only if its cohort (or the previous one, while
-//!   its own is young) has seen its members reused at least `cohort` x as often as average.
-//! - **Eviction:** S3-FIFO's structure: the probationary FIFO (`small` share of the cache) moves
-//!   objects hit while in it to main; main is a FIFO with 2-bit frequencies and reinsertion.
-//!   Moving between queues is metadata only, not a flash write.
-
-use crate::eviction::{Eviction, Lru};
+//! **Structure (S3-FIFO's queues, split across media).**
+//! - *Probation buffer* (DRAM, part of the cache capacity): every missed object enters it; it is
+//!   a FIFO, and an object hit `threshold` times while in it is *promoted* to main when it
+//!   reaches the tail. Objects that leave it unpromoted were never written to flash.
+//! - *Main* (flash): a FIFO with 2-bit frequencies and reinsertion (CLOCK-like). An object
+//!   requested again soon after leaving the buffer unpromoted (it is in the ghost) is written
+//!   straight into main.
+//! - *Ghost* (DRAM, ids only, `ghost` x capacity entries).
+//!
+//! **Adaptivity (online, from past requests only).** `shadows` id-only S3-FIFO caches of the
+//! same total capacity, one per candidate (buffer share, promotion threshold), replay every
+//! request. Every `epoch` requests their misses are folded into exponentially decayed scores
+//! and the real cache adopts the candidate with the fewest recent misses: the buffer's target
+//! share and the threshold change, and the queues drift to the new shape through normal
+//! evictions (no object is moved or rewritten because of a switch).
+//!
+//! **Write budget.** A shadow admit-all LRU of the same size counts what LRU would write (its
+//! misses). A promotion or ghost admission is a flash write and happens only while the writes so
+//! far stay below `budget` x that count; otherwise the object leaves the buffer for the ghost.
+//!
+//! **Accounting (what counts as cache and as a write).**
+//! - Capacity: buffer + main <= `capacity` objects at every step. The DRAM buffer holds data and
+//!   is counted inside the capacity, not on top of it: at 10% the buffer is 10% of the objects
+//!   the cache may hold, and main gets the rest.
+//! - Cache writes: objects written into main (flash): ghost admissions (reported as
+//!   [`Outcome::Admitted`]) and promotions from the buffer (reported in [`Effects::promoted`]).
+//!   Entering the buffer is a miss served by the backing pool ([`Outcome::Bypassed`]) plus a
+//!   DRAM copy; a write request there is written through to the backing pool.
+//! - DRAM metadata (ids, not counted as capacity, as for every other policy here, whose ghost
+//!   lists and sketches are not counted either): per object in the key space 10 bytes for the
+//!   queues and frequency; per shadow candidate the same again, plus one shadow LRU.
+use crate::eviction::{Eviction, Lru, S3Fifo, S3FifoConfig};
 use crate::list::Lists;
 use crate::{Cache, Effects, Key, Outcome, Request};
 
 const SMALL: u8 = 0;
 const MAIN: u8 = 1;
-const NEVER: u64 = u64::MAX;
+const GHOST: u8 = 2;
+
+/// Candidate shapes the shadows try: (buffer share, promotion threshold).
+pub const CANDIDATES: &[(f64, u8)] = &[
+    (0.01, 1),
+    (0.05, 1),
+    (0.10, 1),
+    (0.25, 1),
+    (0.01, 2),
+    (0.05, 2),
+    (0.10, 2),
+    (0.25, 2),
+    (0.40, 2),
+];
 
 /// Parameters of our policy.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StrataConfig {
-    /// Capacity in objects.
+    /// Capacity in objects (DRAM buffer + flash main).
     pub capacity: usize,
-    /// Admission reach: admit to main when the last gap <= `reach` x eviction age. Default 1.0.
-    pub reach: f64,
-    /// Frequency cap of the main queue's clock counters. Default 3.
-    pub frequency_cap: u8,
-    /// Share of the cache for the probationary FIFO. Default 0.1.
+    /// Initial buffer share of the capacity (fixed when `adapt` is off). Default 0.1.
     pub small: f64,
-    /// Probationary admissions allowed while admissions < `budget` x misses. Default 0.3.
+    /// Initial promotion threshold: hits in the buffer needed to be promoted. Default 2.
+    pub threshold: u8,
+    /// Ghost entries as a share of the capacity. Default 0.9.
+    pub ghost: f64,
+    /// Follow the best shadow candidate online. Default true.
+    pub adapt: bool,
+    /// Requests per scoring epoch, as a multiple of the capacity (at least 1,000). Default 2.
+    pub epoch: f64,
+    /// Decay of older epochs' misses per epoch. Default 0.5.
+    pub decay: f64,
+    /// Flash writes allowed, as a share of a shadow admit-all LRU's misses. Default 0.33.
     pub budget: f64,
-    /// Share of the budget newcomers may use (predicted objects may use all of it). Default 0.9.
-    pub newcomer_share: f64,
-    /// Probationary admission needs the object's cohort reuse rate >= `cohort` x the mean.
-    /// 0 disables the cohort predictor. Default 0.5.
-    pub cohort: f64,
-    /// Seed (the policy is deterministic; kept for variants). Default 42.
-    pub seed: u64,
 }
 
 impl StrataConfig {
@@ -52,112 +80,139 @@ impl StrataConfig {
     pub fn new(capacity: usize) -> Self {
         StrataConfig {
             capacity,
-            reach: 1.0,
-            frequency_cap: 3,
             small: 0.1,
-            budget: 0.3,
-            cohort: 0.5,
-            newcomer_share: 0.9,
-            seed: 42,
+            threshold: 2,
+            ghost: 0.9,
+            adapt: true,
+            epoch: 2.0,
+            decay: 0.5,
+            budget: 0.33,
         }
     }
 }
 
-/// Our policy: gap-forecast admission under a write budget, S3-FIFO-style queues.
+/// Our policy: DRAM probation buffer, flash main queue, shape chosen online by shadows.
 #[derive(Clone, Debug)]
 pub struct Strata {
     config: StrataConfig,
     lists: Lists,
     frequency: Vec<u8>,
-    last_seq: Vec<u64>,
-    inserted_seq: Vec<u64>,
-    repeated: Vec<bool>,
-    eviction_age: f64,
-    small_capacity: usize,
-    admissions: u64,
-    shadow: Lru,
-    shadow_misses: u64,
-    shadow_evicted: Vec<Key>,
-    cohort_members: Vec<u32>,
-    cohort_reused: Vec<u32>,
-    members_total: u64,
-    reused_total: u64,
+    small_target: usize,
+    threshold: u8,
+    ghost_capacity: usize,
+    writes: u64,
+    lru: Lru,
+    lru_misses: u64,
+    scratch: Vec<Key>,
+    shadows: Vec<S3Fifo>,
+    epoch_misses: Vec<u64>,
+    scores: Vec<f64>,
+    leader: usize,
+    epoch_len: u64,
+    epoch_left: u64,
 }
-
-/// Objects per cohort: dense ids are handed out in first-seen order, so a cohort is a group of
-/// objects that first appeared together (a file written together, a scan) and tends to share
-/// a fate.
-const COHORT_SHIFT: u32 = 6;
 
 impl Strata {
     /// An empty cache.
     pub fn new(config: StrataConfig, key_space: usize) -> Self {
         assert!(config.capacity > 0, "capacity must be positive");
-        Strata {
-            lists: Lists::new(2, key_space),
-            frequency: vec![0; key_space],
-            last_seq: vec![NEVER; key_space],
-            inserted_seq: vec![0; key_space],
-            repeated: vec![false; key_space],
-            // Until the first eviction, assume objects survive two requests per slot.
-            eviction_age: config.capacity as f64 * 2.0,
-            small_capacity: (config.capacity as f64 * config.small.clamp(0.0, 0.9)) as usize,
-            admissions: 0,
-            shadow: Lru::new(config.capacity, key_space),
-            shadow_misses: 0,
-            shadow_evicted: Vec::new(),
-            cohort_members: Vec::new(),
-            cohort_reused: Vec::new(),
-            members_total: 0,
-            reused_total: 0,
-            config,
-        }
-    }
-
-    /// True exactly once per object: on its second access.
-    fn frequency_seen(&mut self, index: usize) -> bool {
-        let first_repeat = !self.repeated[index];
-        self.repeated[index] = true;
-        first_repeat
-    }
-
-    fn grow(&mut self, key: Key) {
-        let index = key as usize;
-        if index >= self.last_seq.len() {
-            let size = (index + 1).next_power_of_two();
-            self.frequency.resize(size, 0);
-            self.last_seq.resize(size, NEVER);
-            self.inserted_seq.resize(size, 0);
-            self.repeated.resize(size, false);
-        }
-    }
-
-    /// Whether the cohort of `key` (or the one before it, while it is young) has reused its
-    /// members at least as often as the average cohort.
-    fn cohort_promising(&self, key: Key) -> bool {
-        let cohort = (key >> COHORT_SHIFT) as usize;
-        let score = |c: usize| {
-            let members = self.cohort_members.get(c).copied().unwrap_or(0);
-            (members >= 16).then(|| self.cohort_reused[c] as f64 / members as f64)
+        let capacity = config.capacity;
+        let shadows: Vec<S3Fifo> = if config.adapt {
+            CANDIDATES
+                .iter()
+                .map(|&(small, threshold)| {
+                    S3Fifo::new(
+                        capacity,
+                        key_space,
+                        S3FifoConfig {
+                            small_ratio: small,
+                            ghost_ratio: config.ghost,
+                            move_to_main_threshold: threshold,
+                        },
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
         };
-        let own = score(cohort).or_else(|| cohort.checked_sub(1).and_then(score));
-        let mean = self.reused_total as f64 / self.members_total.max(1) as f64;
-        own.is_none_or(|s| s >= mean * self.config.cohort)
+        let leader = CANDIDATES
+            .iter()
+            .position(|&(s, t)| s == config.small && t == config.threshold)
+            .unwrap_or(0);
+        let epoch_len = ((capacity as f64 * config.epoch) as u64).max(1000);
+        let mut strata = Strata {
+            lists: Lists::new(3, key_space),
+            frequency: vec![0; key_space],
+            small_target: 0,
+            threshold: config.threshold,
+            ghost_capacity: (capacity as f64 * config.ghost) as usize,
+            writes: 0,
+            lru: Lru::new(capacity, key_space),
+            lru_misses: 0,
+            scratch: Vec::new(),
+            epoch_misses: vec![0; shadows.len()],
+            scores: vec![0.0; shadows.len()],
+            shadows,
+            leader,
+            epoch_len,
+            epoch_left: epoch_len,
+            config,
+        };
+        strata.set_shape(config.small, config.threshold);
+        strata
     }
 
-    fn cohort_count(&mut self, key: Key, first: bool, reused: bool) {
-        let cohort = (key >> COHORT_SHIFT) as usize;
-        if cohort >= self.cohort_members.len() {
-            self.cohort_members.resize(cohort + 1, 0);
-            self.cohort_reused.resize(cohort + 1, 0);
+    fn set_shape(&mut self, small: f64, threshold: u8) {
+        self.small_target = (self.config.capacity as f64 * small.clamp(0.0, 0.9)) as usize;
+        self.threshold = threshold;
+    }
+
+    fn frequency_mut(&mut self, key: Key) -> &mut u8 {
+        let index = key as usize;
+        if index >= self.frequency.len() {
+            self.frequency.resize((index + 1).next_power_of_two(), 0);
         }
-        if first {
-            self.cohort_members[cohort] += 1;
-            self.members_total += 1;
+        &mut self.frequency[index]
+    }
+
+    fn may_write(&self) -> bool {
+        (self.writes as f64) < self.config.budget * self.lru_misses as f64
+    }
+
+    fn push_ghost(&mut self, key: Key) {
+        if self.ghost_capacity > 0 {
+            self.lists.push_head(GHOST, key);
+            while self.lists.len(GHOST) > self.ghost_capacity {
+                self.lists.pop_tail(GHOST);
+            }
         }
-        if reused {
-            self.cohort_reused[cohort] += 1;
-            self.reused_total += 1;
+    }
+
+    fn evict_small(&mut self, effects: &mut Effects) {
+        while let Some(key) = self.lists.pop_tail(SMALL) {
+            if *self.frequency_mut(key) >= self.threshold && self.may_write() {
+                *self.frequency_mut(key) = 0;
+                self.lists.push_head(MAIN, key);
+                self.writes += 1;
+                effects.promoted.push(key);
+            } else {
+                self.push_ghost(key);
+                effects.evicted.push(key);
+                return;
+            }
+        }
+    }
+
+    fn evict_main(&mut self, effects: &mut Effects) {
+        while let Some(key) = self.lists.pop_tail(MAIN) {
+            let frequency = *self.frequency_mut(key);
+            if frequency >= 1 {
+                *self.frequency_mut(key) = frequency.min(3) - 1;
+                self.lists.push_head(MAIN, key);
+            } else {
+                effects.evicted.push(key);
+                return;
+            }
         }
     }
 
@@ -165,44 +220,50 @@ impl Strata {
         self.lists.len(SMALL) + self.lists.len(MAIN)
     }
 
-    fn evict_main(&mut self, now_seq: u64, effects: &mut Effects) {
-        while let Some(key) = self.lists.pop_tail(MAIN) {
-            let frequency = self.frequency[key as usize];
-            if frequency > 0 {
-                self.frequency[key as usize] = frequency - 1;
-                self.lists.push_head(MAIN, key);
-            } else {
-                let age = now_seq.saturating_sub(self.inserted_seq[key as usize]) as f64;
-                self.eviction_age += (age - self.eviction_age) / 64.0;
-                effects.evicted.push(key);
-                return;
-            }
-        }
-    }
-
-    fn evict_small(&mut self, now_seq: u64, effects: &mut Effects) {
-        while let Some(key) = self.lists.pop_tail(SMALL) {
-            if self.frequency[key as usize] > 0 {
-                self.frequency[key as usize] = 0;
-                self.inserted_seq[key as usize] = now_seq;
-                self.lists.push_head(MAIN, key);
-                if self.lists.len(MAIN) > self.config.capacity - self.lists.len(SMALL) {
-                    self.evict_main(now_seq, effects);
-                    return;
-                }
-            } else {
-                effects.evicted.push(key);
-                return;
-            }
-        }
-    }
-
-    fn make_room(&mut self, now_seq: u64, effects: &mut Effects) {
+    fn make_room(&mut self, effects: &mut Effects) {
         while self.len_all() >= self.config.capacity {
-            if self.lists.len(SMALL) > self.small_capacity || self.lists.len(MAIN) == 0 {
-                self.evict_small(now_seq, effects);
+            let main_capacity = self.config.capacity - self.small_target;
+            if self.lists.len(MAIN) > main_capacity || self.lists.len(SMALL) == 0 {
+                self.evict_main(effects);
             } else {
-                self.evict_main(now_seq, effects);
+                self.evict_small(effects);
+            }
+        }
+    }
+
+    fn observe(&mut self, request: &Request) {
+        self.scratch.clear();
+        if self.lru.contains(request.key) {
+            self.lru.on_hit(request, &mut self.scratch);
+        } else {
+            self.lru.insert(request, &mut self.scratch);
+            self.lru_misses += 1;
+        }
+        if self.shadows.is_empty() {
+            return;
+        }
+        for (shadow, misses) in self.shadows.iter_mut().zip(&mut self.epoch_misses) {
+            self.scratch.clear();
+            if shadow.contains(request.key) {
+                shadow.on_hit(request, &mut self.scratch);
+            } else {
+                shadow.insert(request, &mut self.scratch);
+                *misses += 1;
+            }
+        }
+        self.epoch_left -= 1;
+        if self.epoch_left == 0 {
+            self.epoch_left = self.epoch_len;
+            for (score, misses) in self.scores.iter_mut().zip(&mut self.epoch_misses) {
+                *score = *score * self.config.decay + std::mem::take(misses) as f64;
+            }
+            let best = (0..self.scores.len())
+                .min_by(|&a, &b| self.scores[a].total_cmp(&self.scores[b]))
+                .unwrap_or(self.leader);
+            if self.scores[best] < self.scores[self.leader] {
+                self.leader = best;
+                let (small, threshold) = CANDIDATES[best];
+                self.set_shape(small, threshold);
             }
         }
     }
@@ -211,49 +272,26 @@ impl Strata {
 impl Cache for Strata {
     fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
         let key = request.key;
-        self.grow(key);
-        let index = key as usize;
-        let last = std::mem::replace(&mut self.last_seq[index], request.seq);
-        let gap = if last == NEVER {
-            NEVER
-        } else {
-            request.seq - last
-        };
-        let predicted = gap != NEVER && gap as f64 <= self.config.reach * self.eviction_age;
-        // The second access decides whether an object counts as reused for its cohort.
-        let second = last != NEVER && self.frequency_seen(index);
-        self.cohort_count(key, last == NEVER, second && predicted);
-        self.shadow_evicted.clear();
-        if self.shadow.contains(key) {
-            self.shadow.on_hit(request, &mut self.shadow_evicted);
-        } else {
-            self.shadow.insert(request, &mut self.shadow_evicted);
-            self.shadow_misses += 1;
-        }
-        if self.lists.list_of(key).is_some() {
-            let frequency = &mut self.frequency[index];
-            *frequency = (*frequency + 1).min(self.config.frequency_cap);
+        self.observe(request);
+        if matches!(self.lists.list_of(key), Some(SMALL) | Some(MAIN)) {
+            let frequency = self.frequency_mut(key);
+            *frequency = frequency.saturating_add(1);
             return Outcome::Hit;
         }
-        let spent = self.admissions as f64;
-        let misses = self.shadow_misses as f64;
-        let queue = if predicted && spent < self.config.budget * misses {
-            MAIN
-        } else if !predicted
-            && spent < self.config.budget * self.config.newcomer_share * misses
-            && self.small_capacity > 0
-            && (self.config.cohort == 0.0 || self.cohort_promising(key))
-        {
-            SMALL
+        let ghost_hit = self.lists.list_of(key) == Some(GHOST);
+        if ghost_hit {
+            self.lists.remove(key);
+        }
+        self.make_room(effects);
+        *self.frequency_mut(key) = 0;
+        if ghost_hit && self.may_write() {
+            self.writes += 1;
+            self.lists.push_head(MAIN, key);
+            Outcome::Admitted
         } else {
-            return Outcome::Bypassed;
-        };
-        self.make_room(request.seq, effects);
-        self.admissions += 1;
-        self.frequency[index] = 0;
-        self.inserted_seq[index] = request.seq;
-        self.lists.push_head(queue, key);
-        Outcome::Admitted
+            self.lists.push_head(SMALL, key);
+            Outcome::Bypassed
+        }
     }
     fn len(&self) -> usize {
         self.len_all()
@@ -262,12 +300,12 @@ impl Cache for Strata {
         self.config.capacity
     }
     fn contains(&self, key: Key) -> bool {
-        self.lists.list_of(key).is_some()
+        matches!(self.lists.list_of(key), Some(SMALL) | Some(MAIN))
     }
     fn name(&self) -> String {
         format!(
-            "strata(reach={},small={},budget={},cohort={})",
-            self.config.reach, self.config.small, self.config.budget, self.config.cohort
+            "strata(small={},threshold={},adapt={},budget={})",
+            self.config.small, self.config.threshold, self.config.adapt, self.config.budget
         )
     }
 }
@@ -281,7 +319,7 @@ mod tests {
     fn one_hit_wonders_stay_within_the_write_budget() {
         let mut cache = Strata::new(StrataConfig::new(100), 0);
         let mut effects = Effects::default();
-        let (mut admissions, mut misses) = (0u64, 0u64);
+        let (mut writes, mut misses) = (0u64, 0u64);
         for seq in 0..50_000u64 {
             effects.clear();
             // Half the requests go to 50 hot objects, half to never-repeated keys.
@@ -301,18 +339,47 @@ mod tests {
             match cache.on_request(&request, &mut effects) {
                 Outcome::Hit => {}
                 Outcome::Admitted => {
-                    admissions += 1;
+                    writes += 1;
                     misses += 1;
                 }
                 Outcome::Bypassed => misses += 1,
             }
+            writes += effects.promoted.len() as u64;
             assert!(cache.len() <= 100);
         }
         assert!(
-            admissions as f64 <= 0.31 * misses as f64,
-            "{admissions} of {misses}"
+            writes as f64 <= 0.34 * misses as f64,
+            "{writes} of {misses}"
         );
         // The 50 hot objects end up cached: at least 40% of requests hit.
         assert!(misses < 30_000, "{misses}");
+    }
+
+    #[test]
+    fn fixed_shape_without_budget_is_s3fifo() {
+        let capacity = 64;
+        let mut config = StrataConfig::new(capacity);
+        config.adapt = false;
+        config.budget = f64::INFINITY;
+        let mut cache = Strata::new(config, 0);
+        let mut s3 = S3Fifo::new(capacity, 0, S3FifoConfig::default());
+        let (mut effects, mut evicted) = (Effects::default(), Vec::new());
+        for seq in 0..100_000u64 {
+            effects.clear();
+            let key = (mix64(seq) % 1000).min(mix64(seq ^ 7) % 1000) as Key;
+            let request = Request {
+                key,
+                seq,
+                ..Request::default()
+            };
+            let hit = cache.on_request(&request, &mut effects).is_hit();
+            assert_eq!(hit, s3.contains(key), "request {seq}");
+            evicted.clear();
+            if hit {
+                s3.on_hit(&request, &mut evicted);
+            } else {
+                s3.insert(&request, &mut evicted);
+            }
+        }
     }
 }

@@ -248,6 +248,13 @@ pub fn simulate(
                 hdd_us += timing.hdd_us(size);
             }
         }
+        for &key in &effects.promoted {
+            let object = trace.object_bytes[key as usize] as u64;
+            m.cache_writes += 1;
+            m.cache_write_bytes += object;
+            m.ssd_writes += 1;
+            ssd_us += timing.ssd_us(object);
+        }
         for &key in &effects.flushed {
             if std::mem::take(&mut dirty[key as usize]) {
                 m.hdd_writes += 1;

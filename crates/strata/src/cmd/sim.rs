@@ -71,7 +71,7 @@ pub struct OutputArgs {
 #[command(
     after_help = "Policies: lru fifo arc 2q s3fifo wtinylfu sieve belady ceph ceph-corrected ceph-fast hottable strata.\n\
 Eviction policies accept an admission filter: NAME+second-hit, NAME+bloom, NAME+tinylfu, NAME+prob0.25.\n\
-strata takes knobs: strata:budget=0.3/newcomers=0.9/cohort=0.5/reach=1/small=0.1/cap=3.\n\
+strata takes knobs: strata:small=0.1/threshold=2/adapt=1/epoch=2/decay=0.5/ghost=0.9/budget=0.33.\n\
 Cache sizes: 4897 (objects), 10% (of unique objects), 64M / 4GiB (bytes / mean object size).\n\
 Formats: cloudphysics-csv vscsi arc msr systor tencent-block tencent-photo object strata\n\
 (guessed from the file name; .zst .gz .bz2 .xz are decompressed).\n\
