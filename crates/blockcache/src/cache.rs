@@ -110,6 +110,45 @@ struct Segment {
     length_bytes: usize,
 }
 
+/// Runs device operations concurrently; the first error wins (all are awaited).
+async fn join_all<F>(futures: Vec<F>) -> Result<(), DeviceError>
+where
+    F: std::future::Future<Output = Result<(), DeviceError>>,
+{
+    if futures.len() <= 1 {
+        for future in futures {
+            future.await?;
+        }
+        return Ok(());
+    }
+    let mut slots: Vec<Option<std::pin::Pin<Box<F>>>> =
+        futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut outcome = Ok(());
+    std::future::poll_fn(|context| {
+        let mut pending = false;
+        for slot in slots.iter_mut() {
+            if let Some(future) = slot {
+                match future.as_mut().poll(context) {
+                    std::task::Poll::Ready(result) => {
+                        if let (Err(error), true) = (result, outcome.is_ok()) {
+                            outcome = Err(error);
+                        }
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outcome
+}
+
 fn push_segment(segments: &mut Vec<Segment>, next: Segment) {
     if let Some(last) = segments.last_mut() {
         if last.device_bytes + last.length_bytes as u64 == next.device_bytes
@@ -534,10 +573,11 @@ impl Inner {
                     },
                 );
             }
-            for fill in fills {
+            let writes = fills.iter().map(|fill| {
                 let data = &span[fill.buffer_bytes..fill.buffer_bytes + fill.length_bytes];
-                self.cache_write(fill.device_bytes, data).await?;
-            }
+                self.cache_write(fill.device_bytes, data)
+            });
+            join_all(writes.collect()).await?;
         }
         let mut segments = Vec::new();
         for part in plan.iter().filter(|p| p.action == ReadAction::Cache) {
@@ -554,12 +594,18 @@ impl Inner {
                 },
             );
         }
-        for segment in segments {
-            let target =
-                &mut buffer[segment.buffer_bytes..segment.buffer_bytes + segment.length_bytes];
-            self.cache_read(segment.device_bytes, target).await?;
+        // Segments come in buffer order and never overlap: carve the buffer into them.
+        let mut reads = Vec::with_capacity(segments.len());
+        let mut rest: &mut [u8] = buffer;
+        let mut consumed = 0;
+        for segment in &segments {
+            let (_, tail) = rest.split_at_mut(segment.buffer_bytes - consumed);
+            let (target, tail) = tail.split_at_mut(segment.length_bytes);
+            reads.push(self.cache_read(segment.device_bytes, target));
+            rest = tail;
+            consumed = segment.buffer_bytes + segment.length_bytes;
         }
-        Ok(())
+        join_all(reads).await
     }
 
     async fn write(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
@@ -717,14 +763,16 @@ impl Inner {
                 Ok(())
             }
         };
-        let cache = async {
-            for segment in &segments {
-                let source =
-                    &data[segment.buffer_bytes..segment.buffer_bytes + segment.length_bytes];
-                self.cache_write(segment.device_bytes, source).await?;
-            }
-            Ok::<(), DeviceError>(())
-        };
+        let cache = join_all(
+            segments
+                .iter()
+                .map(|segment| {
+                    let source =
+                        &data[segment.buffer_bytes..segment.buffer_bytes + segment.length_bytes];
+                    self.cache_write(segment.device_bytes, source)
+                })
+                .collect(),
+        );
         let (core, cache) = tokio::join!(core, cache);
         core.and(cache)
     }

@@ -25,6 +25,7 @@
 mod cache;
 pub mod config;
 pub mod error;
+mod hash;
 pub mod ioclass;
 pub mod layout;
 mod lists;

@@ -1,9 +1,8 @@
 //! In-memory metadata: the core-line -> cache-line map, per-line state, the lists and the
 //! policies' state. Guarded by one mutex in the executor; nothing here does I/O.
 
-use std::collections::HashMap;
-
 use crate::config::CacheConfig;
+use crate::hash::FastMap;
 use crate::ioclass::IoClasses;
 use crate::layout::{Entry, Layout, ENTRIES_PER_BLOCK, FLAG_DIRTY, FLAG_VALID};
 use crate::lists::Lists;
@@ -80,7 +79,7 @@ pub struct State {
     pub config: CacheConfig,
     pub classes: IoClasses,
     pub lines: Vec<Line>,
-    pub map: HashMap<u64, u32>,
+    pub map: FastMap<u64, u32>,
     pub lists: Lists,
     /// Lines held per class.
     pub class_lines: Vec<u64>,
@@ -103,7 +102,7 @@ impl State {
             config,
             classes,
             lines: vec![Line::EMPTY; lines],
-            map: HashMap::new(),
+            map: FastMap::default(),
             lists,
             class_lines: vec![0; crate::ioclass::CLASSES_MAX],
             metadata_gen: vec![1; layout.metadata_blocks as usize],

@@ -8,7 +8,9 @@
 //! A request is cut off when it continues a stream and the stream's bytes, this request
 //! included, reach the threshold.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::hash::FastMap;
 
 use crate::config::{SeqCutoffConfig, SeqCutoffPolicy};
 
@@ -25,10 +27,10 @@ type Key = (u64, bool);
 /// The detector's state.
 #[derive(Clone, Debug, Default)]
 pub struct SeqCutoff {
-    candidates: HashMap<Key, Stream>,
+    candidates: FastMap<Key, Stream>,
     /// Candidate keys in insertion order with their stamp; stale pairs are skipped lazily.
     candidate_order: VecDeque<(Key, u64)>,
-    streams: HashMap<Key, Stream>,
+    streams: FastMap<Key, Stream>,
     tick: u64,
 }
 

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 pub mod balance;
+pub mod cache;
 pub mod crush;
 pub mod sim;
 
@@ -21,6 +22,8 @@ pub enum Which {
     Balance(balance::Args),
     /// Cache simulator throughput (requests/s per policy).
     Sim(sim::Args),
+    /// Seed 001: the block cache against the HDD alone, the fast device and nbdkit, via fio.
+    Cache(cache::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -28,5 +31,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Crush(a) => crush::run(a),
         Which::Balance(a) => balance::run(a),
         Which::Sim(a) => sim::run(a),
+        Which::Cache(a) => cache::run(a),
     }
 }

@@ -1,0 +1,454 @@
+//! `strata bench cache`: seed 001's jobs through fio's nbd engine against the emulated HDD
+//! alone (baseline), our cache in the seed's configuration, the raw fast device (the limit)
+//! and nbdkit's memory plugin (the NBD transport limit), in one run; prints IOPS, bandwidth,
+//! mean latency and the ratios, with Open-CAS's reference figures on this machine.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+/// Open-CAS (OCF) through the same NBD path on this machine, wt, 4 KiB QD32 (reference doc).
+const OPEN_CAS_RANDREAD_IOPS: f64 = 19_700.0;
+const OPEN_CAS_RANDWRITE_IOPS: f64 = 16_400.0;
+
+/// Run seed 001's benchmark.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory for the device files (sparse).
+    #[arg(long, default_value = "/tmp/strata-bench-cache")]
+    pub dir: PathBuf,
+    /// Seconds per job.
+    #[arg(long, default_value_t = 10)]
+    pub runtime_s: u32,
+    /// Queue depth of the 4 KiB random jobs.
+    #[arg(long, default_value_t = 32)]
+    pub iodepth: u32,
+    /// Queue depth of the 512 KiB sequential jobs.
+    #[arg(long, default_value_t = 8)]
+    pub seq_iodepth: u32,
+    /// Size of the HDD (baseline and core). The HDD model spreads its full stroke over any
+    /// size, so the random region below, its first half, seeks over half the stroke.
+    #[arg(long, default_value = "1G")]
+    pub hdd_size: String,
+    /// Region of the random jobs, from offset 0 (cached entirely before they run).
+    #[arg(long, default_value = "512M")]
+    pub random_size: String,
+    /// Region of the sequential jobs, right after the random region (so they measure the
+    /// pass-through path, as the seed does, not cached data).
+    #[arg(long, default_value = "512M")]
+    pub seq_size: String,
+    /// HDD preset of the core and of the baseline.
+    #[arg(long, default_value = "hdd-10k")]
+    pub hdd: String,
+    /// Preset of the fast device (cache and limit).
+    #[arg(long, default_value = "nvme")]
+    pub fast: String,
+    /// Targets to run (hdd, cache, fast, nbdkit).
+    #[arg(long, value_delimiter = ',', default_value = "hdd,cache,fast,nbdkit")]
+    pub targets: Vec<String>,
+}
+
+#[derive(Clone, Copy)]
+struct Job {
+    name: &'static str,
+    rw: &'static str,
+    block: &'static str,
+    sequential: bool,
+    mix_read_percent: Option<u32>,
+}
+
+const JOBS: [Job; 5] = [
+    Job {
+        name: "4k randread (100% hit)",
+        rw: "randread",
+        block: "4k",
+        sequential: false,
+        mix_read_percent: None,
+    },
+    Job {
+        name: "4k randwrite",
+        rw: "randwrite",
+        block: "4k",
+        sequential: false,
+        mix_read_percent: None,
+    },
+    Job {
+        name: "4k randrw 70/30",
+        rw: "randrw",
+        block: "4k",
+        sequential: false,
+        mix_read_percent: Some(70),
+    },
+    Job {
+        name: "512k seq read",
+        rw: "read",
+        block: "512k",
+        sequential: true,
+        mix_read_percent: None,
+    },
+    Job {
+        name: "512k seq write",
+        rw: "write",
+        block: "512k",
+        sequential: true,
+        mix_read_percent: None,
+    },
+];
+
+#[derive(Clone, Copy, Default)]
+struct Figures {
+    iops: f64,
+    mb_per_s: f64,
+    latency_us: f64,
+}
+
+/// A server under test.
+struct Target {
+    name: String,
+    child: Child,
+    socket: PathBuf,
+    control: Option<PathBuf>,
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if let Some(control) = &self.control {
+            let _ = Command::new(std::env::current_exe().unwrap_or_default())
+                .args(["cache", "stop", "--control"])
+                .arg(control)
+                .output();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for_socket(child: &mut Child, socket: &Path) -> Result<()> {
+    let started = Instant::now();
+    while !socket.exists() {
+        if let Some(status) = child.try_wait()? {
+            bail!("server exited early: {status}");
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("server did not open {}", socket.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+fn spawn(
+    name: &str,
+    mut command: Command,
+    socket: PathBuf,
+    control: Option<PathBuf>,
+) -> Result<Target> {
+    let _ = std::fs::remove_file(&socket);
+    let mut child = command
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {name}"))?;
+    wait_for_socket(&mut child, &socket)?;
+    Ok(Target {
+        name: name.into(),
+        child,
+        socket,
+        control,
+    })
+}
+
+fn strata_command() -> Result<Command> {
+    Ok(Command::new(std::env::current_exe()?))
+}
+
+fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
+    let dir = &args.dir;
+    let socket = dir.join(format!("{which}.sock"));
+    let file = |name: &str, size: &str| format!("file:{}:{size}", dir.join(name).display());
+    Ok(Some(match which {
+        "hdd" => {
+            let mut command = strata_command()?;
+            command
+                .args([
+                    "nbd",
+                    "serve",
+                    "--device",
+                    &format!("{}@{}", args.hdd, file("hdd.img", &args.hdd_size)),
+                    "--socket",
+                ])
+                .arg(&socket);
+            spawn("HDD alone", command, socket, None)?
+        }
+        "fast" => {
+            let mut command = strata_command()?;
+            command
+                .args([
+                    "nbd",
+                    "serve",
+                    "--device",
+                    &format!("{}@{}", args.fast, file("fast.img", "4G")),
+                    "--socket",
+                ])
+                .arg(&socket);
+            spawn("fast device alone", command, socket, None)?
+        }
+        "cache" => {
+            let classes = dir.join("ioclass-config.csv");
+            std::fs::write(
+                &classes,
+                "IO class id,IO class name,Eviction priority,Allocation\n0,unclassified,22,0.00\n1,request_size:le:131072&done,1,1.00\n",
+            )?;
+            let control = dir.join("cache.ctl");
+            let mut command = strata_command()?;
+            command
+                .args([
+                    "cache",
+                    "start",
+                    "--force",
+                    "--mode",
+                    "wb",
+                    "--line-size",
+                    "4k",
+                ])
+                .args([
+                    "--cache",
+                    &format!("{}@{}", args.fast, file("cache.img", "2G")),
+                ])
+                .args([
+                    "--core",
+                    &format!("{}@{}", args.hdd, file("core.img", &args.hdd_size)),
+                ])
+                .args(["--seq-cutoff", "always", "--seq-cutoff-threshold", "16k"])
+                .args([
+                    "--cleaning",
+                    "alru",
+                    "--activity-threshold-ms",
+                    "1000",
+                    "--wake-up-ms",
+                    "1000",
+                    "--staleness-ms",
+                    "5000",
+                ])
+                .arg("--io-class")
+                .arg(&classes)
+                .arg("--socket")
+                .arg(&socket)
+                .arg("--control")
+                .arg(&control);
+            spawn("cache (wb, seed 001)", command, socket, Some(control))?
+        }
+        "nbdkit" => {
+            if Command::new("nbdkit").arg("--version").output().is_err() {
+                eprintln!("note: nbdkit not installed; skipping the transport limit");
+                return Ok(None);
+            }
+            let mut command = Command::new("nbdkit");
+            command
+                .arg("-U")
+                .arg(&socket)
+                .args(["--foreground", "memory", &args.hdd_size]);
+            spawn("nbdkit memory", command, socket, None)?
+        }
+        other => bail!("unknown target {other:?} (hdd, cache, fast, nbdkit)"),
+    }))
+}
+
+fn fio(socket: &Path, dir: &Path, extra: &[String]) -> Result<Value> {
+    let output = Command::new("fio")
+        .current_dir(dir)
+        .args([
+            "--name=job",
+            "--ioengine=nbd",
+            "--output-format=json",
+            "--direct=1",
+        ])
+        .arg(format!("--uri=nbd+unix:///?socket={}", socket.display()))
+        .args(extra)
+        .output()
+        .context("running fio (apt-get install fio)")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!(
+            "fio failed: {text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let start = text.find('{').context("no JSON from fio")?;
+    Ok(serde_json::from_str(&text[start..])?)
+}
+
+fn figures(report: &Value) -> Figures {
+    let job = &report["jobs"][0];
+    let mut out = Figures::default();
+    let mut ops = 0.0;
+    let mut weighted = 0.0;
+    for side in ["read", "write"] {
+        let iops = job[side]["iops"].as_f64().unwrap_or(0.0);
+        out.iops += iops;
+        out.mb_per_s += job[side]["bw_bytes"].as_f64().unwrap_or(0.0) / 1e6;
+        weighted += iops * job[side]["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0;
+        ops += iops;
+    }
+    out.latency_us = if ops > 0.0 { weighted / ops } else { 0.0 };
+    out
+}
+
+fn run_job(args: &Args, target: &Target, job: &Job) -> Result<Figures> {
+    let iodepth = if job.sequential {
+        args.seq_iodepth
+    } else {
+        args.iodepth
+    };
+    let size = if job.sequential {
+        &args.seq_size
+    } else {
+        &args.random_size
+    };
+    let mut extra = vec![
+        format!("--rw={}", job.rw),
+        format!("--bs={}", job.block),
+        format!("--iodepth={iodepth}"),
+        format!("--size={size}"),
+        format!(
+            "--offset={}",
+            if job.sequential {
+                args.random_size.as_str()
+            } else {
+                "0"
+            }
+        ),
+        "--time_based=1".into(),
+        format!("--runtime={}", args.runtime_s),
+        "--ramp_time=1".into(),
+    ];
+    if let Some(percent) = job.mix_read_percent {
+        extra.push(format!("--rwmixread={percent}"));
+    }
+    Ok(figures(&fio(&target.socket, &args.dir, &extra)?))
+}
+
+/// Writes every block of the random region once, so reads hit real data everywhere (a
+/// sparse hole reads faster than data) and the cache holds the whole region (4 KiB random
+/// writes are cached in wb; elsewhere a sequential 1 MiB pass is enough).
+fn prefill(args: &Args, target: &Target, cached: bool) -> Result<()> {
+    let started = Instant::now();
+    let pattern: [String; 3] = if cached {
+        [
+            "--rw=randwrite".into(),
+            "--bs=4k".into(),
+            "--iodepth=32".into(),
+        ]
+    } else {
+        ["--rw=write".into(), "--bs=1m".into(), "--iodepth=4".into()]
+    };
+    let mut extra = pattern.to_vec();
+    extra.push(format!("--size={}", args.random_size));
+    fio(&target.socket, &args.dir, &extra)?;
+    eprintln!(
+        "  prefilled {} in {:.1} s",
+        args.random_size,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    std::fs::create_dir_all(&args.dir)?;
+    let mut results: Vec<(String, String, Vec<Figures>)> = Vec::new();
+    for which in &args.targets {
+        let Some(target) = start_target(&args, which)? else {
+            continue;
+        };
+        eprintln!("== {} ({which})", target.name);
+        prefill(&args, &target, which == "cache")?;
+        let mut row = Vec::new();
+        for job in &JOBS {
+            let figures = run_job(&args, &target, job)?;
+            eprintln!(
+                "  {:<24} {:>9.0} IOPS {:>8.1} MB/s {:>9.0} µs",
+                job.name, figures.iops, figures.mb_per_s, figures.latency_us
+            );
+            row.push(figures);
+        }
+        if let Some(control) = &target.control {
+            let stats = Command::new(std::env::current_exe()?)
+                .args(["cache", "stats", "--control"])
+                .arg(control)
+                .output()?;
+            eprintln!("{}", String::from_utf8_lossy(&stats.stdout));
+        }
+        results.push((which.clone(), target.name.clone(), row));
+    }
+    print_table(&results);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(results: &[(String, String, Vec<Figures>)]) {
+    println!(
+        "\n{:<24} {:<22} {:>10} {:>10} {:>10}",
+        "job", "target", "IOPS", "MB/s", "lat µs"
+    );
+    for (index, job) in JOBS.iter().enumerate() {
+        for (_, name, row) in results {
+            let f = row[index];
+            println!(
+                "{:<24} {:<22} {:>10.0} {:>10.1} {:>10.0}",
+                job.name, name, f.iops, f.mb_per_s, f.latency_us
+            );
+        }
+    }
+    let find = |which: &str| {
+        results
+            .iter()
+            .find(|(w, _, _)| w == which)
+            .map(|(_, _, row)| row)
+    };
+    let (Some(cache), Some(hdd)) = (find("cache"), find("hdd")) else {
+        return;
+    };
+    println!("\nratios (cache over ...)      vs HDD    vs fast   vs nbdkit   target");
+    for (index, job) in JOBS.iter().enumerate() {
+        let ratio = |other: Option<&Vec<Figures>>, bandwidth: bool| {
+            other.map(|row| {
+                let (a, b) = if bandwidth {
+                    (cache[index].mb_per_s, row[index].mb_per_s)
+                } else {
+                    (cache[index].iops, row[index].iops)
+                };
+                if b > 0.0 {
+                    a / b
+                } else {
+                    0.0
+                }
+            })
+        };
+        let show = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.2}x"));
+        let target = match index {
+            0 => ">=100x HDD, >=0.80x fast",
+            1 => ">=80x HDD",
+            3 => "loss <= 2.8%",
+            4 => "loss <= 5.6%",
+            _ => "",
+        };
+        let bandwidth = job.sequential;
+        println!(
+            "{:<26} {:>9} {:>9} {:>9}   {target}",
+            job.name,
+            show(ratio(Some(hdd), bandwidth)),
+            show(ratio(find("fast"), bandwidth)),
+            show(ratio(find("nbdkit"), bandwidth)),
+        );
+    }
+    println!(
+        "\nvs Open-CAS on this machine (wt, QD32 via NBD: 19.7k rr, 16.4k rw): randread {:.2}x, randwrite {:.2}x (target >= 1.5x)",
+        cache[0].iops / OPEN_CAS_RANDREAD_IOPS,
+        cache[1].iops / OPEN_CAS_RANDWRITE_IOPS
+    );
+    for (index, label) in [(3, "read"), (4, "write")] {
+        let loss = 100.0 * (1.0 - cache[index].mb_per_s / hdd[index].mb_per_s.max(1e-9));
+        println!("sequential {label} bandwidth loss vs HDD alone: {loss:.1}%");
+    }
+}
