@@ -36,6 +36,31 @@ enum Command {
     Nbd(cmd::nbd::Args),
     /// A cached device (fast cache over slow core) in the manner of casadm, served over NBD.
     Cache(cmd::cache::Args),
+    /// Serve the embedded cluster: admin API (/status, /metrics) and S3, until SIGINT/SIGTERM.
+    Serve(cmd::serve::Args),
+    /// Cluster health, OSDs, pools, PG states and space of a running server (like `ceph -s`).
+    Status(cmd::admin::status::Args),
+    /// OSDs of a running server: tree, df, down/up/out/in.
+    Osd(cmd::admin::osd::Args),
+    /// Pools of a running server: create, ls, rm.
+    Pool(cmd::admin::pool::Args),
+    /// Space of a running server: stored, allocated, data-hole %, metadata.
+    Df(cmd::admin::df::Args),
+    /// Store a file (or stdin) as an object: `strata put POOL OBJECT FILE|-`.
+    Put(cmd::admin::object::PutArgs),
+    /// Read an object into a file or stdout: `strata get POOL OBJECT [FILE|-]`.
+    Get(cmd::admin::object::GetArgs),
+    /// Remove an object: `strata rm POOL OBJECT`.
+    Rm(cmd::admin::object::ObjectArgs),
+    /// List the objects of a pool: `strata ls POOL`.
+    Ls(cmd::admin::object::LsArgs),
+    /// Size, mtime, version and placement of an object: `strata stat POOL OBJECT`.
+    Stat(cmd::admin::object::ObjectArgs),
+    /// Deep-scrub every pool (or one), comparing replicas; `--repair` fixes bad copies.
+    Scrub(cmd::admin::scrub::Args),
+    /// Test helpers.
+    #[command(hide = true)]
+    Debug(cmd::debug::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +74,18 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Nbd(args) => cmd::nbd::run(args),
         Command::Cache(args) => cmd::cache::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
+        Command::Status(args) => cmd::admin::status::run(args),
+        Command::Osd(args) => cmd::admin::osd::run(args),
+        Command::Pool(args) => cmd::admin::pool::run(args),
+        Command::Df(args) => cmd::admin::df::run(args),
+        Command::Put(args) => cmd::admin::object::put(args),
+        Command::Get(args) => cmd::admin::object::get(args),
+        Command::Rm(args) => cmd::admin::object::rm(args),
+        Command::Ls(args) => cmd::admin::object::ls(args),
+        Command::Stat(args) => cmd::admin::object::stat(args),
+        Command::Scrub(args) => cmd::admin::scrub::run(args),
+        Command::Debug(args) => cmd::debug::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,151 @@
+//! The admin HTTP endpoint: hyper 1 over HTTP/1.1, one task per connection, every request
+//! routed by [`crate::handlers`]. Shutdown stops accepting and aborts idle connections.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::error::{Result, ServerError};
+use crate::handlers::{self, Reply};
+use crate::WeakCluster;
+
+/// A running admin endpoint.
+pub struct AdminServer {
+    /// Where it listens.
+    pub local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AdminServer {
+    /// Binds `addr` and serves the admin API for `cluster`.
+    pub async fn start(
+        addr: SocketAddr,
+        cluster: WeakCluster,
+        object_bytes_max: usize,
+    ) -> Result<Self> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        let (shutdown, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut connections = JoinSet::new();
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    _ = stopped.changed() => break,
+                    Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                };
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(error) => {
+                        tracing::warn!(%error, "admin accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let cluster = cluster.clone();
+                connections.spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let cluster = cluster.clone();
+                        async move {
+                            Ok::<_, Infallible>(handle(&cluster, request, object_bytes_max).await)
+                        }
+                    });
+                    if let Err(error) = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                    {
+                        tracing::debug!(%error, "admin connection ended with an error");
+                    }
+                });
+            }
+            // Give requests in flight a moment, then drop idle keep-alive connections.
+            let grace = tokio::time::sleep(std::time::Duration::from_millis(500));
+            tokio::pin!(grace);
+            loop {
+                tokio::select! {
+                    next = connections.join_next() => if next.is_none() { break },
+                    _ = &mut grace => { connections.abort_all(); break; }
+                }
+            }
+            while connections.join_next().await.is_some() {}
+        });
+        Ok(Self {
+            local_addr,
+            shutdown,
+            task,
+        })
+    }
+
+    /// Stops serving.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+}
+
+async fn handle(
+    cluster: &WeakCluster,
+    request: Request<Incoming>,
+    object_bytes_max: usize,
+) -> Response<Full<Bytes>> {
+    let (parts, body) = request.into_parts();
+    let body = match Limited::new(body, object_bytes_max).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            let failure = if error.is::<http_body_util::LengthLimitError>() {
+                ServerError::TooLarge {
+                    limit_bytes: object_bytes_max,
+                }
+            } else {
+                ServerError::BadRequest(format!("reading the body: {error}"))
+            };
+            return respond(Err(failure));
+        }
+    };
+    let started = std::time::Instant::now();
+    let reply = handlers::route(cluster, &parts.method, &parts.uri, body).await;
+    tracing::debug!(method = %parts.method, uri = %parts.uri, elapsed_us = started.elapsed().as_micros() as u64, ok = reply.is_ok(), "admin request");
+    respond(reply)
+}
+
+fn respond(reply: Result<Reply>) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match reply {
+        Ok(Reply::Json(value)) => (200, "application/json", Bytes::from(value.to_string())),
+        Ok(Reply::Text(text)) => (200, "text/plain; version=0.0.4", Bytes::from(text)),
+        Ok(Reply::Bytes(bytes)) => (200, "application/octet-stream", bytes),
+        Err(error) => {
+            let (status, _) = error.status();
+            if status >= 500 {
+                tracing::warn!(%error, "admin request failed");
+            }
+            (
+                status,
+                "application/json",
+                Bytes::from(error.to_json().to_string()),
+            )
+        }
+    };
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}

@@ -1,0 +1,216 @@
+//! Routing of admin requests to cluster calls. Path segments are percent-decoded after the
+//! path is split on `/`, so object names may hold any byte the API allows (`%2F` for `/`).
+//!
+//! | Method and path                        | Does                                   |
+//! |----------------------------------------|----------------------------------------|
+//! | `GET /status`                          | [`report::Status`]                     |
+//! | `GET /metrics`                         | Prometheus text                        |
+//! | `GET /api/osd/tree`, `/api/osd/df`     | OSD tree, per-OSD usage                |
+//! | `POST /api/osd/{id}/{down,up,out,in}`  | marks the OSD, returns the new epoch   |
+//! | `GET /api/pools`, `POST /api/pools`    | list, create (`{"name","size",...}`)   |
+//! | `DELETE /api/pools/{name}`             | removes a pool and its objects         |
+//! | `GET /api/df`                          | [`report::Usage`] and pools            |
+//! | `GET /api/objects/{pool}`              | object names                           |
+//! | `PUT/GET/DELETE /api/objects/{pool}/{object}` | write whole, read, remove       |
+//! | `GET /api/stat/{pool}/{object}`        | size, mtime, version, placement        |
+//! | `POST /api/scrub?pool=P&repair=true`   | deep scrub, returns the report         |
+
+use bytes::Bytes;
+use hyper::{Method, Uri};
+use percent_encoding::percent_decode_str;
+use rados::{PoolSpec, Rados};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::{Result, ServerError};
+use crate::{metrics, report, WeakCluster};
+
+/// A successful reply.
+pub(crate) enum Reply {
+    Json(Value),
+    Text(String),
+    Bytes(Bytes),
+}
+
+fn json(value: impl serde::Serialize) -> Result<Reply> {
+    serde_json::to_value(value)
+        .map(Reply::Json)
+        .map_err(|e| ServerError::Shutdown(format!("encoding reply: {e}")))
+}
+
+/// Routes one request.
+pub(crate) async fn route(
+    cluster: &WeakCluster,
+    method: &Method,
+    uri: &Uri,
+    body: Bytes,
+) -> Result<Reply> {
+    let segments = segments(uri.path())?;
+    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let cluster = cluster.get()?;
+    let no_route = || ServerError::NoRoute {
+        method: method.to_string(),
+        path: uri.path().to_string(),
+    };
+    match (method.as_str(), segments.as_slice()) {
+        ("GET", ["status"]) => json(report::status(&cluster).await?),
+        ("GET", ["metrics"]) => Ok(Reply::Text(metrics::render(&cluster).await?)),
+        ("GET", ["api", "osd", "tree"]) => json(report::osd_tree(&cluster)),
+        ("GET", ["api", "osd", "df"]) => json(report::osd_usage(&cluster.osd_stats())),
+        ("POST", ["api", "osd", id, action]) => {
+            let id: i32 =
+                id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
+                    ServerError::BadRequest(format!("OSD id {id:?} is not a number"))
+                })?;
+            let epoch = match *action {
+                "down" => cluster.mark_down(id)?,
+                "up" => cluster.mark_up(id)?,
+                "out" => cluster.mark_out(id)?,
+                "in" => cluster.mark_in(id)?,
+                _ => return Err(no_route()),
+            };
+            json(json!({ "osd": id, "action": action, "epoch": epoch }))
+        }
+        ("GET", ["api", "pools"]) => json(report::pools(&cluster).await?),
+        ("POST", ["api", "pools"]) => {
+            let request: PoolRequest = decode(&body)?;
+            let mut spec = PoolSpec::new(&request.name);
+            spec.size = request.size.unwrap_or(spec.size);
+            spec.pg_num = request.pg_num.unwrap_or(spec.pg_num);
+            spec.min_size = request.min_size;
+            spec.device_class = request.device_class;
+            spec.crush_rule = request.crush_rule;
+            let info = cluster.pool_create(spec).await?;
+            json(json!({ "id": info.id, "name": info.name, "size": info.size,
+                "min_size": info.min_size, "pg_num": info.pg_num,
+                "crush_rule": info.crush_rule, "device_class": info.device_class }))
+        }
+        ("DELETE", ["api", "pools", name]) => {
+            cluster.pool_delete(name).await?;
+            json(json!({ "removed": name }))
+        }
+        ("GET", ["api", "df"]) => {
+            let pools = report::pools(&cluster).await?;
+            let objects = pools.iter().map(|p| p.objects).sum();
+            let usage = report::usage(&cluster.osd_stats(), objects);
+            json(json!({ "usage": usage, "pools": pools }))
+        }
+        ("GET", ["api", "objects", pool]) => {
+            let io = cluster.io_ctx(pool).await?;
+            let mut names = io.list_all().await?;
+            names.sort();
+            json(json!({ "pool": pool, "objects": names }))
+        }
+        ("PUT", ["api", "objects", pool, object]) => {
+            let io = cluster.io_ctx(pool).await?;
+            io.write_full(object, &body).await?;
+            let stat = io.stat(object).await?;
+            json(
+                json!({ "pool": pool, "object": object, "size_bytes": stat.size_bytes,
+                "version": stat.version }),
+            )
+        }
+        ("GET", ["api", "objects", pool, object]) => {
+            let io = cluster.io_ctx(pool).await?;
+            Ok(Reply::Bytes(Bytes::from(io.read_full(object).await?)))
+        }
+        ("DELETE", ["api", "objects", pool, object]) => {
+            let io = cluster.io_ctx(pool).await?;
+            io.remove(object).await?;
+            json(json!({ "removed": object }))
+        }
+        ("GET", ["api", "stat", pool, object]) => {
+            let io = cluster.io_ctx(pool).await?;
+            let stat = io.stat(object).await?;
+            let place = cluster.locate(pool, object)?;
+            json(
+                json!({ "pool": pool, "object": object, "size_bytes": stat.size_bytes,
+                "mtime_ns": stat.mtime_ns, "version": stat.version,
+                "pg": format!("{}.{:x}", place.pg.pool, place.pg.seed),
+                "up": place.up, "acting": place.acting }),
+            )
+        }
+        ("POST", ["api", "scrub"]) => {
+            let query = query(uri)?;
+            let pool = query
+                .iter()
+                .find(|(k, _)| k == "pool")
+                .map(|(_, v)| v.as_str());
+            let repair = query
+                .iter()
+                .any(|(k, v)| k == "repair" && (v == "true" || v == "1"));
+            let report = cluster.scrub(pool, repair).await?;
+            let inconsistencies: Vec<Value> = report
+                .inconsistencies
+                .iter()
+                .map(|i| {
+                    json!({ "pg": i.pg, "object": i.object, "osd": i.osd,
+                    "kind": i.kind, "repaired": i.repaired })
+                })
+                .collect();
+            json(json!({ "pgs": report.pgs, "objects": report.objects,
+                "clean": report.is_clean(), "inconsistencies": inconsistencies,
+                "lost": report.lost }))
+        }
+        _ => Err(no_route()),
+    }
+}
+
+/// `POST /api/pools` body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolRequest {
+    name: String,
+    size: Option<u32>,
+    min_size: Option<u32>,
+    pg_num: Option<u32>,
+    device_class: Option<String>,
+    crush_rule: Option<String>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| ServerError::BadRequest(format!("JSON body: {e}")))
+}
+
+fn decode_segment(segment: &str) -> Result<String> {
+    percent_decode_str(segment)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| ServerError::BadRequest(format!("path segment {segment:?} is not UTF-8")))
+}
+
+fn segments(path: &str) -> Result<Vec<String>> {
+    path.trim_start_matches('/')
+        .trim_end_matches('/')
+        .split('/')
+        .map(decode_segment)
+        .collect()
+}
+
+fn query(uri: &Uri) -> Result<Vec<(String, String)>> {
+    let Some(query) = uri.query() else {
+        return Ok(Vec::new());
+    };
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            Ok((decode_segment(key)?, decode_segment(value)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_are_decoded_after_splitting() {
+        assert_eq!(
+            segments("/api/objects/p/a%2Fb%20c").unwrap(),
+            ["api", "objects", "p", "a/b c"]
+        );
+        assert!(segments("/api/objects/p/%FF").is_err());
+    }
+}

@@ -1,0 +1,239 @@
+//! # server: `strata serve` as a library
+//!
+//! Owns the process that serves a cluster: it opens (or creates) the embedded
+//! [`cluster::Cluster`] under a data directory, starts the admin HTTP endpoint ([`admin`]:
+//! `/status`, `/metrics` and the small JSON API the `strata` CLI talks to) and the S3 gateway
+//! ([`gateway::serve`]), and shuts them down in order so every store is flushed. The binary
+//! only parses arguments and waits for a signal.
+//!
+//! ## Invariants
+//! - Exactly one strong handle on the cluster exists, inside [`Running`]; the admin API and
+//!   the gateway hold it weakly ([`WeakCluster`]), so shutdown can always take the cluster
+//!   back and call [`cluster::Cluster::shutdown`] (requests after that fail with
+//!   `Shutdown`, never touch a closed store).
+//! - Client mistakes on the admin API are 4xx with a JSON body naming the problem; 5xx only
+//!   for failures of the cluster itself ([`error`]).
+
+pub mod admin;
+pub mod error;
+mod handlers;
+pub mod metrics;
+pub mod report;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cluster::{Cluster, ClusterConfig, ClusterOptions};
+use rados::{ClusterStats, IoCtx, PoolInfo, PoolSpec, Rados, RadosError};
+
+pub use error::{Result, ServerError};
+
+/// Default admin endpoint.
+pub const ADMIN_ADDR_DEFAULT: &str = "127.0.0.1:9860";
+/// Default S3 endpoint.
+pub const S3_ADDR_DEFAULT: &str = "127.0.0.1:9000";
+
+/// How to serve.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Data directory holding the cluster (created on first run). Default `./strata-data`.
+    pub data_dir: PathBuf,
+    /// Cluster configuration to create the cluster with on first run. Default: the cluster
+    /// crate's default cluster (3 hosts x (1 ssd + 2 hdd) sparse 1 GiB file OSDs). Ignored
+    /// (with a warning if it differs) when the data directory already holds a cluster.
+    pub cluster_config: Option<ClusterConfig>,
+    /// Admin HTTP endpoint. Default 127.0.0.1:9860; port 0 picks a free port.
+    pub admin_addr: SocketAddr,
+    /// S3 endpoint; `None` serves no S3. Default 127.0.0.1:9000.
+    pub s3_addr: Option<SocketAddr>,
+    /// The gateway's settings (pools, auth). Default: [`gateway::GatewayConfig::default`]
+    /// with 3-way (or as many hosts as there are, fewer) replicated pools.
+    pub gateway: gateway::GatewayConfig,
+    /// Largest object body the admin API accepts, in bytes. Default 64 MiB.
+    pub object_bytes_max: usize,
+}
+
+impl ServeConfig {
+    /// Defaults for `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            cluster_config: None,
+            admin_addr: SocketAddr::from(([127, 0, 0, 1], 9860)),
+            s3_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
+            gateway: gateway::GatewayConfig::default(),
+            object_bytes_max: 64 << 20,
+        }
+    }
+}
+
+/// A serving process: cluster, admin endpoint, S3 endpoint.
+pub struct Running {
+    /// Where the admin API listens.
+    pub admin_addr: SocketAddr,
+    /// Where S3 listens, if served.
+    pub s3_addr: Option<SocketAddr>,
+    /// Whether the cluster was created by this run (else reopened).
+    pub created: bool,
+    cluster: Arc<Cluster>,
+    admin: admin::AdminServer,
+    s3: Option<gateway::Server>,
+}
+
+/// Opens or creates the cluster and starts both endpoints.
+pub async fn start(config: ServeConfig) -> Result<Running> {
+    let created = !config.data_dir.join("state.json").exists();
+    let cluster_config = config
+        .cluster_config
+        .clone()
+        .unwrap_or_else(ClusterConfig::default_cluster);
+    let cluster = if created {
+        tracing::info!(data_dir = %config.data_dir.display(), "creating cluster");
+        Cluster::create(&config.data_dir, cluster_config, ClusterOptions::default()).await?
+    } else {
+        tracing::info!(data_dir = %config.data_dir.display(), "opening cluster");
+        let cluster = Cluster::open(&config.data_dir, ClusterOptions::default()).await?;
+        if let Some(given) = &config.cluster_config {
+            if given != cluster.config() {
+                tracing::warn!(
+                    "the data directory already holds a cluster; its cluster.toml wins over --config"
+                );
+            }
+        }
+        cluster
+    };
+    let cluster = Arc::new(cluster);
+    let weak = WeakCluster(Arc::downgrade(&cluster));
+    let admin =
+        match admin::AdminServer::start(config.admin_addr, weak.clone(), config.object_bytes_max)
+            .await
+        {
+            Ok(admin) => admin,
+            Err(error) => {
+                close_cluster(cluster).await;
+                return Err(error);
+            }
+        };
+    let s3 = match config.s3_addr {
+        None => None,
+        Some(addr) => {
+            let mut gateway_config = config.gateway.clone();
+            let hosts = cluster.config().hosts_with_class(None) as u32;
+            gateway_config.pool_size = gateway_config.pool_size.max(hosts.clamp(1, 3));
+            let rados: Arc<dyn Rados> = Arc::new(weak.clone());
+            match gateway::serve(rados, addr, gateway_config).await {
+                Ok(server) => Some(server),
+                Err(error) => {
+                    admin.shutdown().await;
+                    close_cluster(cluster).await;
+                    return Err(ServerError::Gateway(error.to_string()));
+                }
+            }
+        }
+    };
+    Ok(Running {
+        admin_addr: admin.local_addr,
+        s3_addr: s3.as_ref().map(|s| s.local_addr),
+        created,
+        cluster,
+        admin,
+        s3,
+    })
+}
+
+impl Running {
+    /// The cluster being served.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// The S3 gateway (users), if served.
+    pub fn gateway(&self) -> Option<&gateway::Gateway> {
+        self.s3.as_ref().map(|s| &s.gateway)
+    }
+
+    /// Stops accepting requests, waits briefly for requests in flight, then shuts the cluster
+    /// down (every store flushed).
+    pub async fn shutdown(self) -> Result<()> {
+        self.admin.shutdown().await;
+        if let Some(s3) = self.s3 {
+            s3.shutdown().await;
+        }
+        let cluster = take_back(self.cluster, Duration::from_secs(10)).await?;
+        cluster.shutdown().await?;
+        tracing::info!("cluster shut down cleanly");
+        Ok(())
+    }
+}
+
+/// Waits until no request holds the cluster any more (they hold it only while they run).
+async fn take_back(mut shared: Arc<Cluster>, wait: Duration) -> Result<Cluster> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match Arc::try_unwrap(shared) {
+            Ok(cluster) => return Ok(cluster),
+            Err(again) if tokio::time::Instant::now() < deadline => {
+                shared = again;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(_) => {
+                return Err(ServerError::Shutdown(
+                    "requests still hold the cluster after 10 s".into(),
+                ))
+            }
+        }
+    }
+}
+
+async fn close_cluster(cluster: Arc<Cluster>) {
+    match take_back(cluster, Duration::from_secs(10)).await {
+        Ok(cluster) => {
+            if let Err(error) = cluster.shutdown().await {
+                tracing::warn!(%error, "cluster shutdown failed");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "cluster not shut down"),
+    }
+}
+
+/// The cluster held weakly: what the admin API and the gateway use, so that shutdown can take
+/// the only strong handle back. Every call fails with `Shutdown` once the cluster is gone.
+#[derive(Clone)]
+pub struct WeakCluster(Weak<Cluster>);
+
+impl WeakCluster {
+    /// The cluster, while it is served.
+    pub fn get(&self) -> rados::Result<Arc<Cluster>> {
+        self.0.upgrade().ok_or(RadosError::Shutdown)
+    }
+}
+
+#[async_trait]
+impl Rados for WeakCluster {
+    async fn pool_create(&self, spec: PoolSpec) -> rados::Result<PoolInfo> {
+        self.get()?.pool_create(spec).await
+    }
+
+    async fn pool_delete(&self, name: &str) -> rados::Result<()> {
+        self.get()?.pool_delete(name).await
+    }
+
+    async fn pool_list(&self) -> rados::Result<Vec<PoolInfo>> {
+        self.get()?.pool_list().await
+    }
+
+    async fn pool_lookup(&self, name: &str) -> rados::Result<PoolInfo> {
+        self.get()?.pool_lookup(name).await
+    }
+
+    async fn cluster_stats(&self) -> rados::Result<ClusterStats> {
+        self.get()?.cluster_stats().await
+    }
+
+    async fn io_ctx(&self, pool: &str) -> rados::Result<Arc<dyn IoCtx>> {
+        self.get()?.io_ctx(pool).await
+    }
+}

@@ -1,0 +1,346 @@
+//! `GET /metrics`: the cluster in Prometheus text exposition format (version 0.0.4).
+//!
+//! Counters are cumulative since the server opened the cluster (Prometheus computes rates);
+//! latencies are reported as quantile gauges of the same cumulative histograms.
+
+use std::fmt::Write;
+
+use cluster::{Cluster, OsdStats};
+use device::OpStats;
+
+use crate::report;
+
+/// Renders every metric.
+pub async fn render(cluster: &Cluster) -> rados::Result<String> {
+    let stats = cluster.osd_stats();
+    let pools = report::pools(cluster).await?;
+    let pgs = report::pg_summary(cluster);
+    let recovery = report::recovery(cluster);
+    let mut out = Text::default();
+
+    out.family("strata_cluster_epoch", "gauge", "Cluster map epoch.");
+    out.sample("strata_cluster_epoch", &[], cluster.epoch() as f64);
+
+    out.family("strata_osd_up", "gauge", "1 if the OSD is up.");
+    for osd in &stats {
+        out.sample(
+            "strata_osd_up",
+            &osd_labels(osd),
+            f64::from(u8::from(osd.up)),
+        );
+    }
+    out.family("strata_osd_in", "gauge", "1 if the OSD is in.");
+    for osd in &stats {
+        out.sample(
+            "strata_osd_in",
+            &osd_labels(osd),
+            f64::from(u8::from(osd.is_in)),
+        );
+    }
+    render_device_ops(&mut out, &stats);
+    out.family(
+        "strata_osd_busy_seconds_total",
+        "counter",
+        "Time the OSD's device had at least one operation in flight.",
+    );
+    for osd in &stats {
+        out.sample(
+            "strata_osd_busy_seconds_total",
+            &id_label(osd),
+            osd.device.busy_ns as f64 / 1e9,
+        );
+    }
+    out.family(
+        "strata_osd_busy_ratio",
+        "gauge",
+        "Share of time since open the OSD's device was busy.",
+    );
+    for osd in &stats {
+        out.sample("strata_osd_busy_ratio", &id_label(osd), osd.busy_fraction());
+    }
+    out.family(
+        "strata_osd_queue_depth",
+        "gauge",
+        "Operations in flight on the OSD's device.",
+    );
+    for osd in &stats {
+        out.sample(
+            "strata_osd_queue_depth",
+            &id_label(osd),
+            osd.device.queue_depth as f64,
+        );
+    }
+    render_space(&mut out, &stats);
+
+    out.family(
+        "strata_pool_objects",
+        "gauge",
+        "Objects in the pool (once).",
+    );
+    for pool in &pools {
+        out.sample(
+            "strata_pool_objects",
+            &[("pool", pool.name.clone())],
+            pool.objects as f64,
+        );
+    }
+    out.family(
+        "strata_pool_degraded_objects",
+        "gauge",
+        "Objects of the pool with fewer up-to-date replicas than its size.",
+    );
+    for pool in &pools {
+        out.sample(
+            "strata_pool_degraded_objects",
+            &[("pool", pool.name.clone())],
+            pool.degraded_objects as f64,
+        );
+    }
+
+    out.family("strata_pgs", "gauge", "PGs by state.");
+    for (state, count) in &pgs.states {
+        out.sample("strata_pgs", &[("state", state.clone())], *count as f64);
+    }
+    out.family("strata_pgs_total", "gauge", "PGs over all pools.");
+    out.sample("strata_pgs_total", &[], pgs.total as f64);
+    out.family(
+        "strata_pgs_degraded",
+        "gauge",
+        "PGs with fewer acting replicas than their pool's size.",
+    );
+    out.sample("strata_pgs_degraded", &[], pgs.degraded as f64);
+
+    out.family(
+        "strata_recovery_pgs_pending",
+        "gauge",
+        "PGs waiting for recovery after the last pass.",
+    );
+    out.sample(
+        "strata_recovery_pgs_pending",
+        &[],
+        recovery.pgs_pending as f64,
+    );
+    for (name, value, help) in [
+        (
+            "strata_recovery_pgs_recovered_total",
+            recovery.pgs_recovered,
+            "PGs brought to their up set.",
+        ),
+        (
+            "strata_recovery_objects_copied_total",
+            recovery.objects_copied,
+            "Object copies made by recovery.",
+        ),
+        (
+            "strata_recovery_bytes_copied_total",
+            recovery.bytes_copied,
+            "Bytes copied by recovery.",
+        ),
+        (
+            "strata_recovery_objects_repaired_total",
+            recovery.objects_repaired,
+            "Bad copies repaired.",
+        ),
+        (
+            "strata_recovery_errors_total",
+            recovery.errors,
+            "Recovery failures (retried).",
+        ),
+    ] {
+        out.family(name, "counter", help);
+        out.sample(name, &[], value as f64);
+    }
+    Ok(out.0)
+}
+
+fn render_device_ops(out: &mut Text, stats: &[OsdStats]) {
+    type Pick = fn(&OsdStats) -> [(&'static str, &OpStats); 4];
+    let device: Pick = |osd| {
+        [
+            ("read", &osd.device.read),
+            ("write", &osd.device.write),
+            ("flush", &osd.device.flush),
+            ("discard", &osd.device.discard),
+        ]
+    };
+    out.family(
+        "strata_osd_device_ops_total",
+        "counter",
+        "Device operations completed.",
+    );
+    for osd in stats {
+        for (op, ops) in device(osd) {
+            out.sample(
+                "strata_osd_device_ops_total",
+                &op_labels(osd, op),
+                ops.ops as f64,
+            );
+        }
+    }
+    out.family(
+        "strata_osd_device_bytes_total",
+        "counter",
+        "Device bytes moved.",
+    );
+    for osd in stats {
+        for (op, ops) in device(osd) {
+            out.sample(
+                "strata_osd_device_bytes_total",
+                &op_labels(osd, op),
+                ops.bytes as f64,
+            );
+        }
+    }
+    out.family(
+        "strata_osd_device_errors_total",
+        "counter",
+        "Device operations that failed.",
+    );
+    for osd in stats {
+        for (op, ops) in device(osd) {
+            out.sample(
+                "strata_osd_device_errors_total",
+                &op_labels(osd, op),
+                ops.errors as f64,
+            );
+        }
+    }
+    out.family(
+        "strata_osd_device_latency_seconds",
+        "gauge",
+        "Device latency quantiles since open.",
+    );
+    for osd in stats {
+        for (op, ops) in device(osd).into_iter().take(2) {
+            for (quantile, value_us) in [
+                ("0.5", ops.latency_us_p50()),
+                ("0.99", ops.latency_us_p99()),
+            ] {
+                let mut labels = op_labels(osd, op);
+                labels.push(("quantile", quantile.to_string()));
+                out.sample("strata_osd_device_latency_seconds", &labels, value_us / 1e6);
+            }
+        }
+    }
+    out.family(
+        "strata_osd_ops_total",
+        "counter",
+        "Object operations the OSD served (reads; writes = applied transactions).",
+    );
+    for osd in stats {
+        for (op, ops) in [("read", &osd.ops.read), ("write", &osd.ops.write)] {
+            out.sample("strata_osd_ops_total", &op_labels(osd, op), ops.ops as f64);
+        }
+    }
+    out.family(
+        "strata_osd_op_latency_seconds",
+        "gauge",
+        "Object operation latency quantiles since open.",
+    );
+    for osd in stats {
+        for (op, ops) in [("read", &osd.ops.read), ("write", &osd.ops.write)] {
+            for (quantile, value_us) in [
+                ("0.5", ops.latency_us_p50()),
+                ("0.99", ops.latency_us_p99()),
+            ] {
+                let mut labels = op_labels(osd, op);
+                labels.push(("quantile", quantile.to_string()));
+                out.sample("strata_osd_op_latency_seconds", &labels, value_us / 1e6);
+            }
+        }
+    }
+}
+
+fn render_space(out: &mut Text, stats: &[OsdStats]) {
+    type Field = fn(&store::Statfs) -> u64;
+    let fields: [(&str, &str, Field); 6] = [
+        ("strata_osd_total_bytes", "Device capacity.", |s| {
+            s.total_bytes
+        }),
+        ("strata_osd_free_bytes", "Device bytes free.", |s| {
+            s.free_bytes
+        }),
+        (
+            "strata_osd_allocated_bytes",
+            "Device bytes allocated to object data.",
+            |s| s.allocated_bytes,
+        ),
+        ("strata_osd_stored_bytes", "Object bytes stored.", |s| {
+            s.stored_bytes
+        }),
+        ("strata_osd_metadata_bytes", "Onode and omap bytes.", |s| {
+            s.onode_bytes + s.omap_bytes
+        }),
+        ("strata_osd_objects", "Objects (replicas) held.", |s| {
+            s.objects
+        }),
+    ];
+    for (name, help, field) in fields {
+        out.family(name, "gauge", help);
+        for osd in stats {
+            out.sample(name, &id_label(osd), field(&osd.statfs) as f64);
+        }
+    }
+}
+
+fn id_label(osd: &OsdStats) -> Vec<(&'static str, String)> {
+    vec![("osd", osd.id.to_string())]
+}
+
+fn osd_labels(osd: &OsdStats) -> Vec<(&'static str, String)> {
+    vec![
+        ("osd", osd.id.to_string()),
+        ("host", osd.host.clone()),
+        ("class", osd.class.clone()),
+    ]
+}
+
+fn op_labels(osd: &OsdStats, op: &str) -> Vec<(&'static str, String)> {
+    vec![("osd", osd.id.to_string()), ("op", op.to_string())]
+}
+
+/// The exposition text being built.
+#[derive(Default)]
+struct Text(String);
+
+impl Text {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, String)], value: f64) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (index, (key, value)) in labels.iter().enumerate() {
+                if index > 0 {
+                    self.0.push(',');
+                }
+                let escaped = value
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n");
+                let _ = write!(self.0, "{key}=\"{escaped}\"");
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_escape_labels() {
+        let mut text = Text::default();
+        text.family("m", "gauge", "help");
+        text.sample("m", &[("pool", "a\"b".to_string())], 1.5);
+        assert_eq!(
+            text.0,
+            "# HELP m help\n# TYPE m gauge\nm{pool=\"a\\\"b\"} 1.5\n"
+        );
+    }
+}

@@ -1,0 +1,339 @@
+//! What the admin API reports, as plain serializable types (the CLI decodes the same types),
+//! and how they are computed from a [`Cluster`]: OSD tree and usage, pools, PG states, space.
+
+use std::collections::BTreeMap;
+
+use cluster::{placement, Cluster, OsdStats};
+use serde::{Deserialize, Serialize};
+
+/// One OSD as `osd tree` shows it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OsdEntry {
+    /// Id.
+    pub id: i32,
+    /// Host (failure domain).
+    pub host: String,
+    /// Device class.
+    pub class: String,
+    /// Serving.
+    pub up: bool,
+    /// Holding data (CRUSH places on it).
+    pub is_in: bool,
+    /// CRUSH weight (TiB by convention).
+    pub weight: f64,
+}
+
+/// One OSD's space and load, as `osd df` shows it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OsdUsage {
+    /// Id.
+    pub id: i32,
+    /// Host.
+    pub host: String,
+    /// Device class.
+    pub class: String,
+    /// Device capacity.
+    pub total_bytes: u64,
+    /// Device bytes allocated to data.
+    pub allocated_bytes: u64,
+    /// Object bytes stored.
+    pub stored_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+    /// Metadata (onodes + omap) bytes.
+    pub metadata_bytes: u64,
+    /// Objects (replicas counted where they are).
+    pub objects: u64,
+    /// PG collections it holds.
+    pub pgs: u64,
+    /// Device reads and writes since open.
+    pub device_ops: u64,
+    /// Share of time the device was busy since open, 0..=1.
+    pub busy_fraction: f64,
+}
+
+/// One pool.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PoolEntry {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Replicas.
+    pub size: u32,
+    /// Replicas needed to write.
+    pub min_size: u32,
+    /// PGs.
+    pub pg_num: u32,
+    /// CRUSH rule.
+    pub crush_rule: String,
+    /// Device class the rule takes.
+    pub device_class: Option<String>,
+    /// Objects (once, not per replica).
+    pub objects: u64,
+    /// Objects with fewer up-to-date replicas than `size`.
+    pub degraded_objects: u64,
+}
+
+/// Cluster-wide space, as `df` shows it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Usage {
+    /// Capacity of all OSDs.
+    pub total_bytes: u64,
+    /// Device bytes allocated to data over all OSDs (replicas included).
+    pub allocated_bytes: u64,
+    /// Object bytes stored over all OSDs (replicas included).
+    pub stored_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+    /// `1 - stored / allocated`: allocated space holding no data.
+    pub data_hole_fraction: f64,
+    /// Metadata bytes: onodes + omap (key + value) over all OSDs.
+    pub metadata_bytes: u64,
+    /// Metadata database files over all OSDs.
+    pub metadata_file_bytes: u64,
+    /// Objects once (not per replica).
+    pub objects: u64,
+    /// Object replicas over all OSDs.
+    pub object_replicas: u64,
+}
+
+/// Counts of PGs by state (`active+clean`, `active+undersized+degraded`, `remapped`,
+/// `inactive`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PgSummary {
+    /// PGs over all pools.
+    pub total: u64,
+    /// By state.
+    pub states: BTreeMap<String, u64>,
+    /// PGs with fewer acting replicas than the pool's size.
+    pub degraded: u64,
+    /// PGs below min_size (no writes).
+    pub inactive: u64,
+    /// PGs waiting for recovery (acting differs from up).
+    pub remapped: u64,
+}
+
+/// Recovery counters.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Recovery {
+    /// PGs waiting for recovery after the last pass.
+    pub pgs_pending: u64,
+    /// PGs recovered since start.
+    pub pgs_recovered: u64,
+    /// Object copies made.
+    pub objects_copied: u64,
+    /// Bytes copied.
+    pub bytes_copied: u64,
+    /// Copies removed from OSDs that no longer hold the PG.
+    pub objects_removed: u64,
+    /// Bad copies repaired.
+    pub objects_repaired: u64,
+    /// Errors (retried).
+    pub errors: u64,
+}
+
+/// `GET /status`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Status {
+    /// `HEALTH_OK` or `HEALTH_WARN` (with reasons in `checks`).
+    pub health: String,
+    /// Why the cluster is not healthy.
+    pub checks: Vec<String>,
+    /// Map epoch.
+    pub epoch: u64,
+    /// OSDs.
+    pub osds: Vec<OsdEntry>,
+    /// Pools.
+    pub pools: Vec<PoolEntry>,
+    /// PG states.
+    pub pgs: PgSummary,
+    /// Space.
+    pub usage: Usage,
+    /// Recovery.
+    pub recovery: Recovery,
+}
+
+/// The OSD tree.
+pub fn osd_tree(cluster: &Cluster) -> Vec<OsdEntry> {
+    let map = cluster.osd_map();
+    cluster
+        .config()
+        .osds
+        .iter()
+        .map(|osd| OsdEntry {
+            id: osd.id,
+            host: osd.host.clone(),
+            class: osd.class.clone(),
+            up: map.is_up(osd.id),
+            is_in: map.is_in(osd.id),
+            weight: map
+                .crush_item_weight(osd.id)
+                .map_or(0.0, |w| f64::from(w) / 65536.0),
+        })
+        .collect()
+}
+
+/// Per-OSD space and load.
+pub fn osd_usage(stats: &[OsdStats]) -> Vec<OsdUsage> {
+    stats
+        .iter()
+        .map(|osd| {
+            let statfs = &osd.statfs;
+            OsdUsage {
+                id: osd.id,
+                host: osd.host.clone(),
+                class: osd.class.clone(),
+                total_bytes: statfs.total_bytes,
+                allocated_bytes: statfs.allocated_bytes,
+                stored_bytes: statfs.stored_bytes,
+                free_bytes: statfs.free_bytes,
+                metadata_bytes: statfs.onode_bytes + statfs.omap_bytes,
+                objects: statfs.objects,
+                pgs: statfs.collections.len() as u64,
+                device_ops: osd.device.read.ops + osd.device.write.ops,
+                busy_fraction: osd.busy_fraction(),
+            }
+        })
+        .collect()
+}
+
+/// Cluster-wide space from per-OSD statistics; `objects` is counted once (from the pools).
+pub fn usage(stats: &[OsdStats], objects: u64) -> Usage {
+    let mut usage = Usage {
+        objects,
+        ..Usage::default()
+    };
+    for osd in stats {
+        let statfs = &osd.statfs;
+        usage.total_bytes += statfs.total_bytes;
+        usage.allocated_bytes += statfs.allocated_bytes;
+        usage.stored_bytes += statfs.stored_bytes;
+        usage.free_bytes += statfs.free_bytes;
+        usage.metadata_bytes += statfs.onode_bytes + statfs.omap_bytes;
+        usage.metadata_file_bytes += statfs.metadata_file_bytes;
+        usage.object_replicas += statfs.objects;
+    }
+    usage.data_hole_fraction = if usage.allocated_bytes == 0 {
+        0.0
+    } else {
+        1.0 - usage.stored_bytes as f64 / usage.allocated_bytes as f64
+    };
+    usage
+}
+
+/// PG states over every pool.
+pub fn pg_summary(cluster: &Cluster) -> PgSummary {
+    let map = cluster.osd_map();
+    let mut summary = PgSummary::default();
+    for pool in map.pools().values() {
+        for pg in pool.pgs() {
+            let place = placement(&map, pg);
+            let size = pool.size as usize;
+            let min_size = pool.min_size as usize;
+            let mut state = Vec::new();
+            if place.acting.len() < min_size.max(1) {
+                state.push("inactive");
+                summary.inactive += 1;
+            } else {
+                state.push("active");
+            }
+            if place.acting.len() < size {
+                state.push("undersized+degraded");
+                summary.degraded += 1;
+            }
+            if place.acting != place.up {
+                state.push("remapped");
+                summary.remapped += 1;
+            }
+            if state == ["active"] {
+                state.push("clean");
+            }
+            summary.total += 1;
+            *summary.states.entry(state.join("+")).or_default() += 1;
+        }
+    }
+    summary
+}
+
+/// Pools with their object counts.
+pub async fn pools(cluster: &Cluster) -> rados::Result<Vec<PoolEntry>> {
+    use rados::Rados;
+    let stats = cluster.cluster_stats().await?;
+    let by_name: BTreeMap<&str, &rados::PoolStats> =
+        stats.pools.iter().map(|p| (p.name.as_str(), p)).collect();
+    Ok(cluster
+        .pool_list()
+        .await?
+        .into_iter()
+        .map(|info| {
+            let stats = by_name.get(info.name.as_str());
+            PoolEntry {
+                objects: stats.map_or(0, |s| s.objects),
+                degraded_objects: stats.map_or(0, |s| s.degraded_objects),
+                id: info.id,
+                name: info.name,
+                size: info.size,
+                min_size: info.min_size,
+                pg_num: info.pg_num,
+                crush_rule: info.crush_rule,
+                device_class: info.device_class,
+            }
+        })
+        .collect())
+}
+
+/// Recovery counters.
+pub fn recovery(cluster: &Cluster) -> Recovery {
+    let progress = cluster.recovery_progress();
+    Recovery {
+        pgs_pending: progress.pgs_pending,
+        pgs_recovered: progress.pgs_recovered,
+        objects_copied: progress.objects_copied,
+        bytes_copied: progress.bytes_copied,
+        objects_removed: progress.objects_removed,
+        objects_repaired: progress.objects_repaired,
+        errors: progress.errors,
+    }
+}
+
+/// The whole status.
+pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
+    let osds = osd_tree(cluster);
+    let pools = pools(cluster).await?;
+    let pgs = pg_summary(cluster);
+    let objects = pools.iter().map(|p| p.objects).sum();
+    let usage = usage(&cluster.osd_stats(), objects);
+    let mut checks = Vec::new();
+    let down = osds.iter().filter(|o| !o.up).count();
+    if down > 0 {
+        checks.push(format!("{down} osds down"));
+    }
+    let out = osds.iter().filter(|o| !o.is_in).count();
+    if out > 0 {
+        checks.push(format!("{out} osds out"));
+    }
+    if pgs.degraded > 0 {
+        checks.push(format!("{} pgs degraded", pgs.degraded));
+    }
+    if pgs.inactive > 0 {
+        checks.push(format!("{} pgs inactive", pgs.inactive));
+    }
+    if pgs.remapped > 0 {
+        checks.push(format!("{} pgs remapped (recovering)", pgs.remapped));
+    }
+    Ok(Status {
+        health: if checks.is_empty() {
+            "HEALTH_OK".into()
+        } else {
+            "HEALTH_WARN".into()
+        },
+        checks,
+        epoch: cluster.epoch(),
+        osds,
+        pools,
+        pgs,
+        usage,
+        recovery: recovery(cluster),
+    })
+}

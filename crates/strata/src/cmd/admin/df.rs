@@ -1,0 +1,67 @@
+//! `strata df`: cluster space (stored, allocated, data-hole %, metadata) and pools.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+use server::report::{PoolEntry, Usage};
+
+use super::{human_bytes, AdminArgs};
+
+/// Arguments of `strata df`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Print the server's JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct Df {
+    usage: Usage,
+    pools: Vec<PoolEntry>,
+}
+
+/// Prints space usage.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let client = args.admin.client();
+    if args.json {
+        let body = client.call("GET", "/api/df", b"")?;
+        println!("{}", String::from_utf8_lossy(&body));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Df { usage, pools } = client.json("GET", "/api/df", b"")?;
+    println!("--- RAW STORAGE ---");
+    println!(
+        "{:>10} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10}",
+        "SIZE", "AVAIL", "STORED", "ALLOCATED", "DATA-HOLE%", "METADATA", "META-FILES"
+    );
+    println!(
+        "{:>10} {:>10} {:>10} {:>10} {:>11.2} {:>10} {:>10}",
+        human_bytes(usage.total_bytes),
+        human_bytes(usage.free_bytes),
+        human_bytes(usage.stored_bytes),
+        human_bytes(usage.allocated_bytes),
+        100.0 * usage.data_hole_fraction,
+        human_bytes(usage.metadata_bytes),
+        human_bytes(usage.metadata_file_bytes),
+    );
+    println!(
+        "objects: {} ({} replicas)",
+        usage.objects, usage.object_replicas
+    );
+    println!("--- POOLS ---");
+    println!(
+        "{:<24} {:>4} {:>4} {:>9} {:>9}",
+        "POOL", "ID", "SIZE", "OBJECTS", "DEGRADED"
+    );
+    for pool in pools {
+        println!(
+            "{:<24} {:>4} {:>4} {:>9} {:>9}",
+            pool.name, pool.id, pool.size, pool.objects, pool.degraded_objects
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,138 @@
+//! `strata put|get|rm|ls|stat`: objects of a pool, as `rados -p POOL put|get|rm|ls|stat`.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+
+use super::client::segment;
+use super::AdminArgs;
+
+/// Arguments of `strata put`.
+#[derive(ClapArgs, Debug)]
+pub struct PutArgs {
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Pool.
+    pub pool: String,
+    /// Object name.
+    pub object: String,
+    /// File to store, or `-` for standard input.
+    pub file: PathBuf,
+}
+
+/// Arguments of `strata get`.
+#[derive(ClapArgs, Debug)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Pool.
+    pub pool: String,
+    /// Object name.
+    pub object: String,
+    /// File to write, or `-` (the default) for standard output.
+    pub file: Option<PathBuf>,
+}
+
+/// Arguments of `strata rm` and `strata stat`.
+#[derive(ClapArgs, Debug)]
+pub struct ObjectArgs {
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Pool.
+    pub pool: String,
+    /// Object name.
+    pub object: String,
+}
+
+/// Arguments of `strata ls`.
+#[derive(ClapArgs, Debug)]
+pub struct LsArgs {
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Pool.
+    pub pool: String,
+}
+
+fn object_path(pool: &str, object: &str) -> String {
+    format!("/api/objects/{}/{}", segment(pool), segment(object))
+}
+
+/// Stores a file as an object (replacing it).
+pub fn put(args: PutArgs) -> Result<ExitCode> {
+    let data = if args.file.as_os_str() == "-" {
+        let mut data = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut data)
+            .context("reading standard input")?;
+        data
+    } else {
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?
+    };
+    let client = args.admin.client();
+    client.call("PUT", &object_path(&args.pool, &args.object), &data)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads an object into a file or standard output.
+pub fn get(args: GetArgs) -> Result<ExitCode> {
+    let client = args.admin.client();
+    let data = client.call("GET", &object_path(&args.pool, &args.object), b"")?;
+    match args.file {
+        Some(file) if file.as_os_str() != "-" => {
+            std::fs::write(&file, &data).with_context(|| format!("writing {}", file.display()))?
+        }
+        _ => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&data)?;
+            out.flush()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes an object.
+pub fn rm(args: ObjectArgs) -> Result<ExitCode> {
+    let client = args.admin.client();
+    client.call("DELETE", &object_path(&args.pool, &args.object), b"")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lists the objects of a pool, one per line, sorted.
+pub fn ls(args: LsArgs) -> Result<ExitCode> {
+    let client = args.admin.client();
+    let reply: serde_json::Value =
+        client.json("GET", &format!("/api/objects/{}", segment(&args.pool)), b"")?;
+    let mut out = std::io::stdout().lock();
+    for name in reply["objects"].as_array().into_iter().flatten() {
+        writeln!(out, "{}", name.as_str().unwrap_or_default())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints size, mtime, version and placement of an object.
+pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
+    let client = args.admin.client();
+    let path = format!(
+        "/api/stat/{}/{}",
+        segment(&args.pool),
+        segment(&args.object)
+    );
+    let reply: serde_json::Value = client.json("GET", &path, b"")?;
+    let mtime_ns = reply["mtime_ns"].as_u64().unwrap_or(0);
+    println!(
+        "{}/{} mtime {}.{:09}, size {}, version {}, pg {}, up {}, acting {}",
+        args.pool,
+        args.object,
+        mtime_ns / 1_000_000_000,
+        mtime_ns % 1_000_000_000,
+        reply["size_bytes"],
+        reply["version"],
+        reply["pg"].as_str().unwrap_or("?"),
+        reply["up"],
+        reply["acting"]
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,106 @@
+//! `strata serve`: the embedded cluster with its admin endpoint and the S3 gateway, until
+//! SIGINT or SIGTERM. The orchestration lives in the `server` crate; this parses arguments,
+//! sets up logging (RUST_LOG) and waits for a signal.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+
+/// Arguments of `strata serve`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Data directory; created with the default cluster (3 hosts x (1 ssd + 2 hdd) OSDs on
+    /// sparse 1 GiB files) on first run, reopened afterwards.
+    #[arg(long, default_value = "./strata-data")]
+    pub data: PathBuf,
+    /// Cluster configuration (TOML) to create the cluster with on first run, instead of the
+    /// default cluster. Ignored once the data directory holds a cluster.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Admin HTTP endpoint (/status, /metrics, the API the CLI uses); port 0 picks one.
+    #[arg(long, default_value = server::ADMIN_ADDR_DEFAULT)]
+    pub admin: SocketAddr,
+    /// S3 endpoint; port 0 picks one.
+    #[arg(long, default_value = server::S3_ADDR_DEFAULT)]
+    pub s3: SocketAddr,
+    /// Serve no S3.
+    #[arg(long)]
+    pub no_s3: bool,
+    /// Serve S3 without authentication (everyone is one user with full rights; testing only).
+    #[arg(long)]
+    pub s3_no_auth: bool,
+}
+
+/// Serves until a signal.
+pub fn run(args: Args) -> Result<ExitCode> {
+    init_logging();
+    let mut config = server::ServeConfig::new(&args.data);
+    config.admin_addr = args.admin;
+    config.s3_addr = (!args.no_s3).then_some(args.s3);
+    config.gateway.auth = !args.s3_no_auth;
+    if let Some(path) = &args.config {
+        config.cluster_config = Some(
+            cluster::ClusterConfig::load(path)
+                .with_context(|| format!("loading {}", path.display()))?,
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(config))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(config: server::ServeConfig) -> Result<()> {
+    let data_dir = config.data_dir.clone();
+    let running = server::start(config)
+        .await
+        .with_context(|| format!("serving {}", data_dir.display()))?;
+    let cluster = running.cluster();
+    println!(
+        "strata: {} cluster in {} ({} osds, {} hosts, epoch {})",
+        if running.created { "created" } else { "opened" },
+        data_dir.display(),
+        cluster.config().osds.len(),
+        cluster.config().hosts.len(),
+        cluster.epoch()
+    );
+    println!(
+        "strata: admin  http://{}  (strata status --admin {0})",
+        running.admin_addr
+    );
+    match running.s3_addr {
+        Some(addr) => println!("strata: s3     http://{addr}"),
+        None => println!("strata: s3     not served"),
+    }
+    println!("strata: ready; Ctrl-C or SIGTERM stops");
+    wait_for_signal().await?;
+    println!("strata: stopping");
+    running.shutdown().await.context("shutting down")?;
+    println!("strata: stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!("SIGTERM"),
+        _ = interrupt.recv() => tracing::info!("SIGINT"),
+    }
+    Ok(())
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,139 @@
+//! `strata serve` end to end: the real binary on free ports with a temporary data directory,
+//! driven by the CLI (objects, pools, OSDs, status, df, scrub), /metrics parsed, bad requests
+//! answered with a 4xx JSON error, a clean SIGTERM stop and a restart that finds the data.
+
+mod serve_common;
+
+use serve_common::{strata, strata_with_input, Server};
+
+#[test]
+fn serve_and_drive_with_the_cli() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]);
+    assert!(server.s3.is_some(), "S3 endpoint printed");
+
+    let status = server.ok(&["status"]);
+    assert!(status.contains("HEALTH_OK"), "{status}");
+    assert!(status.contains("9 osds: 9 up, 9 in"), "{status}");
+
+    // Objects: put from a file and from stdin, get to a file and to stdout.
+    let payload: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let file = data.path().join("payload.bin");
+    std::fs::write(&file, &payload).unwrap();
+    let file_text = file.display().to_string();
+    server.ok(&["put", "default", "obj1", &file_text]);
+    let out = strata_with_input(
+        &server.args(&["put", "default", "dir/with space", "-"]),
+        b"from stdin",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let back = data.path().join("back.bin");
+    server.ok(&["get", "default", "obj1", &back.display().to_string()]);
+    assert_eq!(std::fs::read(&back).unwrap(), payload);
+    let out = strata(&server.args(&["get", "default", "dir/with space"]));
+    assert_eq!(out.stdout, b"from stdin");
+    let listing = server.ok(&["ls", "default"]);
+    assert_eq!(listing, "dir/with space\nobj1\n");
+    let stat = server.ok(&["stat", "default", "obj1"]);
+    assert!(stat.contains("size 100000"), "{stat}");
+    server.ok(&["rm", "default", "dir/with space"]);
+    assert_eq!(server.ok(&["ls", "default"]), "obj1\n");
+    let missing = strata(&server.args(&["get", "default", "dir/with space"]));
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("not found"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+
+    // Pools.
+    let created = server.ok(&[
+        "pool", "create", "scratch", "--size", "2", "--pg-num", "8", "--class", "ssd",
+    ]);
+    assert!(created.contains("pool 'scratch' created"), "{created}");
+    assert!(server.ok(&["pool", "ls"]).contains("scratch"));
+    let bad = strata(&server.args(&["pool", "create", "toobig", "--size", "4"]));
+    assert!(!bad.status.success());
+    let message = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        message.contains("size") && message.contains("HTTP 400"),
+        "{message}"
+    );
+    let dup = strata(&server.args(&["pool", "create", "scratch"]));
+    assert!(String::from_utf8_lossy(&dup.stderr).contains("HTTP 409"));
+    server.ok(&["put", "scratch", "x", &file_text]);
+    server.ok(&["pool", "rm", "scratch"]);
+    assert!(!server.ok(&["pool", "ls"]).contains("scratch"));
+
+    // OSDs.
+    let tree = server.ok(&["osd", "tree"]);
+    assert!(
+        tree.contains("host host2") && tree.contains("osd.8"),
+        "{tree}"
+    );
+    assert!(server.ok(&["osd", "out", "1"]).contains("marked osd.1 out"));
+    let status = server.ok(&["status"]);
+    assert!(status.contains("1 osds out"), "{status}");
+    server.ok(&["osd", "in", "osd.1"]);
+    let unknown = strata(&server.args(&["osd", "down", "99"]));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("osd.99"));
+    let df = server.ok(&["osd", "df"]);
+    assert_eq!(df.lines().count(), 10, "{df}");
+
+    // Space and scrub.
+    let df = server.ok(&["df"]);
+    assert!(df.contains("DATA-HOLE%") && df.contains("default"), "{df}");
+    let scrub = server.ok(&["scrub", "default"]);
+    assert!(scrub.contains("clean"), "{scrub}");
+
+    // /metrics: every sample line is `name{labels} value`.
+    let (code, body) = server.http("GET", "/metrics", b"");
+    assert_eq!(code, 200);
+    let text = String::from_utf8(body).unwrap();
+    let mut osd_up = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (name, value) = line.rsplit_once(' ').unwrap();
+        value
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("bad sample {line}"));
+        if name.starts_with("strata_osd_up{") {
+            osd_up += 1;
+        }
+    }
+    assert_eq!(osd_up, 9);
+    assert!(text.contains("strata_cluster_epoch "));
+    assert!(text.contains("strata_pool_objects{pool=\"default\"} 1"));
+    assert!(text.contains("strata_pgs{state=\"active+clean\"}"));
+
+    // Bad requests: 4xx with a JSON error naming the problem.
+    let (code, body) = server.http("POST", "/api/pools", b"{\"name\": 5}");
+    assert_eq!(code, 400);
+    let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert!(error["error"].as_str().unwrap().contains("JSON body"));
+    let (code, _) = server.http("GET", "/nowhere", b"");
+    assert_eq!(code, 404);
+    let (code, body) = server.http("POST", "/api/osd/abc/out", b"");
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+
+    // Clean stop, restart: the data is there.
+    let admin = server.admin.clone();
+    let rest = server.stop();
+    assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
+    let unreachable = strata(&["status", "--admin", &admin]);
+    assert!(
+        String::from_utf8_lossy(&unreachable.stderr).contains(&format!(
+            "cannot reach strata at {admin}: is `strata serve` running?"
+        ))
+    );
+    let server = Server::start(data.path(), &["--no-s3"]);
+    assert!(server.s3.is_none());
+    let back = data.path().join("back2.bin");
+    server.ok(&["get", "default", "obj1", &back.display().to_string()]);
+    assert_eq!(std::fs::read(&back).unwrap(), payload);
+    assert!(server.ok(&["status"]).contains("9 osds: 9 up, 9 in"));
+    server.stop();
+}
