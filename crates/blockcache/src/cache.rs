@@ -807,38 +807,46 @@ impl Inner {
 
     async fn core_read(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         let result = self.core.read_at(offset, buffer).await;
-        match &result {
-            Ok(()) => add(&self.counters.core_read_bytes, buffer.len() as u64),
-            Err(_) => add(&self.counters.core_errors, 1),
-        }
-        result
+        let counters = &self.counters;
+        tally(
+            result,
+            &counters.core_read_bytes,
+            &counters.core_errors,
+            buffer.len(),
+        )
     }
 
     async fn core_write(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         let result = self.core.write_at(offset, data).await;
-        match &result {
-            Ok(()) => add(&self.counters.core_write_bytes, data.len() as u64),
-            Err(_) => add(&self.counters.core_errors, 1),
-        }
-        result
+        let counters = &self.counters;
+        tally(
+            result,
+            &counters.core_write_bytes,
+            &counters.core_errors,
+            data.len(),
+        )
     }
 
     async fn cache_read(&self, offset: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         let result = self.cache.read_at(offset, buffer).await;
-        match &result {
-            Ok(()) => add(&self.counters.cache_read_bytes, buffer.len() as u64),
-            Err(_) => add(&self.counters.cache_errors, 1),
-        }
-        result
+        let counters = &self.counters;
+        tally(
+            result,
+            &counters.cache_read_bytes,
+            &counters.cache_errors,
+            buffer.len(),
+        )
     }
 
     async fn cache_write(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         let result = self.cache.write_at(offset, data).await;
-        match &result {
-            Ok(()) => add(&self.counters.cache_write_bytes, data.len() as u64),
-            Err(_) => add(&self.counters.cache_errors, 1),
-        }
-        result
+        let counters = &self.counters;
+        tally(
+            result,
+            &counters.cache_write_bytes,
+            &counters.cache_errors,
+            data.len(),
+        )
     }
 
     /// Makes sure metadata block `block` on disk is at least generation `need`.
@@ -1171,4 +1179,18 @@ impl Device for BlockCache {
     fn stats(&self) -> DeviceStats {
         self.inner.recorder.snapshot()
     }
+}
+
+/// Counts one device call's outcome: its bytes on success, one error otherwise.
+fn tally(
+    result: Result<(), DeviceError>,
+    bytes: &AtomicU64,
+    errors: &AtomicU64,
+    length_bytes: usize,
+) -> Result<(), DeviceError> {
+    match &result {
+        Ok(()) => add(bytes, length_bytes as u64),
+        Err(_) => add(errors, 1),
+    }
+    result
 }
