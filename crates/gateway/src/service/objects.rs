@@ -163,16 +163,7 @@ impl Gateway {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         }
         .check(&entry, false)?;
-        let (start, end, content_range) = match input.range {
-            None => (0, entry.size, None),
-            Some(range) => {
-                let r = range
-                    .check(entry.size)
-                    .map_err(|_| GatewayError::InvalidRange)?;
-                let header = format!("bytes {}-{}/{}", r.start, r.end - 1, entry.size);
-                (r.start, r.end, Some(header))
-            }
-        };
+        let (start, end, content_range) = byte_range(input.range, entry.size)?;
         let stream = self.store.read_range(&entry.pieces, start, end);
         let body = ChannelStream::spawn(stream);
         Ok(GetObjectOutput {
@@ -223,16 +214,8 @@ impl Gateway {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         }
         .check(&entry, false)?;
-        let (length, content_range) = match input.range {
-            None => (entry.size, None),
-            Some(range) => {
-                let r = range
-                    .check(entry.size)
-                    .map_err(|_| GatewayError::InvalidRange)?;
-                let header = format!("bytes {}-{}/{}", r.start, r.end - 1, entry.size);
-                (r.end - r.start, Some(header))
-            }
-        };
+        let (start, end, content_range) = byte_range(input.range, entry.size)?;
+        let length = end - start;
         Ok(HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
             cache_control: header_owned(&entry, "cache-control"),
@@ -440,5 +423,20 @@ impl Gateway {
         };
         self.store.commit(&bucket, &input.key, &entry).await?;
         Ok(PutObjectAclOutput::default())
+    }
+}
+
+/// The byte range `[start, end)` a GET or HEAD with an optional Range header covers, and the
+/// Content-Range header it answers with (None for the whole object).
+fn byte_range(range: Option<Range>, size_bytes: u64) -> Result<(u64, u64, Option<String>)> {
+    match range {
+        None => Ok((0, size_bytes, None)),
+        Some(range) => {
+            let r = range
+                .check(size_bytes)
+                .map_err(|_| GatewayError::InvalidRange)?;
+            let header = format!("bytes {}-{}/{}", r.start, r.end - 1, size_bytes);
+            Ok((r.start, r.end, Some(header)))
+        }
     }
 }
