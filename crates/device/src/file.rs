@@ -2,7 +2,8 @@
 //!
 //! Requests are copied into aligned bounce buffers (so callers may pass any memory) and served
 //! by positional syscalls (`pread`, `pwrite`, `fdatasync`, `fallocate`) on a pool of I/O
-//! threads: by default a dedicated pool fed by one MPMC queue, or tokio's blocking pool
+//! threads: by default a dedicated pool fed by one queue (`workqueue`: idle threads sleep at
+//! once instead of spinning), or tokio's blocking pool
 //! ([`IoEngine`]). A semaphore bounds the operations admitted at once, so a burst waits in
 //! async land instead of piling up threads.
 
@@ -18,6 +19,7 @@ use tokio::sync::{oneshot, Semaphore};
 
 use crate::aligned::AlignedBuffer;
 use crate::stats::StatsRecorder;
+use crate::workqueue::WorkQueue;
 use crate::{
     check_block_size, check_request, Device, DeviceError, DeviceKind, DeviceStats, OpKind,
 };
@@ -112,9 +114,7 @@ pub struct FileDevice {
 }
 
 enum Engine {
-    Threads {
-        queue: crossbeam_channel::Sender<Work>,
-    },
+    Threads { queue: Arc<WorkQueue<Work>> },
     TokioBlocking,
 }
 
@@ -195,21 +195,24 @@ impl FileDevice {
                 if threads == 0 {
                     return Err(DeviceError::InvalidConfig("engine with 0 threads".into()));
                 }
-                let (sender, receiver) = crossbeam_channel::unbounded::<Work>();
+                let queue = Arc::new(WorkQueue::<Work>::new());
                 for index in 0..threads {
-                    let receiver = receiver.clone();
+                    let jobs = Arc::clone(&queue);
                     let file = Arc::clone(&file);
-                    std::thread::Builder::new()
+                    let spawned = std::thread::Builder::new()
                         .name(format!("device-io-{index}"))
                         .spawn(move || {
-                            // Ends when the device (the only sender) is dropped.
-                            for work in receiver {
+                            // Ends when the device closes the queue (on drop).
+                            while let Some(work) = jobs.pop() {
                                 let _ = work.reply.send(execute(&file, work.job));
                             }
-                        })
-                        .map_err(|e| DeviceError::io("spawn I/O thread", e))?;
+                        });
+                    if let Err(error) = spawned {
+                        queue.close();
+                        return Err(DeviceError::io("spawn I/O thread", error));
+                    }
                 }
-                Engine::Threads { queue: sender }
+                Engine::Threads { queue }
             }
             IoEngine::TokioBlocking => Engine::TokioBlocking,
         };
@@ -255,7 +258,7 @@ impl FileDevice {
             Engine::Threads { queue } => {
                 let (reply, receive) = oneshot::channel();
                 queue
-                    .send(Work { job, reply })
+                    .push(Work { job, reply })
                     .map_err(|_| DeviceError::io("submit", io::Error::other("I/O pool gone")))?;
                 receive
                     .await
@@ -272,6 +275,15 @@ impl FileDevice {
 
     fn alignment(&self) -> usize {
         self.memory_alignment_bytes as usize
+    }
+}
+
+impl Drop for FileDevice {
+    /// Lets the I/O threads end once the jobs already queued are done.
+    fn drop(&mut self) {
+        if let Engine::Threads { queue } = &self.engine {
+            queue.close();
+        }
     }
 }
 

@@ -75,6 +75,7 @@ mod realtime;
 mod spec;
 mod stats;
 mod timer;
+mod workqueue;
 
 pub use emulated::EmulatedDevice;
 pub use error::{DeviceError, EIO};
