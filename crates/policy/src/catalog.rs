@@ -110,6 +110,15 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "threshold" => config.threshold = number.clamp(0.0, 255.0) as u8,
             "ghost" => config.ghost = number.max(0.0),
             "adapt" => config.adapt = number != 0.0,
+            "follow" => {
+                config.follow = number != 0.0;
+                config.follow_frequency = number >= 2.0;
+            }
+            "follow_small" => config.follow_small = number.clamp(0.0, 0.9),
+            "margin" => config.switch_margin = number.clamp(0.0, 1.0),
+            "epoch_min" => config.epoch_min = number.clamp(1.0, 1e12) as u64,
+            "learn" => config.learn = number != 0.0,
+            "unhit" => config.admit_unhit = number != 0.0,
             "epoch" => config.epoch = number.max(0.0),
             "decay" => config.decay = number.clamp(0.0, 1.0),
             "budget" => config.budget = number.max(0.0),

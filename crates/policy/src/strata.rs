@@ -11,12 +11,25 @@
 //!   straight into main.
 //! - *Ghost* (DRAM, ids only, `ghost` x capacity entries).
 //!
-//! **Adaptivity (online, from past requests only).** `shadows` id-only S3-FIFO caches of the
-//! same total capacity, one per candidate (buffer share, promotion threshold), replay every
-//! request. Every `epoch` requests their misses are folded into exponentially decayed scores
-//! and the real cache adopts the candidate with the fewest recent misses: the buffer's target
-//! share and the threshold change, and the queues drift to the new shape through normal
-//! evictions (no object is moved or rewritten because of a switch).
+//! **Adaptivity (online, from past requests only).** id-only shadow caches, one per
+//! [`CANDIDATES`] entry, replay every request. Every `epoch` requests their misses are folded
+//! into exponentially decayed scores and the real cache adopts the candidate with the fewest
+//! recent misses. The default candidates are our own shapes (buffer share 1-40%, promotion
+//! threshold 1 or 2, i.e. S3-FIFOs): adopting one changes the buffer's target share and the
+//! threshold, and the queues drift to the new shape through normal evictions (no object is moved
+//! or rewritten because of a switch). The 40% buffer with threshold 1 is the recency candidate:
+//! it keeps objects re-requested within 0.4 x capacity insertions without a flash write.
+//!
+//! **Opt-in mechanisms, measured and not adopted** (knobs in [`StrataConfig`]; figures in
+//! `crates/sim/RESULTS.md`):
+//! - `follow`: shadows of LRU, ARC, FIFO, SIEVE (and with `follow_frequency` 2Q, W-TinyLFU),
+//!   followed by membership: the live cache promotes from the buffer only what the leader holds,
+//!   admits straight to flash what the leader hit, and evicts first the flash objects the leader
+//!   dropped (`STALE`). It cannot copy an admit-all policy's first re-reference after the buffer
+//!   without writing every object, so it trails its leader; on the tuning traces it lost cells.
+//! - `learn`: adds to each candidate's score the misses the live cache had beyond that
+//!   candidate's shadow while it led, so a candidate the live cache cannot copy loses its lead.
+//! - `unhit`: shapes with threshold 0 (every buffer exit written to flash, within the budget).
 //!
 //! **Write budget.** A shadow admit-all LRU of the same size counts what LRU would write (its
 //! misses). A promotion or ghost admission is a flash write and happens only while the writes so
@@ -33,25 +46,109 @@
 //! - DRAM metadata (ids, not counted as capacity, as for every other policy here, whose ghost
 //!   lists and sketches are not counted either): per object in the key space 10 bytes for the
 //!   queues and frequency; per shadow candidate the same again, plus one shadow LRU.
-use crate::eviction::{Eviction, Lru, S3Fifo, S3FifoConfig};
+use crate::eviction::{Arc, Eviction, Fifo, Lru, S3Fifo, S3FifoConfig, Sieve, TwoQ, WTinyLfu};
 use crate::list::Lists;
 use crate::{Cache, Effects, Key, Outcome, Request};
 
 const SMALL: u8 = 0;
 const MAIN: u8 = 1;
 const GHOST: u8 = 2;
+/// Flash objects the leading shadow no longer holds: evicted before anything in `MAIN`.
+const STALE: u8 = 3;
 
-/// Candidate shapes the shadows try: (buffer share, promotion threshold).
-pub const CANDIDATES: &[(f64, u8)] = &[
-    (0.01, 1),
-    (0.05, 1),
-    (0.10, 1),
-    (0.25, 1),
-    (0.01, 2),
-    (0.05, 2),
-    (0.10, 2),
-    (0.25, 2),
-    (0.40, 2),
+/// A policy a shadow cache runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Candidate {
+    /// Our own queues with this buffer share and promotion threshold (an S3-FIFO shape): the live
+    /// cache copies the shape exactly.
+    Shape {
+        /// Buffer share of the capacity.
+        small: f64,
+        /// Hits in the buffer needed to be promoted.
+        threshold: u8,
+    },
+    /// Another policy, followed by membership: the live cache promotes and keeps what it holds.
+    Follow(Foreign),
+}
+
+/// The other policies a shadow can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreign {
+    /// Admit-all LRU.
+    Lru,
+    /// ARC.
+    Arc,
+    /// 2Q.
+    TwoQ,
+    /// W-TinyLFU (1% window).
+    WTinyLfu,
+    /// SIEVE.
+    Sieve,
+    /// FIFO.
+    Fifo,
+}
+
+/// Candidate shapes the shadows try: our queues at several (buffer share, threshold), then the
+/// recency- and frequency-style policies followed by membership.
+pub const CANDIDATES: &[Candidate] = &[
+    Candidate::Shape {
+        small: 0.01,
+        threshold: 1,
+    },
+    Candidate::Shape {
+        small: 0.05,
+        threshold: 1,
+    },
+    Candidate::Shape {
+        small: 0.10,
+        threshold: 1,
+    },
+    Candidate::Shape {
+        small: 0.25,
+        threshold: 1,
+    },
+    Candidate::Shape {
+        small: 0.40,
+        threshold: 1,
+    },
+    Candidate::Shape {
+        small: 0.01,
+        threshold: 2,
+    },
+    Candidate::Shape {
+        small: 0.05,
+        threshold: 2,
+    },
+    Candidate::Shape {
+        small: 0.10,
+        threshold: 2,
+    },
+    Candidate::Shape {
+        small: 0.25,
+        threshold: 2,
+    },
+    Candidate::Shape {
+        small: 0.40,
+        threshold: 2,
+    },
+    Candidate::Shape {
+        small: 0.01,
+        threshold: 0,
+    },
+    Candidate::Shape {
+        small: 0.10,
+        threshold: 0,
+    },
+    Candidate::Shape {
+        small: 0.25,
+        threshold: 0,
+    },
+    Candidate::Follow(Foreign::Lru),
+    Candidate::Follow(Foreign::Arc),
+    Candidate::Follow(Foreign::TwoQ),
+    Candidate::Follow(Foreign::WTinyLfu),
+    Candidate::Follow(Foreign::Sieve),
+    Candidate::Follow(Foreign::Fifo),
 ];
 
 /// Parameters of our policy.
@@ -67,8 +164,27 @@ pub struct StrataConfig {
     pub ghost: f64,
     /// Follow the best shadow candidate online. Default true.
     pub adapt: bool,
-    /// Requests per scoring epoch, as a multiple of the capacity (at least 1,000). Default 2.
+    /// Also shadow the other policies ([`Candidate::Follow`]), not only our shapes. Default false.
+    pub follow: bool,
+    /// Also follow the frequency-style others (W-TinyLFU, 2Q), not only the recency-style ones
+    /// (LRU, ARC, FIFO, SIEVE). Default false.
+    pub follow_frequency: bool,
+    /// Also try shapes that write every object leaving the buffer to flash (threshold 0, as
+    /// CLOCK does), within the write budget. Default false.
+    pub admit_unhit: bool,
+    /// Buffer share while following another policy. Default 0.25.
+    pub follow_small: f64,
+    /// A challenger must have fewer decayed misses than the leader by this share to take over
+    /// (hysteresis: a switch costs misses while the contents move). Default 0.
+    pub switch_margin: f64,
+    /// Requests per scoring epoch, as a multiple of the capacity (at least `epoch_min`).
+    /// Default 2.
     pub epoch: f64,
+    /// Fewest requests per scoring epoch. Default 1,000.
+    pub epoch_min: u64,
+    /// Add to each candidate's score the misses the live cache had beyond that candidate's
+    /// shadow while it led (learned, decayed). Default false.
+    pub learn: bool,
     /// Decay of older epochs' misses per epoch. Default 0.5.
     pub decay: f64,
     /// Flash writes allowed, as a share of a shadow admit-all LRU's misses. Default 0.33.
@@ -84,9 +200,88 @@ impl StrataConfig {
             threshold: 2,
             ghost: 0.9,
             adapt: true,
+            follow: false,
+            follow_frequency: false,
+            admit_unhit: false,
+            follow_small: 0.25,
+            switch_margin: 0.0,
             epoch: 2.0,
+            epoch_min: 1000,
+            learn: false,
             decay: 0.5,
             budget: 0.33,
+        }
+    }
+}
+
+/// One shadow cache (ids only).
+#[derive(Clone, Debug)]
+enum Shadow {
+    S3Fifo(S3Fifo),
+    Lru(Lru),
+    Arc(Arc),
+    TwoQ(TwoQ),
+    WTinyLfu(WTinyLfu),
+    Sieve(Sieve),
+    Fifo(Fifo),
+}
+
+impl Shadow {
+    fn new(candidate: Candidate, capacity: usize, key_space: usize, ghost: f64) -> Shadow {
+        match candidate {
+            Candidate::Shape { small, threshold } => Shadow::S3Fifo(S3Fifo::new(
+                capacity,
+                key_space,
+                S3FifoConfig {
+                    small_ratio: small,
+                    ghost_ratio: ghost,
+                    move_to_main_threshold: threshold,
+                },
+            )),
+            Candidate::Follow(Foreign::Lru) => Shadow::Lru(Lru::new(capacity, key_space)),
+            Candidate::Follow(Foreign::Arc) => Shadow::Arc(Arc::new(capacity, key_space)),
+            Candidate::Follow(Foreign::TwoQ) => Shadow::TwoQ(TwoQ::new(capacity, key_space)),
+            Candidate::Follow(Foreign::WTinyLfu) => {
+                Shadow::WTinyLfu(WTinyLfu::new(capacity, key_space, Default::default()))
+            }
+            Candidate::Follow(Foreign::Sieve) => Shadow::Sieve(Sieve::new(capacity, key_space)),
+            Candidate::Follow(Foreign::Fifo) => Shadow::Fifo(Fifo::new(capacity, key_space)),
+        }
+    }
+
+    fn eviction(&mut self) -> &mut dyn Eviction {
+        match self {
+            Shadow::S3Fifo(e) => e,
+            Shadow::Lru(e) => e,
+            Shadow::Arc(e) => e,
+            Shadow::TwoQ(e) => e,
+            Shadow::WTinyLfu(e) => e,
+            Shadow::Sieve(e) => e,
+            Shadow::Fifo(e) => e,
+        }
+    }
+
+    fn contains(&self, key: Key) -> bool {
+        match self {
+            Shadow::S3Fifo(e) => e.contains(key),
+            Shadow::Lru(e) => e.contains(key),
+            Shadow::Arc(e) => e.contains(key),
+            Shadow::TwoQ(e) => e.contains(key),
+            Shadow::WTinyLfu(e) => e.contains(key),
+            Shadow::Sieve(e) => e.contains(key),
+            Shadow::Fifo(e) => e.contains(key),
+        }
+    }
+
+    /// Replays one request; returns whether it hit. Evicted keys go to `evicted`.
+    fn replay(&mut self, request: &Request, evicted: &mut Vec<Key>) -> bool {
+        let eviction = self.eviction();
+        if eviction.contains(request.key) {
+            eviction.on_hit(request, evicted);
+            true
+        } else {
+            eviction.insert(request, evicted);
+            false
         }
     }
 }
@@ -95,6 +290,7 @@ impl StrataConfig {
 #[derive(Clone, Debug)]
 pub struct Strata {
     config: StrataConfig,
+    candidates: Vec<Candidate>,
     lists: Lists,
     frequency: Vec<u8>,
     small_target: usize,
@@ -104,10 +300,18 @@ pub struct Strata {
     lru: Lru,
     lru_misses: u64,
     scratch: Vec<Key>,
-    shadows: Vec<S3Fifo>,
+    shadows: Vec<Shadow>,
     epoch_misses: Vec<u64>,
     scores: Vec<f64>,
+    /// Per candidate: decayed misses per epoch the live cache had beyond that candidate's shadow
+    /// while following it (0 until it has led).
+    penalties: Vec<f64>,
+    live_misses: u64,
     leader: usize,
+    /// Whether the leader is another policy followed by membership.
+    following: bool,
+    /// Whether the leading shadow held the current request's key before it.
+    leader_hit: bool,
     epoch_len: u64,
     epoch_left: u64,
 }
@@ -117,31 +321,38 @@ impl Strata {
     pub fn new(config: StrataConfig, key_space: usize) -> Self {
         assert!(config.capacity > 0, "capacity must be positive");
         let capacity = config.capacity;
-        let shadows: Vec<S3Fifo> = if config.adapt {
+        let candidates: Vec<Candidate> = if config.adapt {
             CANDIDATES
                 .iter()
-                .map(|&(small, threshold)| {
-                    S3Fifo::new(
-                        capacity,
-                        key_space,
-                        S3FifoConfig {
-                            small_ratio: small,
-                            ghost_ratio: config.ghost,
-                            move_to_main_threshold: threshold,
-                        },
-                    )
+                .copied()
+                .filter(|c| match c {
+                    Candidate::Shape { threshold: 0, .. } => config.admit_unhit,
+                    Candidate::Shape { .. } => true,
+                    Candidate::Follow(Foreign::WTinyLfu | Foreign::TwoQ) => {
+                        config.follow && config.follow_frequency
+                    }
+                    Candidate::Follow(_) => config.follow,
                 })
                 .collect()
         } else {
             Vec::new()
         };
-        let leader = CANDIDATES
+        let shadows: Vec<Shadow> = candidates
             .iter()
-            .position(|&(s, t)| s == config.small && t == config.threshold)
+            .map(|&c| Shadow::new(c, capacity, key_space, config.ghost))
+            .collect();
+        let leader = candidates
+            .iter()
+            .position(|&c| {
+                c == Candidate::Shape {
+                    small: config.small,
+                    threshold: config.threshold,
+                }
+            })
             .unwrap_or(0);
-        let epoch_len = ((capacity as f64 * config.epoch) as u64).max(1000);
+        let epoch_len = ((capacity as f64 * config.epoch) as u64).max(config.epoch_min.max(1));
         let mut strata = Strata {
-            lists: Lists::new(3, key_space),
+            lists: Lists::new(4, key_space),
             frequency: vec![0; key_space],
             small_target: 0,
             threshold: config.threshold,
@@ -152,8 +363,13 @@ impl Strata {
             scratch: Vec::new(),
             epoch_misses: vec![0; shadows.len()],
             scores: vec![0.0; shadows.len()],
+            penalties: vec![0.0; shadows.len()],
+            live_misses: 0,
+            candidates,
             shadows,
             leader,
+            following: false,
+            leader_hit: false,
             epoch_len,
             epoch_left: epoch_len,
             config,
@@ -162,9 +378,44 @@ impl Strata {
         strata
     }
 
+    /// The candidate the live cache follows now.
+    pub fn leader(&self) -> Option<Candidate> {
+        self.candidates.get(self.leader).copied()
+    }
+
     fn set_shape(&mut self, small: f64, threshold: u8) {
         self.small_target = (self.config.capacity as f64 * small.clamp(0.0, 0.9)) as usize;
         self.threshold = threshold;
+    }
+
+    /// Makes `index` the leader. Following another policy, flash objects it does not hold become
+    /// stale (evicted first); nothing is written or moved between media.
+    fn switch_to(&mut self, index: usize) {
+        self.leader = index;
+        match self.candidates[index] {
+            Candidate::Shape { small, threshold } => {
+                self.following = false;
+                self.set_shape(small, threshold);
+            }
+            Candidate::Follow(_) => {
+                self.following = true;
+                self.set_shape(self.config.follow_small, 1);
+                self.scratch.clear();
+                let mut key = self.lists.tail(MAIN);
+                while let Some(k) = key {
+                    if !self.shadows[index].contains(k) {
+                        self.scratch.push(k);
+                    }
+                    let newer = self.lists.newer(k);
+                    key = (newer != crate::list::NIL).then_some(newer);
+                }
+                for i in 0..self.scratch.len() {
+                    let k = self.scratch[i];
+                    self.lists.remove(k);
+                    self.lists.push_head(STALE, k);
+                }
+            }
+        }
     }
 
     fn frequency_mut(&mut self, key: Key) -> &mut u8 {
@@ -188,9 +439,20 @@ impl Strata {
         }
     }
 
+    /// Whether an object leaving the buffer is written to flash.
+    fn promotes(&self, key: Key, frequency: u8) -> bool {
+        let wanted = if self.following {
+            frequency >= 1 && self.shadows[self.leader].contains(key)
+        } else {
+            frequency >= self.threshold
+        };
+        wanted && self.may_write()
+    }
+
     fn evict_small(&mut self, effects: &mut Effects) {
         while let Some(key) = self.lists.pop_tail(SMALL) {
-            if *self.frequency_mut(key) >= self.threshold && self.may_write() {
+            let frequency = *self.frequency_mut(key);
+            if self.promotes(key, frequency) {
                 *self.frequency_mut(key) = 0;
                 self.lists.push_head(MAIN, key);
                 self.writes += 1;
@@ -204,6 +466,10 @@ impl Strata {
     }
 
     fn evict_main(&mut self, effects: &mut Effects) {
+        if let Some(key) = self.lists.pop_tail(STALE) {
+            effects.evicted.push(key);
+            return;
+        }
         while let Some(key) = self.lists.pop_tail(MAIN) {
             let frequency = *self.frequency_mut(key);
             if frequency >= 1 {
@@ -216,14 +482,18 @@ impl Strata {
         }
     }
 
+    fn len_flash(&self) -> usize {
+        self.lists.len(MAIN) + self.lists.len(STALE)
+    }
+
     fn len_all(&self) -> usize {
-        self.lists.len(SMALL) + self.lists.len(MAIN)
+        self.lists.len(SMALL) + self.len_flash()
     }
 
     fn make_room(&mut self, effects: &mut Effects) {
         while self.len_all() >= self.config.capacity {
             let main_capacity = self.config.capacity - self.small_target;
-            if self.lists.len(MAIN) > main_capacity || self.lists.len(SMALL) == 0 {
+            if self.len_flash() > main_capacity || self.lists.len(SMALL) == 0 {
                 self.evict_main(effects);
             } else {
                 self.evict_small(effects);
@@ -231,6 +501,8 @@ impl Strata {
         }
     }
 
+    /// Replays the request in the budget LRU and every shadow; at the end of an epoch, adopts
+    /// the candidate with the fewest decayed misses.
     fn observe(&mut self, request: &Request) {
         self.scratch.clear();
         if self.lru.contains(request.key) {
@@ -242,41 +514,89 @@ impl Strata {
         if self.shadows.is_empty() {
             return;
         }
-        for (shadow, misses) in self.shadows.iter_mut().zip(&mut self.epoch_misses) {
+        for (index, (shadow, misses)) in self
+            .shadows
+            .iter_mut()
+            .zip(&mut self.epoch_misses)
+            .enumerate()
+        {
             self.scratch.clear();
-            if shadow.contains(request.key) {
-                shadow.on_hit(request, &mut self.scratch);
-            } else {
-                shadow.insert(request, &mut self.scratch);
-                *misses += 1;
+            let hit = shadow.replay(request, &mut self.scratch);
+            *misses += u64::from(!hit);
+            if index == self.leader {
+                self.leader_hit = hit;
+                if self.following {
+                    // Flash objects the leader let go leave first.
+                    for &key in &self.scratch {
+                        if self.lists.in_list(key, MAIN) {
+                            self.lists.remove(key);
+                            self.lists.push_head(STALE, key);
+                        }
+                    }
+                }
             }
         }
+    }
+
+    /// Counts the live cache's miss; at the end of an epoch folds the shadows' misses into
+    /// decayed scores, learns how far the live cache trails the leader it follows, and adopts
+    /// the candidate with the fewest expected misses.
+    fn end_request(&mut self, hit: bool) {
+        if self.shadows.is_empty() {
+            return;
+        }
+        self.live_misses += u64::from(!hit);
         self.epoch_left -= 1;
-        if self.epoch_left == 0 {
-            self.epoch_left = self.epoch_len;
-            for (score, misses) in self.scores.iter_mut().zip(&mut self.epoch_misses) {
-                *score = *score * self.config.decay + std::mem::take(misses) as f64;
-            }
-            let best = (0..self.scores.len())
-                .min_by(|&a, &b| self.scores[a].total_cmp(&self.scores[b]))
-                .unwrap_or(self.leader);
-            if self.scores[best] < self.scores[self.leader] {
-                self.leader = best;
-                let (small, threshold) = CANDIDATES[best];
-                self.set_shape(small, threshold);
-            }
+        if self.epoch_left > 0 {
+            return;
+        }
+        self.epoch_left = self.epoch_len;
+        // Misses the live cache had beyond its leader's shadow: the price of following it.
+        let excess =
+            std::mem::take(&mut self.live_misses) as f64 - self.epoch_misses[self.leader] as f64;
+        let penalty = &mut self.penalties[self.leader];
+        *penalty = 0.5 * *penalty + 0.5 * excess;
+        for (score, misses) in self.scores.iter_mut().zip(&mut self.epoch_misses) {
+            *score = *score * self.config.decay + std::mem::take(misses) as f64;
+        }
+        // Scores sum decayed epochs (about 1 / (1 - decay) of them); penalties are per epoch.
+        let weight = 1.0 / (1.0 - self.config.decay).max(0.01);
+        let learn = self.config.learn;
+        let expected = |i: usize| {
+            self.scores[i]
+                + if learn {
+                    self.penalties[i].max(0.0) * weight
+                } else {
+                    0.0
+                }
+        };
+        let best = (0..self.scores.len())
+            .min_by(|&a, &b| expected(a).total_cmp(&expected(b)))
+            .unwrap_or(self.leader);
+        if expected(best) < expected(self.leader) * (1.0 - self.config.switch_margin) {
+            self.switch_to(best);
         }
     }
 }
 
-impl Cache for Strata {
-    fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
+impl Strata {
+    /// The live cache's part of a request.
+    fn serve(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
         let key = request.key;
-        self.observe(request);
-        if matches!(self.lists.list_of(key), Some(SMALL) | Some(MAIN)) {
-            let frequency = self.frequency_mut(key);
-            *frequency = frequency.saturating_add(1);
-            return Outcome::Hit;
+        match self.lists.list_of(key) {
+            Some(SMALL) | Some(MAIN) => {
+                let frequency = self.frequency_mut(key);
+                *frequency = frequency.saturating_add(1);
+                return Outcome::Hit;
+            }
+            Some(STALE) => {
+                self.lists.remove(key);
+                self.lists.push_head(MAIN, key);
+                let frequency = self.frequency_mut(key);
+                *frequency = frequency.saturating_add(1);
+                return Outcome::Hit;
+            }
+            _ => {}
         }
         let ghost_hit = self.lists.list_of(key) == Some(GHOST);
         if ghost_hit {
@@ -284,7 +604,8 @@ impl Cache for Strata {
         }
         self.make_room(effects);
         *self.frequency_mut(key) = 0;
-        if ghost_hit && self.may_write() {
+        let direct = ghost_hit || (self.following && self.leader_hit);
+        if direct && self.may_write() {
             self.writes += 1;
             self.lists.push_head(MAIN, key);
             Outcome::Admitted
@@ -293,6 +614,15 @@ impl Cache for Strata {
             Outcome::Bypassed
         }
     }
+}
+
+impl Cache for Strata {
+    fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
+        self.observe(request);
+        let outcome = self.serve(request, effects);
+        self.end_request(outcome.is_hit());
+        outcome
+    }
     fn len(&self) -> usize {
         self.len_all()
     }
@@ -300,12 +630,19 @@ impl Cache for Strata {
         self.config.capacity
     }
     fn contains(&self, key: Key) -> bool {
-        matches!(self.lists.list_of(key), Some(SMALL) | Some(MAIN))
+        matches!(
+            self.lists.list_of(key),
+            Some(SMALL) | Some(MAIN) | Some(STALE)
+        )
     }
     fn name(&self) -> String {
         format!(
-            "strata(small={},threshold={},adapt={},budget={})",
-            self.config.small, self.config.threshold, self.config.adapt, self.config.budget
+            "strata(small={},threshold={},adapt={},follow={},budget={})",
+            self.config.small,
+            self.config.threshold,
+            self.config.adapt,
+            self.config.follow,
+            self.config.budget
         )
     }
 }
@@ -381,5 +718,112 @@ mod tests {
                 s3.insert(&request, &mut evicted);
             }
         }
+    }
+
+    /// Keys requested twice, the second time after `gap` new keys: a pure recency pattern.
+    fn requests_twice(keys: u32, gap: u32) -> Vec<Key> {
+        let mut out = Vec::with_capacity(2 * keys as usize);
+        for key in 0..keys {
+            out.push(key);
+            if key >= gap {
+                out.push(key - gap);
+            }
+        }
+        out
+    }
+
+    fn misses_and_writes(cache: &mut dyn Cache, keys: &[Key]) -> (u64, u64) {
+        let mut effects = Effects::default();
+        let (mut misses, mut writes) = (0u64, 0u64);
+        for (seq, &key) in keys.iter().enumerate() {
+            effects.clear();
+            let request = Request {
+                key,
+                seq: seq as u64,
+                ..Request::default()
+            };
+            match cache.on_request(&request, &mut effects) {
+                Outcome::Hit => {}
+                Outcome::Admitted => {
+                    misses += 1;
+                    writes += 1;
+                }
+                Outcome::Bypassed => misses += 1,
+            }
+            writes += effects.promoted.len() as u64;
+            assert!(cache.len() <= cache.capacity());
+        }
+        (misses, writes)
+    }
+
+    #[test]
+    fn on_a_trace_with_recency_the_selector_grows_the_buffer() {
+        // Half the requests go to 900 hot keys (a frequency component for main), half to keys
+        // requested twice, 150 new keys apart (a recency component). S3-FIFO's 10% probation
+        // (100 objects) misses every second request of the latter; a buffer of 250 or more
+        // catches it, at the price of some hot keys.
+        let capacity = 1000;
+        let recency = requests_twice(100_000, 150);
+        let keys: Vec<Key> = recency
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &k)| [(mix64(i as u64) % 900) as Key, 1000 + k])
+            .collect();
+        let mut strata = Strata::new(StrataConfig::new(capacity), 0);
+        let (misses, writes) = misses_and_writes(&mut strata, &keys);
+        assert!(
+            matches!(
+                strata.leader(),
+                Some(Candidate::Shape { small, .. }) if small >= 0.25
+            ),
+            "{:?}",
+            strata.leader()
+        );
+        let mut s3 = crate::admission::Filtered::new(
+            S3Fifo::new(capacity, 0, S3FifoConfig::default()),
+            crate::admission::AdmitAll,
+        );
+        let (s3_misses, _) = misses_and_writes(&mut s3, &keys);
+        let mut lru =
+            crate::admission::Filtered::new(Lru::new(capacity, 0), crate::admission::AdmitAll);
+        let (lru_misses, lru_writes) = misses_and_writes(&mut lru, &keys);
+        eprintln!("strata {misses} ({writes} writes), S3-FIFO {s3_misses}, LRU {lru_misses}");
+        assert!(
+            misses * 10 < s3_misses * 9,
+            "{misses} vs S3-FIFO {s3_misses}"
+        );
+        assert!(misses < lru_misses, "{misses} vs LRU {lru_misses}");
+        assert!(writes * 3 <= lru_writes, "{writes} vs LRU {lru_writes}");
+    }
+
+    #[test]
+    fn following_other_policies_keeps_capacity_and_write_budget() {
+        let capacity = 200;
+        let mut config = StrataConfig::new(capacity);
+        config.follow = true;
+        config.follow_frequency = true;
+        config.learn = true;
+        let mut strata = Strata::new(config, 0);
+        // Phases: a scan-resistant hot set, then a recency pattern, then the hot set again.
+        let mut keys: Vec<Key> = (0..60_000u64)
+            .map(|i| {
+                if i % 2 == 0 {
+                    (mix64(i) % 150) as Key
+                } else {
+                    10_000 + i as Key
+                }
+            })
+            .collect();
+        keys.extend(requests_twice(30_000, 150).iter().map(|k| k + 200_000));
+        keys.extend((0..60_000u64).map(|i| (mix64(i ^ 9) % 150) as Key));
+        let (misses, writes) = misses_and_writes(&mut strata, &keys);
+        let mut lru =
+            crate::admission::Filtered::new(Lru::new(capacity, 0), crate::admission::AdmitAll);
+        let (lru_misses, lru_writes) = misses_and_writes(&mut lru, &keys);
+        assert!(
+            writes * 3 <= lru_writes,
+            "{writes} writes vs LRU {lru_writes}"
+        );
+        assert!(misses < lru_misses, "{misses} vs LRU {lru_misses}");
     }
 }

@@ -1,12 +1,13 @@
 //! `sim`: the trace-driven cache simulator. Owns trace readers ([`trace`]), the run loop with its
 //! metrics and SSD/HDD timing model ([`run`]), sweeps ([`sweep`]), reports (table, CSV, JSON,
-//! SVG; [`report`]), seed 003's multi-client workload generator ([`generator`]) and the seed
+//! SVG; [`report`]), issue 5's policy scorecard ([`compare`]), seed 003's multi-client workload generator ([`generator`]) and the seed
 //! experiments ([`experiments`]).
 //!
 //! Invariants: virtual time only (request times come from the trace or from the request index);
 //! a run is a pure function of the trace, the policy spec and the seed; the policy code is the
 //! `policy` crate's, unchanged.
 
+pub mod compare;
 pub mod experiments;
 pub mod generator;
 pub mod report;
