@@ -20,6 +20,7 @@ use redb::Durability;
 use tokio::sync::{mpsc, oneshot, OwnedRwLockWriteGuard};
 
 use crate::allocator::DeviceExtent;
+use crate::cache::Cached;
 use crate::error::{Result, StoreError};
 use crate::meta::{self, DEFERRED, OBJECTS, OMAP};
 use crate::store::Inner;
@@ -42,6 +43,9 @@ pub(crate) struct ObjectUpdate {
     pub onode: Option<Vec<u8>>,
     /// Remove every omap key first.
     pub omap_clear: bool,
+    /// The object's lock shard and its state once committed, for the onode cache.
+    pub shard: usize,
+    pub cached: Cached,
     pub omap: Vec<OmapChange>,
 }
 
@@ -280,6 +284,15 @@ fn commit_batch(
         }
     }
     transaction.commit()?;
+    // Committed; the writers still hold their object locks, so the cache may follow.
+    for pending in batch.iter_mut() {
+        for update in &mut pending.updates {
+            let cached = update.cached.take();
+            inner
+                .onodes
+                .insert(update.shard, std::mem::take(&mut update.key), cached);
+        }
+    }
     // Durable: the freed extents are referenced by no committed onode any more.
     {
         state.records = records_after;

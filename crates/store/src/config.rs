@@ -31,6 +31,10 @@ pub struct StoreConfig {
     /// Deferred transactions not yet covered by a device flush at most; the batch that would
     /// pass it flushes the device and retires them all. Default 512.
     pub deferred_transactions_max: usize,
+    /// Objects whose committed onode (or absence) is kept in memory at most, so reads and
+    /// writes of them skip the metadata database lookup. 0 turns the cache off. Default
+    /// 65536 (a few hundred bytes each for small objects).
+    pub onode_cache_objects_max: usize,
     /// Flush the device and fsync the metadata at every commit. Default true. `false` is only
     /// for benchmarks that want the cost of the rest: acknowledged writes may be lost.
     pub durable: bool,
@@ -46,6 +50,7 @@ impl Default for StoreConfig {
             metadata_cache_bytes: 64 << 20,
             deferred_write_bytes_max: 65536,
             deferred_transactions_max: 512,
+            onode_cache_objects_max: 65536,
             durable: true,
         }
     }

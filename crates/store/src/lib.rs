@@ -45,6 +45,13 @@
 //! While records exist, extents freed by commits stay held (counted as free by `statfs`, not
 //! reusable), so a replay never writes stale data over reused space.
 //!
+//! ## Onode cache
+//! Committed onodes (and known absences) stay in memory (`cache.rs`, bounded by
+//! `onode_cache_objects_max`), so a small read is one hash lookup and one device read, and a
+//! write does not search the database for an object its caller just looked at. Entries change
+//! only under the object's lock shard: filled by lock holders from committed metadata, replaced
+//! by the committer after the commit while the writers still hold their locks.
+//!
 //! ## Invariants
 //! - An allocated extent is referenced by exactly one onode (checked at mount: overlapping
 //!   references are metadata corruption); the allocator never hands out an allocated extent
@@ -55,7 +62,7 @@
 //! - Every byte read from the device is checked against its crc32c before it is returned or
 //!   merged into a new write; a mismatch is [`StoreError::Checksum`], never wrong data.
 //! - Reads see committed state only; a reader and the writers of an object exclude each other
-//!   (shard lock), so extents are not freed under a reader.
+//!   (shard lock), so extents are not freed under a reader and the onode cache is never stale.
 //! - The store reads no clock: mtimes come with the transaction.
 //!
 //! ## Tests and figures
@@ -68,6 +75,7 @@
 //!   `examples/space_store.rs`: seed 002's data-hole rate and metadata bytes per object.
 
 mod allocator;
+mod cache;
 mod commit;
 mod config;
 mod error;

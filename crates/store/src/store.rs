@@ -12,6 +12,7 @@ use redb::Database;
 use tokio::sync::{mpsc, oneshot, RwLock};
 
 use crate::allocator::{Allocator, DeviceExtent};
+use crate::cache::{Cached, OnodeCache};
 use crate::commit::{self, Pending};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
@@ -35,6 +36,8 @@ pub(crate) struct Inner {
     pub held: Mutex<Vec<DeviceExtent>>,
     pub counters: Mutex<Counters>,
     pub locks: Vec<Arc<RwLock<()>>>,
+    /// Committed onodes by lock shard (see `cache`).
+    pub onodes: OnodeCache,
     pub poisoned: AtomicBool,
     pub meta_path: PathBuf,
 }
@@ -57,17 +60,29 @@ impl Inner {
         (hasher.hash_one((collection, name)) % LOCK_SHARDS as u64) as usize
     }
 
-    /// The committed onode of an object and the size of its record, if it exists.
-    pub fn load_onode(&self, collection: &str, name: &str) -> Result<Option<(Onode, u64)>> {
+    /// The committed onode of an object and the size of its record, if it exists: from the
+    /// cache, else from the database (and then cached). The caller holds the object's lock
+    /// shard, shared or exclusive: that is what keeps the cache exact (see `cache`).
+    pub fn load_onode(&self, collection: &str, name: &str) -> Result<Cached> {
+        let shard = self.shard(collection, name);
         let key = meta::object_key(collection, name);
-        let transaction = self.db.begin_read()?;
-        let table = transaction.open_table(OBJECTS)?;
-        let Some(value) = table.get(key.as_slice())? else {
-            return Ok(None);
+        if let Some(cached) = self.onodes.get(shard, &key) {
+            return Ok(cached);
+        }
+        let loaded = {
+            let transaction = self.db.begin_read()?;
+            let table = transaction.open_table(OBJECTS)?;
+            match table.get(key.as_slice())? {
+                None => None,
+                Some(value) => {
+                    let bytes = value.value();
+                    let onode = Onode::decode(bytes, self.layout.checksum_block_bytes)?;
+                    Some((Arc::new(onode), (key.len() + bytes.len()) as u64))
+                }
+            }
         };
-        let bytes = value.value();
-        let onode = Onode::decode(bytes, self.layout.checksum_block_bytes)?;
-        Ok(Some((onode, (key.len() + bytes.len()) as u64)))
+        self.onodes.insert(shard, key, loaded.clone());
+        Ok(loaded)
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -176,6 +191,7 @@ impl Store {
             locks: (0..LOCK_SHARDS)
                 .map(|_| Arc::new(RwLock::new(())))
                 .collect(),
+            onodes: OnodeCache::new(LOCK_SHARDS, config.onode_cache_objects_max),
             poisoned: AtomicBool::new(false),
             meta_path: meta_path.to_path_buf(),
             config,
@@ -249,8 +265,9 @@ impl Store {
         Arc::clone(&self.inner.locks[shard]).read_owned().await
     }
 
-    fn onode(&self, collection: &str, name: &str) -> Result<Onode> {
+    async fn onode(&self, collection: &str, name: &str) -> Result<Arc<Onode>> {
         validate_names(collection, name)?;
+        let _guard = self.read_lock(collection, name).await;
         Ok(self
             .inner
             .load_onode(collection, name)?
@@ -260,7 +277,7 @@ impl Store {
 
     /// Size, mtime and allocation of an object.
     pub async fn stat(&self, collection: &str, name: &str) -> Result<ObjectStat> {
-        let onode = self.onode(collection, name)?;
+        let onode = self.onode(collection, name).await?;
         Ok(ObjectStat {
             size_bytes: onode.size_bytes,
             mtime_ns: onode.mtime_ns,
@@ -271,15 +288,17 @@ impl Store {
     /// Whether an object exists.
     pub async fn exists(&self, collection: &str, name: &str) -> Result<bool> {
         validate_names(collection, name)?;
+        let _guard = self.read_lock(collection, name).await;
         Ok(self.inner.load_onode(collection, name)?.is_some())
     }
 
     /// One extended attribute.
     pub async fn get_xattr(&self, collection: &str, name: &str, key: &str) -> Result<Vec<u8>> {
-        let mut onode = self.onode(collection, name)?;
+        let onode = self.onode(collection, name).await?;
         onode
             .xattrs
-            .remove(key)
+            .get(key)
+            .cloned()
             .ok_or_else(|| StoreError::NotFound {
                 collection: collection.to_owned(),
                 name: name.to_owned(),
@@ -293,7 +312,7 @@ impl Store {
         collection: &str,
         name: &str,
     ) -> Result<BTreeMap<String, Vec<u8>>> {
-        Ok(self.onode(collection, name)?.xattrs)
+        Ok(self.onode(collection, name).await?.xattrs.clone())
     }
 
     /// Up to `max` omap entries with keys after `after` (from the first key when `None`), in

@@ -124,7 +124,7 @@ pub(crate) async fn prepare(
             None => {
                 let loaded = inner.load_onode(&id.collection, &id.name)?;
                 let (onode, record) = match loaded {
-                    Some((onode, record)) => (Some(onode), record),
+                    Some((onode, record)) => (Some(Arc::unwrap_or_clone(onode)), record),
                     None => (None, 0),
                 };
                 works.push(Work {
@@ -175,6 +175,8 @@ pub(crate) async fn prepare(
         let new_record = encoded.as_ref().map_or(0, |b| (key.len() + b.len()) as u64);
         deltas.onode_bytes += new_record as i64 - work.old_record_bytes as i64;
         let exists = work.onode.is_some();
+        let shard = inner.shard(&work.id.collection, &work.id.name);
+        let cached = work.onode.map(|onode| (Arc::new(onode), new_record));
         if exists != work.existed {
             *deltas
                 .collections
@@ -187,6 +189,8 @@ pub(crate) async fn prepare(
             onode: encoded,
             omap_clear: work.omap_clear,
             omap: work.omap,
+            shard,
+            cached,
         });
     }
     Ok(Some(Pending {
