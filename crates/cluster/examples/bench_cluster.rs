@@ -1,16 +1,26 @@
-//! Object write and read throughput and latency of the embedded cluster, as `rados bench`
-//! measures a Ceph pool: 4 KiB and 4 MiB objects, a given concurrency and replica count.
+//! Object write and read rates of the embedded cluster, as `rados bench` measures a Ceph pool,
+//! with fio on the same filesystem in the same run as the limit.
 //!
 //! ```text
 //! cargo run -p cluster --release --example bench_cluster -- \
-//!     [--replicas 3] [--concurrency 16] [--seconds 5] [--dir PATH] [--profile nvme] [--no-durable]
+//!     [--replicas 1,3] [--concurrency 16,64] [--objects 20000] [--size 4K] [--seconds 10] \
+//!     [--dir /var/tmp] [--device-size 2G] [--profile nvme] [--no-durable] [--no-fio]
 //! ```
 //!
-//! The cluster has one OSD per host on a sparse file under `--dir` (a temporary directory by
-//! default), `--replicas` hosts (at least 1), every device optionally emulated (`--profile`).
-//! Each size gets a write phase (`--seconds`, fresh objects, 4 MiB objects cycle over a bounded
-//! set to bound disk use), then a read phase over the objects written.
+//! For every replica count a fresh cluster (one OSD per host, `--replicas` hosts, every device
+//! a file under a temporary directory in `--dir`) is created; for every concurrency, `--objects`
+//! fresh objects of `--size` are written with `write_full` (at most `--seconds`), then read back
+//! in a shuffled order. Each row gives ops/s, p50/p99 latency and the process CPU time per op
+//! (user + system, all threads: the machine has few cores, so CPU per op is the figure that
+//! survives a loaded machine). After each write and read row, fio does 4 KiB random writes
+//! (reads) at the same depth on a file in the same directory: the disk's limit for that run.
+//!
+//! The device files are written in full first (as fio lays out its file): a sparse file would
+//! make every first write allocate filesystem blocks, which fio's peer never pays. `--dir`
+//! must not be tmpfs (O_DIRECT falls back to the page cache there).
 
+use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,22 +30,43 @@ use cluster::{Cluster, ClusterConfig, ClusterOptions, HostConfig, OsdConfig, Poo
 use rados::IoCtx;
 
 struct Args {
-    replicas: u32,
-    concurrency: usize,
+    replicas: Vec<u32>,
+    concurrency: Vec<usize>,
+    objects: u64,
+    size_bytes: usize,
     seconds: f64,
-    dir: Option<std::path::PathBuf>,
+    dir: std::path::PathBuf,
+    device_size_bytes: u64,
     profile: Option<String>,
     durable: bool,
+    fio: bool,
+}
+
+const USAGE: &str = "bench_cluster [--replicas 1,3] [--concurrency 16,64] [--objects N] \
+[--size 4K] [--seconds S] [--dir PATH] [--device-size 2G] \
+[--profile nvme|ssd-sata|hdd-10k|hdd-7200] [--no-durable] [--no-fio]";
+
+fn parse_list<T: std::str::FromStr>(text: &str) -> Result<Vec<T>>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    text.split(',')
+        .map(|word| word.trim().parse::<T>().map_err(anyhow::Error::from))
+        .collect()
 }
 
 fn parse_args() -> Result<Args> {
     let mut args = Args {
-        replicas: 3,
-        concurrency: 16,
-        seconds: 5.0,
-        dir: None,
+        replicas: vec![1, 3],
+        concurrency: vec![16, 64],
+        objects: 20_000,
+        size_bytes: 4096,
+        seconds: 10.0,
+        dir: "/var/tmp".into(),
+        device_size_bytes: 2 << 30,
         profile: None,
         durable: true,
+        fio: true,
     };
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
@@ -45,36 +76,49 @@ fn parse_args() -> Result<Args> {
                 .with_context(|| format!("{word} needs a value"))
         };
         match word.as_str() {
-            "--replicas" => args.replicas = value()?.parse()?,
-            "--concurrency" => args.concurrency = value()?.parse()?,
+            "--replicas" => args.replicas = parse_list(&value()?)?,
+            "--concurrency" => args.concurrency = parse_list(&value()?)?,
+            "--objects" => args.objects = value()?.parse()?,
+            "--size" => {
+                let text = value()?;
+                args.size_bytes = device::parse_size_bytes(&text)
+                    .with_context(|| format!("size {text:?}"))?
+                    as usize;
+            }
             "--seconds" => args.seconds = value()?.parse()?,
-            "--dir" => args.dir = Some(value()?.into()),
+            "--dir" => args.dir = value()?.into(),
+            "--device-size" => {
+                let text = value()?;
+                args.device_size_bytes = device::parse_size_bytes(&text)
+                    .with_context(|| format!("device size {text:?}"))?;
+            }
             "--profile" => args.profile = Some(value()?),
             "--no-durable" => args.durable = false,
+            "--no-fio" => args.fio = false,
             "-h" | "--help" => {
-                println!("bench_cluster [--replicas N] [--concurrency N] [--seconds S] [--dir PATH] [--profile nvme|ssd-sata|hdd-10k|hdd-7200] [--no-durable]");
+                println!("{USAGE}");
                 std::process::exit(0);
             }
-            other => bail!("unknown argument {other}"),
+            other => bail!("unknown argument {other}\n{USAGE}"),
         }
     }
-    if args.replicas == 0 || args.concurrency == 0 {
-        bail!("--replicas and --concurrency must be > 0");
+    if args.replicas.contains(&0) || args.concurrency.contains(&0) || args.size_bytes == 0 {
+        bail!("--replicas, --concurrency and --size must be > 0");
     }
     Ok(args)
 }
 
-fn config(args: &Args) -> ClusterConfig {
+fn config(args: &Args, replicas: u32) -> ClusterConfig {
     let mut config = ClusterConfig::empty();
     config.scrub_interval_s = 0;
     config.durable = args.durable;
-    for id in 0..args.replicas as i32 {
+    for id in 0..replicas as i32 {
         let host = format!("host{id}");
         config.hosts.push(HostConfig { name: host.clone() });
         config.osds.push(OsdConfig {
             id,
             host,
-            device: format!("file:osd.{id}.img:16G"),
+            device: format!("file:osd.{id}.img"),
             size: None,
             class: "ssd".into(),
             weight: Some(1.0),
@@ -84,7 +128,7 @@ fn config(args: &Args) -> ClusterConfig {
     }
     config.pools.push(PoolConfig {
         name: "bench".into(),
-        size: args.replicas,
+        size: replicas,
         min_size: None,
         pg_num: 64,
         device_class: None,
@@ -93,47 +137,62 @@ fn config(args: &Args) -> ClusterConfig {
     config
 }
 
-/// Latencies (µs) and count of one phase.
+/// Process CPU time (user + system, every thread) so far, from `/proc/self/stat` (fields 14
+/// and 15, in USER_HZ ticks: 100 per second on Linux).
+fn cpu_time() -> Duration {
+    let Ok(text) = std::fs::read_to_string("/proc/self/stat") else {
+        return Duration::ZERO;
+    };
+    // The command name (field 2) may hold spaces; count fields after its closing parenthesis.
+    let Some(rest) = text.rfind(')').map(|at| &text[at + 1..]) else {
+        return Duration::ZERO;
+    };
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|word| word.parse().ok())
+        .collect();
+    Duration::from_millis(fields.iter().sum::<u64>() * 10)
+}
+
+/// Latencies and times of one phase.
 struct Phase {
     latencies_us: Vec<u64>,
     elapsed: Duration,
+    cpu: Duration,
 }
 
 impl Phase {
-    fn row(&mut self, size_bytes: usize, op: &str) -> String {
+    fn row(&mut self, label: &str, concurrency: usize) -> String {
         self.latencies_us.sort_unstable();
         let ops = self.latencies_us.len();
         let percentile = |p: f64| {
             let index = ((ops as f64 * p) as usize).min(ops.saturating_sub(1));
             self.latencies_us.get(index).copied().unwrap_or(0) as f64 / 1000.0
         };
-        let seconds = self.elapsed.as_secs_f64();
         format!(
-            "{:>7} {:>6} {:>10.0} {:>10.1} {:>10.2} {:>10.2} {:>10.2} {:>8}",
-            if size_bytes >= 1 << 20 {
-                format!("{}M", size_bytes >> 20)
-            } else {
-                format!("{}K", size_bytes >> 10)
-            },
-            op,
-            ops as f64 / seconds,
-            (ops * size_bytes) as f64 / seconds / (1 << 20) as f64,
-            self.latencies_us.iter().sum::<u64>() as f64 / ops.max(1) as f64 / 1000.0,
+            "{label:<26} {concurrency:>4} {:>10.0} {:>9.2} {:>9.2} {:>8.2} {:>9.1} {:>8}",
+            ops as f64 / self.elapsed.as_secs_f64(),
             percentile(0.5),
             percentile(0.99),
+            self.cpu.as_secs_f64(),
+            self.cpu.as_secs_f64() * 1e6 / ops.max(1) as f64,
             ops,
         )
     }
 }
 
-/// Runs `concurrency` workers doing `op(index)` until `seconds` pass (or `limit` ops).
-async fn phase<F, Fut>(concurrency: usize, seconds: f64, limit: u64, op: F) -> Result<Phase>
+/// Runs `concurrency` workers doing `op(index)` for indexes below `count`, for at most
+/// `seconds`.
+async fn phase<F, Fut>(concurrency: usize, seconds: f64, count: u64, op: F) -> Result<Phase>
 where
     F: Fn(u64) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = rados::Result<()>> + Send,
 {
     let op = Arc::new(op);
     let next = Arc::new(AtomicU64::new(0));
+    let cpu_before = cpu_time();
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(seconds);
     let mut workers = Vec::new();
@@ -144,7 +203,7 @@ where
             let mut latencies = Vec::new();
             while Instant::now() < deadline {
                 let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= limit {
+                if index >= count {
                     break;
                 }
                 let begun = Instant::now();
@@ -161,74 +220,155 @@ where
     Ok(Phase {
         latencies_us,
         elapsed: started.elapsed(),
+        cpu: cpu_time().saturating_sub(cpu_before),
     })
+}
+
+/// Writes `path` in full with zeros and syncs it.
+fn prefill(path: &Path, size_bytes: u64) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path).with_context(|| path.display().to_string())?;
+    let chunk = vec![0u8; 8 << 20];
+    let mut left = size_bytes;
+    while left > 0 {
+        let length = left.min(chunk.len() as u64) as usize;
+        file.write_all(&chunk[..length])?;
+        left -= length as u64;
+    }
+    file.sync_all()?;
+    Ok(())
+}
+
+/// fio's IOPS for 4 KiB random I/O at `depth` (libaio, O_DIRECT) on a 1 GiB file in `dir`.
+fn fio(dir: &Path, depth: usize, seconds: f64, rw: &str) -> Option<f64> {
+    let output = Command::new("fio")
+        .args([
+            "--name=peer",
+            &format!("--filename={}", dir.join("fio.img").display()),
+            "--size=1G",
+            "--bs=4k",
+            &format!("--rw={rw}"),
+            &format!("--iodepth={depth}"),
+            "--ioengine=libaio",
+            "--direct=1",
+            &format!("--runtime={}", seconds.ceil().max(1.0) as u64),
+            "--time_based",
+            "--output-format=terse",
+            "--terse-version=3",
+        ])
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    // Terse v3: field 8 is read IOPS, field 49 write IOPS (1-based).
+    let text = String::from_utf8_lossy(&output.stdout);
+    let fields: Vec<&str> = text.lines().last()?.split(';').collect();
+    let read: f64 = fields.get(7)?.parse().ok()?;
+    let write: f64 = fields.get(48)?.parse().ok()?;
+    Some(read + write)
+}
+
+fn fio_row(args: &Args, dir: &Path, label: &str, depth: usize, rw: &str) {
+    if !args.fio {
+        return;
+    }
+    match fio(dir, depth, args.seconds.min(5.0), rw) {
+        Some(iops) => println!("{label:<26} {depth:>4} {iops:>10.0}"),
+        None => println!("{label:<26} {depth:>4} (fio unavailable or failed)"),
+    }
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "?".into())
+}
+
+async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
+    let temp = tempfile::tempdir_in(&args.dir)
+        .with_context(|| format!("temporary directory in {}", args.dir.display()))?;
+    let dir = temp.path();
+    for id in 0..replicas {
+        prefill(&dir.join(format!("osd.{id}.img")), args.device_size_bytes)?;
+    }
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::create(dir, config(args, replicas), options).await?;
+    let pool = cluster.pool("bench")?;
+    println!(
+        "\n{replicas} replica(s), {} B objects, devices {} under {}{}; load {}",
+        args.size_bytes,
+        args.profile.as_deref().unwrap_or("plain files"),
+        dir.display(),
+        if args.durable { "" } else { ", NOT durable" },
+        load()
+    );
+    println!(
+        "{:<26} {:>4} {:>10} {:>9} {:>9} {:>8} {:>9} {:>8}",
+        "workload", "conc", "ops/s", "p50 ms", "p99 ms", "cpu s", "cpu µs/op", "ops"
+    );
+    let payload = Arc::new(vec![0x5au8; args.size_bytes]);
+    for (round, &concurrency) in args.concurrency.iter().enumerate() {
+        let writer = pool.clone();
+        let data = Arc::clone(&payload);
+        let mut write = phase(concurrency, args.seconds, args.objects, move |index| {
+            let pool = writer.clone();
+            let data = Arc::clone(&data);
+            async move {
+                pool.write_full(&format!("obj-{round}-{index}"), &data)
+                    .await
+            }
+        })
+        .await?;
+        println!(
+            "{}",
+            write.row(&format!("cluster write r{replicas}"), concurrency)
+        );
+        fio_row(args, dir, "fio randwrite", concurrency, "randwrite");
+        let written = write.latencies_us.len() as u64;
+        let reader = pool.clone();
+        let size_bytes = args.size_bytes;
+        let mut read = phase(concurrency, args.seconds, written, move |index| {
+            let pool = reader.clone();
+            // A scattered order, unrelated to the order of writing.
+            let object = index.wrapping_mul(0x9e37_79b1) % written.max(1);
+            async move {
+                let data = pool.read_full(&format!("obj-{round}-{object}")).await?;
+                if data.len() != size_bytes {
+                    return Err(rados::RadosError::Io(format!(
+                        "read {} bytes, wrote {size_bytes}",
+                        data.len()
+                    )));
+                }
+                Ok(())
+            }
+        })
+        .await?;
+        println!(
+            "{}",
+            read.row(&format!("cluster read r{replicas}"), concurrency)
+        );
+        fio_row(args, dir, "fio randread", concurrency, "randread");
+    }
+    drop(pool);
+    cluster.shutdown().await?;
+    println!("load after: {}", load());
+    Ok(())
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = parse_args()?;
-    let temp = tempfile::tempdir()?;
-    let dir = args
-        .dir
-        .clone()
-        .unwrap_or_else(|| temp.path().to_path_buf());
-    let options = ClusterOptions {
-        background: false,
-        ..ClusterOptions::default()
-    };
-    let cluster = Cluster::create(&dir, config(&args), options).await?;
-    let pool = cluster.pool("bench")?;
-    println!(
-        "embedded cluster: {} replicas, concurrency {}, {} s per phase, devices {} under {}{}",
-        args.replicas,
-        args.concurrency,
-        args.seconds,
-        args.profile.as_deref().unwrap_or("plain files"),
-        dir.display(),
-        if args.durable { "" } else { ", NOT durable" }
-    );
-    println!(
-        "{:>7} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
-        "size", "op", "ops/s", "MiB/s", "lat ms", "p50 ms", "p99 ms", "ops"
-    );
-    for size_bytes in [4usize << 10, 4 << 20] {
-        let data = Arc::new(vec![0x5au8; size_bytes]);
-        // Bound the data written: 4 MiB objects cycle over 256 names (1 GiB per replica).
-        let names = if size_bytes >= 1 << 20 { 256 } else { u64::MAX };
-        let writer = pool.clone();
-        let payload = Arc::clone(&data);
-        let mut write = phase(args.concurrency, args.seconds, u64::MAX, move |index| {
-            let pool = writer.clone();
-            let payload = Arc::clone(&payload);
-            async move {
-                pool.write_full(&format!("obj-{size_bytes}-{}", index % names), &payload)
-                    .await
-            }
-        })
-        .await?;
-        println!("{}", write.row(size_bytes, "write"));
-        let written = (write.latencies_us.len() as u64).min(names);
-        let reader = pool.clone();
-        let mut read = phase(args.concurrency, args.seconds, u64::MAX, move |index| {
-            let pool = reader.clone();
-            async move {
-                let data = pool
-                    .read_full(&format!("obj-{size_bytes}-{}", index % written.max(1)))
-                    .await?;
-                assert_eq!(data.len(), size_bytes);
-                Ok(())
-            }
-        })
-        .await?;
-        println!("{}", read.row(size_bytes, "read"));
+    for &replicas in &args.replicas {
+        bench_replicas(&args, replicas).await?;
     }
-    for stats in cluster.osd_stats() {
-        println!(
-            "osd.{} device: {} | object ops: {} reads, {} writes",
-            stats.id, stats.device, stats.ops.read.ops, stats.ops.write.ops
-        );
-    }
-    drop(pool);
-    cluster.shutdown().await?;
     Ok(())
 }
