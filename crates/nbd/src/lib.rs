@@ -24,6 +24,7 @@
 mod client;
 mod error;
 pub mod proto;
+mod requests;
 mod server;
 
 pub use client::{ExportInfo, NbdClient};

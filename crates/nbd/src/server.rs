@@ -1,20 +1,26 @@
 //! The server: handshake (fixed newstyle) then transmission with pipelined requests.
 //!
-//! Per connection a reader (this task) decodes requests and spawns one task per request,
-//! bounded by a semaphore of `in_flight_max` permits; each task runs its device call and
-//! hands its reply to a writer task, which sends replies in completion order and flushes the
-//! socket whenever it has nothing more queued (so a burst of replies shares one syscall).
+//! One task per connection does everything: it decodes requests, runs up to `in_flight_max`
+//! device calls at once as futures in a `FuturesUnordered`, and writes each reply as its call
+//! completes, all replies ready at that moment into one buffer and one socket write.
+//!
+//! Why not a task per request (as before): spawning, a channel to a writer task and the
+//! cross-thread wake-ups cost more CPU than a 4 KiB cache hit itself on the 2-core machine.
+//! Buffers for READ data and WRITE payloads come from a small per-connection pool, so a
+//! request in the steady state allocates nothing.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use device::Device;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{errno_of, Direction, NbdError};
 use crate::proto::{self, Request};
+use crate::requests::{Incoming, RequestReader};
 
 /// What a server exports and how. Every field has a default ([`ExportConfig::default`]).
 #[derive(Clone, Debug)]
@@ -58,13 +64,17 @@ pub struct NbdServer {
     config: ExportConfig,
 }
 
-/// One reply on its way to the writer; the permit frees the in-flight slot once sent.
+/// A completed request: its reply, and the buffer it borrowed from the pool.
 struct Reply {
     cookie: u64,
     error: u32,
-    data: Option<Vec<u8>>,
-    _permit: OwnedSemaphorePermit,
+    /// READ data to send after the header: the first `data_bytes` of `buffer`.
+    data_bytes: usize,
+    buffer: Vec<u8>,
 }
+
+/// Buffers kept per connection for reuse; larger ones are freed after use.
+const POOLED_BUFFER_BYTES_MAX: usize = 1 << 20;
 
 impl NbdServer {
     /// A server exporting `device`.
@@ -257,96 +267,94 @@ impl NbdServer {
 
     async fn transmission<R, W>(
         &self,
-        mut reader: BufReader<R>,
-        writer: BufWriter<W>,
+        reader: BufReader<R>,
+        mut writer: BufWriter<W>,
     ) -> Result<(), NbdError>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        let (replies, queue) = mpsc::unbounded_channel::<Reply>();
-        let writer_task = tokio::spawn(write_replies(writer, queue));
-        let slots = Arc::new(Semaphore::new(self.config.in_flight_max));
-        let mut header = [0u8; proto::REQUEST_BYTES];
-        let result = loop {
-            match reader.read_exact(&mut header).await {
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break Ok(()),
-                Err(e) => break Err(e.into()),
-            }
-            let Some(request) = Request::decode(&header) else {
-                break Err(NbdError::Protocol("bad request magic".into()));
-            };
-            if request.command == proto::CMD_DISC {
-                break Ok(());
-            }
-            let mut payload = None;
-            if request.command == proto::CMD_WRITE {
-                if request.length_bytes > self.config.request_bytes_max {
-                    break Err(NbdError::Protocol("oversized write".into()));
+        let mut requests = RequestReader::new(reader, self.config.request_bytes_max);
+        let mut in_flight = FuturesUnordered::new();
+        let mut pool: Vec<Vec<u8>> = Vec::new();
+        let mut reading = true;
+        let mut outcome = Ok(());
+        while reading || !in_flight.is_empty() {
+            tokio::select! {
+                biased;
+                Some(reply) = in_flight.next(), if !in_flight.is_empty() => {
+                    // Every reply ready now goes out in one write.
+                    let mut next = Some(reply);
+                    while let Some(reply) = next {
+                        write_reply(&mut writer, &reply).await?;
+                        recycle(&mut pool, reply.buffer, self.config.in_flight_max);
+                        next = in_flight.next().now_or_never().flatten();
+                    }
+                    writer.flush().await?;
                 }
-                let mut data = vec![0u8; request.length_bytes as usize];
-                if let Err(e) = reader.read_exact(&mut data).await {
-                    break Err(e.into());
+                incoming = requests.next(&mut pool),
+                    if reading && in_flight.len() < self.config.in_flight_max =>
+                {
+                    match incoming {
+                        Ok(Some(Incoming { request, payload })) => {
+                            in_flight.push(self.execute(request, payload));
+                        }
+                        Ok(None) => reading = false,
+                        Err(error) => {
+                            // Answer what is in flight, then report the error.
+                            reading = false;
+                            outcome = Err(error);
+                        }
+                    }
                 }
-                payload = Some(data);
-            }
-            let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-                break Ok(());
-            };
-            let device = Arc::clone(&self.device);
-            let replies = replies.clone();
-            let config = (self.config.read_only, self.config.request_bytes_max);
-            tokio::spawn(async move {
-                let (error, data) = execute(&*device, config, request, payload).await;
-                let _ = replies.send(Reply {
-                    cookie: request.cookie,
-                    error,
-                    data,
-                    _permit: permit,
-                });
-            });
-        };
-        // Let every request in flight finish and be answered before closing.
-        drop(replies);
-        let written = writer_task
-            .await
-            .map_err(|e| NbdError::Protocol(format!("writer task: {e}")))?;
-        result.and(written)
-    }
-}
-
-/// Sends replies as they complete; flushes when the queue runs dry.
-async fn write_replies<W: AsyncWrite + Unpin>(
-    mut writer: BufWriter<W>,
-    mut queue: mpsc::UnboundedReceiver<Reply>,
-) -> Result<(), NbdError> {
-    while let Some(mut reply) = queue.recv().await {
-        loop {
-            writer
-                .write_all(&proto::encode_reply(reply.error, reply.cookie))
-                .await?;
-            if let Some(data) = &reply.data {
-                writer.write_all(data).await?;
-            }
-            match queue.try_recv() {
-                Ok(next) => reply = next,
-                Err(_) => break,
             }
         }
         writer.flush().await?;
+        outcome
     }
-    writer.flush().await?;
+
+    /// Runs one request; `buffer` (from the pool) holds a WRITE's payload and receives READ
+    /// data.
+    async fn execute(&self, request: Request, buffer: Vec<u8>) -> Reply {
+        let config = (self.config.read_only, self.config.request_bytes_max);
+        let (error, data_bytes, buffer) = execute(&*self.device, config, request, buffer).await;
+        Reply {
+            cookie: request.cookie,
+            error,
+            data_bytes,
+            buffer,
+        }
+    }
+}
+
+/// Puts a reply (header, then READ data on success) into the writer's buffer.
+async fn write_reply<W: AsyncWrite + Unpin>(
+    writer: &mut BufWriter<W>,
+    reply: &Reply,
+) -> Result<(), NbdError> {
+    writer
+        .write_all(&proto::encode_reply(reply.error, reply.cookie))
+        .await?;
+    if let Some(data) = reply.buffer.get(..reply.data_bytes) {
+        writer.write_all(data).await?;
+    }
     Ok(())
 }
 
-/// Runs one request against the device: (errno, data for a successful READ).
+/// Returns a buffer to the pool (bounded in count and in size per buffer).
+fn recycle(pool: &mut Vec<Vec<u8>>, buffer: Vec<u8>, count_max: usize) {
+    if pool.len() < count_max && buffer.capacity() <= POOLED_BUFFER_BYTES_MAX {
+        pool.push(buffer);
+    }
+}
+
+/// Runs one request against the device: (errno, bytes of READ data in the buffer, buffer).
 async fn execute(
     device: &dyn Device,
     (read_only, request_bytes_max): (bool, u32),
     request: Request,
-    payload: Option<Vec<u8>>,
-) -> (u32, Option<Vec<u8>>) {
+    mut buffer: Vec<u8>,
+) -> (u32, usize, Vec<u8>) {
     let offset = request.offset_bytes;
     let length = u64::from(request.length_bytes);
     let fua = request.flags & proto::CMD_FLAG_FUA != 0;
@@ -355,26 +363,24 @@ async fn execute(
         proto::CMD_WRITE | proto::CMD_WRITE_ZEROES | proto::CMD_TRIM
     );
     if writes && read_only {
-        return (proto::EPERM, None);
+        return (proto::EPERM, 0, buffer);
     }
     let outcome = match request.command {
         proto::CMD_READ => {
             if request.length_bytes > request_bytes_max {
-                return (proto::EOVERFLOW, None);
+                return (proto::EOVERFLOW, 0, buffer);
             }
-            let mut data = vec![0u8; length as usize];
-            return match device.read_at(offset, &mut data).await {
-                Ok(()) => (0, Some(data)),
-                Err(e) => (errno_of(&e, Direction::Read), None),
+            // Reused buffers keep their old bytes; the device overwrites all of them.
+            buffer.resize(length as usize, 0);
+            return match device.read_at(offset, &mut buffer).await {
+                Ok(()) => (0, length as usize, buffer),
+                Err(e) => (errno_of(&e, Direction::Read), 0, buffer),
             };
         }
-        proto::CMD_WRITE => {
-            let data = payload.unwrap_or_default();
-            device
-                .write_at(offset, &data)
-                .await
-                .map_err(|e| errno_of(&e, Direction::Write))
-        }
+        proto::CMD_WRITE => device
+            .write_at(offset, &buffer)
+            .await
+            .map_err(|e| errno_of(&e, Direction::Write)),
         proto::CMD_WRITE_ZEROES => write_zeroes(device, offset, length).await,
         proto::CMD_TRIM => trim(device, offset, length).await,
         proto::CMD_FLUSH => device
@@ -390,7 +396,7 @@ async fn execute(
             .map_err(|e| errno_of(&e, Direction::Flush)),
         other => other,
     };
-    (outcome.err().unwrap_or(0), None)
+    (outcome.err().unwrap_or(0), 0, buffer)
 }
 
 async fn write_zeroes(device: &dyn Device, offset: u64, length: u64) -> Result<(), u32> {
