@@ -84,6 +84,14 @@ struct Inner {
     stopping: AtomicBool,
 }
 
+/// Stripe guards held for a request: one without an allocation, or several. Never read:
+/// they are held for their `Drop`, which releases the locks.
+#[allow(dead_code)]
+enum Held<G> {
+    One(G),
+    Many(Vec<G>),
+}
+
 /// One line of a read plan.
 #[derive(Clone, Copy, Debug)]
 struct ReadPart {
@@ -412,28 +420,37 @@ impl Inner {
         indices
     }
 
+    /// Read locks on the stripes of core lines `first..=last` (ascending order: no deadlock).
     async fn read_stripes(
         &self,
         first: u64,
         last: u64,
-    ) -> Vec<tokio::sync::RwLockReadGuard<'_, ()>> {
+    ) -> Held<tokio::sync::RwLockReadGuard<'_, ()>> {
+        if first == last {
+            // The common case (a request inside one line) allocates nothing.
+            return Held::One(self.stripes[(first % STRIPES) as usize].read().await);
+        }
         let mut guards = Vec::new();
         for index in Self::stripe_indices(first, last) {
             guards.push(self.stripes[index].read().await);
         }
-        guards
+        Held::Many(guards)
     }
 
+    /// Write locks on the stripes of core lines `first..=last` (ascending order).
     async fn write_stripes(
         &self,
         first: u64,
         last: u64,
-    ) -> Vec<tokio::sync::RwLockWriteGuard<'_, ()>> {
+    ) -> Held<tokio::sync::RwLockWriteGuard<'_, ()>> {
+        if first == last {
+            return Held::One(self.stripes[(first % STRIPES) as usize].write().await);
+        }
         let mut guards = Vec::new();
         for index in Self::stripe_indices(first, last) {
             guards.push(self.stripes[index].write().await);
         }
-        guards
+        Held::Many(guards)
     }
 
     /// Whether the request bypasses the cache, and its class; records the request.
@@ -578,6 +595,17 @@ impl Inner {
                 self.cache_write(fill.device_bytes, data)
             });
             join_all(writes.collect()).await?;
+        }
+        if let [ReadPart {
+            core_line,
+            action: ReadAction::Cache,
+            line: Some(line),
+        }] = plan
+        {
+            // A hit inside one line (the common case): one cache read, no bookkeeping vectors.
+            let line_start = core_line * line_bytes;
+            let device_bytes = self.layout.line_offset(*line) + (offset - line_start);
+            return self.cache_read(device_bytes, buffer).await;
         }
         let mut segments = Vec::new();
         for part in plan.iter().filter(|p| p.action == ReadAction::Cache) {
