@@ -37,6 +37,14 @@ pub enum ClusterError {
         /// Why.
         source: StoreError,
     },
+    /// The data directory holds a cluster whose creation was interrupted (a `creating`
+    /// marker, no `state.json`). Nothing was written to it yet: create it again
+    /// ([`crate::Cluster::create`] or `open_or_create` completes it).
+    #[error("{dir}: the cluster's creation did not complete (interrupted); create it again to finish it")]
+    IncompleteCreate {
+        /// The data directory.
+        dir: String,
+    },
     /// Building the CRUSH map failed.
     #[error("crush: {0}")]
     Crush(String),

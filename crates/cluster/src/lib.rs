@@ -10,7 +10,8 @@
 //! ## Files (under the data directory)
 //! `cluster.toml` (the [`ClusterConfig`]), `state.json` (epoch, OSD states, pools, upmaps,
 //! pg_temp, CRUSH ids; [`state`]), per OSD `osd.N.meta` (its store's metadata) and its device
-//! (e.g. `osd.N.img`, a sparse file).
+//! (e.g. `osd.N.img`, a sparse file). `state.json` is written last at creation (after every
+//! store exists), while a `creating` marker says a create is under way: see [`Cluster::create`].
 //!
 //! ## Write path ([`IoCtx::operate`](rados::IoCtx::operate))
 //! 1. object name -> PG with Ceph's hashing (rjenkins, `ceph_stable_mod`); PG -> up set (CRUSH
@@ -126,6 +127,55 @@ impl Default for ClusterOptions {
     }
 }
 
+/// The persisted state; its presence is what makes a directory a cluster.
+const STATE_FILE: &str = "state.json";
+
+/// Present while [`Cluster::create`] runs (see there).
+const CREATING_MARKER: &str = "creating";
+
+/// The `osd.N.meta` files (store metadata) in a data directory.
+fn osd_metadata_files(data_dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(data_dir).map_err(|e| ClusterError::io(data_dir, e))?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| ClusterError::io(data_dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("osd.") && name.ends_with(".meta") {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Writes a small file and makes it and its directory entry durable.
+fn write_durably(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(path)?;
+        file.write_all(contents)?;
+        file.sync_all()
+    };
+    write().map_err(|e| ClusterError::io(path, e))?;
+    path.parent().map_or(Ok(()), sync_directory)
+}
+
+fn sync_directory(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|directory| directory.sync_all())
+        .map_err(|e| ClusterError::io(dir, e))
+}
+
+fn remove_path(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(ClusterError::io(path, error))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Number of PG lock shards (PGs hash onto them; two PGs may share one).
 const PG_LOCK_SHARDS: usize = 1024;
 
@@ -176,6 +226,13 @@ pub struct Cluster {
 impl Cluster {
     /// Creates a cluster in `data_dir` (created if missing; must not hold a cluster yet):
     /// writes `cluster.toml`, creates every OSD's device and store and the configured pools.
+    ///
+    /// Crash-safe: a `creating` marker is made durable first and `state.json`, the file that
+    /// makes the directory a cluster, is written last (atomically), then the marker goes. A
+    /// directory left with the marker and no `state.json` by an interrupted create never
+    /// acknowledged a write: [`Cluster::open`] refuses it with
+    /// [`ClusterError::IncompleteCreate`], and `create` (or [`Cluster::open_or_create`])
+    /// discards its OSD metadata files and creates the cluster again.
     pub async fn create(
         data_dir: impl AsRef<Path>,
         config: ClusterConfig,
@@ -184,16 +241,33 @@ impl Cluster {
         let data_dir = data_dir.as_ref().to_path_buf();
         config.validate()?;
         std::fs::create_dir_all(&data_dir).map_err(|e| ClusterError::io(&data_dir, e))?;
-        let state_path = data_dir.join("state.json");
+        let state_path = data_dir.join(STATE_FILE);
         if state_path.exists() {
             return Err(ClusterError::Config(format!(
                 "{} already holds a cluster; open it",
                 data_dir.display()
             )));
         }
-        let config_path = data_dir.join("cluster.toml");
-        std::fs::write(&config_path, config.to_toml())
-            .map_err(|e| ClusterError::io(&config_path, e))?;
+        let marker = data_dir.join(CREATING_MARKER);
+        let leftovers = osd_metadata_files(&data_dir)?;
+        if marker.exists() {
+            tracing::warn!(dir = %data_dir.display(), "completing an interrupted cluster create");
+            for path in &leftovers {
+                remove_path(path)?;
+            }
+        } else if let Some(path) = leftovers.first() {
+            return Err(ClusterError::Config(format!(
+                "{} holds OSD metadata ({}) but no {STATE_FILE}: not a cluster this build \
+                 created; refusing to overwrite it",
+                data_dir.display(),
+                path.display()
+            )));
+        }
+        write_durably(
+            &marker,
+            b"cluster creation in progress; see Cluster::create\n",
+        )?;
+        write_durably(&data_dir.join("cluster.toml"), config.to_toml().as_bytes())?;
         let mut state = ClusterState::initial(&config);
         for pool in &config.pools {
             let class = config.pool_class(pool)?;
@@ -207,15 +281,35 @@ impl Cluster {
             );
         }
         state.build_map(&config)?;
-        state.save(&state_path)?;
-        Self::start(data_dir, config, state, options, true).await
+        // `start` creates the stores, then writes state.json: the point of no return.
+        let cluster = Self::start(data_dir.clone(), config, state, options, true).await?;
+        remove_path(&marker)?;
+        sync_directory(&data_dir)?;
+        Ok(cluster)
     }
 
     /// Opens the cluster in `data_dir` where it stopped.
     pub async fn open(data_dir: impl AsRef<Path>, options: ClusterOptions) -> Result<Cluster> {
         let data_dir = data_dir.as_ref().to_path_buf();
+        let state_path = data_dir.join(STATE_FILE);
+        let marker = data_dir.join(CREATING_MARKER);
+        if !state_path.exists() {
+            if marker.exists() {
+                return Err(ClusterError::IncompleteCreate {
+                    dir: data_dir.display().to_string(),
+                });
+            }
+            return Err(ClusterError::State(format!(
+                "{} holds no cluster (no {STATE_FILE}); create one first",
+                data_dir.display()
+            )));
+        }
+        if marker.exists() {
+            // The create finished (state.json is written last) but stopped before this.
+            remove_path(&marker)?;
+        }
         let config = ClusterConfig::load(&data_dir.join("cluster.toml"))?;
-        let mut state = ClusterState::load(&data_dir.join("state.json"))?;
+        let mut state = ClusterState::load(&state_path)?;
         state.reconcile(&config);
         Self::start(data_dir, config, state, options, false).await
     }
@@ -226,7 +320,7 @@ impl Cluster {
         config: ClusterConfig,
         options: ClusterOptions,
     ) -> Result<Cluster> {
-        if data_dir.as_ref().join("state.json").exists() {
+        if data_dir.as_ref().join(STATE_FILE).exists() {
             Self::open(data_dir, options).await
         } else {
             Self::create(data_dir, config, options).await
@@ -241,10 +335,6 @@ impl Cluster {
         create: bool,
     ) -> Result<Cluster> {
         let map = state.build_map(&config)?;
-        // Versions handed out before a crash lie below the reservation; start above it.
-        let next_version = state.version_reserved;
-        state.version_reserved = next_version + state::VERSION_LEASE;
-        state.save(&data_dir.join("state.json"))?;
         let mut osds = BTreeMap::new();
         for osd in &config.osds {
             let opened = Osd::open(
@@ -257,6 +347,11 @@ impl Cluster {
             .await?;
             osds.insert(osd.id, opened);
         }
+        // Versions handed out before a crash lie below the reservation; start above it. Saved
+        // after the stores exist: on create, this write is what completes the cluster.
+        let next_version = state.version_reserved;
+        state.version_reserved = next_version + state::VERSION_LEASE;
+        state.save(&data_dir.join(STATE_FILE))?;
         let reserved = state.version_reserved;
         let inner = Arc::new(Inner {
             stats: stats::Stats::new(config.access_objects_max),
@@ -582,7 +677,7 @@ impl Inner {
         if version >= state.version_reserved {
             state.version_reserved = version + state::VERSION_LEASE;
             state
-                .save(&self.data_dir.join("state.json"))
+                .save(&self.data_dir.join(STATE_FILE))
                 .map_err(RadosError::from)?;
             self.version_reserved
                 .store(state.version_reserved, Ordering::Release);
@@ -625,7 +720,7 @@ impl Inner {
             }
         }
         let map = next.build_map(&self.config)?;
-        next.save(&self.data_dir.join("state.json"))?;
+        next.save(&self.data_dir.join(STATE_FILE))?;
         let epoch = next.epoch;
         *state = next;
         *self.map.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);

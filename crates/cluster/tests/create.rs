@@ -1,0 +1,82 @@
+//! Creating a cluster is crash-safe: an interrupted create is refused by `open` with a clear
+//! error and completed by `create` / `open_or_create`; foreign leftovers are never overwritten.
+
+mod common;
+
+use std::sync::Arc;
+
+use cluster::{Cluster, ClusterError, ClusterOptions};
+use device::Device;
+use rados::IoCtx;
+
+fn quiet() -> ClusterOptions {
+    ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_create_is_refused_by_open_then_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::small_config(3, 1, "file", 3);
+    // A crash while the second OSD is being created: the wrapper aborts the create there,
+    // after osd.0's store exists and before the others do.
+    let crashing = ClusterOptions {
+        device_wrapper: Some(Arc::new(|id, device: Arc<dyn Device>| {
+            assert!(id != 1, "simulated crash while creating osd.1");
+            device
+        })),
+        ..quiet()
+    };
+    let path = dir.path().to_path_buf();
+    let attempt = config.clone();
+    let crashed =
+        tokio::spawn(async move { Cluster::create(&path, attempt, crashing).await.map(drop) })
+            .await;
+    assert!(crashed.is_err(), "the create must have been interrupted");
+    assert!(dir.path().join("osd.0.meta").exists());
+
+    let refused = Cluster::open(dir.path(), quiet()).await;
+    match refused {
+        Err(ClusterError::IncompleteCreate { .. }) => {}
+        Err(other) => panic!("open of a half-created cluster: unclear error {other}"),
+        Ok(_) => panic!("open of a half-created cluster succeeded"),
+    }
+
+    let cluster = Cluster::open_or_create(dir.path(), config, quiet())
+        .await
+        .unwrap();
+    let pool = cluster.pool("data").unwrap();
+    pool.write_full("after", b"completed").await.unwrap();
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+    assert!(!dir.path().join("creating").exists());
+
+    let cluster = Cluster::open(dir.path(), quiet()).await.unwrap();
+    let pool = cluster.pool("data").unwrap();
+    assert_eq!(pool.read_full("after").await.unwrap(), b"completed");
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_metadata_without_a_cluster_is_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("osd.0.meta"), b"someone's data").unwrap();
+    let config = common::small_config(1, 1, "file", 1);
+    let refused = Cluster::create(dir.path(), config, quiet()).await;
+    let error = refused
+        .err()
+        .expect("create over foreign metadata must fail");
+    assert!(error.to_string().contains("refusing"), "{error}");
+    assert_eq!(
+        std::fs::read(dir.path().join("osd.0.meta")).unwrap(),
+        b"someone's data"
+    );
+    let missing = Cluster::open(dir.path(), quiet()).await.err().unwrap();
+    assert!(
+        missing.to_string().contains("holds no cluster"),
+        "{missing}"
+    );
+}
