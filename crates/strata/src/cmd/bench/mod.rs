@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 pub mod balance;
 pub mod cache;
+pub mod ceph;
+pub mod cluster;
 pub mod crush;
+pub mod load;
 pub mod sim;
 
 #[derive(clap::Args)]
@@ -24,6 +27,8 @@ pub enum Which {
     Sim(sim::Args),
     /// Seed 001: the block cache against the HDD alone, the fast device and nbdkit, via fio.
     Cache(cache::Args),
+    /// Object write/read ops/s and latency against rados bench on real Ceph and fio.
+    Cluster(cluster::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -32,5 +37,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Balance(a) => balance::run(a),
         Which::Sim(a) => sim::run(a),
         Which::Cache(a) => cache::run(a),
+        Which::Cluster(a) => cluster::run(a),
     }
 }

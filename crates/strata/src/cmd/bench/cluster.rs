@@ -1,0 +1,459 @@
+//! `strata bench cluster` (issue 3): object write and read ops/s and latency of the embedded
+//! cluster at a given object size, concurrency and replica count, printed beside the same
+//! workload on real Ceph (`rados bench`) and beside fio on the same disk (the limit), all
+//! measured in one run.
+//!
+//! Rules, so the three rows mean the same thing:
+//! - strata: R OSDs (one per host, sparse files under the data directory), one pool of R
+//!   replicas and `--pg-num` PGs, durable writes; C tokio tasks drive it through the `rados`
+//!   traits. Write phase: fresh objects for `--seconds` (as `rados bench SECS write
+//!   --no-cleanup`); read phase: random objects among those written for `--seconds` (as
+//!   `rados bench SECS rand`).
+//! - Ceph: `ceph-minicluster.sh` with R BlueStore OSDs on the same disk, a pool of the same
+//!   size and PG count, then `rados bench SECS write -b SIZE -O SIZE -t C --no-cleanup` and
+//!   `rados bench SECS rand -t C`. rados bench reports the mean latency only.
+//! - fio: `--rw=randwrite` then `randread`, `--bs=SIZE --direct=1 --ioengine=libaio
+//!   --iodepth=C` on one file in the data directory: what the disk does without any
+//!   object layer.
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use cluster::{Cluster, ClusterConfig, ClusterOptions, HostConfig, OsdConfig, PoolConfig};
+use rados::Rados;
+use rand::{Rng, SeedableRng};
+
+use super::ceph::{self, CephCluster};
+use super::load::{self, Limit, Row};
+
+/// Object write/read throughput and latency against Ceph (rados bench) and fio.
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Object sizes (K, M suffixes), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "4K,4M")]
+    pub sizes: Vec<String>,
+    /// Operations in flight (tasks for strata, -t for rados bench, --iodepth for fio).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Replicas per object (and OSDs, one per host).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u32,
+    /// Seconds of each phase (write, read) for every system.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Stop each strata phase after this many operations (smoke tests); peers still run
+    /// for --seconds.
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// PGs of the benchmark pool (same for strata and Ceph).
+    #[arg(long, default_value_t = 64)]
+    pub pg_num: u32,
+    /// Size of each OSD's sparse file (strata and Ceph).
+    #[arg(long, default_value = "32G")]
+    pub osd_size: String,
+    /// Size of fio's file (written once before the jobs).
+    #[arg(long, default_value = "1G")]
+    pub fio_size: String,
+    /// Parent of the run's temporary directory (removed at the end); the default, the
+    /// current directory, puts strata, Ceph and fio on the disk you run from.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Seed of the read phase's object choice.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Skip the Ceph peer.
+    #[arg(long)]
+    pub no_ceph: bool,
+    /// Skip the fio peer.
+    #[arg(long)]
+    pub no_fio: bool,
+    /// Also write the rows as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+const CEPH: &str = "ceph (rados bench)";
+const FIO: &str = "fio (disk limit)";
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    if args.replicas == 0 || args.concurrency == 0 || !load::valid_seconds(args.seconds) {
+        bail!("--replicas and --concurrency must be > 0, --seconds in (0, 1e6]");
+    }
+    let sizes = args
+        .sizes
+        .iter()
+        .map(|s| load::parse_size(s))
+        .collect::<Result<Vec<u64>>>()?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let parent = args
+        .dir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", args.dir.display()))?;
+    let temp = tempfile::Builder::new()
+        .prefix("strata-bench-cluster-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("temporary directory under {}", args.dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    eprintln!(
+        "strata bench cluster: sizes {}, concurrency {}, replicas {}, {} s per phase, data in {} (load {})",
+        args.sizes.join(","),
+        args.concurrency,
+        args.replicas,
+        args.seconds,
+        temp.path().display(),
+        load::load_average()
+    );
+    let rows = runtime.block_on(async {
+        tokio::select! {
+            rows = run_all(&args, &sizes, temp.path().to_path_buf()) => rows,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+        }
+    })?;
+    println!(
+        "\nobjects: concurrency {}, replicas {}, {} s per phase; load average at the end {}",
+        args.concurrency,
+        args.replicas,
+        args.seconds,
+        load::load_average()
+    );
+    load::print_table(&rows, &[("strata/ceph", CEPH), ("strata/fio", FIO)]);
+    if let Some(path) = &args.json {
+        let settings = serde_json::json!({
+            "bench": "cluster", "sizes_bytes": sizes, "concurrency": args.concurrency,
+            "replicas": args.replicas, "seconds": args.seconds, "pg_num": args.pg_num,
+        });
+        load::write_json(path, settings, &rows)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_all(args: &Args, sizes: &[u64], dir: PathBuf) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    eprintln!("== strata (embedded cluster)");
+    rows.extend(strata(args, sizes, &dir.join("strata")).await?);
+    if args.no_fio {
+        eprintln!("== fio: skipped (--no-fio)");
+    } else if !ceph::on_path("fio") {
+        eprintln!("== fio: not installed (apt-get install -y fio); skipped");
+    } else {
+        eprintln!("== fio on the same disk");
+        rows.extend(fio(args, sizes, &dir)?);
+    }
+    if args.no_ceph {
+        eprintln!("== Ceph: skipped (--no-ceph)");
+    } else if let Some(install) =
+        ceph::missing(&["ceph-mon", "ceph-mgr", "ceph-osd", "ceph", "rados"])
+    {
+        eprintln!("== Ceph: not installed ({install}); skipped");
+    } else {
+        eprintln!("== Ceph (ceph-minicluster.sh, rados bench)");
+        let ceph_dir = dir.join("ceph");
+        // Blocking: the script and rados bench are whole processes; nothing else runs now.
+        let args = args.clone();
+        let sizes = sizes.to_vec();
+        rows.extend(
+            tokio::task::spawn_blocking(move || rados_bench(&args, &sizes, &ceph_dir)).await??,
+        );
+    }
+    Ok(rows)
+}
+
+/// R hosts of one OSD each on sparse files of `osd_size`, durable, no periodic scrub, and
+/// (when `pool_pg_num` is given) the benchmark pool.
+pub(super) fn cluster_config(
+    replicas: u32,
+    osd_size: &str,
+    pool_pg_num: Option<u32>,
+) -> ClusterConfig {
+    let mut config = ClusterConfig::empty();
+    config.scrub_interval_s = 0;
+    config.durable = true;
+    for id in 0..replicas as i32 {
+        let host = format!("host{id}");
+        config.hosts.push(HostConfig { name: host.clone() });
+        config.osds.push(OsdConfig {
+            id,
+            host,
+            device: format!("file:osd.{id}.img:{osd_size}"),
+            size: None,
+            class: "ssd".into(),
+            weight: Some(1.0),
+            min_alloc_size: 4096,
+            emulation: None,
+        });
+    }
+    if let Some(pg_num) = pool_pg_num {
+        config.pools.push(PoolConfig {
+            name: "bench".into(),
+            size: replicas,
+            min_size: None,
+            pg_num,
+            device_class: None,
+            crush_rule: None,
+        });
+    }
+    config
+}
+
+async fn strata(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
+    let cluster = Arc::new(
+        Cluster::create(
+            dir,
+            cluster_config(args.replicas, &args.osd_size, Some(args.pg_num)),
+            ClusterOptions::default(),
+        )
+        .await?,
+    );
+    let rados: Arc<dyn Rados> = cluster.clone();
+    let pool = rados.io_ctx("bench").await?;
+    let limit = Limit {
+        duration_s: args.seconds,
+        ops_max: args.ops,
+    };
+    let mut rows = Vec::new();
+    for &size_bytes in sizes {
+        let label = load::size_label(size_bytes);
+        let payload: Arc<Vec<u8>> = Arc::new(
+            rand::rngs::StdRng::seed_from_u64(args.seed ^ size_bytes)
+                .sample_iter(rand::distributions::Standard)
+                .take(size_bytes as usize)
+                .collect(),
+        );
+        let writer = Arc::clone(&pool);
+        let data = Arc::clone(&payload);
+        let write = load::run_phase(
+            &format!("strata {label} write"),
+            args.concurrency,
+            limit,
+            move |_, number| {
+                let pool = Arc::clone(&writer);
+                let data = Arc::clone(&data);
+                async move {
+                    pool.write_full(&object_name(size_bytes, number), &data)
+                        .await?;
+                    Ok(())
+                }
+            },
+        )
+        .await?
+        .row("strata", size_bytes, "write");
+        let written = write.ops;
+        rows.push(write);
+        if written == 0 {
+            bail!("strata wrote no {label} object in {} s", args.seconds);
+        }
+        let reader = Arc::clone(&pool);
+        let seed = args.seed;
+        let read = load::run_phase(
+            &format!("strata {label} read"),
+            args.concurrency,
+            limit,
+            move |worker, number| {
+                let pool = Arc::clone(&reader);
+                // Random object among those written (rados bench rand), reproducible per op.
+                let object =
+                    rand::rngs::StdRng::seed_from_u64(seed ^ (worker as u64) << 48 ^ number)
+                        .gen_range(0..written);
+                async move {
+                    let data = pool.read_full(&object_name(size_bytes, object)).await?;
+                    if data.len() as u64 != size_bytes {
+                        bail!("read {} bytes of a {size_bytes}-byte object", data.len());
+                    }
+                    Ok(())
+                }
+            },
+        )
+        .await?
+        .row("strata", size_bytes, "read");
+        rows.push(read);
+    }
+    drop(pool);
+    drop(rados);
+    shutdown(cluster, dir).await?;
+    Ok(rows)
+}
+
+/// Shuts the embedded cluster down (flushing every store) and removes its files, freeing
+/// the disk for the peers. Tasks of the benchmark that still hold the cluster (a closing
+/// HTTP connection) get two seconds to let go.
+pub(super) async fn shutdown(mut cluster: Arc<Cluster>, dir: &std::path::Path) -> Result<()> {
+    for _ in 0..20 {
+        match Arc::try_unwrap(cluster) {
+            Ok(owned) => {
+                owned.shutdown().await?;
+                return std::fs::remove_dir_all(dir)
+                    .with_context(|| format!("removing {}", dir.display()));
+            }
+            Err(shared) => cluster = shared,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    eprintln!("warning: the strata cluster is still in use; removing its files without a shutdown");
+    drop(cluster);
+    std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))
+}
+
+fn object_name(size_bytes: u64, number: u64) -> String {
+    format!("bench_{size_bytes}_object{number}")
+}
+
+fn fio(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
+    let file = dir.join("fio.img");
+    // Write the whole file first: reads of never-written (fallocated) extents cost no I/O.
+    eprintln!("  fio: writing {} once", args.fio_size);
+    let layout = Command::new("fio")
+        .args([
+            "--name=layout",
+            "--rw=write",
+            "--bs=1M",
+            "--iodepth=4",
+            "--direct=1",
+        ])
+        .args(["--ioengine=libaio", "--output-format=json"])
+        .arg(format!("--filename={}", file.display()))
+        .arg(format!("--size={}", args.fio_size))
+        .output()
+        .context("running fio")?;
+    if !layout.status.success() {
+        bail!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&layout.stderr).trim()
+        );
+    }
+    let mut rows = Vec::new();
+    for &size_bytes in sizes {
+        for (rw, op) in [("randwrite", "write"), ("randread", "read")] {
+            eprintln!("  fio {} {rw}", load::size_label(size_bytes));
+            let output = Command::new("fio")
+                .args([
+                    "--name=bench",
+                    "--output-format=json",
+                    "--direct=1",
+                    "--ioengine=libaio",
+                    "--time_based=1",
+                    "--ramp_time=1",
+                ])
+                .arg(format!("--filename={}", file.display()))
+                .arg(format!("--size={}", args.fio_size))
+                .arg(format!("--rw={rw}"))
+                .arg(format!("--bs={size_bytes}"))
+                .arg(format!("--iodepth={}", args.concurrency))
+                .arg(format!("--runtime={}", args.seconds.ceil() as u64))
+                .output()
+                .context("running fio")?;
+            let text = String::from_utf8_lossy(&output.stdout);
+            if !output.status.success() {
+                bail!(
+                    "fio failed: {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                );
+            }
+            let start = text.find('{').context("no JSON from fio")?;
+            let report: serde_json::Value = serde_json::from_str(&text[start..])?;
+            rows.push(fio_row(
+                &report,
+                if op == "write" { "write" } else { "read" },
+                size_bytes,
+                op,
+            )?);
+        }
+    }
+    std::fs::remove_file(&file).with_context(|| format!("removing {}", file.display()))?;
+    Ok(rows)
+}
+
+/// One side (`read`/`write`) of fio's JSON report as a row.
+fn fio_row(report: &serde_json::Value, side: &str, size_bytes: u64, op: &str) -> Result<Row> {
+    let job = &report["jobs"][0];
+    let figures = &job[side];
+    let ops = figures["total_ios"].as_u64().context("fio: no total_ios")?;
+    let runtime_ms = figures["runtime"].as_f64().context("fio: no runtime")?;
+    let percentile = |name: &str| {
+        figures["clat_ns"]["percentile"][name]
+            .as_f64()
+            .map(|ns| ns / 1e6)
+    };
+    Ok(Row {
+        system: FIO.into(),
+        size_bytes,
+        op: op.into(),
+        ops,
+        elapsed_s: runtime_ms / 1000.0,
+        latency_ms_mean: figures["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1e6,
+        latency_ms_p50: percentile("50.000000"),
+        latency_ms_p99: percentile("99.000000"),
+    })
+}
+
+fn rados_bench(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
+    let cluster = CephCluster::start(dir, args.replicas, &args.osd_size, args.replicas)?;
+    cluster.create_pool("bench", args.replicas, args.pg_num)?;
+    let seconds = args.seconds.ceil().max(1.0) as u64;
+    let mut rows = Vec::new();
+    for &size_bytes in sizes {
+        let label = load::size_label(size_bytes);
+        let run_name = format!("bench_{size_bytes}");
+        let size = size_bytes.to_string();
+        let concurrency = args.concurrency.to_string();
+        let seconds = seconds.to_string();
+        for (mode, op) in [("write", "write"), ("rand", "read")] {
+            eprintln!("  rados bench {label} {mode}");
+            let mut words = vec![
+                "-p",
+                "bench",
+                "bench",
+                &seconds,
+                mode,
+                "-t",
+                &concurrency,
+                "--run-name",
+                &run_name,
+            ];
+            if mode == "write" {
+                words.extend(["-b", &size, "-O", &size, "--no-cleanup"]);
+            }
+            let output = cluster.client("rados", &words)?;
+            let summary = ceph::parse_rados_bench(&output)?;
+            rows.push(Row {
+                system: CEPH.into(),
+                size_bytes,
+                op: op.into(),
+                ops: summary.ops,
+                elapsed_s: summary.elapsed_s,
+                latency_ms_mean: summary.latency_s_mean * 1000.0,
+                latency_ms_p50: None,
+                latency_ms_p99: None,
+            });
+        }
+        // Free the space before the next size (rados bench cleanup of this run's objects).
+        cluster.client(
+            "rados",
+            &["-p", "bench", "cleanup", "--run-name", &run_name],
+        )?;
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fio_json_becomes_a_row() {
+        let report = serde_json::json!({"jobs": [{"write": {
+            "total_ios": 1000, "runtime": 2000,
+            "lat_ns": {"mean": 1_500_000.0},
+            "clat_ns": {"percentile": {"50.000000": 1_000_000.0, "99.000000": 4_000_000.0}}
+        }}]});
+        let row = fio_row(&report, "write", 4096, "write").unwrap();
+        assert_eq!(row.ops, 1000);
+        assert!((row.ops_per_s() - 500.0).abs() < 1e-9);
+        assert_eq!(row.latency_ms_p99, Some(4.0));
+        assert!(fio_row(&serde_json::json!({}), "write", 4096, "write").is_err());
+    }
+}

@@ -1,0 +1,106 @@
+//! Smoke tests of `strata bench cluster` without its Ceph peer (a
+//! real Ceph run takes minutes and several GB; the closing figures are run by hand, see the
+//! modules' docs): each runs the real embedded cluster (and the real HTTP gateway) for a few
+//! hundred operations and must print a table with every row and a JSON file that agrees.
+
+use std::path::Path;
+use std::process::Command;
+
+fn bench(args: &[&str], dir: &Path) -> (String, serde_json::Value) {
+    let json = dir.join("rows.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("bench")
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run strata");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "strata bench {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rows = serde_json::from_slice(&std::fs::read(&json).expect("JSON written")).expect("JSON");
+    (stdout, rows)
+}
+
+/// The strata rows of the table: (size, op) -> ops column.
+fn strata_rows(stdout: &str) -> Vec<(String, String, u64)> {
+    stdout
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            (words.get(2) == Some(&"strata")).then(|| {
+                (
+                    words[0].to_string(),
+                    words[1].to_string(),
+                    words[8].parse().expect("ops column"),
+                )
+            })
+        })
+        .collect()
+}
+
+fn check(stdout: &str, json: &serde_json::Value, ops: [&str; 2]) {
+    let rows = strata_rows(stdout);
+    let expected: Vec<(String, String, u64)> = ["4K", "64K"]
+        .iter()
+        .flat_map(|size| {
+            ops.iter()
+                .map(move |op| (size.to_string(), op.to_string(), 100))
+        })
+        .collect();
+    assert_eq!(rows, expected, "table:\n{stdout}");
+    let json_rows = json["rows"].as_array().expect("rows");
+    assert_eq!(json_rows.len(), 4);
+    for row in json_rows {
+        assert_eq!(row["system"], "strata");
+        assert_eq!(row["ops"], 100);
+        assert!(
+            row["latency_ms_p99"].as_f64().expect("p99")
+                >= row["latency_ms_p50"].as_f64().expect("p50")
+        );
+    }
+}
+
+#[test]
+fn bench_cluster_prints_every_row_without_peers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, json) = bench(
+        &[
+            "cluster",
+            "--no-ceph",
+            "--no-fio",
+            "--ops",
+            "100",
+            "--sizes",
+            "4K,64K",
+            "--concurrency",
+            "4",
+            "--osd-size",
+            "1G",
+            "--seconds",
+            "60",
+        ],
+        dir.path(),
+    );
+    check(&stdout, &json, ["write", "read"]);
+    assert!(stdout.contains("strata/ceph"));
+    // The run's temporary directory is removed at the end: only the JSON file remains.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "only rows.json remains: {leftovers:?}");
+}
+
+#[test]
+fn bad_sizes_are_refused_with_a_message() {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["bench", "cluster", "--no-ceph", "--no-fio", "--sizes", "4X"])
+        .output()
+        .expect("run strata");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown unit"), "{stderr}");
+}
