@@ -1,4 +1,11 @@
-//! Canned ACLs: who may do what to a bucket or an object. Pure functions, no I/O.
+//! Access control lists: who may do what to a bucket or an object. Pure functions, no I/O.
+//!
+//! An ACL is a list of grants (grantee, permission), as S3 and radosgw keep them; canned ACLs
+//! (`private`, `public-read`, ...) are shorthands that expand to grants when set. Besides the
+//! grants, the owner of a bucket or object may always read and change its ACL (so an owner
+//! who revoked everything can still repair it), as in S3.
+
+use serde::{Deserialize, Serialize};
 
 /// What a request wants to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +41,96 @@ impl Requester {
     }
 }
 
+/// Whom a grant is for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Grantee {
+    /// One user, by uid (grants by e-mail address are resolved to the uid when set).
+    User(String),
+    /// Everyone, anonymous requests included.
+    AllUsers,
+    /// Every authenticated user.
+    AuthenticatedUsers,
+}
+
+/// What a grant allows (S3's permission names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GrantPermission {
+    /// READ.
+    Read,
+    /// WRITE.
+    Write,
+    /// READ_ACP.
+    ReadAcp,
+    /// WRITE_ACP.
+    WriteAcp,
+    /// FULL_CONTROL: all of the above.
+    FullControl,
+}
+
+impl GrantPermission {
+    /// The S3 name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantPermission::Read => "READ",
+            GrantPermission::Write => "WRITE",
+            GrantPermission::ReadAcp => "READ_ACP",
+            GrantPermission::WriteAcp => "WRITE_ACP",
+            GrantPermission::FullControl => "FULL_CONTROL",
+        }
+    }
+
+    /// From the S3 name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "READ" => GrantPermission::Read,
+            "WRITE" => GrantPermission::Write,
+            "READ_ACP" => GrantPermission::ReadAcp,
+            "WRITE_ACP" => GrantPermission::WriteAcp,
+            "FULL_CONTROL" => GrantPermission::FullControl,
+            _ => return None,
+        })
+    }
+
+    fn covers(self, wanted: Permission) -> bool {
+        matches!(
+            (self, wanted),
+            (GrantPermission::FullControl, _)
+                | (GrantPermission::Read, Permission::Read)
+                | (GrantPermission::Write, Permission::Write)
+                | (GrantPermission::ReadAcp, Permission::ReadAcp)
+                | (GrantPermission::WriteAcp, Permission::WriteAcp)
+        )
+    }
+}
+
+/// One grant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Whom.
+    pub grantee: Grantee,
+    /// What.
+    pub permission: GrantPermission,
+}
+
+impl Grant {
+    /// A grant to user `uid`.
+    pub fn user(uid: &str, permission: GrantPermission) -> Self {
+        Self {
+            grantee: Grantee::User(uid.to_string()),
+            permission,
+        }
+    }
+
+    fn applies_to(&self, requester: &Requester) -> bool {
+        match (&self.grantee, requester) {
+            (Grantee::AllUsers, _) => true,
+            (Grantee::AuthenticatedUsers, Requester::User(_)) => true,
+            (Grantee::User(uid), Requester::User(who)) => uid == who,
+            _ => false,
+        }
+    }
+}
+
 /// The canned ACL names the gateway accepts.
 pub const CANNED: [&str; 6] = [
     "private",
@@ -49,72 +146,55 @@ pub fn is_canned(acl: &str) -> bool {
     CANNED.contains(&acl)
 }
 
-fn canned_allows(acl: &str, requester: &Requester, permission: Permission) -> bool {
-    let read = permission == Permission::Read;
+/// The grants a canned ACL stands for on something owned by `owner` in a bucket owned by
+/// `bucket_owner` (for a bucket, `bucket_owner == owner`). Unknown names give `private`.
+pub fn canned_grants(acl: &str, owner: &str, bucket_owner: &str) -> Vec<Grant> {
+    use GrantPermission as P;
+    // Group grants first, then the owner's, in the order radosgw lists them.
+    let mut out = Vec::new();
+    let group = |grantee: Grantee, permission| Grant {
+        grantee,
+        permission,
+    };
     match acl {
-        "public-read" => read,
-        "public-read-write" => read || permission == Permission::Write,
-        "authenticated-read" => read && matches!(requester, Requester::User(_)),
-        _ => false,
-    }
-}
-
-/// Whether `requester` may do `permission` on a bucket owned by `owner` with `acl`.
-pub fn bucket_allows(
-    owner: &str,
-    acl: &str,
-    requester: &Requester,
-    permission: Permission,
-) -> bool {
-    match requester {
-        Requester::System => true,
-        Requester::User(uid) if uid == owner => true,
-        _ => canned_allows(acl, requester, permission),
-    }
-}
-
-/// Whether `requester` may do `permission` on an object owned by `owner` with `acl`, in a bucket
-/// owned by `bucket_owner`.
-pub fn object_allows(
-    owner: &str,
-    acl: &str,
-    bucket_owner: &str,
-    requester: &Requester,
-    permission: Permission,
-) -> bool {
-    match requester {
-        Requester::System => return true,
-        Requester::User(uid) if uid == owner => return true,
-        Requester::User(uid) if uid == bucket_owner => match acl {
-            "bucket-owner-full-control" => return true,
-            "bucket-owner-read" if permission == Permission::Read => return true,
-            _ => {}
-        },
+        "public-read" => out.push(group(Grantee::AllUsers, P::Read)),
+        "public-read-write" => {
+            out.push(group(Grantee::AllUsers, P::Read));
+            out.push(group(Grantee::AllUsers, P::Write));
+        }
+        "authenticated-read" => out.push(group(Grantee::AuthenticatedUsers, P::Read)),
         _ => {}
     }
-    canned_allows(acl, requester, permission)
-}
-
-/// The grants a canned ACL stands for: (grantee, permission) with grantee `owner uid`,
-/// `AllUsers`, `AuthenticatedUsers`, or the bucket owner's uid.
-pub fn grants(owner: &str, acl: &str, bucket_owner: &str) -> Vec<(String, &'static str)> {
-    let mut out = vec![(owner.to_string(), "FULL_CONTROL")];
+    out.push(Grant::user(owner, P::FullControl));
     match acl {
-        "public-read" => out.push(("AllUsers".into(), "READ")),
-        "public-read-write" => {
-            out.push(("AllUsers".into(), "READ"));
-            out.push(("AllUsers".into(), "WRITE"));
-        }
-        "authenticated-read" => out.push(("AuthenticatedUsers".into(), "READ")),
         "bucket-owner-read" if bucket_owner != owner => {
-            out.push((bucket_owner.to_string(), "READ"))
+            out.push(Grant::user(bucket_owner, P::Read))
         }
         "bucket-owner-full-control" if bucket_owner != owner => {
-            out.push((bucket_owner.to_string(), "FULL_CONTROL"))
+            out.push(Grant::user(bucket_owner, P::FullControl))
         }
         _ => {}
     }
     out
+}
+
+/// Whether `requester` may do `permission` on something owned by `owner` with `grants`.
+pub fn allows(
+    owner: &str,
+    grants: &[Grant],
+    requester: &Requester,
+    permission: Permission,
+) -> bool {
+    if *requester == Requester::System {
+        return true;
+    }
+    let acp = matches!(permission, Permission::ReadAcp | Permission::WriteAcp);
+    if acp && requester.uid() == Some(owner) {
+        return true;
+    }
+    grants
+        .iter()
+        .any(|g| g.applies_to(requester) && g.permission.covers(permission))
 }
 
 #[cfg(test)]
@@ -125,94 +205,66 @@ mod tests {
         Requester::User(uid.into())
     }
 
+    fn canned(acl: &str, requester: &Requester, permission: Permission) -> bool {
+        allows("a", &canned_grants(acl, "a", "a"), requester, permission)
+    }
+
     #[test]
     fn private_is_owner_only() {
-        assert!(bucket_allows("a", "private", &user("a"), Permission::Write));
-        assert!(!bucket_allows("a", "private", &user("b"), Permission::Read));
-        assert!(!bucket_allows(
-            "a",
-            "private",
-            &Requester::Anonymous,
-            Permission::Read
-        ));
+        assert!(canned("private", &user("a"), Permission::Write));
+        assert!(!canned("private", &user("b"), Permission::Read));
+        assert!(!canned("private", &Requester::Anonymous, Permission::Read));
     }
 
     #[test]
     fn public_and_authenticated_reads() {
-        assert!(bucket_allows(
-            "a",
-            "public-read",
-            &Requester::Anonymous,
-            Permission::Read
-        ));
-        assert!(!bucket_allows(
-            "a",
-            "public-read",
-            &Requester::Anonymous,
-            Permission::Write
-        ));
-        assert!(bucket_allows(
-            "a",
-            "public-read-write",
-            &Requester::Anonymous,
-            Permission::Write
-        ));
-        assert!(!bucket_allows(
-            "a",
-            "authenticated-read",
-            &Requester::Anonymous,
-            Permission::Read
-        ));
-        assert!(bucket_allows(
-            "a",
-            "authenticated-read",
-            &user("b"),
-            Permission::Read
-        ));
-        assert!(!bucket_allows(
-            "a",
-            "public-read",
-            &user("b"),
-            Permission::WriteAcp
-        ));
+        let anonymous = Requester::Anonymous;
+        assert!(canned("public-read", &anonymous, Permission::Read));
+        assert!(!canned("public-read", &anonymous, Permission::Write));
+        assert!(canned("public-read-write", &anonymous, Permission::Write));
+        assert!(!canned("authenticated-read", &anonymous, Permission::Read));
+        assert!(canned("authenticated-read", &user("b"), Permission::Read));
+        assert!(!canned("public-read", &user("b"), Permission::WriteAcp));
     }
 
     #[test]
     fn bucket_owner_grants_on_objects() {
-        assert!(object_allows(
+        let object = |acl: &str| canned_grants(acl, "w", "o");
+        let o = user("o");
+        assert!(allows(
             "w",
-            "bucket-owner-read",
-            "o",
-            &user("o"),
+            &object("bucket-owner-read"),
+            &o,
             Permission::Read
         ));
-        assert!(!object_allows(
+        assert!(!allows(
             "w",
-            "bucket-owner-read",
-            "o",
-            &user("o"),
+            &object("bucket-owner-read"),
+            &o,
             Permission::WriteAcp
         ));
-        assert!(object_allows(
+        assert!(allows(
             "w",
-            "bucket-owner-full-control",
-            "o",
-            &user("o"),
+            &object("bucket-owner-full-control"),
+            &o,
             Permission::WriteAcp
         ));
-        assert!(!object_allows(
+        assert!(!allows("w", &object("private"), &o, Permission::Read));
+        assert!(allows(
             "w",
-            "private",
-            "o",
-            &user("o"),
-            Permission::Read
-        ));
-        assert!(object_allows(
-            "w",
-            "private",
-            "o",
+            &object("private"),
             &Requester::System,
             Permission::Read
         ));
+    }
+
+    #[test]
+    fn owner_keeps_acl_rights_without_grants() {
+        assert!(allows("a", &[], &user("a"), Permission::ReadAcp));
+        assert!(allows("a", &[], &user("a"), Permission::WriteAcp));
+        assert!(!allows("a", &[], &user("a"), Permission::Write));
+        let read_acp = [Grant::user("b", GrantPermission::ReadAcp)];
+        assert!(allows("a", &read_acp, &user("b"), Permission::ReadAcp));
+        assert!(!allows("a", &read_acp, &user("b"), Permission::WriteAcp));
     }
 }

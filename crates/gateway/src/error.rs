@@ -34,6 +34,9 @@ pub enum GatewayError {
     /// Key longer than 1024 bytes.
     #[error("key too long")]
     KeyTooLong,
+    /// A user of that uid (or access key) exists already.
+    #[error("user exists: {0}")]
+    UserExists(String),
     /// A bad argument.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -43,9 +46,10 @@ pub enum GatewayError {
     /// If-Match / If-Unmodified-Since failed.
     #[error("precondition failed")]
     PreconditionFailed,
-    /// If-None-Match / If-Modified-Since matched (GET/HEAD).
-    #[error("not modified")]
-    NotModified,
+    /// If-None-Match / If-Modified-Since matched (GET/HEAD); the object's ETag, which the
+    /// 304 reply carries.
+    #[error("Not Modified")]
+    NotModified(String),
     /// A part listed in CompleteMultipartUpload is missing or its ETag differs.
     #[error("invalid part: {0}")]
     InvalidPart(String),
@@ -64,6 +68,22 @@ pub enum GatewayError {
     /// Body shorter than Content-Length.
     #[error("incomplete body")]
     IncompleteBody,
+    /// An ACL grant names an e-mail address no user has.
+    #[error("no user has the e-mail address {0}")]
+    UnresolvableGrantByEmailAddress(String),
+    /// An ACL that does not parse or names an unknown permission.
+    #[error("malformed ACL: {0}")]
+    MalformedAcl(String),
+    /// The bucket is not in a state that allows the request (object lock on a bucket created
+    /// without it).
+    #[error("invalid bucket state: {0}")]
+    InvalidBucketState(String),
+    /// The bucket has no object lock configuration.
+    #[error("object lock configuration not found")]
+    ObjectLockConfigurationNotFound,
+    /// A request S3 refuses as a whole (conflicting headers, ...).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
     /// Malformed XML or request.
     #[error("malformed request: {0}")]
     Malformed(String),
@@ -94,10 +114,12 @@ impl GatewayError {
             GatewayError::AccessDenied => S3ErrorCode::AccessDenied,
             GatewayError::InvalidBucketName(_) => S3ErrorCode::InvalidBucketName,
             GatewayError::KeyTooLong => S3ErrorCode::KeyTooLongError,
-            GatewayError::InvalidArgument(_) => S3ErrorCode::InvalidArgument,
+            GatewayError::InvalidArgument(_) | GatewayError::UserExists(_) => {
+                S3ErrorCode::InvalidArgument
+            }
             GatewayError::InvalidRange => S3ErrorCode::InvalidRange,
             GatewayError::PreconditionFailed => S3ErrorCode::PreconditionFailed,
-            GatewayError::NotModified => S3ErrorCode::NotModified,
+            GatewayError::NotModified(_) => S3ErrorCode::NotModified,
             GatewayError::InvalidPart(_) => S3ErrorCode::InvalidPart,
             GatewayError::InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
             GatewayError::EntityTooSmall => S3ErrorCode::EntityTooSmall,
@@ -105,6 +127,15 @@ impl GatewayError {
             GatewayError::InvalidDigest => S3ErrorCode::InvalidDigest,
             GatewayError::IncompleteBody => S3ErrorCode::IncompleteBody,
             GatewayError::Malformed(_) => S3ErrorCode::MalformedXML,
+            GatewayError::UnresolvableGrantByEmailAddress(_) => {
+                S3ErrorCode::UnresolvableGrantByEmailAddress
+            }
+            GatewayError::MalformedAcl(_) => S3ErrorCode::MalformedACLError,
+            GatewayError::InvalidRequest(_) => S3ErrorCode::InvalidRequest,
+            GatewayError::InvalidBucketState(_) => S3ErrorCode::InvalidBucketState,
+            GatewayError::ObjectLockConfigurationNotFound => {
+                S3ErrorCode::ObjectLockConfigurationNotFoundError
+            }
             GatewayError::NotImplemented(_) => S3ErrorCode::NotImplemented,
             GatewayError::Rados(error) => match error {
                 RadosError::Degraded { .. } | RadosError::Shutdown => {
@@ -123,14 +154,16 @@ impl GatewayError {
         match self {
             GatewayError::NoSuchBucket(_)
             | GatewayError::NoSuchKey(_)
-            | GatewayError::NoSuchUpload(_) => S::NOT_FOUND,
+            | GatewayError::NoSuchUpload(_)
+            | GatewayError::ObjectLockConfigurationNotFound => S::NOT_FOUND,
             GatewayError::BucketAlreadyExists
             | GatewayError::BucketAlreadyOwnedByYou
-            | GatewayError::BucketNotEmpty => S::CONFLICT,
+            | GatewayError::BucketNotEmpty
+            | GatewayError::InvalidBucketState(_) => S::CONFLICT,
             GatewayError::AccessDenied => S::FORBIDDEN,
             GatewayError::InvalidRange => S::RANGE_NOT_SATISFIABLE,
             GatewayError::PreconditionFailed => S::PRECONDITION_FAILED,
-            GatewayError::NotModified => S::NOT_MODIFIED,
+            GatewayError::NotModified(_) => S::NOT_MODIFIED,
             GatewayError::NotImplemented(_) => S::NOT_IMPLEMENTED,
             GatewayError::Rados(_) | GatewayError::Corrupt(_) => match self.code() {
                 S3ErrorCode::ServiceUnavailable => S::SERVICE_UNAVAILABLE,
@@ -146,6 +179,13 @@ impl From<GatewayError> for S3Error {
         let status = error.status();
         let mut s3 = S3Error::with_message(error.code(), error.to_string());
         s3.set_status_code(status);
+        if let GatewayError::NotModified(etag) = &error {
+            if let Ok(value) = http::HeaderValue::from_str(&format!("\"{etag}\"")) {
+                let mut headers = http::HeaderMap::new();
+                headers.insert(http::header::ETAG, value);
+                s3.set_headers(headers);
+            }
+        }
         if status.is_server_error() {
             tracing::warn!(%error, "server error");
         }

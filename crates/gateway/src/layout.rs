@@ -73,6 +73,19 @@ pub fn shard_of(key: &str, shards: u32) -> u32 {
 /// A canned ACL, as stored (the S3 names).
 pub type CannedAcl = String;
 
+/// Legacy records carry only a canned ACL name; newer ones the grants themselves.
+fn effective_grants(
+    grants: &Option<Vec<crate::acl::Grant>>,
+    canned: &str,
+    owner: &str,
+    bucket_owner: &str,
+) -> Vec<crate::acl::Grant> {
+    match grants {
+        Some(grants) => grants.clone(),
+        None => crate::acl::canned_grants(canned, owner, bucket_owner),
+    }
+}
+
 /// A bucket, as stored in [`BUCKETS_OBJECT`].
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BucketRecord {
@@ -86,11 +99,22 @@ pub struct BucketRecord {
     pub created_ns: u64,
     /// Shards of the index.
     pub shards: u32,
-    /// Canned ACL (`private`, `public-read`, ...).
+    /// Canned ACL name it was last set with (`private`, ...; empty when set by grants).
     pub acl: CannedAcl,
     /// Location constraint given at creation.
     #[serde(default)]
     pub location: String,
+    /// The ACL's grants; `None` in records written before grants existed (then `acl` is a
+    /// canned ACL name standing for them).
+    #[serde(default)]
+    pub grants: Option<Vec<crate::acl::Grant>>,
+}
+
+impl BucketRecord {
+    /// The bucket's ACL.
+    pub fn grants(&self) -> Vec<crate::acl::Grant> {
+        effective_grants(&self.grants, &self.acl, &self.owner, &self.owner)
+    }
 }
 
 /// One data object of an object's manifest.
@@ -113,7 +137,7 @@ pub struct ObjectEntry {
     pub mtime_ns: u64,
     /// Owner's user id.
     pub owner: String,
-    /// Canned ACL.
+    /// Canned ACL name it was last set with (empty when set by grants).
     pub acl: CannedAcl,
     /// Standard headers stored with the object (content-type, cache-control, ...), lower case.
     pub headers: BTreeMap<String, String>,
@@ -124,6 +148,16 @@ pub struct ObjectEntry {
     /// Parts of a multipart object (0 for a simple PUT).
     #[serde(default)]
     pub parts_count: u32,
+    /// The ACL's grants; `None` in records written before grants existed.
+    #[serde(default)]
+    pub grants: Option<Vec<crate::acl::Grant>>,
+}
+
+impl ObjectEntry {
+    /// The object's ACL in a bucket owned by `bucket_owner`.
+    pub fn grants(&self, bucket_owner: &str) -> Vec<crate::acl::Grant> {
+        effective_grants(&self.grants, &self.acl, &self.owner, bucket_owner)
+    }
 }
 
 /// A multipart upload in progress ([`uploads_object`]).

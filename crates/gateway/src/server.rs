@@ -73,6 +73,67 @@ impl Server {
     }
 }
 
+/// Longest validity of a presigned URL S3 accepts (`X-Amz-Expires`), in seconds: a week.
+const PRESIGNED_EXPIRES_MAX_S: i64 = 604_800;
+
+/// Requests answered before s3s sees them, with the status S3 gives: CORS preflights (no
+/// bucket has a CORS configuration) and presigned URLs whose `X-Amz-Expires` is negative
+/// (expired) or longer than a week, which s3s would answer with 400 or accept.
+fn refuse_early<B>(request: &http::Request<B>) -> Option<http::Response<s3s::Body>> {
+    if request.method() == http::Method::OPTIONS {
+        return Some(error_response(
+            http::StatusCode::BAD_REQUEST,
+            "InvalidRequest",
+            "CORS is not configured for this bucket",
+        ));
+    }
+    let query = request.uri().query()?;
+    let expires = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("X-Amz-Expires="))?;
+    match expires.parse::<i64>() {
+        Ok(seconds) if seconds < 0 => Some(error_response(
+            http::StatusCode::FORBIDDEN,
+            "AccessDenied",
+            "Request has expired",
+        )),
+        Ok(seconds) if seconds > PRESIGNED_EXPIRES_MAX_S => Some(error_response(
+            http::StatusCode::FORBIDDEN,
+            "AuthorizationQueryParametersError",
+            "X-Amz-Expires must be less than a week (in seconds) that is 604800",
+        )),
+        Ok(_) => None,
+        Err(_) => Some(error_response(
+            http::StatusCode::FORBIDDEN,
+            "AuthorizationQueryParametersError",
+            "X-Amz-Expires should be a number",
+        )),
+    }
+}
+
+/// An S3 XML error reply that closes the connection (the request body, if any, is unread).
+fn error_response(
+    status: http::StatusCode,
+    code: &str,
+    message: &str,
+) -> http::Response<s3s::Body> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>"
+    );
+    let mut response = http::Response::new(s3s::Body::from(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
+    headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
 /// Serves S3 for the cluster `rados` on `bind_addr` (port 0: any free port).
 pub async fn serve(
     rados: Arc<dyn Rados>,
@@ -126,9 +187,18 @@ pub async fn serve(
             let _ = stream.set_nodelay(true);
             let service = service.clone();
             tokio::spawn(async move {
+                let front = hyper::service::service_fn(move |request| {
+                    let service = service.clone();
+                    async move {
+                        if let Some(refusal) = refuse_early(&request) {
+                            return Ok(refusal);
+                        }
+                        hyper::service::Service::call(&service, request).await
+                    }
+                });
                 let connection = hyper::server::conn::http1::Builder::new()
                     .keep_alive(true)
-                    .serve_connection(TokioIo::new(stream), service);
+                    .serve_connection(TokioIo::new(stream), front);
                 if let Err(error) = connection.await {
                     tracing::debug!(%error, "connection ended with an error");
                 }

@@ -191,6 +191,7 @@ impl Store {
         name: &str,
         owner: &str,
         acl: &str,
+        grants: Vec<crate::acl::Grant>,
         location: &str,
     ) -> Result<BucketRecord> {
         let claim = layout::bucket_claim_object(name);
@@ -214,6 +215,7 @@ impl Store {
             shards: self.config.index_shards,
             acl: acl.to_string(),
             location: location.to_string(),
+            grants: Some(grants),
         };
         self.save_bucket(&record).await?;
         Ok(record)
@@ -229,12 +231,20 @@ impl Store {
         Ok(())
     }
 
-    pub async fn delete_bucket(&self, record: &BucketRecord) -> Result<()> {
+    /// Whether no index shard of the bucket holds an object.
+    pub async fn bucket_has_no_objects(&self, record: &BucketRecord) -> Result<bool> {
         for shard in 0..record.shards {
             let oid = layout::index_shard_object(&record.id, shard);
             if !self.omap_is_empty(&self.index, &oid).await? {
-                return Err(GatewayError::BucketNotEmpty);
+                return Ok(false);
             }
+        }
+        Ok(true)
+    }
+
+    pub async fn delete_bucket(&self, record: &BucketRecord) -> Result<()> {
+        if !self.bucket_has_no_objects(record).await? {
+            return Err(GatewayError::BucketNotEmpty);
         }
         if !self
             .omap_is_empty(&self.index, &layout::uploads_object(&record.id))

@@ -23,6 +23,9 @@ pub struct User {
     pub access_key: String,
     /// Secret key (40 characters).
     pub secret_key: String,
+    /// E-mail address (optional; ACL grants may name a user by it).
+    #[serde(default)]
+    pub email: String,
 }
 
 /// The user table.
@@ -97,20 +100,41 @@ impl Users {
         Ok(self.list().await?.into_iter().find(|u| u.uid == uid))
     }
 
+    /// The user whose e-mail address is `email`.
+    pub async fn by_email(&self, email: &str) -> Result<Option<User>> {
+        if email.is_empty() {
+            return Ok(None);
+        }
+        Ok(self
+            .list()
+            .await?
+            .into_iter()
+            .find(|u| u.email.eq_ignore_ascii_case(email)))
+    }
+
     /// Creates user `uid` with fresh keys, or with the keys given (s3-tests fixes them).
     pub async fn create(
         &self,
         uid: &str,
         display_name: &str,
+        email: &str,
         keys: Option<(String, String)>,
     ) -> Result<User> {
-        if uid.is_empty() || uid.contains('\0') {
+        if uid.is_empty() || uid.contains('\0') || uid.len() > 255 {
             return Err(GatewayError::InvalidArgument(
-                "uid must be non-empty".into(),
+                "uid must be 1..=255 bytes without NUL".into(),
             ));
         }
+        if let Some((access_key, secret_key)) = &keys {
+            let printable = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic());
+            if !printable(access_key) || !printable(secret_key) {
+                return Err(GatewayError::InvalidArgument(
+                    "access and secret keys must be printable ASCII without spaces".into(),
+                ));
+            }
+        }
         if self.info(uid).await?.is_some() {
-            return Err(GatewayError::InvalidArgument(format!("user {uid} exists")));
+            return Err(GatewayError::UserExists(uid.to_string()));
         }
         let (access_key, secret_key) = keys.unwrap_or_else(|| {
             let mut rng = rand::rngs::StdRng::from_entropy();
@@ -120,13 +144,14 @@ impl Users {
             )
         });
         if self.by_access_key(&access_key).await?.is_some() {
-            return Err(GatewayError::InvalidArgument("access key in use".into()));
+            return Err(GatewayError::UserExists(format!("access key {access_key}")));
         }
         let user = User {
             uid: uid.to_string(),
             display_name: display_name.to_string(),
             access_key,
             secret_key,
+            email: email.to_string(),
         };
         self.meta
             .omap_set(

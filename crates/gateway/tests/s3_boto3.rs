@@ -65,8 +65,14 @@ async fn boto3_suite_against_embedded_cluster() {
     .await
     .expect("server");
     let users = server.gateway.users().clone();
-    let main = users.create("main", "Main User", None).await.expect("user");
-    let alt = users.create("alt", "Alt User", None).await.expect("user");
+    let main = users
+        .create("main", "Main User", "", None)
+        .await
+        .expect("user");
+    let alt = users
+        .create("alt", "Alt User", "", None)
+        .await
+        .expect("user");
 
     let output = tokio::process::Command::new("python3")
         .arg(script())

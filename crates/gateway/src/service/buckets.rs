@@ -3,9 +3,11 @@
 use s3s::dto::*;
 use s3s::S3Request;
 
+use super::acl_request;
+use super::acls::AclRequest;
 use super::convert::{self, encode_name};
 use super::Gateway;
-use crate::acl::{self, Permission, Requester};
+use crate::acl::{Permission, Requester};
 use crate::error::{GatewayError, Result};
 use crate::layout::ObjectEntry;
 use crate::list;
@@ -29,75 +31,6 @@ fn is_url(encoding: &Option<EncodingType>) -> Result<bool> {
     }
 }
 
-/// Canned ACL from request headers, checked.
-pub(super) fn canned_acl(value: Option<&str>) -> Result<String> {
-    let acl = value.unwrap_or("private");
-    if !acl::is_canned(acl) {
-        return Err(GatewayError::InvalidArgument(format!("acl {acl}")));
-    }
-    Ok(acl.to_string())
-}
-
-/// A canned ACL as an S3 grant list.
-pub(super) fn grants_dto(owner: &str, acl: &str, bucket_owner: &str) -> Grants {
-    acl::grants(owner, acl, bucket_owner)
-        .into_iter()
-        .map(|(grantee, permission)| {
-            let grantee = match grantee.as_str() {
-                "AllUsers" | "AuthenticatedUsers" => Grantee {
-                    display_name: None,
-                    email_address: None,
-                    id: None,
-                    type_: Type::from_static(Type::GROUP),
-                    uri: Some(format!("http://acs.amazonaws.com/groups/global/{grantee}")),
-                },
-                uid => Grantee {
-                    display_name: Some(uid.to_string()),
-                    email_address: None,
-                    id: Some(uid.to_string()),
-                    type_: Type::from_static(Type::CANONICAL_USER),
-                    uri: None,
-                },
-            };
-            Grant {
-                grantee: Some(grantee),
-                permission: Some(Permission_::from_static(permission)),
-            }
-        })
-        .collect()
-}
-
-use s3s::dto::Permission as Permission_;
-
-/// The canned ACL an AccessControlPolicy body amounts to (only shapes that a canned ACL
-/// expresses are accepted).
-pub(super) fn acl_from_policy(policy: &AccessControlPolicy) -> Result<String> {
-    let mut all_read = false;
-    let mut all_write = false;
-    let mut auth_read = false;
-    for grant in policy.grants.iter().flatten() {
-        let uri = grant
-            .grantee
-            .as_ref()
-            .and_then(|g| g.uri.as_deref())
-            .unwrap_or("");
-        let permission = grant.permission.as_ref().map(|p| p.as_str()).unwrap_or("");
-        match (uri.rsplit('/').next().unwrap_or(""), permission) {
-            ("AllUsers", "READ") => all_read = true,
-            ("AllUsers", "WRITE") => all_write = true,
-            ("AuthenticatedUsers", "READ") => auth_read = true,
-            _ => {}
-        }
-    }
-    Ok(match (all_read, all_write, auth_read) {
-        (true, true, _) => "public-read-write",
-        (true, false, _) => "public-read",
-        (false, _, true) => "authenticated-read",
-        _ => "private",
-    }
-    .to_string())
-}
-
 impl Gateway {
     pub(super) async fn do_create_bucket(
         &self,
@@ -109,16 +42,26 @@ impl Gateway {
         }
         let input = req.input;
         convert::validate_bucket_name(&input.bucket)?;
-        let acl = canned_acl(input.acl.as_ref().map(|a| a.as_str()))?;
+        let owner = Self::owner_of(&requester)?;
+        let grants = self
+            .grants_from_request(
+                AclRequest {
+                    grant_write: input.grant_write.as_deref(),
+                    ..acl_request!(input)
+                },
+                &owner,
+                &owner,
+            )
+            .await?;
+        let acl = input.acl.as_ref().map(|a| a.as_str()).unwrap_or("");
         let location = input
             .create_bucket_configuration
             .and_then(|c| c.location_constraint)
             .map(|l| l.as_str().to_string())
             .unwrap_or_default();
-        let owner = Self::owner_of(&requester)?;
         match self
             .store
-            .create_bucket(&input.bucket, &owner, &acl, &location)
+            .create_bucket(&input.bucket, &owner, acl, grants, &location)
             .await
         {
             // As us-east-1 and radosgw: re-creating your own bucket succeeds.
@@ -143,6 +86,10 @@ impl Gateway {
         if !owns {
             return Err(GatewayError::AccessDenied);
         }
+        if !self.store.bucket_has_no_objects(&bucket).await? {
+            return Err(GatewayError::BucketNotEmpty);
+        }
+        self.abort_all_uploads(&bucket).await?;
         self.store.delete_bucket(&bucket).await?;
         Ok(DeleteBucketOutput::default())
     }
@@ -212,7 +159,7 @@ impl Gateway {
             .bucket_for(&req.input.bucket, &requester, Permission::ReadAcp)
             .await?;
         Ok(GetBucketAclOutput {
-            grants: Some(grants_dto(&bucket.owner, &bucket.acl, &bucket.owner)),
+            grants: Some(self.grants_dto(&bucket.grants()).await),
             owner: Some(self.owner_dto(&bucket.owner).await),
         })
     }
@@ -225,11 +172,21 @@ impl Gateway {
         let mut bucket = self
             .bucket_for(&req.input.bucket, &requester, Permission::WriteAcp)
             .await?;
-        bucket.acl = match (&req.input.acl, &req.input.access_control_policy) {
-            (Some(acl), _) => canned_acl(Some(acl.as_str()))?,
-            (None, Some(policy)) => acl_from_policy(policy)?,
-            (None, None) => "private".into(),
+        let input = &req.input;
+        let request = AclRequest {
+            grant_write: input.grant_write.as_deref(),
+            policy: input.access_control_policy.as_ref(),
+            ..acl_request!(input)
         };
+        let grants = self
+            .grants_from_request(request, &bucket.owner, &bucket.owner)
+            .await?;
+        bucket.acl = input
+            .acl
+            .as_ref()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default();
+        bucket.grants = Some(grants);
         self.store.save_bucket(&bucket).await?;
         Ok(PutBucketAclOutput::default())
     }
@@ -262,13 +219,18 @@ impl Gateway {
             .map(|m| encode_name(url, &m));
         Ok(ListObjectsOutput {
             name: Some(input.bucket),
-            prefix: Some(encode_name(url, &prefix)),
+            // ListObjects v1 never encodes Prefix (clients decode only Delimiter, Marker,
+            // NextMarker and the keys).
+            prefix: Some(prefix.clone()),
             marker: Some(encode_name(url, input.marker.as_deref().unwrap_or(""))),
             max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS_DEFAULT)),
             is_truncated: Some(listing.truncated),
             contents: Some(self.objects_dto(url, listing.objects).await),
             common_prefixes: Some(prefixes_dto(url, listing.prefixes)),
-            delimiter: input.delimiter.map(|d| encode_name(url, &d)),
+            delimiter: input
+                .delimiter
+                .filter(|d| !d.is_empty())
+                .map(|d| encode_name(url, &d)),
             next_marker,
             encoding_type: input.encoding_type,
             request_charged: None,
@@ -323,7 +285,10 @@ impl Gateway {
             next_continuation_token: next,
             contents: Some(contents),
             common_prefixes: Some(prefixes_dto(url, listing.prefixes)),
-            delimiter: input.delimiter.map(|d| encode_name(url, &d)),
+            delimiter: input
+                .delimiter
+                .filter(|d| !d.is_empty())
+                .map(|d| encode_name(url, &d)),
             encoding_type: input.encoding_type,
             start_after: input.start_after.map(|s| encode_name(url, &s)),
             request_charged: None,

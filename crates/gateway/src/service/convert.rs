@@ -91,7 +91,7 @@ impl Conditions<'_> {
         let not_modified = if not_modified_is_failure {
             GatewayError::PreconditionFailed
         } else {
-            GatewayError::NotModified
+            GatewayError::NotModified(entry.etag.clone())
         };
         if let Some(condition) = self.if_none_match {
             if etag_matches(condition, &entry.etag) {
@@ -198,7 +198,7 @@ mod tests {
         ));
         assert!(matches!(
             c(None, Some(&tag)).check(&entry, false),
-            Err(GatewayError::NotModified)
+            Err(GatewayError::NotModified(_))
         ));
         let later = timestamp(200_000_000_000);
         let since = Conditions {
@@ -209,7 +209,7 @@ mod tests {
         };
         assert!(matches!(
             since.check(&entry, false),
-            Err(GatewayError::NotModified)
+            Err(GatewayError::NotModified(_))
         ));
     }
 }

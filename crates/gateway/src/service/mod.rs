@@ -1,10 +1,12 @@
 //! The S3 operations ([`s3s::S3`]) over the [`crate::store::Store`]: one method per operation,
 //! each checking the requester against owners and canned ACLs first.
 
+mod acls;
 mod buckets;
 mod convert;
 mod multipart;
 mod objects;
+mod refusals;
 
 use std::sync::Arc;
 
@@ -87,10 +89,33 @@ impl Gateway {
         permission: Permission,
     ) -> Result<BucketRecord> {
         let bucket = self.store.bucket(name).await?;
-        if !acl::bucket_allows(&bucket.owner, &bucket.acl, requester, permission) {
+        if !acl::allows(&bucket.owner, &bucket.grants(), requester, permission) {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
+    }
+
+    /// `x-amz-expected-bucket-owner`: AccessDenied unless the bucket of the (path-style)
+    /// request belongs to that uid.
+    async fn check_expected_owner<T>(&self, req: &S3Request<T>) -> Result<()> {
+        let Some(expected) = req.headers.get("x-amz-expected-bucket-owner") else {
+            return Ok(());
+        };
+        let bucket = req
+            .uri
+            .path()
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        if bucket.is_empty() {
+            return Ok(());
+        }
+        let record = self.store.bucket(bucket).await?;
+        if expected.as_bytes() != record.owner.as_bytes() {
+            return Err(GatewayError::AccessDenied);
+        }
+        Ok(())
     }
 
     /// The uid new things are owned by.
@@ -101,26 +126,37 @@ impl Gateway {
             Requester::Anonymous => Ok("anonymous".into()),
         }
     }
-
-    async fn owner_dto(&self, uid: &str) -> Owner {
-        Owner {
-            display_name: Some(uid.to_string()),
-            id: Some(uid.to_string()),
-        }
-    }
 }
+
+/// The ACL parts common to every input that sets an ACL, as an [`acls::AclRequest`].
+macro_rules! acl_request {
+    ($input:expr) => {
+        $crate::service::acls::AclRequest {
+            canned: $input.acl.as_ref().map(|a| a.as_str()),
+            grant_read: $input.grant_read.as_deref(),
+            grant_read_acp: $input.grant_read_acp.as_deref(),
+            grant_write_acp: $input.grant_write_acp.as_deref(),
+            grant_full_control: $input.grant_full_control.as_deref(),
+            ..Default::default()
+        }
+    };
+}
+pub(crate) use acl_request;
 
 fn ok<T>(output: T) -> S3Result<S3Response<T>> {
     Ok(S3Response::new(output))
 }
 
 macro_rules! route {
-    ($self:ident . $method:ident ( $req:ident )) => {
+    ($self:ident . $method:ident ( $req:ident )) => {{
+        if let Err(error) = $self.check_expected_owner(&$req).await {
+            return Err(error.into());
+        }
         match $self.$method($req).await {
             Ok(output) => ok(output),
             Err(error) => Err(error.into()),
         }
-    };
+    }};
 }
 
 #[async_trait::async_trait]
@@ -298,5 +334,60 @@ impl S3 for Gateway {
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
         route!(self.do_abort_multipart_upload(req))
+    }
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        route!(self.do_put_object_lock_configuration(req))
+    }
+
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        route!(self.do_get_object_lock_configuration(req))
+    }
+
+    async fn put_object_retention(
+        &self,
+        req: S3Request<PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        route!(self.do_put_object_retention(req))
+    }
+
+    async fn get_object_retention(
+        &self,
+        req: S3Request<GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        route!(self.do_get_object_retention(req))
+    }
+
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        route!(self.do_put_object_legal_hold(req))
+    }
+
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        route!(self.do_get_object_legal_hold(req))
+    }
+
+    async fn get_object_torrent(
+        &self,
+        req: S3Request<GetObjectTorrentInput>,
+    ) -> S3Result<S3Response<GetObjectTorrentOutput>> {
+        route!(self.do_get_object_torrent(req))
+    }
+
+    async fn get_bucket_policy_status(
+        &self,
+        req: S3Request<GetBucketPolicyStatusInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
+        route!(self.do_get_bucket_policy_status(req))
     }
 }

@@ -6,7 +6,6 @@ use rados::RadosError;
 use s3s::dto::*;
 use s3s::S3Request;
 
-use super::buckets::canned_acl;
 use super::convert::{self, Conditions};
 use super::objects::{check_content_md5, standard_headers};
 use super::Gateway;
@@ -80,6 +79,10 @@ impl Gateway {
             .bucket_for(&input.bucket, &requester, Permission::Write)
             .await?;
         convert::validate_key(&input.key)?;
+        let owner = Self::owner_of(&requester)?;
+        let grants = self
+            .grants_from_request(super::acl_request!(input), &owner, &bucket.owner)
+            .await?;
         let upload_id = format!("2~{}", self.store.new_tag(12));
         let record = UploadRecord {
             key: input.key.clone(),
@@ -88,7 +91,12 @@ impl Gateway {
             initiated_ns: self.store.now_ns(),
             template: ObjectEntry {
                 owner: Self::owner_of(&requester)?,
-                acl: canned_acl(input.acl.as_ref().map(|a| a.as_str()))?,
+                acl: input
+                    .acl
+                    .as_ref()
+                    .map(|a| a.as_str().to_string())
+                    .unwrap_or_default(),
+                grants: Some(grants),
                 headers: standard_headers(
                     input.content_type.as_deref(),
                     input.content_encoding.as_deref(),
@@ -505,6 +513,32 @@ impl Gateway {
             location: Some(format!("/{}/{}", input.bucket, input.key)),
             ..Default::default()
         })
+    }
+
+    /// Aborts every multipart upload of `bucket` (DeleteBucket does, as radosgw): removes
+    /// their parts' pieces and records.
+    pub(super) async fn abort_all_uploads(&self, bucket: &BucketRecord) -> Result<()> {
+        let oid = layout::uploads_object(&bucket.id);
+        loop {
+            let page = match self.store.index.omap_get_vals(&oid, None, b"", 1000).await {
+                Ok(page) => page,
+                Err(RadosError::NotFound(_)) => return Ok(()),
+                Err(error) => return Err(error.into()),
+            };
+            if page.entries.is_empty() {
+                return Ok(());
+            }
+            for (_, value) in &page.entries {
+                let record: UploadRecord = layout::decode(value)?;
+                let _guard = self.store.lock_upload(&record.upload_id, "").await;
+                let parts = self.parts(bucket, &record.upload_id).await?;
+                self.store
+                    .remove_pieces(parts.into_iter().flat_map(|p| p.pieces).collect())
+                    .await;
+                self.forget_upload(bucket, &record.key, &record.upload_id)
+                    .await?;
+            }
+        }
     }
 
     pub(super) async fn do_abort_multipart_upload(

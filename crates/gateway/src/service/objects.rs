@@ -6,7 +6,8 @@ use bytes::Bytes;
 use s3s::dto::*;
 use s3s::S3Request;
 
-use super::buckets::{acl_from_policy, canned_acl, grants_dto};
+use super::acl_request;
+use super::acls::AclRequest;
 use super::convert::{self, Conditions};
 use super::Gateway;
 use crate::acl::{self, Permission, Requester};
@@ -29,8 +30,23 @@ pub(super) fn standard_headers(
             headers.insert(name.to_string(), value.to_string());
         }
     };
-    put("content-type", content_type);
-    put("content-encoding", content_encoding);
+    // S3's default type; `aws-chunked` is the upload's framing, not the object's encoding.
+    put(
+        "content-type",
+        Some(content_type.unwrap_or("binary/octet-stream")),
+    );
+    let content_encoding = content_encoding.map(|value| {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.eq_ignore_ascii_case("aws-chunked"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    put(
+        "content-encoding",
+        content_encoding.as_deref().filter(|e| !e.is_empty()),
+    );
     put("cache-control", cache_control);
     put("content-disposition", content_disposition);
     put("content-language", content_language);
@@ -76,15 +92,14 @@ impl Gateway {
     ) -> Result<(BucketRecord, ObjectEntry)> {
         let bucket = self.store.bucket(bucket_name).await?;
         let Some(entry) = self.store.entry_opt(&bucket, key).await? else {
-            if acl::bucket_allows(&bucket.owner, &bucket.acl, requester, Permission::Read) {
+            if acl::allows(&bucket.owner, &bucket.grants(), requester, Permission::Read) {
                 return Err(GatewayError::NoSuchKey(key.to_string()));
             }
             return Err(GatewayError::AccessDenied);
         };
-        if !acl::object_allows(
+        if !acl::allows(
             &entry.owner,
-            &entry.acl,
-            &bucket.owner,
+            &entry.grants(&bucket.owner),
             requester,
             permission,
         ) {
@@ -98,12 +113,25 @@ impl Gateway {
         req: S3Request<PutObjectInput>,
     ) -> Result<PutObjectOutput> {
         let requester = self.requester(&req).await?;
+        // An empty Content-MD5 header is a bad digest, not a missing one.
+        let content_md5 = match req.headers.get("content-md5") {
+            Some(value) if value.is_empty() => Some(String::new()),
+            _ => req.input.content_md5.clone(),
+        };
         let input = req.input;
         let bucket = self
             .bucket_for(&input.bucket, &requester, Permission::Write)
             .await?;
         convert::validate_key(&input.key)?;
-        let acl = canned_acl(input.acl.as_ref().map(|a| a.as_str()))?;
+        let owner = Self::owner_of(&requester)?;
+        let grants = self
+            .grants_from_request(acl_request!(input), &owner, &bucket.owner)
+            .await?;
+        let acl = input
+            .acl
+            .as_ref()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default();
         let tag = self.store.new_tag(8);
         let (pieces, size, md5) = match input.body {
             Some(body) => {
@@ -118,7 +146,7 @@ impl Gateway {
                     .await?
             }
         };
-        if let Err(error) = check_content_md5(input.content_md5.as_deref(), &md5) {
+        if let Err(error) = check_content_md5(content_md5.as_deref(), &md5) {
             self.store.remove_pieces(pieces).await;
             return Err(error);
         }
@@ -126,8 +154,9 @@ impl Gateway {
             size,
             etag: hex::encode(md5),
             mtime_ns: self.store.now_ns(),
-            owner: Self::owner_of(&requester)?,
+            owner,
             acl,
+            grants: Some(grants),
             headers: standard_headers(
                 input.content_type.as_deref(),
                 input.content_encoding.as_deref(),
@@ -334,8 +363,8 @@ impl Gateway {
             .as_ref()
             .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         if source_bucket.id == bucket.id && source_key == input.key && !replace {
-            return Err(GatewayError::InvalidArgument(
-                "copying an object to itself requires REPLACE".into(),
+            return Err(GatewayError::InvalidRequest(
+                "copying an object to itself without changing its metadata".into(),
             ));
         }
         let (headers, metadata) = if replace {
@@ -353,7 +382,15 @@ impl Gateway {
         } else {
             (source.headers.clone(), source.metadata.clone())
         };
-        let acl = canned_acl(input.acl.as_ref().map(|a| a.as_str()))?;
+        let owner = Self::owner_of(&requester)?;
+        let grants = self
+            .grants_from_request(acl_request!(input), &owner, &bucket.owner)
+            .await?;
+        let acl = input
+            .acl
+            .as_ref()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default();
         let tag = self.store.new_tag(8);
         let stream = Box::pin(self.store.read_range(&source.pieces, 0, source.size));
         let (pieces, size, md5) = self
@@ -369,8 +406,9 @@ impl Gateway {
             size,
             etag,
             mtime_ns: self.store.now_ns(),
-            owner: Self::owner_of(&requester)?,
+            owner,
             acl,
+            grants: Some(grants),
             headers,
             metadata,
             pieces,
@@ -401,7 +439,7 @@ impl Gateway {
             )
             .await?;
         Ok(GetObjectAclOutput {
-            grants: Some(grants_dto(&entry.owner, &entry.acl, &bucket.owner)),
+            grants: Some(self.grants_dto(&entry.grants(&bucket.owner)).await),
             owner: Some(self.owner_dto(&entry.owner).await),
             request_charged: None,
         })
@@ -416,11 +454,19 @@ impl Gateway {
         let (bucket, mut entry) = self
             .object_for(&input.bucket, &input.key, &requester, Permission::WriteAcp)
             .await?;
-        entry.acl = match (&input.acl, &input.access_control_policy) {
-            (Some(acl), _) => canned_acl(Some(acl.as_str()))?,
-            (None, Some(policy)) => acl_from_policy(policy)?,
-            (None, None) => "private".into(),
+        let request = AclRequest {
+            policy: input.access_control_policy.as_ref(),
+            ..acl_request!(input)
         };
+        let grants = self
+            .grants_from_request(request, &entry.owner, &bucket.owner)
+            .await?;
+        entry.acl = input
+            .acl
+            .as_ref()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default();
+        entry.grants = Some(grants);
         self.store.commit(&bucket, &input.key, &entry).await?;
         Ok(PutObjectAclOutput::default())
     }
