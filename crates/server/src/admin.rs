@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -21,6 +22,9 @@ use crate::WeakCluster;
 pub struct AdminServer {
     /// Where it listens.
     pub local_addr: SocketAddr,
+    /// The S3 users (`/api/users`), set once the gateway runs; the admin endpoint starts
+    /// first so that a failing gateway can still be diagnosed.
+    users: Arc<OnceLock<gateway::Users>>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -39,6 +43,8 @@ impl AdminServer {
             .local_addr()
             .map_err(|source| ServerError::Bind { addr, source })?;
         let (shutdown, mut stopped) = watch::channel(false);
+        let users: Arc<OnceLock<gateway::Users>> = Arc::default();
+        let served_users = users.clone();
         let task = tokio::spawn(async move {
             let mut connections = JoinSet::new();
             loop {
@@ -57,11 +63,16 @@ impl AdminServer {
                 };
                 let _ = stream.set_nodelay(true);
                 let cluster = cluster.clone();
+                let users = served_users.clone();
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         let cluster = cluster.clone();
+                        let users = users.clone();
                         async move {
-                            Ok::<_, Infallible>(handle(&cluster, request, object_bytes_max).await)
+                            let users = users.get();
+                            Ok::<_, Infallible>(
+                                handle(&cluster, users, request, object_bytes_max).await,
+                            )
                         }
                     });
                     if let Err(error) = hyper::server::conn::http1::Builder::new()
@@ -85,9 +96,15 @@ impl AdminServer {
         });
         Ok(Self {
             local_addr,
+            users,
             shutdown,
             task,
         })
+    }
+
+    /// Serves `/api/users` from `users` from now on (the S3 gateway's user table).
+    pub fn set_users(&self, users: gateway::Users) {
+        let _ = self.users.set(users);
     }
 
     /// Stops serving.
@@ -99,6 +116,7 @@ impl AdminServer {
 
 async fn handle(
     cluster: &WeakCluster,
+    users: Option<&gateway::Users>,
     request: Request<Incoming>,
     object_bytes_max: usize,
 ) -> Response<Full<Bytes>> {
@@ -117,7 +135,7 @@ async fn handle(
         }
     };
     let started = std::time::Instant::now();
-    let reply = handlers::route(cluster, &parts.method, &parts.uri, body).await;
+    let reply = handlers::route(cluster, users, &parts.method, &parts.uri, body).await;
     tracing::debug!(method = %parts.method, uri = %parts.uri, elapsed_us = started.elapsed().as_micros() as u64, ok = reply.is_ok(), "admin request");
     respond(reply)
 }

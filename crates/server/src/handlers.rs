@@ -14,11 +14,13 @@
 //! | `PUT/GET/DELETE /api/objects/{pool}/{object}` | write whole, read, remove       |
 //! | `GET /api/stat/{pool}/{object}`        | size, mtime, version, placement        |
 //! | `POST /api/scrub?pool=P&repair=true`   | deep scrub, returns the report         |
+//! | `GET /api/users`, `POST /api/users`    | S3 users: list, create (`{"uid",...}`) |
+//! | `GET/DELETE /api/users/{uid}`          | one user's keys, remove it             |
 
 use bytes::Bytes;
 use hyper::{Method, Uri};
 use percent_encoding::percent_decode_str;
-use rados::{PoolSpec, Rados};
+use rados::{PoolSpec, Rados, RadosError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -41,12 +43,16 @@ fn json(value: impl serde::Serialize) -> Result<Reply> {
 /// Routes one request.
 pub(crate) async fn route(
     cluster: &WeakCluster,
+    users: Option<&gateway::Users>,
     method: &Method,
     uri: &Uri,
     body: Bytes,
 ) -> Result<Reply> {
     let segments = segments(uri.path())?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    if let ["api", "users", rest @ ..] = segments.as_slice() {
+        return route_users(users, method, rest, &body).await;
+    }
     let cluster = cluster.get()?;
     let no_route = || ServerError::NoRoute {
         method: method.to_string(),
@@ -154,6 +160,81 @@ pub(crate) async fn route(
         }
         _ => Err(no_route()),
     }
+}
+
+/// `/api/users...`: the gateway's user table, as `radosgw-admin user` manages it.
+async fn route_users(
+    users: Option<&gateway::Users>,
+    method: &Method,
+    rest: &[&str],
+    body: &[u8],
+) -> Result<Reply> {
+    let Some(users) = users else {
+        return Err(ServerError::BadRequest(
+            "S3 is not served (strata serve --no-s3), so there are no S3 users".into(),
+        ));
+    };
+    let no_user = |uid: &str| ServerError::Rados(RadosError::NotFound(format!("user {uid}")));
+    match (method.as_str(), rest) {
+        ("GET", []) => json(users.list().await.map_err(user_error)?),
+        ("POST", []) => {
+            let request: UserRequest = decode(body)?;
+            let keys = match (request.access_key, request.secret_key) {
+                (Some(access), Some(secret)) => Some((access, secret)),
+                (None, None) => None,
+                _ => {
+                    return Err(ServerError::BadRequest(
+                        "give both access_key and secret_key, or neither".into(),
+                    ))
+                }
+            };
+            let display_name = request.display_name.unwrap_or_else(|| request.uid.clone());
+            let email = request.email.unwrap_or_default();
+            let user = users
+                .create(&request.uid, &display_name, &email, keys)
+                .await
+                .map_err(user_error)?;
+            json(user)
+        }
+        ("GET", [uid]) => match users.info(uid).await.map_err(user_error)? {
+            Some(user) => json(user),
+            None => Err(no_user(uid)),
+        },
+        ("DELETE", [uid]) => {
+            if !users.remove(uid).await.map_err(user_error)? {
+                return Err(no_user(uid));
+            }
+            json(json!({ "removed": uid }))
+        }
+        _ => Err(ServerError::NoRoute {
+            method: method.to_string(),
+            path: format!("/api/users/{}", rest.join("/")),
+        }),
+    }
+}
+
+/// A gateway error as the admin API reports it: 409 for a taken uid or key, 400 for a bad
+/// argument, the cluster's status otherwise.
+fn user_error(error: gateway::GatewayError) -> ServerError {
+    match error {
+        gateway::GatewayError::UserExists(what) => {
+            ServerError::Rados(RadosError::Exists(format!("user {what}")))
+        }
+        gateway::GatewayError::InvalidArgument(message) => ServerError::BadRequest(message),
+        gateway::GatewayError::Rados(error) => ServerError::Rados(error),
+        other => ServerError::Gateway(other.to_string()),
+    }
+}
+
+/// `POST /api/users` body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserRequest {
+    uid: String,
+    display_name: Option<String>,
+    email: Option<String>,
+    access_key: Option<String>,
+    secret_key: Option<String>,
 }
 
 /// `POST /api/pools` body.

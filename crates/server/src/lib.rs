@@ -125,7 +125,10 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
             gateway_config.pool_size = gateway_config.pool_size.max(hosts.clamp(1, 3));
             let rados: Arc<dyn Rados> = Arc::new(weak.clone());
             match gateway::serve(rados, addr, gateway_config).await {
-                Ok(server) => Some(server),
+                Ok(server) => {
+                    admin.set_users(server.gateway.users().clone());
+                    Some(server)
+                }
                 Err(error) => {
                     admin.shutdown().await;
                     close_cluster(cluster).await;
