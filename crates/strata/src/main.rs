@@ -44,6 +44,8 @@ enum Command {
     Osd(cmd::admin::osd::Args),
     /// Pools of a running server: create, ls, rm.
     Pool(cmd::admin::pool::Args),
+    /// S3 users of a running server and their keys: create, ls, info, rm (like radosgw-admin).
+    User(cmd::admin::user::Args),
     /// Space of a running server: stored, allocated, data-hole %, metadata.
     Df(cmd::admin::df::Args),
     /// Store a file (or stdin) as an object: `strata put POOL OBJECT FILE|-`.
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Status(args) => cmd::admin::status::run(args),
         Command::Osd(args) => cmd::admin::osd::run(args),
         Command::Pool(args) => cmd::admin::pool::run(args),
+        Command::User(args) => cmd::admin::user::run(args),
         Command::Df(args) => cmd::admin::df::run(args),
         Command::Put(args) => cmd::admin::object::put(args),
         Command::Get(args) => cmd::admin::object::get(args),

@@ -30,6 +30,8 @@ pub struct Args {
     #[arg(long)]
     pub no_s3: bool,
     /// Serve S3 without authentication (everyone is one user with full rights; testing only).
+    /// With authentication (the default) S3 requests need a user's keys: create users with
+    /// `strata user create --uid NAME` (printed on the first start of a data directory).
     #[arg(long)]
     pub s3_no_auth: bool,
 }
@@ -57,6 +59,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 async fn serve(config: server::ServeConfig) -> Result<()> {
     let data_dir = config.data_dir.clone();
+    let config_auth = config.gateway.auth;
     let running = server::start(config)
         .await
         .with_context(|| format!("serving {}", data_dir.display()))?;
@@ -74,6 +77,14 @@ async fn serve(config: server::ServeConfig) -> Result<()> {
         running.admin_addr
     );
     match running.s3_addr {
+        Some(addr) if running.created && config_auth => {
+            println!("strata: s3     http://{addr}");
+            println!(
+                "strata: s3 needs a user: strata user create --uid NAME --admin {} \
+                 (prints its access and secret keys)",
+                running.admin_addr
+            );
+        }
         Some(addr) => println!("strata: s3     http://{addr}"),
         None => println!("strata: s3     not served"),
     }

@@ -9,6 +9,7 @@ pub mod osd;
 pub mod pool;
 pub mod scrub;
 pub mod status;
+pub mod user;
 
 use clap::Args;
 
