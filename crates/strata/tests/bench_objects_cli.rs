@@ -1,4 +1,4 @@
-//! Smoke tests of `strata bench cluster` without its Ceph peer (a
+//! Smoke tests of `strata bench cluster` and `strata bench s3` without their Ceph peers (a
 //! real Ceph run takes minutes and several GB; the closing figures are run by hand, see the
 //! modules' docs): each runs the real embedded cluster (and the real HTTP gateway) for a few
 //! hundred operations and must print a table with every row and a JSON file that agrees.
@@ -89,6 +89,33 @@ fn bench_cluster_prints_every_row_without_peers() {
     );
     check(&stdout, &json, ["write", "read"]);
     assert!(stdout.contains("strata/ceph"));
+    // The run's temporary directory is removed at the end: only the JSON file remains.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "only rows.json remains: {leftovers:?}");
+}
+
+#[test]
+fn bench_s3_prints_every_row_without_radosgw() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, json) = bench(
+        &[
+            "s3",
+            "--no-radosgw",
+            "--ops",
+            "100",
+            "--sizes",
+            "4K,64K",
+            "--concurrency",
+            "4",
+            "--osd-size",
+            "1G",
+            "--seconds",
+            "60",
+        ],
+        dir.path(),
+    );
+    check(&stdout, &json, ["PUT", "GET"]);
+    assert!(stdout.contains("strata/rgw"));
     // The run's temporary directory is removed at the end: only the JSON file remains.
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "only rows.json remains: {leftovers:?}");

@@ -99,6 +99,73 @@ impl CephCluster {
         )
     }
 
+    /// Sets a monitor option at run time (highest precedence: above `ceph.conf`).
+    pub fn set_monitor_option(&self, name: &str, value: &str) -> Result<()> {
+        self.ceph(&["tell", "mon.a", "injectargs", &format!("--{name}={value}")])
+            .map(|_| ())
+    }
+
+    /// Starts radosgw (beast) on the port the script chose and returns it. Started here
+    /// rather than by the script's `rgw` so beast gets `tcp_nodelay=1`: without it, replies
+    /// written in two pieces wait for the client's delayed ACK (~40 ms per small GET), which
+    /// would measure Nagle's algorithm, not radosgw. The daemon writes its pid file where
+    /// the script's `stop`/`purge` find it.
+    pub fn start_radosgw(&self) -> Result<u16> {
+        let conf = std::fs::read_to_string(&self.conf)
+            .with_context(|| format!("reading {}", self.conf.display()))?;
+        let port: u16 = conf
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("rgw_frontends = beast endpoint=127.0.0.1:")
+                    .and_then(|port| port.trim().parse().ok())
+            })
+            .context("no rgw_frontends port in ceph.conf")?;
+        let rgw_dir = self.dir.join("rgw.a");
+        std::fs::create_dir_all(&rgw_dir)
+            .with_context(|| format!("creating {}", rgw_dir.display()))?;
+        let keyring = self.ceph(&[
+            "auth",
+            "get-or-create",
+            "client.rgw.a",
+            "mon",
+            "allow rw",
+            "osd",
+            "allow rwx",
+            "mgr",
+            "allow rw",
+        ])?;
+        std::fs::write(rgw_dir.join("keyring"), keyring)
+            .with_context(|| format!("writing {}", rgw_dir.join("keyring").display()))?;
+        let status = Command::new("radosgw")
+            .arg("-c")
+            .arg(&self.conf)
+            .args(["-n", "client.rgw.a", "--rgw_frontends"])
+            .arg(format!("beast endpoint=127.0.0.1:{port} tcp_nodelay=1"))
+            .stdin(Stdio::null())
+            .status()
+            .context("starting radosgw")?;
+        if !status.success() {
+            bail!(
+                "radosgw failed to start ({status}); see {}",
+                self.dir.join("log").display()
+            );
+        }
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > std::time::Duration::from_secs(120) {
+                bail!("radosgw did not listen on port {port} within 120 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        eprintln!("  radosgw on 127.0.0.1:{port} (beast, tcp_nodelay=1)");
+        Ok(port)
+    }
+
+    /// Runs `ceph -c CONF ARGS...` and returns its stdout.
+    pub fn ceph(&self, args: &[&str]) -> Result<String> {
+        self.client("ceph", args)
+    }
+
     /// Runs a client program (`ceph`, `rados`, `radosgw-admin`) with `-c CONF` and returns
     /// its stdout; a failure carries its stderr.
     pub fn client(&self, program: &str, args: &[&str]) -> Result<String> {
@@ -120,7 +187,7 @@ impl CephCluster {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
-    /// Runs `minicluster.sh ACTION DIR ARGS...`; its progress lines go to our stderr.
+    /// Runs `minicluster.sh ACTION DIR ARGS...`; its output goes to our stderr.
     fn script_command(
         &self,
         action: &str,
@@ -134,7 +201,8 @@ impl CephCluster {
             .arg(&self.dir)
             .args(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::null());
+            // Its "[minicluster 3.2s] ..." lines are the progress of a 10-20 s start.
+            .stdout(std::io::stderr());
         configure(&mut command);
         let status = command
             .status()
@@ -163,6 +231,14 @@ impl Drop for CephCluster {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        // An interrupted bootstrap can leave processes without pid files (an OSD's --mkfs
+        // waiting for a monitor that is gone): end every process started with our conf.
+        for pid in processes_mentioning(&self.conf) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
         if !purged.is_ok_and(|s| s.success()) {
             eprintln!(
                 "warning: purging {} failed; stop it with: bash {} purge {}",
@@ -172,6 +248,28 @@ impl Drop for CephCluster {
             );
         }
     }
+}
+
+/// Ids of the processes whose command line contains `path` (our cluster's conf: only
+/// processes this benchmark started).
+fn processes_mentioning(path: &Path) -> Vec<u32> {
+    let needle = path.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != std::process::id())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|raw| {
+                    String::from_utf8_lossy(&raw)
+                        .replace('\0', " ")
+                        .contains(&needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
 }
 
 /// Figures `rados bench` prints at the end of a phase.

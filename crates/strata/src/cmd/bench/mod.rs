@@ -9,6 +9,8 @@ pub mod ceph;
 pub mod cluster;
 pub mod crush;
 pub mod load;
+pub mod s3;
+pub mod s3_client;
 pub mod sim;
 
 #[derive(clap::Args)]
@@ -29,6 +31,8 @@ pub enum Which {
     Cache(cache::Args),
     /// Object write/read ops/s and latency against rados bench on real Ceph and fio.
     Cluster(cluster::Args),
+    /// S3 PUT/GET ops/s and latency against radosgw on real Ceph.
+    S3(s3::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -38,5 +42,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Sim(a) => sim::run(a),
         Which::Cache(a) => cache::run(a),
         Which::Cluster(a) => cluster::run(a),
+        Which::S3(a) => s3::run(a),
     }
 }

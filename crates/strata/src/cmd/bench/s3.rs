@@ -1,0 +1,342 @@
+//! `strata bench s3` (issue 6): PUT and GET ops/s and latency of the S3 gateway over the real
+//! HTTP path, beside radosgw on a real Ceph cluster, with the same client, object sizes,
+//! concurrency and replica count, in one run.
+//!
+//! Rules, so the rows mean the same thing:
+//! - strata: the embedded cluster (R hosts of one OSD on sparse files under the data
+//!   directory, durable writes) and the gateway (`gateway::serve`, SigV4 on, pools of R
+//!   replicas and the gateway's default PG count) on a loopback port, in this process.
+//! - radosgw: `ceph-minicluster.sh` with R BlueStore OSDs on the same disk, pool size R, the
+//!   monitor's default PG count set to the gateway's, then radosgw (beast) and a user made
+//!   with `radosgw-admin`.
+//! - Both: C tasks, each with its own keep-alive connection and the same SigV4 client
+//!   ([`super::s3_client`]); one warm-up PUT+GET (radosgw creates its data pool on the first
+//!   PUT); then a PUT phase of fresh keys for `--seconds` and a GET phase of random keys among
+//!   those written for `--seconds`, per size.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use cluster::{Cluster, ClusterOptions};
+use rados::Rados;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Mutex;
+
+use super::ceph::{self, CephCluster};
+use super::load::{self, Limit, Row};
+use super::s3_client::{sha256_hex, Credentials, S3Connection};
+
+/// S3 PUT/GET throughput and latency against radosgw.
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Object sizes (K, M suffixes), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "4K,4M")]
+    pub sizes: Vec<String>,
+    /// Concurrent clients (one connection each).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Replicas of every pool (and OSDs, one per host).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u32,
+    /// Seconds of each phase (PUT, GET) for both servers.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Stop each strata phase after this many requests (smoke tests); radosgw still runs
+    /// for --seconds.
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Size of each OSD's sparse file (strata and Ceph).
+    #[arg(long, default_value = "32G")]
+    pub osd_size: String,
+    /// Parent of the run's temporary directory (removed at the end).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Seed of the GET phase's key choice and of the payloads.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Skip the radosgw peer.
+    #[arg(long)]
+    pub no_radosgw: bool,
+    /// Also write the rows as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+const RADOSGW: &str = "radosgw";
+const BUCKET: &str = "bench";
+/// Fixed keys of the radosgw benchmark user (the cluster lives only for the run).
+const RADOSGW_ACCESS_KEY: &str = "STRATABENCHACCESS001";
+const RADOSGW_SECRET_KEY: &str = "strataBenchSecretKey0000000000000000000001";
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    if args.replicas == 0 || args.concurrency == 0 || !load::valid_seconds(args.seconds) {
+        bail!("--replicas and --concurrency must be > 0, --seconds in (0, 1e6]");
+    }
+    let sizes = args
+        .sizes
+        .iter()
+        .map(|s| load::parse_size(s))
+        .collect::<Result<Vec<u64>>>()?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let parent = args
+        .dir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", args.dir.display()))?;
+    let temp = tempfile::Builder::new()
+        .prefix("strata-bench-s3-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("temporary directory under {}", args.dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    eprintln!(
+        "strata bench s3: sizes {}, concurrency {}, replicas {}, {} s per phase, data in {} (load {})",
+        args.sizes.join(","),
+        args.concurrency,
+        args.replicas,
+        args.seconds,
+        temp.path().display(),
+        load::load_average()
+    );
+    let rows = runtime.block_on(async {
+        tokio::select! {
+            rows = run_all(&args, &sizes, temp.path()) => rows,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+        }
+    })?;
+    println!(
+        "\nS3: concurrency {}, replicas {}, {} s per phase; load average at the end {}",
+        args.concurrency,
+        args.replicas,
+        args.seconds,
+        load::load_average()
+    );
+    load::print_table(&rows, &[("strata/rgw", RADOSGW)]);
+    if let Some(path) = &args.json {
+        let settings = serde_json::json!({
+            "bench": "s3", "sizes_bytes": sizes, "concurrency": args.concurrency,
+            "replicas": args.replicas, "seconds": args.seconds,
+        });
+        load::write_json(path, settings, &rows)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_all(args: &Args, sizes: &[u64], dir: &Path) -> Result<Vec<Row>> {
+    let gateway_config = gateway::GatewayConfig {
+        pool_size: args.replicas,
+        ..gateway::GatewayConfig::default()
+    };
+    let mut rows = Vec::new();
+    eprintln!("== strata (embedded cluster + S3 gateway over HTTP)");
+    rows.extend(strata(args, sizes, &dir.join("strata"), &gateway_config).await?);
+    if args.no_radosgw {
+        eprintln!("== radosgw: skipped (--no-radosgw)");
+    } else if let Some(install) = ceph::missing(&[
+        "ceph-mon",
+        "ceph-mgr",
+        "ceph-osd",
+        "ceph",
+        "radosgw",
+        "radosgw-admin",
+    ]) {
+        eprintln!("== radosgw: not installed ({install}); skipped");
+    } else {
+        eprintln!("== radosgw (ceph-minicluster.sh)");
+        rows.extend(radosgw(args, sizes, &dir.join("ceph"), gateway_config.pool_pg_num).await?);
+    }
+    Ok(rows)
+}
+
+async fn strata(
+    args: &Args,
+    sizes: &[u64],
+    dir: &Path,
+    gateway_config: &gateway::GatewayConfig,
+) -> Result<Vec<Row>> {
+    let config = super::cluster::cluster_config(args.replicas, &args.osd_size, None);
+    let cluster = Arc::new(Cluster::create(dir, config, ClusterOptions::default()).await?);
+    let rados: Arc<dyn Rados> = cluster.clone();
+    let server = gateway::serve(
+        rados,
+        "127.0.0.1:0".parse().context("loopback address")?,
+        gateway_config.clone(),
+    )
+    .await?;
+    let user = server
+        .gateway
+        .users()
+        .create("bench", "bench", "", None)
+        .await?;
+    let credentials = Credentials {
+        access_key: user.access_key,
+        secret_key: user.secret_key,
+        region: gateway_config.region.clone(),
+    };
+    let rows = drive("strata", args, sizes, server.local_addr, credentials).await;
+    server.shutdown().await;
+    super::cluster::shutdown(cluster, dir).await?;
+    rows
+}
+
+async fn radosgw(args: &Args, sizes: &[u64], dir: &Path, pg_num: u32) -> Result<Vec<Row>> {
+    let (replicas, osd_size, dir_owned) = (args.replicas, args.osd_size.clone(), dir.to_path_buf());
+    // The script blocks for ~10-20 s: keep it off the runtime's workers.
+    let cluster = tokio::task::spawn_blocking(move || -> Result<(CephCluster, u16)> {
+        let cluster = CephCluster::start(&dir_owned, replicas, &osd_size, replicas)?;
+        for option in ["osd_pool_default_pg_num", "osd_pool_default_pgp_num"] {
+            cluster.set_monitor_option(option, &pg_num.to_string())?;
+        }
+        let port = cluster.start_radosgw()?;
+        cluster.client(
+            "radosgw-admin",
+            &[
+                "user",
+                "create",
+                "--uid",
+                "bench",
+                "--display-name",
+                "bench",
+                "--access-key",
+                RADOSGW_ACCESS_KEY,
+                "--secret",
+                RADOSGW_SECRET_KEY,
+            ],
+        )?;
+        Ok((cluster, port))
+    })
+    .await??;
+    let (cluster, port) = cluster;
+    let credentials = Credentials {
+        access_key: RADOSGW_ACCESS_KEY.into(),
+        secret_key: RADOSGW_SECRET_KEY.into(),
+        region: "us-east-1".into(),
+    };
+    let address: SocketAddr = ([127, 0, 0, 1], port).into();
+    let rows = drive(RADOSGW, args, sizes, address, credentials).await;
+    // Say what radosgw ran on: the pools it created, their replicas and PGs.
+    if let Ok(pools) = cluster.ceph(&["osd", "pool", "ls", "detail"]) {
+        for line in pools.lines().filter(|l| l.starts_with("pool ")) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let field = |name: &str| {
+                words
+                    .iter()
+                    .position(|w| *w == name)
+                    .and_then(|i| words.get(i + 1))
+                    .copied()
+                    .unwrap_or("?")
+            };
+            eprintln!(
+                "  ceph pool {}: size {}, pg_num {}",
+                words.get(2).copied().unwrap_or("?"),
+                field("size"),
+                field("pg_num")
+            );
+        }
+    }
+    tokio::task::spawn_blocking(move || drop(cluster)).await?;
+    rows
+}
+
+/// Connects C clients to `address`, creates the bucket, warms up, and runs the PUT and GET
+/// phases of every size.
+async fn drive(
+    system: &str,
+    args: &Args,
+    sizes: &[u64],
+    address: SocketAddr,
+    credentials: Credentials,
+) -> Result<Vec<Row>> {
+    let credentials = Arc::new(credentials);
+    let mut connections = Vec::with_capacity(args.concurrency);
+    for _ in 0..args.concurrency {
+        connections.push(Mutex::new(
+            S3Connection::connect(address, Arc::clone(&credentials)).await?,
+        ));
+    }
+    let connections = Arc::new(connections);
+    {
+        let mut first = connections[0].lock().await;
+        first.create_bucket(BUCKET).await?;
+        let warm = Bytes::from_static(b"warm-up");
+        first
+            .put(BUCKET, "warm-up", warm.clone(), &sha256_hex(&warm))
+            .await?;
+        first.get(BUCKET, "warm-up").await?;
+    }
+    let limit = Limit {
+        duration_s: args.seconds,
+        ops_max: args.ops,
+    };
+    let mut rows = Vec::new();
+    for &size_bytes in sizes {
+        let label = load::size_label(size_bytes);
+        let payload: Vec<u8> = rand::rngs::StdRng::seed_from_u64(args.seed ^ size_bytes)
+            .sample_iter(rand::distributions::Standard)
+            .take(size_bytes as usize)
+            .collect();
+        let payload_sha256 = Arc::new(sha256_hex(&payload));
+        let payload = Bytes::from(payload);
+        let writers = Arc::clone(&connections);
+        let put = load::run_phase(
+            &format!("{system} {label} PUT"),
+            args.concurrency,
+            limit,
+            move |worker, number| {
+                let connections = Arc::clone(&writers);
+                let body = payload.clone();
+                let hash = Arc::clone(&payload_sha256);
+                async move {
+                    let mut connection = connections[worker].lock().await;
+                    connection
+                        .put(BUCKET, &key(size_bytes, number), body, &hash)
+                        .await
+                }
+            },
+        )
+        .await?
+        .row(system, size_bytes, "PUT");
+        let written = put.ops;
+        rows.push(put);
+        if written == 0 {
+            bail!("{system} stored no {label} object in {} s", args.seconds);
+        }
+        let readers = Arc::clone(&connections);
+        let seed = args.seed;
+        let get = load::run_phase(
+            &format!("{system} {label} GET"),
+            args.concurrency,
+            limit,
+            move |worker, number| {
+                let connections = Arc::clone(&readers);
+                let object =
+                    rand::rngs::StdRng::seed_from_u64(seed ^ (worker as u64) << 48 ^ number)
+                        .gen_range(0..written);
+                async move {
+                    let mut connection = connections[worker].lock().await;
+                    let body = connection.get(BUCKET, &key(size_bytes, object)).await?;
+                    if body.len() as u64 != size_bytes {
+                        bail!(
+                            "GET returned {} bytes of a {size_bytes}-byte object",
+                            body.len()
+                        );
+                    }
+                    Ok(())
+                }
+            },
+        )
+        .await?
+        .row(system, size_bytes, "GET");
+        rows.push(get);
+    }
+    Ok(rows)
+}
+
+fn key(size_bytes: u64, number: u64) -> String {
+    format!("obj-{size_bytes}-{number}")
+}
