@@ -55,8 +55,6 @@
 //!   acting primary, and recovery holds the PG's lock for the whole PG.
 //! - `mem:` devices do not survive a restart (their metadata file does): use files for
 //!   clusters that are reopened.
-//! - Per-pool `stored_bytes` / `allocated_bytes` of [`rados::PoolStats`] are not tracked yet
-//!   (0); object counts are.
 //!
 //! ## Invariants
 //! - Every acting replica of a PG holds the same objects with the same versions, except

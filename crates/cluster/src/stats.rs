@@ -216,19 +216,24 @@ pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
         if !map.is_up(osd.id) {
             continue;
         }
-        for (collection, objects) in &statfs.collections {
+        for (collection, usage) in &statfs.collections {
             let Some(pg) = parse_collection(collection) else {
                 continue;
             };
             let Some(pool) = pools.get_mut(&pg.pool) else {
                 continue;
             };
+            // Space is counted on every replica (what the pool costs), objects and stored
+            // bytes once, on the primary (what the pool holds), as Ceph's `df` does.
+            pool.allocated_bytes += usage.allocated_bytes;
+            pool.metadata_bytes += usage.metadata_bytes;
             let place = placement(&map, pg);
             if place.primary() == Some(osd.id) {
-                pool.objects += objects;
+                pool.objects += usage.objects;
+                pool.stored_bytes += usage.stored_bytes;
                 let size = map.pool(pg.pool).map_or(0, |p| p.size as usize);
                 if place.acting.len() < size {
-                    pool.degraded_objects += objects;
+                    pool.degraded_objects += usage.objects;
                 }
             }
         }

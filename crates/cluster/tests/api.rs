@@ -219,6 +219,15 @@ async fn pools_and_listing() {
     let stats = cluster.cluster_stats().await.unwrap();
     assert_eq!(stats.objects, 50);
     assert_eq!(stats.osds, 6);
+    // Stored once (100 B per object), allocated on every replica (one 4 KiB unit each).
+    let fast = stats.pools.iter().find(|p| p.name == "fast").unwrap();
+    assert_eq!(
+        (fast.objects, fast.stored_bytes, fast.allocated_bytes),
+        (50, 50 * 100, 3 * 50 * 4096)
+    );
+    assert!(fast.metadata_bytes > 3 * 50 * 40, "one onode record per replica");
+    let data = stats.pools.iter().find(|p| p.name == "data").unwrap();
+    assert_eq!((data.stored_bytes, data.allocated_bytes), (0, 0));
 
     cluster.pool_delete("fast").await.unwrap();
     assert!(matches!(

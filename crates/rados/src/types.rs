@@ -129,6 +129,8 @@ pub struct PoolStats {
     pub stored_bytes: u64,
     /// Device bytes allocated to the pool over all replicas.
     pub allocated_bytes: u64,
+    /// Metadata bytes (object records and omap, key + value) over all replicas.
+    pub metadata_bytes: u64,
     /// Objects with fewer up-to-date replicas than the pool's size.
     pub degraded_objects: u64,
 }

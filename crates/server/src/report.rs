@@ -73,6 +73,15 @@ pub struct PoolEntry {
     pub objects: u64,
     /// Objects with fewer up-to-date replicas than `size`.
     pub degraded_objects: u64,
+    /// Object bytes stored (once, not per replica).
+    pub stored_bytes: u64,
+    /// Device bytes allocated over all replicas.
+    pub allocated_bytes: u64,
+    /// `1 - stored × size / allocated`: allocated space holding no data (allocation-unit
+    /// padding), replication factored out.
+    pub data_hole_fraction: f64,
+    /// Metadata bytes (object records and omap) over all replicas.
+    pub metadata_bytes: u64,
 }
 
 /// Cluster-wide space, as `df` shows it.
@@ -214,12 +223,17 @@ pub fn usage(stats: &[OsdStats], objects: u64) -> Usage {
         usage.metadata_file_bytes += statfs.metadata_file_bytes;
         usage.object_replicas += statfs.objects;
     }
-    usage.data_hole_fraction = if usage.allocated_bytes == 0 {
-        0.0
-    } else {
-        1.0 - usage.stored_bytes as f64 / usage.allocated_bytes as f64
-    };
+    usage.data_hole_fraction = hole_fraction(usage.stored_bytes, usage.allocated_bytes);
     usage
+}
+
+/// `1 - stored / allocated`, 0 when nothing is allocated; never below 0 (a degraded pool's
+/// primary copies may outnumber its allocated replicas).
+fn hole_fraction(stored_bytes: u64, allocated_bytes: u64) -> f64 {
+    if allocated_bytes == 0 {
+        return 0.0;
+    }
+    (1.0 - stored_bytes as f64 / allocated_bytes as f64).max(0.0)
 }
 
 /// PG states over every pool.
@@ -268,9 +282,18 @@ pub async fn pools(cluster: &Cluster) -> rados::Result<Vec<PoolEntry>> {
         .into_iter()
         .map(|info| {
             let stats = by_name.get(info.name.as_str());
+            let stored_bytes = stats.map_or(0, |s| s.stored_bytes);
+            let allocated_bytes = stats.map_or(0, |s| s.allocated_bytes);
             PoolEntry {
                 objects: stats.map_or(0, |s| s.objects),
                 degraded_objects: stats.map_or(0, |s| s.degraded_objects),
+                stored_bytes,
+                allocated_bytes,
+                data_hole_fraction: hole_fraction(
+                    stored_bytes.saturating_mul(u64::from(info.size)),
+                    allocated_bytes,
+                ),
+                metadata_bytes: stats.map_or(0, |s| s.metadata_bytes),
                 id: info.id,
                 name: info.name,
                 size: info.size,

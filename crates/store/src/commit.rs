@@ -35,6 +35,8 @@ pub(crate) enum OmapChange {
 
 /// The metadata change of one object.
 pub(crate) struct ObjectUpdate {
+    /// Its collection (for the per-collection accounting of omap bytes).
+    pub collection: String,
     /// Key in `objects`.
     pub key: Vec<u8>,
     /// Prefix of its omap keys.
@@ -54,7 +56,16 @@ pub(crate) struct ObjectUpdate {
 pub(crate) struct Deltas {
     pub stored_bytes: i64,
     pub onode_bytes: i64,
-    pub collections: BTreeMap<String, i64>,
+    pub collections: BTreeMap<String, UsageDelta>,
+}
+
+/// Change of one collection's [`crate::CollectionUsage`].
+#[derive(Debug, Default)]
+pub(crate) struct UsageDelta {
+    pub objects: i64,
+    pub stored_bytes: i64,
+    pub allocated_bytes: i64,
+    pub metadata_bytes: i64,
 }
 
 /// A prepared transaction waiting for its commit.
@@ -241,8 +252,9 @@ fn commit_batch(
                 }
             }
         }
-        for pending in batch.iter() {
+        for pending in batch.iter_mut() {
             for update in &pending.updates {
+                let omap_before = omap_delta;
                 match &update.onode {
                     Some(bytes) => {
                         objects.insert(update.key.as_slice(), bytes.as_slice())?;
@@ -279,6 +291,15 @@ fn commit_batch(
                             }
                         }
                     }
+                }
+                let delta = omap_delta - omap_before;
+                if delta != 0 {
+                    pending
+                        .deltas
+                        .collections
+                        .entry(update.collection.clone())
+                        .or_default()
+                        .metadata_bytes += delta;
                 }
             }
         }
@@ -320,9 +341,12 @@ fn commit_batch(
         counters.stored_bytes = add(counters.stored_bytes, deltas.stored_bytes);
         counters.onode_bytes = add(counters.onode_bytes, deltas.onode_bytes);
         for (collection, delta) in &deltas.collections {
-            let count = counters.collections.entry(collection.clone()).or_default();
-            *count = add(*count, *delta);
-            if *count == 0 {
+            let usage = counters.collections.entry(collection.clone()).or_default();
+            usage.objects = add(usage.objects, delta.objects);
+            usage.stored_bytes = add(usage.stored_bytes, delta.stored_bytes);
+            usage.allocated_bytes = add(usage.allocated_bytes, delta.allocated_bytes);
+            usage.metadata_bytes = add(usage.metadata_bytes, delta.metadata_bytes);
+            if *usage == crate::CollectionUsage::default() {
                 counters.collections.remove(collection);
             }
         }

@@ -89,5 +89,5 @@ pub use allocator::{Allocator, DeviceExtent};
 pub use config::StoreConfig;
 pub use error::{Result, StoreError};
 pub use store::Store;
-pub use types::{ObjectId, ObjectStat, Op, Statfs, Transaction, NAME_BYTES_MAX};
+pub use types::{CollectionUsage, ObjectId, ObjectStat, Op, Statfs, Transaction, NAME_BYTES_MAX};
 pub use write::OBJECT_BYTES_MAX;

@@ -16,6 +16,7 @@ use redb::{Database, ReadableTable, TableDefinition};
 use crate::allocator::DeviceExtent;
 use crate::error::{Result, StoreError};
 use crate::onode::Onode;
+use crate::types::CollectionUsage;
 
 pub(crate) const SUPER: TableDefinition<&str, u64> = TableDefinition::new("super");
 pub(crate) const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("objects");
@@ -159,13 +160,26 @@ pub(crate) struct Counters {
     pub stored_bytes: u64,
     pub onode_bytes: u64,
     pub omap_bytes: u64,
-    pub collections: BTreeMap<String, u64>,
+    pub collections: BTreeMap<String, CollectionUsage>,
 }
 
 impl Counters {
     pub fn objects(&self) -> u64 {
-        self.collections.values().sum()
+        self.collections.values().map(|usage| usage.objects).sum()
     }
+}
+
+/// The collection an omap key belongs to (see `omap_prefix`).
+fn omap_collection(key: &[u8]) -> Result<String> {
+    let length = key
+        .get(..2)
+        .map(|bytes| usize::from(u16::from_be_bytes([bytes[0], bytes[1]])))
+        .ok_or_else(|| StoreError::Metadata("omap key too short".into()))?;
+    let bytes = key
+        .get(2..2 + length)
+        .ok_or_else(|| StoreError::Metadata("omap key shorter than its collection".into()))?;
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| StoreError::Metadata("omap collection is not UTF-8".into()))
 }
 
 /// Reads every onode and omap entry once (O(objects)): the allocator is rebuilt from the
@@ -180,14 +194,26 @@ pub(crate) fn scan(db: &Database, checksum_block_bytes: u64) -> Result<Scan> {
         let onode = Onode::decode(value.value(), checksum_block_bytes)?;
         scan.allocated
             .extend(onode.extents.values().map(|extent| extent.device()));
+        let record_bytes = (key.value().len() + value.value().len()) as u64;
         scan.counters.stored_bytes += onode.stored_bytes();
-        scan.counters.onode_bytes += (key.value().len() + value.value().len()) as u64;
-        *scan.counters.collections.entry(collection).or_default() += 1;
+        scan.counters.onode_bytes += record_bytes;
+        let usage = scan.counters.collections.entry(collection).or_default();
+        usage.objects += 1;
+        usage.stored_bytes += onode.stored_bytes();
+        usage.allocated_bytes += onode.allocated_bytes();
+        usage.metadata_bytes += record_bytes;
     }
     let omap = transaction.open_table(OMAP)?;
     for entry in omap.iter()? {
         let (key, value) = entry?;
-        scan.counters.omap_bytes += (key.value().len() + value.value().len()) as u64;
+        let entry_bytes = (key.value().len() + value.value().len()) as u64;
+        scan.counters.omap_bytes += entry_bytes;
+        let collection = omap_collection(key.value())?;
+        scan.counters
+            .collections
+            .entry(collection)
+            .or_default()
+            .metadata_bytes += entry_bytes;
     }
     Ok(scan)
 }

@@ -412,7 +412,12 @@ impl Store {
 
     /// Collections holding at least one object, with their object counts.
     pub fn list_collections(&self) -> BTreeMap<String, u64> {
-        self.inner.counters().collections.clone()
+        self.inner
+            .counters()
+            .collections
+            .iter()
+            .map(|(name, usage)| (name.clone(), usage.objects))
+            .collect()
     }
 
     /// Space and metadata accounting.

@@ -254,8 +254,21 @@ pub struct Statfs {
     pub metadata_file_bytes: u64,
     /// Allocation unit.
     pub min_alloc_size_bytes: u64,
-    /// Objects per collection.
-    pub collections: BTreeMap<String, u64>,
+    /// Objects and space per collection (collections holding objects only).
+    pub collections: BTreeMap<String, CollectionUsage>,
+}
+
+/// Objects and space of one collection (a PG, in the cluster): what per-pool `df` adds up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CollectionUsage {
+    /// Objects.
+    pub objects: u64,
+    /// Object bytes backed by extents (as [`Statfs::stored_bytes`]).
+    pub stored_bytes: u64,
+    /// Device bytes its objects' extents hold (multiples of min_alloc_size).
+    pub allocated_bytes: u64,
+    /// Key + value bytes of its object records and omap entries.
+    pub metadata_bytes: u64,
 }
 
 impl Statfs {

@@ -28,6 +28,7 @@ struct Work {
     onode: Option<Onode>,
     existed: bool,
     old_stored_bytes: u64,
+    old_allocated_bytes: u64,
     old_record_bytes: u64,
     omap_clear: bool,
     omap: Vec<OmapChange>,
@@ -130,6 +131,7 @@ pub(crate) async fn prepare(
                 works.push(Work {
                     existed: onode.is_some(),
                     old_stored_bytes: onode.as_ref().map_or(0, Onode::stored_bytes),
+                    old_allocated_bytes: onode.as_ref().map_or(0, Onode::allocated_bytes),
                     old_record_bytes: record,
                     onode,
                     id: id.clone(),
@@ -175,15 +177,19 @@ pub(crate) async fn prepare(
         let new_record = encoded.as_ref().map_or(0, |b| (key.len() + b.len()) as u64);
         deltas.onode_bytes += new_record as i64 - work.old_record_bytes as i64;
         let exists = work.onode.is_some();
+        let new_allocated = work.onode.as_ref().map_or(0, Onode::allocated_bytes);
+        let usage = deltas
+            .collections
+            .entry(work.id.collection.clone())
+            .or_default();
+        usage.objects += i64::from(exists) - i64::from(work.existed);
+        usage.stored_bytes += new_stored as i64 - work.old_stored_bytes as i64;
+        usage.allocated_bytes += new_allocated as i64 - work.old_allocated_bytes as i64;
+        usage.metadata_bytes += new_record as i64 - work.old_record_bytes as i64;
         let shard = inner.shard(&work.id.collection, &work.id.name);
         let cached = work.onode.map(|onode| (Arc::new(onode), new_record));
-        if exists != work.existed {
-            *deltas
-                .collections
-                .entry(work.id.collection.clone())
-                .or_default() += if exists { 1 } else { -1 };
-        }
         updates.push(ObjectUpdate {
+            collection: work.id.collection.clone(),
             omap_prefix: meta::omap_prefix(&work.id.collection, &work.id.name),
             key,
             onode: encoded,

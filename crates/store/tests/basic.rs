@@ -271,3 +271,55 @@ async fn reopen_right_after_drop_on_a_current_thread_runtime() {
     );
     store.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_collection_usage_is_tracked_and_rebuilt_at_mount() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (device, store) = new_store(&dir, StoreConfig::default()).await;
+    let mut t = Transaction::new(1);
+    t.write_full(&ObjectId::new("1.0", "a"), vec![1; 4096]);
+    t.write_full(&ObjectId::new("1.0", "b"), vec![2; 100]);
+    t.write_full(&ObjectId::new("1.1", "c"), vec![3; 5000]);
+    t.omap_set(
+        &ObjectId::new("1.1", "c"),
+        vec![(b"key".to_vec(), vec![0; 50])],
+    );
+    store.apply(t).await.expect("apply");
+    let usage = store.statfs().collections;
+    assert_eq!(
+        (
+            usage["1.0"].objects,
+            usage["1.0"].stored_bytes,
+            usage["1.0"].allocated_bytes
+        ),
+        (2, 4196, 8192)
+    );
+    assert_eq!(
+        (
+            usage["1.1"].objects,
+            usage["1.1"].stored_bytes,
+            usage["1.1"].allocated_bytes
+        ),
+        (1, 5000, 8192)
+    );
+    let statfs = store.statfs();
+    assert!(
+        usage["1.1"].metadata_bytes > statfs.omap_bytes,
+        "onode + omap"
+    );
+    let metadata: u64 = usage.values().map(|u| u.metadata_bytes).sum();
+    assert_eq!(metadata, statfs.onode_bytes + statfs.omap_bytes);
+
+    // Removing the last object of a collection drops it; a remount rebuilds the same figures.
+    let mut t = Transaction::new(2);
+    t.remove(&ObjectId::new("1.1", "c"));
+    store.apply(t).await.expect("remove");
+    let before = store.statfs().collections;
+    assert!(!before.contains_key("1.1"));
+    store.check_consistency().expect("counters match a scan");
+    store.shutdown().await.expect("shutdown");
+    let store = Store::open(device, dir.path().join("meta.redb"), StoreConfig::default())
+        .await
+        .expect("open");
+    assert_eq!(store.statfs().collections, before);
+}

@@ -54,13 +54,29 @@ pub fn run(args: Args) -> Result<ExitCode> {
     );
     println!("--- POOLS ---");
     println!(
-        "{:<24} {:>4} {:>4} {:>9} {:>9}",
-        "POOL", "ID", "SIZE", "OBJECTS", "DEGRADED"
+        "{:<24} {:>4} {:>4} {:>9} {:>9} {:>10} {:>10} {:>11} {:>10}",
+        "POOL",
+        "ID",
+        "SIZE",
+        "OBJECTS",
+        "DEGRADED",
+        "STORED",
+        "ALLOCATED",
+        "DATA-HOLE%",
+        "METADATA"
     );
     for pool in pools {
         println!(
-            "{:<24} {:>4} {:>4} {:>9} {:>9}",
-            pool.name, pool.id, pool.size, pool.objects, pool.degraded_objects
+            "{:<24} {:>4} {:>4} {:>9} {:>9} {:>10} {:>10} {:>11.2} {:>10}",
+            pool.name,
+            pool.id,
+            pool.size,
+            pool.objects,
+            pool.degraded_objects,
+            human_bytes(pool.stored_bytes),
+            human_bytes(pool.allocated_bytes),
+            100.0 * pool.data_hole_fraction,
+            human_bytes(pool.metadata_bytes),
         );
     }
     Ok(ExitCode::SUCCESS)
