@@ -24,6 +24,9 @@ pub enum Which {
     Seed000(Seed000Args),
     /// Seed 003: a ramp of 1..N clients of RBD-like 4 KiB random I/O over 40 MB files.
     Seed003(Seed003Args),
+    /// Issue 5's scorecard: `strata` (and any variants) against the best of lru, fifo, arc, 2q,
+    /// s3fifo, wtinylfu and sieve on every trace and cache size, with cache writes / LRU's.
+    Compare(CompareArgs),
     /// Convert any supported trace (or seed 003's generator) to strata's own text format
     /// (`# strata-trace v1`, then `time_ms,key,size_bytes,op` lines).
     Convert(ConvertArgs),
@@ -47,6 +50,38 @@ pub struct ConvertArgs {
     /// Output file (`.zst` compresses).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+}
+
+/// `strata sim compare`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Example (from the workspace root): strata sim compare --traces ../shared/data/traces --synthetic\n\
+With --traces DIR the nine traces of issue 5's table are read from DIR (cloudPhysicsIO and OLTP\n\
+marked as tuning traces); --trace FILE adds any other trace as a hold-out."
+)]
+pub struct CompareArgs {
+    /// Directory holding the shared traces (`cloudphysics/`, `arc/`, `snia/`, `objects/`).
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
+    /// Extra trace files (hold-outs), comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "FILE")]
+    pub trace: Vec<PathBuf>,
+    /// Also score the synthetic hold-outs from seed 003's generator.
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Our variants, comma-separated (e.g. `strata,strata:follow=1`).
+    #[arg(long, value_delimiter = ',', default_value = "strata")]
+    pub policy: Vec<String>,
+    /// Cache sizes, comma-separated.
+    #[arg(
+        long = "cache-size",
+        value_delimiter = ',',
+        default_value = "1%,5%,10%"
+    )]
+    pub cache_size: Vec<String>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
 }
 
 /// Output choices shared by the subcommands.
@@ -195,6 +230,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Which::Cache(a) => run_cache(a),
         Which::Seed000(a) => run_seed000(a),
         Which::Seed003(a) => run_seed003(a),
+        Which::Compare(a) => run_compare(a),
         Which::Convert(a) => run_convert(a),
     }
 }
@@ -357,6 +393,45 @@ fn run_seed003(args: Seed003Args) -> Result<ExitCode> {
 
 fn serde_json_string(points: &[sim::experiments::RampPoint]) -> Result<String> {
     sim::report::json_value(points)
+}
+
+fn run_compare(args: CompareArgs) -> Result<ExitCode> {
+    let mut paths = Vec::new();
+    let mut tuned = Vec::new();
+    if let Some(dir) = &args.traces {
+        for (path, is_tuned) in sim::compare::SHARED_TRACES {
+            let full = dir.join(path);
+            if !full.exists() {
+                bail!(
+                    "{} not found (is --traces the shared traces directory?)",
+                    full.display()
+                );
+            }
+            if is_tuned {
+                tuned.push(full.to_string_lossy().into_owned());
+            }
+            paths.push(full);
+        }
+    }
+    paths.extend(args.trace.iter().cloned());
+    if paths.is_empty() && !args.synthetic {
+        bail!("nothing to compare: give --traces DIR, --trace FILE or --synthetic");
+    }
+    let sizes = args
+        .cache_size
+        .iter()
+        .map(|s| CacheSize::parse(s))
+        .collect::<Result<Vec<_>>>()?;
+    let cells = sim::compare::run_all(
+        &paths,
+        &tuned,
+        args.synthetic,
+        &sizes,
+        &args.policy,
+        args.jobs,
+    )?;
+    print!("{}", sim::compare::report(&cells));
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_convert(args: ConvertArgs) -> Result<ExitCode> {
