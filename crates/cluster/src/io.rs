@@ -309,30 +309,58 @@ impl PoolHandle {
             Some(async move { (osd.id, osd.apply(transaction, plan.data_bytes).await) })
         });
         let results = join_all(writes.collect()).await;
-        let succeeded = results.iter().filter(|(_, r)| r.is_ok()).count() as u32;
-        let primary_ok = results
-            .iter()
-            .any(|(osd, r)| *osd == primary_id && r.is_ok());
-        let first_error = results
-            .iter()
-            .find_map(|(osd, r)| r.as_ref().err().map(|e| store_to_rados(*osd, e)));
         inner
             .stats
             .record_access(self.info.id, object, false, plan.data_bytes);
-        match first_error {
-            None => Ok(()),
-            Some(error) => {
-                if succeeded > 0 {
-                    inner.mark_dirty(placement.pg);
-                }
-                if primary_ok && succeeded >= self.info.min_size {
-                    tracing::warn!(%error, "replica write failed; PG queued for repair");
-                    Ok(())
-                } else {
-                    Err(error)
-                }
-            }
+        let holders: Vec<i32> = results
+            .iter()
+            .filter(|(_, result)| result.is_ok())
+            .map(|(osd, _)| *osd)
+            .collect();
+        let Some(error) = results
+            .iter()
+            .find_map(|(osd, r)| r.as_ref().err().map(|e| store_to_rados(*osd, e)))
+        else {
+            return Ok(());
+        };
+        if !holders.is_empty() {
+            inner.mark_dirty(placement.pg);
         }
+        let durable = holders.len() as u32 >= self.info.min_size;
+        if durable && holders.contains(&primary_id) {
+            tracing::warn!(%error, "replica write failed; PG queued for repair");
+            return Ok(());
+        }
+        if durable {
+            // The replicas committed the write but the primary, which serves reads, did not:
+            // copy the new version onto it now (we hold the PG lock), so the object is not
+            // left divergent and the write can be acknowledged.
+            let repaired =
+                crate::recovery::copy_object(inner, &collection, object, holders[0], &[primary_id])
+                    .await;
+            return match repaired {
+                Ok(_) => {
+                    tracing::warn!(%error, "primary write failed; repaired from a replica");
+                    inner.recovery.add_repaired(1);
+                    Ok(())
+                }
+                Err(repair) => Err(RadosError::Io(format!(
+                    "{error}; the write committed on {} but not on the primary, which could \
+                     not be repaired ({repair}): its PG is queued for repair, which keeps the \
+                     copy most replicas hold; read back before retrying a non-idempotent \
+                     operation",
+                    osd_list(&holders)
+                ))),
+            };
+        }
+        if !holders.is_empty() {
+            tracing::warn!(
+                %error,
+                holders = %osd_list(&holders),
+                "write committed below min_size; PG queued for repair"
+            );
+        }
+        Err(error)
     }
 
     /// Up to `max` omap entries of one replica after `start_after` that start with `prefix`.
@@ -538,6 +566,14 @@ impl IoCtx for PoolHandle {
             next: None,
         })
     }
+}
+
+/// `osd.1, osd.2`.
+fn osd_list(osds: &[i32]) -> String {
+    osds.iter()
+        .map(|osd| format!("osd.{osd}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn make_cursor(seed: u32, after: &str) -> ListCursor {

@@ -24,9 +24,16 @@
 //!    primary's copy; the steps become one store transaction, stamped with a new object
 //!    version (cluster-wide, monotonic, kept in the `_strata.v` xattr).
 //! 5. The primary applies the transaction to every acting replica in parallel and acknowledges
-//!    once every one of them committed durably. A replica that fails while the primary and at
-//!    least `min_size` replicas succeeded is queued for repair and the write succeeds; otherwise
-//!    the error is returned (and the PG queued for repair).
+//!    once every one of them committed durably. When some fail:
+//!    - the primary and at least `min_size` replicas committed: the write succeeds and the PG
+//!      is queued for repair (recovery scrubs it and rewrites the failed copies);
+//!    - at least `min_size` replicas but not the primary committed: the new version is copied
+//!      from a replica onto the primary at once (still under the PG lock), and the write
+//!      succeeds; if that copy fails too, the error names the OSDs that hold the write and
+//!      says it is queued for repair, which keeps the version most replicas hold (so, like a
+//!      timeout, the write may still take effect: read back before retrying an append);
+//!    - fewer than `min_size` committed: the error is returned (the PG queued for repair when
+//!      some did commit: scrub keeps the majority's copy, on a tie the primary's).
 //!
 //! ## Read path
 //! Reads go to the primary. On a checksum or device error the other acting replicas are tried
@@ -48,9 +55,8 @@
 //! (ties: the primary).
 //!
 //! ## Known limits
-//! - A write whose primary copy fails while enough replicas succeed is still reported as
-//!   failed (the replicas applied it; the PG is queued for repair and scrub converges to the
-//!   majority). Writes are acknowledged only when the primary and `min_size` replicas commit.
+//! - An OSD whose store is poisoned (a failed flush or commit) is not marked down by the
+//!   cluster: writes for which it is primary fail (step 5) until an operator marks it down.
 //! - No PG log: an OSD that returns is compared object by object (version xattrs) with the
 //!   acting primary, and recovery holds the PG's lock for the whole PG.
 //! - `mem:` devices do not survive a restart (their metadata file does): use files for

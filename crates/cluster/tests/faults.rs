@@ -180,3 +180,82 @@ async fn scrub_finds_and_repairs_a_silently_bad_replica() {
     drop(pool);
     cluster.shutdown().await.unwrap();
 }
+
+/// The version an OSD holds of `name` in pool "data".
+async fn version_on(cluster: &Cluster, osd: i32, name: &str) -> Option<u64> {
+    let collection = cluster.collection_of("data", name).unwrap();
+    cluster
+        .osd(osd)
+        .unwrap()
+        .version(&collection, name)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_primary_write_is_repaired_from_the_replicas_and_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, devices) = faulty_cluster(dir.path()).await;
+    let pool = cluster.pool("data").unwrap();
+    let placement = cluster.locate("data", "victim").unwrap();
+    let primary = placement.primary().unwrap();
+    pool.write_full("victim", b"old").await.unwrap();
+    // The primary's next device write fails once; the replicas commit the new version.
+    devices.lock().unwrap()[&primary].set_config(FaultConfig {
+        rules: vec![FaultRule {
+            times: Some(1),
+            ..rule(OpKind::Write, FaultKind::Error)
+        }],
+        ..FaultConfig::default()
+    });
+    pool.write_full("victim", b"new").await.unwrap();
+    devices.lock().unwrap()[&primary].set_config(FaultConfig::default());
+    assert_eq!(pool.read_full("victim").await.unwrap(), b"new");
+    let versions: Vec<Option<u64>> = versions_on(&cluster, &placement.acting).await;
+    assert!(
+        versions.iter().all(|v| *v == versions[0] && v.is_some()),
+        "replicas diverge: {versions:?}"
+    );
+    let report = cluster.scrub(Some("data"), false).await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unrepairable_primary_names_the_holders_and_scrub_converges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, devices) = faulty_cluster(dir.path()).await;
+    let pool = cluster.pool("data").unwrap();
+    let placement = cluster.locate("data", "victim").unwrap();
+    let primary = placement.primary().unwrap();
+    pool.write_full("victim", b"old").await.unwrap();
+    devices.lock().unwrap()[&primary].set_config(FaultConfig {
+        rules: vec![rule(OpKind::Write, FaultKind::Error)],
+        ..FaultConfig::default()
+    });
+    let error = pool.write_full("victim", b"new").await.unwrap_err();
+    let message = error.to_string();
+    for holder in placement.acting.iter().filter(|&&osd| osd != primary) {
+        assert!(message.contains(&format!("osd.{holder}")), "{message}");
+    }
+    devices.lock().unwrap()[&primary].set_config(FaultConfig::default());
+    // The PG was queued for repair: recovery scrubs it and keeps the majority's (new) copy.
+    assert!(cluster.recover(3).await.unwrap());
+    let versions = versions_on(&cluster, &placement.acting).await;
+    assert!(
+        versions.iter().all(|v| *v == versions[0]),
+        "replicas diverge: {versions:?}"
+    );
+    assert_eq!(pool.read_full("victim").await.unwrap(), b"new");
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
+async fn versions_on(cluster: &Cluster, osds: &[i32]) -> Vec<Option<u64>> {
+    let mut versions = Vec::new();
+    for &osd in osds {
+        versions.push(version_on(cluster, osd, "victim").await);
+    }
+    versions
+}
