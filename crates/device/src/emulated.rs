@@ -6,6 +6,13 @@
 //! finished. The [`PreciseTimer`] wakes the executor at each announced completion, so service
 //! times hold to tens of µs. Because the model is fed the *scheduled* finish times, a late
 //! wake-up delays that answer but does not shift the model's timeline.
+//!
+//! Why the backing I/O is awaited before the model's completion, not joined with it: a
+//! completion nobody is waiting on wakes nobody. Joined, every request woke its task twice
+//! (backing I/O done, model done); in sequence, the second one is usually already complete
+//! when it is polled (a backing file under QD 32 is slower than an NVMe model's 77 µs), so a
+//! request costs one wake-up of the runtime instead of two. The answer time is the same:
+//! the later of the two.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -188,7 +195,8 @@ impl Device for EmulatedDevice {
         let result = async {
             self.check(offset_bytes, length_bytes)?;
             let finished = self.core.submit(OpKind::Read, offset_bytes, length_bytes);
-            let (result, _) = tokio::join!(self.inner.read_at(offset_bytes, buffer), finished);
+            let result = self.inner.read_at(offset_bytes, buffer).await;
+            let _ = finished.await;
             result
         }
         .await;
@@ -201,7 +209,8 @@ impl Device for EmulatedDevice {
         let result = async {
             self.check(offset_bytes, length_bytes)?;
             let finished = self.core.submit(OpKind::Write, offset_bytes, length_bytes);
-            let (result, _) = tokio::join!(self.inner.write_at(offset_bytes, data), finished);
+            let result = self.inner.write_at(offset_bytes, data).await;
+            let _ = finished.await;
             result
         }
         .await;
@@ -211,7 +220,8 @@ impl Device for EmulatedDevice {
     async fn flush(&self) -> Result<(), DeviceError> {
         let guard = self.stats.begin(OpKind::Flush);
         let finished = self.core.submit(OpKind::Flush, 0, 0);
-        let (result, _) = tokio::join!(self.inner.flush(), finished);
+        let result = self.inner.flush().await;
+        let _ = finished.await;
         guard.finish(0, result)
     }
 
@@ -222,8 +232,8 @@ impl Device for EmulatedDevice {
             let finished = self
                 .core
                 .submit(OpKind::Discard, offset_bytes, length_bytes);
-            let (result, _) =
-                tokio::join!(self.inner.discard(offset_bytes, length_bytes), finished);
+            let result = self.inner.discard(offset_bytes, length_bytes).await;
+            let _ = finished.await;
             result
         }
         .await;
