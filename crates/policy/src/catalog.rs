@@ -118,6 +118,7 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "margin" => config.switch_margin = number.clamp(0.0, 1.0),
             "epoch_min" => config.epoch_min = number.clamp(1.0, 1e12) as u64,
             "learn" => config.learn = number != 0.0,
+            "sample" => config.sample_objects = number.clamp(0.0, 1e12) as usize,
             "unhit" => config.admit_unhit = number != 0.0,
             "epoch" => config.epoch = number.max(0.0),
             "decay" => config.decay = number.clamp(0.0, 1.0),

@@ -180,6 +180,10 @@ pub struct StrataConfig {
     /// Requests per scoring epoch, as a multiple of the capacity (at least `epoch_min`).
     /// Default 2.
     pub epoch: f64,
+    /// Shadow caches hold at most this many objects: above it they see only a hash-sampled
+    /// share of the keys (capacity x share = this), as SHARDS does, so their cost stops growing
+    /// with the cache. 0 = never sample. Not applied while `follow` is on. Default 16,384.
+    pub sample_objects: usize,
     /// Fewest requests per scoring epoch. Default 1,000.
     pub epoch_min: u64,
     /// Add to each candidate's score the misses the live cache had beyond that candidate's
@@ -207,6 +211,7 @@ impl StrataConfig {
             switch_margin: 0.0,
             epoch: 2.0,
             epoch_min: 1000,
+            sample_objects: 16_384,
             learn: false,
             decay: 0.5,
             budget: 0.33,
@@ -307,6 +312,10 @@ pub struct Strata {
     /// while following it (0 until it has led).
     penalties: Vec<f64>,
     live_misses: u64,
+    /// Share of the key space the shadows see (1 = every key).
+    sample_rate: f64,
+    /// A key is sampled when the top 32 bits of its hash are below this.
+    sample_below: u64,
     leader: usize,
     /// Whether the leader is another policy followed by membership.
     following: bool,
@@ -337,9 +346,17 @@ impl Strata {
         } else {
             Vec::new()
         };
+        // SHARDS-style spatial sampling: shadows see only the keys whose hash falls below the
+        // rate, at the capacity scaled by it. Following needs every key's membership: no sampling.
+        let sample_rate = if config.follow || config.sample_objects == 0 {
+            1.0
+        } else {
+            (config.sample_objects as f64 / capacity as f64).min(1.0)
+        };
+        let shadow_capacity = ((capacity as f64 * sample_rate).round() as usize).max(1);
         let shadows: Vec<Shadow> = candidates
             .iter()
-            .map(|&c| Shadow::new(c, capacity, key_space, config.ghost))
+            .map(|&c| Shadow::new(c, shadow_capacity, key_space, config.ghost))
             .collect();
         let leader = candidates
             .iter()
@@ -365,6 +382,8 @@ impl Strata {
             scores: vec![0.0; shadows.len()],
             penalties: vec![0.0; shadows.len()],
             live_misses: 0,
+            sample_rate,
+            sample_below: (sample_rate * (1u64 << 32) as f64) as u64,
             candidates,
             shadows,
             leader,
@@ -514,6 +533,12 @@ impl Strata {
         if self.shadows.is_empty() {
             return;
         }
+        self.leader_hit = false;
+        if self.sample_rate < 1.0
+            && (crate::mix64(u64::from(request.key)) >> 32) >= self.sample_below
+        {
+            return;
+        }
         for (index, (shadow, misses)) in self
             .shadows
             .iter_mut()
@@ -552,8 +577,8 @@ impl Strata {
         }
         self.epoch_left = self.epoch_len;
         // Misses the live cache had beyond its leader's shadow: the price of following it.
-        let excess =
-            std::mem::take(&mut self.live_misses) as f64 - self.epoch_misses[self.leader] as f64;
+        let excess = std::mem::take(&mut self.live_misses) as f64
+            - self.epoch_misses[self.leader] as f64 / self.sample_rate;
         let penalty = &mut self.penalties[self.leader];
         *penalty = 0.5 * *penalty + 0.5 * excess;
         for (score, misses) in self.scores.iter_mut().zip(&mut self.epoch_misses) {
@@ -794,6 +819,32 @@ mod tests {
         );
         assert!(misses < lru_misses, "{misses} vs LRU {lru_misses}");
         assert!(writes * 3 <= lru_writes, "{writes} vs LRU {lru_writes}");
+    }
+
+    #[test]
+    fn sampled_shadows_choose_as_the_full_ones() {
+        // The recency trace above with shadows of 250 objects seeing a quarter of the keys.
+        let capacity = 1000;
+        let keys: Vec<Key> = requests_twice(100_000, 150)
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &k)| [(mix64(i as u64) % 900) as Key, 1000 + k])
+            .collect();
+        let mut full = Strata::new(StrataConfig::new(capacity), 0);
+        let (full_misses, _) = misses_and_writes(&mut full, &keys);
+        let mut config = StrataConfig::new(capacity);
+        config.sample_objects = 250;
+        let mut sampled = Strata::new(config, 0);
+        let (misses, _) = misses_and_writes(&mut sampled, &keys);
+        assert!(
+            matches!(sampled.leader(), Some(Candidate::Shape { small, .. }) if small >= 0.25),
+            "{:?}",
+            sampled.leader()
+        );
+        assert!(
+            misses * 100 <= full_misses * 102,
+            "{misses} vs {full_misses}"
+        );
     }
 
     #[test]
