@@ -131,6 +131,16 @@ impl Grant {
     }
 }
 
+impl Grant {
+    /// Whether the grant is to everyone or every authenticated user.
+    pub fn is_public(&self) -> bool {
+        matches!(
+            self.grantee,
+            Grantee::AllUsers | Grantee::AuthenticatedUsers
+        )
+    }
+}
+
 /// The canned ACL names the gateway accepts.
 pub const CANNED: [&str; 6] = [
     "private",

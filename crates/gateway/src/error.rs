@@ -78,6 +78,9 @@ pub enum GatewayError {
     /// without it).
     #[error("invalid bucket state: {0}")]
     InvalidBucketState(String),
+    /// The bucket has no public access block.
+    #[error("no public access block configuration")]
+    NoSuchPublicAccessBlockConfiguration,
     /// The bucket has no object lock configuration.
     #[error("object lock configuration not found")]
     ObjectLockConfigurationNotFound,
@@ -133,6 +136,9 @@ impl GatewayError {
             GatewayError::MalformedAcl(_) => S3ErrorCode::MalformedACLError,
             GatewayError::InvalidRequest(_) => S3ErrorCode::InvalidRequest,
             GatewayError::InvalidBucketState(_) => S3ErrorCode::InvalidBucketState,
+            GatewayError::NoSuchPublicAccessBlockConfiguration => {
+                S3ErrorCode::Custom("NoSuchPublicAccessBlockConfiguration".into())
+            }
             GatewayError::ObjectLockConfigurationNotFound => {
                 S3ErrorCode::ObjectLockConfigurationNotFoundError
             }
@@ -155,7 +161,8 @@ impl GatewayError {
             GatewayError::NoSuchBucket(_)
             | GatewayError::NoSuchKey(_)
             | GatewayError::NoSuchUpload(_)
-            | GatewayError::ObjectLockConfigurationNotFound => S::NOT_FOUND,
+            | GatewayError::ObjectLockConfigurationNotFound
+            | GatewayError::NoSuchPublicAccessBlockConfiguration => S::NOT_FOUND,
             GatewayError::BucketAlreadyExists
             | GatewayError::BucketAlreadyOwnedByYou
             | GatewayError::BucketNotEmpty

@@ -108,6 +108,22 @@ pub struct BucketRecord {
     /// canned ACL name standing for them).
     #[serde(default)]
     pub grants: Option<Vec<crate::acl::Grant>>,
+    /// The bucket's public access block, if one was put.
+    #[serde(default)]
+    pub public_access_block: Option<PublicAccessBlock>,
+}
+
+/// S3's PublicAccessBlockConfiguration of one bucket (every flag defaults to false).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PublicAccessBlock {
+    /// Refuse requests that set a public ACL.
+    pub block_public_acls: bool,
+    /// Grant nothing through public ACL grants.
+    pub ignore_public_acls: bool,
+    /// Refuse public bucket policies (strata has no bucket policies: kept and reported only).
+    pub block_public_policy: bool,
+    /// Restrict public buckets to their owner (kept and reported only, as above).
+    pub restrict_public_buckets: bool,
 }
 
 impl BucketRecord {

@@ -111,6 +111,32 @@ fn refuse_early<B>(request: &http::Request<B>) -> Option<http::Response<s3s::Bod
     }
 }
 
+/// Whether a request announces a body (which a refusal may leave unread) or waits for
+/// `100 Continue` before sending one (botocore sends `Expect: 100-continue` on every PutObject,
+/// even with `Content-Length: 0`, and hyper then never returns the connection to reading the
+/// next request unless the body was polled).
+fn carries_body<B>(request: &http::Request<B>) -> bool {
+    let headers = request.headers();
+    headers.contains_key(http::header::TRANSFER_ENCODING)
+        || headers.contains_key(http::header::EXPECT)
+        || headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|length| length > 0)
+}
+
+/// Closes the connection after `response`. A request refused before its body was read (a 403
+/// PUT, most often sent with `Expect: 100-continue`, whose client then never sends the body)
+/// must not leave the connection open: hyper would take the client's next request as the
+/// rest of the unread body, and the client would wait for a reply until its read timeout.
+fn close_after(response: &mut http::Response<s3s::Body>) {
+    response.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+}
+
 /// An S3 XML error reply that closes the connection (the request body, if any, is unread).
 fn error_response(
     status: http::StatusCode,
@@ -191,9 +217,14 @@ pub async fn serve(
                     let service = service.clone();
                     async move {
                         if let Some(refusal) = refuse_early(&request) {
-                            return Ok(refusal);
+                            return Ok::<_, s3s::HttpError>(refusal);
                         }
-                        hyper::service::Service::call(&service, request).await
+                        let carries_body = carries_body(&request);
+                        let mut response = hyper::service::Service::call(&service, request).await?;
+                        if carries_body && !response.status().is_success() {
+                            close_after(&mut response);
+                        }
+                        Ok(response)
                     }
                 });
                 let connection = hyper::server::conn::http1::Builder::new()

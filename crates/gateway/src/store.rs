@@ -216,6 +216,7 @@ impl Store {
             acl: acl.to_string(),
             location: location.to_string(),
             grants: Some(grants),
+            public_access_block: None,
         };
         self.save_bucket(&record).await?;
         Ok(record)

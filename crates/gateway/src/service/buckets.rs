@@ -181,6 +181,7 @@ impl Gateway {
         let grants = self
             .grants_from_request(request, &bucket.owner, &bucket.owner)
             .await?;
+        super::check_public_block(&bucket, &grants)?;
         bucket.acl = input
             .acl
             .as_ref()

@@ -89,7 +89,12 @@ impl Gateway {
         permission: Permission,
     ) -> Result<BucketRecord> {
         let bucket = self.store.bucket(name).await?;
-        if !acl::allows(&bucket.owner, &bucket.grants(), requester, permission) {
+        if !acl::allows(
+            &bucket.owner,
+            &access_grants(&bucket, bucket.grants()),
+            requester,
+            permission,
+        ) {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
@@ -126,6 +131,29 @@ impl Gateway {
             Requester::Anonymous => Ok("anonymous".into()),
         }
     }
+}
+
+/// The grants that decide access to the bucket or to one of its objects: without the public
+/// ones when the bucket's public access block ignores public ACLs.
+pub(crate) fn access_grants(bucket: &BucketRecord, mut grants: Vec<acl::Grant>) -> Vec<acl::Grant> {
+    if bucket
+        .public_access_block
+        .is_some_and(|b| b.ignore_public_acls)
+    {
+        grants.retain(|g| !g.is_public());
+    }
+    grants
+}
+
+/// AccessDenied when the bucket's public access block refuses public ACLs and `grants` has one.
+pub(crate) fn check_public_block(bucket: &BucketRecord, grants: &[acl::Grant]) -> Result<()> {
+    let blocks = bucket
+        .public_access_block
+        .is_some_and(|b| b.block_public_acls);
+    if blocks && grants.iter().any(acl::Grant::is_public) {
+        return Err(GatewayError::AccessDenied);
+    }
+    Ok(())
 }
 
 /// The ACL parts common to every input that sets an ACL, as an [`acls::AclRequest`].
@@ -389,5 +417,25 @@ impl S3 for Gateway {
         req: S3Request<GetBucketPolicyStatusInput>,
     ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
         route!(self.do_get_bucket_policy_status(req))
+    }
+    async fn put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        route!(self.do_put_public_access_block(req))
+    }
+
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        route!(self.do_get_public_access_block(req))
+    }
+
+    async fn delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        route!(self.do_delete_public_access_block(req))
     }
 }

@@ -83,6 +83,7 @@ impl Gateway {
         let grants = self
             .grants_from_request(super::acl_request!(input), &owner, &bucket.owner)
             .await?;
+        super::check_public_block(&bucket, &grants)?;
         let upload_id = format!("2~{}", self.store.new_tag(12));
         let record = UploadRecord {
             key: input.key.clone(),

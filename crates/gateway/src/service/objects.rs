@@ -92,17 +92,14 @@ impl Gateway {
     ) -> Result<(BucketRecord, ObjectEntry)> {
         let bucket = self.store.bucket(bucket_name).await?;
         let Some(entry) = self.store.entry_opt(&bucket, key).await? else {
-            if acl::allows(&bucket.owner, &bucket.grants(), requester, Permission::Read) {
+            let bucket_grants = super::access_grants(&bucket, bucket.grants());
+            if acl::allows(&bucket.owner, &bucket_grants, requester, Permission::Read) {
                 return Err(GatewayError::NoSuchKey(key.to_string()));
             }
             return Err(GatewayError::AccessDenied);
         };
-        if !acl::allows(
-            &entry.owner,
-            &entry.grants(&bucket.owner),
-            requester,
-            permission,
-        ) {
+        let grants = super::access_grants(&bucket, entry.grants(&bucket.owner));
+        if !acl::allows(&entry.owner, &grants, requester, permission) {
             return Err(GatewayError::AccessDenied);
         }
         Ok((bucket, entry))
@@ -127,6 +124,7 @@ impl Gateway {
         let grants = self
             .grants_from_request(acl_request!(input), &owner, &bucket.owner)
             .await?;
+        super::check_public_block(&bucket, &grants)?;
         let acl = input
             .acl
             .as_ref()
@@ -386,6 +384,7 @@ impl Gateway {
         let grants = self
             .grants_from_request(acl_request!(input), &owner, &bucket.owner)
             .await?;
+        super::check_public_block(&bucket, &grants)?;
         let acl = input
             .acl
             .as_ref()
@@ -461,6 +460,7 @@ impl Gateway {
         let grants = self
             .grants_from_request(request, &entry.owner, &bucket.owner)
             .await?;
+        super::check_public_block(&bucket, &grants)?;
         entry.acl = input
             .acl
             .as_ref()

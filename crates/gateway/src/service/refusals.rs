@@ -1,14 +1,17 @@
 //! Operations whose feature strata does not have (object lock, torrents) answered the way S3
 //! answers them for a bucket or object without the feature, after the same access checks as
 //! any read or write, so clients see a precise 4xx instead of 501 NotImplemented. Also the
-//! bucket policy status, which without bucket policies follows from the ACL alone.
+//! bucket policy status, which without bucket policies follows from the ACL alone, and the
+//! public access block.
 
 use s3s::dto::*;
 use s3s::S3Request;
 
 use super::Gateway;
+use crate::acl::Requester;
 use crate::acl::{Grantee, Permission};
 use crate::error::{GatewayError, Result};
+use crate::layout::{BucketRecord, PublicAccessBlock};
 
 fn no_object_lock() -> GatewayError {
     GatewayError::InvalidRequest("the bucket has no object lock configuration".into())
@@ -115,5 +118,64 @@ impl Gateway {
                 is_public: Some(public),
             }),
         })
+    }
+
+    /// The bucket, if `requester` owns it (public access blocks are the owner's alone).
+    async fn owned_bucket(&self, name: &str, requester: &Requester) -> Result<BucketRecord> {
+        let bucket = self.store.bucket(name).await?;
+        let owns =
+            *requester == Requester::System || requester.uid() == Some(bucket.owner.as_str());
+        if !owns {
+            return Err(GatewayError::AccessDenied);
+        }
+        Ok(bucket)
+    }
+
+    pub(super) async fn do_put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> Result<PutPublicAccessBlockOutput> {
+        let requester = self.requester(&req).await?;
+        let mut bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let given = &req.input.public_access_block_configuration;
+        bucket.public_access_block = Some(PublicAccessBlock {
+            block_public_acls: given.block_public_acls.unwrap_or(false),
+            ignore_public_acls: given.ignore_public_acls.unwrap_or(false),
+            block_public_policy: given.block_public_policy.unwrap_or(false),
+            restrict_public_buckets: given.restrict_public_buckets.unwrap_or(false),
+        });
+        self.store.save_bucket(&bucket).await?;
+        Ok(PutPublicAccessBlockOutput::default())
+    }
+
+    pub(super) async fn do_get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> Result<GetPublicAccessBlockOutput> {
+        let requester = self.requester(&req).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let block = bucket
+            .public_access_block
+            .ok_or(GatewayError::NoSuchPublicAccessBlockConfiguration)?;
+        Ok(GetPublicAccessBlockOutput {
+            public_access_block_configuration: Some(PublicAccessBlockConfiguration {
+                block_public_acls: Some(block.block_public_acls),
+                ignore_public_acls: Some(block.ignore_public_acls),
+                block_public_policy: Some(block.block_public_policy),
+                restrict_public_buckets: Some(block.restrict_public_buckets),
+            }),
+        })
+    }
+
+    pub(super) async fn do_delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> Result<DeletePublicAccessBlockOutput> {
+        let requester = self.requester(&req).await?;
+        let mut bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        if bucket.public_access_block.take().is_some() {
+            self.store.save_bucket(&bucket).await?;
+        }
+        Ok(DeletePublicAccessBlockOutput::default())
     }
 }
