@@ -161,6 +161,30 @@ impl CephCluster {
         Ok(port)
     }
 
+    /// Prints every pool with its replicas and PG count on stderr (what the peer ran on).
+    pub fn print_pools(&self) {
+        let Ok(pools) = self.ceph(&["osd", "pool", "ls", "detail"]) else {
+            return;
+        };
+        for line in pools.lines().filter(|l| l.starts_with("pool ")) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let field = |name: &str| {
+                words
+                    .iter()
+                    .position(|w| *w == name)
+                    .and_then(|i| words.get(i + 1))
+                    .copied()
+                    .unwrap_or("?")
+            };
+            eprintln!(
+                "  ceph pool {}: size {}, pg_num {}",
+                words.get(2).copied().unwrap_or("?"),
+                field("size"),
+                field("pg_num")
+            );
+        }
+    }
+
     /// Runs `ceph -c CONF ARGS...` and returns its stdout.
     pub fn ceph(&self, args: &[&str]) -> Result<String> {
         self.client("ceph", args)

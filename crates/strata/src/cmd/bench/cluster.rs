@@ -14,7 +14,17 @@
 //!   `rados bench SECS rand -t C`. rados bench reports the mean latency only.
 //! - fio: `--rw=randwrite` then `randread`, `--bs=SIZE --direct=1 --ioengine=libaio
 //!   --iodepth=C` on one file in the data directory: what the disk does without any
-//!   object layer.
+//!   object layer. The disk here has a volatile write cache and fio does not flush, so its
+//!   write row is the device's ceiling, not a durable peer (strata and Ceph acknowledge
+//!   only after a flush).
+//!
+//! Run (about 3 minutes with the defaults; 4 MiB phases write several GB per replica):
+//! ```text
+//! strata bench cluster [--replicas 3] [--concurrency 16] [--sizes 4K,4M] [--seconds 10]
+//!                      [--dir /fast/disk] [--json rows.json] [--no-ceph] [--no-fio]
+//! ```
+//! CI runs only `tests/bench_objects_cli.rs` (`--no-ceph --no-fio --ops 100`, under a
+//! second): starting Ceph and writing gigabytes does not fit a test.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -393,6 +403,7 @@ fn fio_row(report: &serde_json::Value, side: &str, size_bytes: u64, op: &str) ->
 fn rados_bench(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
     let cluster = CephCluster::start(dir, args.replicas, &args.osd_size, args.replicas)?;
     cluster.create_pool("bench", args.replicas, args.pg_num)?;
+    cluster.print_pools();
     let seconds = args.seconds.ceil().max(1.0) as u64;
     let mut rows = Vec::new();
     for &size_bytes in sizes {

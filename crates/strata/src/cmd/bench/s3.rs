@@ -12,7 +12,15 @@
 //! - Both: C tasks, each with its own keep-alive connection and the same SigV4 client
 //!   ([`super::s3_client`]); one warm-up PUT+GET (radosgw creates its data pool on the first
 //!   PUT); then a PUT phase of fresh keys for `--seconds` and a GET phase of random keys among
-//!   those written for `--seconds`, per size.
+//!   those written for `--seconds`, per size. The client shares the two cores with the
+//!   server in both cases (in this process for strata, beside radosgw for Ceph).
+//!
+//! Run (about 2 minutes with the defaults):
+//! ```text
+//! strata bench s3 [--replicas 3] [--concurrency 16] [--sizes 4K,4M] [--seconds 10]
+//!                 [--dir /fast/disk] [--json rows.json] [--no-radosgw]
+//! ```
+//! CI runs only `tests/bench_objects_cli.rs` (`--no-radosgw --ops 100`, under a second).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -220,25 +228,7 @@ async fn radosgw(args: &Args, sizes: &[u64], dir: &Path, pg_num: u32) -> Result<
     let address: SocketAddr = ([127, 0, 0, 1], port).into();
     let rows = drive(RADOSGW, args, sizes, address, credentials).await;
     // Say what radosgw ran on: the pools it created, their replicas and PGs.
-    if let Ok(pools) = cluster.ceph(&["osd", "pool", "ls", "detail"]) {
-        for line in pools.lines().filter(|l| l.starts_with("pool ")) {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let field = |name: &str| {
-                words
-                    .iter()
-                    .position(|w| *w == name)
-                    .and_then(|i| words.get(i + 1))
-                    .copied()
-                    .unwrap_or("?")
-            };
-            eprintln!(
-                "  ceph pool {}: size {}, pg_num {}",
-                words.get(2).copied().unwrap_or("?"),
-                field("size"),
-                field("pg_num")
-            );
-        }
-    }
+    cluster.print_pools();
     tokio::task::spawn_blocking(move || drop(cluster)).await?;
     rows
 }
