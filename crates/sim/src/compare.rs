@@ -188,9 +188,9 @@ pub fn report(cells: &[Cell]) -> String {
             let verdict = if score.margin.abs() <= TIE_MISS_RATIO {
                 "tie".to_string()
             } else if score.margin < 0.0 {
-                format!("wins by {:.4}", -score.margin)
+                format!("wins by {:.5}", -score.margin)
             } else {
-                format!("**loses by {:.4}**", score.margin)
+                format!("**loses by {:.5}**", score.margin)
             };
             let _ = write!(
                 line,
@@ -219,7 +219,7 @@ pub fn report(cells: &[Cell]) -> String {
             let _ = writeln!(
                 out,
                 "{variant} on {label}: {wins} wins, {ties} ties, {losses} losses of {} cells; \
-                 worst margin {worst:+.4}; cache writes at most {writes:.3} of LRU's",
+                 worst margin {worst:+.5}; cache writes at most {writes:.3} of LRU's",
                 group.len()
             );
         }
@@ -267,4 +267,30 @@ pub fn run_all(
         }
     }
     Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_variant_equal_to_an_other_ties_and_lru_loses_on_a_scan() {
+        // A hot set of 20 keys interleaved with a scan of never-repeated keys: LRU lets the scan
+        // flush the hot set, S3-FIFO keeps it.
+        let parts = (0..20_000u64).map(|i| {
+            let key = if i % 2 == 0 { i % 40 / 2 } else { 1_000 + i };
+            (key, 4096, i, false)
+        });
+        let trace = Trace::from_parts("scan", parts, false);
+        let variants = ["s3fifo".to_string(), "lru".to_string()];
+        let sizes = [CacheSize::Objects(30)];
+        let cells = cells(&trace, &sizes, &variants, false, 1).expect("runs");
+        assert_eq!(cells.len(), 1);
+        assert_eq!(tally(&cells, 0), (0, 1, 0), "{:?}", cells[0]);
+        assert_eq!(tally(&cells, 1), (0, 0, 1), "{:?}", cells[0]);
+        assert!((cells[0].scores[1].writes_per_lru - 1.0).abs() < 1e-9);
+        let text = report(&cells);
+        assert!(text.contains("| scan | 30 (30) |"), "{text}");
+        assert!(text.contains("**loses by"), "{text}");
+    }
 }
