@@ -426,8 +426,13 @@ impl IoCtx for PoolHandle {
     async fn operate(&self, object: &str, op: WriteOp) -> Result<()> {
         let inner = self.inner()?;
         validate_object_name(object)?;
-        let (placement, _) = self.route(&inner, object)?;
-        let _guard = inner.pg_lock(placement.pg).lock().await;
+        // Only the PG is needed for its lock (a hash, no CRUSH): the placement is computed
+        // under the lock, where it cannot change under the write.
+        let pg = inner
+            .map()
+            .object_to_pg(self.info.id, object)
+            .map_err(|_| RadosError::NotFound(format!("pool {:?} was deleted", self.info.name)))?;
+        let _guard = inner.pg_lock(pg).lock().await;
         // The map may have changed while waiting: route again under the lock.
         self.operate_locked(&inner, object, op).await
     }
