@@ -78,6 +78,9 @@ pub enum GatewayError {
     /// without it).
     #[error("invalid bucket state: {0}")]
     InvalidBucketState(String),
+    /// The bucket has no CORS configuration.
+    #[error("no CORS configuration")]
+    NoSuchCorsConfiguration,
     /// The bucket has no public access block.
     #[error("no public access block configuration")]
     NoSuchPublicAccessBlockConfiguration,
@@ -136,6 +139,7 @@ impl GatewayError {
             GatewayError::MalformedAcl(_) => S3ErrorCode::MalformedACLError,
             GatewayError::InvalidRequest(_) => S3ErrorCode::InvalidRequest,
             GatewayError::InvalidBucketState(_) => S3ErrorCode::InvalidBucketState,
+            GatewayError::NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,
             GatewayError::NoSuchPublicAccessBlockConfiguration => {
                 S3ErrorCode::Custom("NoSuchPublicAccessBlockConfiguration".into())
             }
@@ -162,7 +166,8 @@ impl GatewayError {
             | GatewayError::NoSuchKey(_)
             | GatewayError::NoSuchUpload(_)
             | GatewayError::ObjectLockConfigurationNotFound
-            | GatewayError::NoSuchPublicAccessBlockConfiguration => S::NOT_FOUND,
+            | GatewayError::NoSuchPublicAccessBlockConfiguration
+            | GatewayError::NoSuchCorsConfiguration => S::NOT_FOUND,
             GatewayError::BucketAlreadyExists
             | GatewayError::BucketAlreadyOwnedByYou
             | GatewayError::BucketNotEmpty

@@ -111,6 +111,9 @@ pub struct BucketRecord {
     /// The bucket's public access block, if one was put.
     #[serde(default)]
     pub public_access_block: Option<PublicAccessBlock>,
+    /// The bucket's CORS rules, if a configuration was put.
+    #[serde(default)]
+    pub cors: Option<Vec<crate::cors::CorsRule>>,
 }
 
 /// S3's PublicAccessBlockConfiguration of one bucket (every flag defaults to false).

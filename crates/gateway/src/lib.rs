@@ -14,6 +14,18 @@
 //!   `<bucket-id>_<tag>__shadow_<n>` pieces. Multipart parts are pieces of their own and are
 //!   stitched by the manifest at completion, never copied.
 //!
+//! ## Access
+//! SigV4 (headers, presigned URLs, signed aws-chunked bodies) is checked by s3s against
+//! [`Users`]; every operation then checks the requester against the owner and the ACL grants
+//! ([`acl`]; canned ACLs, `x-amz-grant-*` and AccessControlPolicy bodies all become grants) and
+//! the bucket's public access block. CORS rules ([`cors`]) are applied by the HTTP layer
+//! ([`server`]), which also refuses over-long or expired presigned URLs and closes connections
+//! whose refused request body was never read.
+//!
+//! ## Conformance
+//! `scripts/s3-tests.sh S3_TESTS_CHECKOUT` runs the ceph/s3-tests core subset (303 tests)
+//! against a fresh `strata serve` and prints the count.
+//!
 //! ## Invariants
 //! - An acknowledged PUT is in the index: the index entry is written before the reply.
 //! - Data objects are never overwritten in place: a new version gets a new tag; the index entry
@@ -23,6 +35,7 @@
 
 pub mod acl;
 mod auth;
+pub mod cors;
 pub mod error;
 pub mod layout;
 mod list;

@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 use crate::auth::{AllowAll, ClusterAuth};
+use crate::cors;
 use crate::error::{GatewayError, Result};
 use crate::{Gateway, GatewayConfig};
 
@@ -76,17 +77,9 @@ impl Server {
 /// Longest validity of a presigned URL S3 accepts (`X-Amz-Expires`), in seconds: a week.
 const PRESIGNED_EXPIRES_MAX_S: i64 = 604_800;
 
-/// Requests answered before s3s sees them, with the status S3 gives: CORS preflights (no
-/// bucket has a CORS configuration) and presigned URLs whose `X-Amz-Expires` is negative
+/// Requests answered before s3s sees them, with the status S3 gives: presigned URLs whose `X-Amz-Expires` is negative
 /// (expired) or longer than a week, which s3s would answer with 400 or accept.
 fn refuse_early<B>(request: &http::Request<B>) -> Option<http::Response<s3s::Body>> {
-    if request.method() == http::Method::OPTIONS {
-        return Some(error_response(
-            http::StatusCode::BAD_REQUEST,
-            "InvalidRequest",
-            "CORS is not configured for this bucket",
-        ));
-    }
     let query = request.uri().query()?;
     let expires = query
         .split('&')
@@ -108,6 +101,94 @@ fn refuse_early<B>(request: &http::Request<B>) -> Option<http::Response<s3s::Bod
             "AuthorizationQueryParametersError",
             "X-Amz-Expires should be a number",
         )),
+    }
+}
+
+/// A cross-origin request: its `Origin`, the method it asks for (`Access-Control-Request-Method`
+/// or its own), the request headers a preflight asks for, and the bucket (path-style).
+struct CrossOrigin {
+    origin: String,
+    method: String,
+    asked_method: bool,
+    headers: Vec<String>,
+    bucket: String,
+}
+
+impl CrossOrigin {
+    /// `None` without an `Origin` header.
+    fn of<B>(request: &http::Request<B>) -> Option<Self> {
+        let headers = request.headers();
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let origin = text("origin")?.to_string();
+        let asked = text("access-control-request-method");
+        let bucket = request
+            .uri()
+            .path()
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        Some(Self {
+            origin,
+            method: asked.unwrap_or(request.method().as_str()).to_string(),
+            asked_method: asked.is_some(),
+            headers: text("access-control-request-headers")
+                .unwrap_or_default()
+                .split(',')
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect(),
+            bucket,
+        })
+    }
+}
+
+/// Answers a CORS preflight (OPTIONS) from the bucket's rules: 400 without `Origin` or
+/// `Access-Control-Request-Method`, 403 when no rule allows it.
+async fn preflight(gateway: &Gateway, asked: Option<CrossOrigin>) -> http::Response<s3s::Body> {
+    let Some(asked) = asked.filter(|a| a.asked_method && !a.bucket.is_empty()) else {
+        return error_response(
+            http::StatusCode::BAD_REQUEST,
+            "InvalidRequest",
+            "a CORS preflight needs Origin and Access-Control-Request-Method",
+        );
+    };
+    let rules = gateway.cors_rules(&asked.bucket).await;
+    match cors::allow(&rules, &asked.origin, &asked.method, &asked.headers) {
+        Some(allowed) => {
+            let mut response = http::Response::new(s3s::Body::empty());
+            add_cors_headers(&mut response, &allowed);
+            response
+        }
+        None => error_response(
+            http::StatusCode::FORBIDDEN,
+            "AccessForbidden",
+            "CORSResponse: this CORS request is not allowed",
+        ),
+    }
+}
+
+fn add_cors_headers(response: &mut http::Response<s3s::Body>, allowed: &cors::CorsAllowance) {
+    let headers = response.headers_mut();
+    let mut set = |name: &'static str, value: &str| {
+        if let Ok(value) = http::HeaderValue::from_str(value) {
+            headers.insert(name, value);
+        }
+    };
+    set("access-control-allow-origin", &allowed.origin);
+    set("access-control-allow-methods", &allowed.method);
+    if !allowed.headers.is_empty() {
+        set("access-control-allow-headers", &allowed.headers.join(", "));
+    }
+    if !allowed.expose_headers.is_empty() {
+        set(
+            "access-control-expose-headers",
+            &allowed.expose_headers.join(", "),
+        );
+    }
+    if let Some(max_age_s) = allowed.max_age_s {
+        set("access-control-max-age", &max_age_s.to_string());
     }
 }
 
@@ -181,6 +262,7 @@ pub async fn serve(
     let service = builder.build();
     let (shutdown, mut stopped) = watch::channel(false);
     let gc_gateway = gateway.clone();
+    let front_gateway = gateway.clone();
     let gc_period = std::time::Duration::from_secs(gateway.config().gc_period_s.max(1));
     let mut gc_stopped = stopped.clone();
     let task = tokio::spawn(async move {
@@ -212,17 +294,31 @@ pub async fn serve(
             };
             let _ = stream.set_nodelay(true);
             let service = service.clone();
+            let gateway = front_gateway.clone();
             tokio::spawn(async move {
                 let front = hyper::service::service_fn(move |request| {
                     let service = service.clone();
+                    let gateway = gateway.clone();
                     async move {
                         if let Some(refusal) = refuse_early(&request) {
                             return Ok::<_, s3s::HttpError>(refusal);
+                        }
+                        let cross_origin = CrossOrigin::of(&request);
+                        if request.method() == http::Method::OPTIONS {
+                            return Ok(preflight(&gateway, cross_origin).await);
                         }
                         let carries_body = carries_body(&request);
                         let mut response = hyper::service::Service::call(&service, request).await?;
                         if carries_body && !response.status().is_success() {
                             close_after(&mut response);
+                        }
+                        if let Some(asked) = cross_origin {
+                            let rules = gateway.cors_rules(&asked.bucket).await;
+                            if let Some(allowed) =
+                                cors::allow(&rules, &asked.origin, &asked.method, &[])
+                            {
+                                add_cors_headers(&mut response, &allowed);
+                            }
                         }
                         Ok(response)
                     }

@@ -217,6 +217,7 @@ impl Store {
             location: location.to_string(),
             grants: Some(grants),
             public_access_block: None,
+            cors: None,
         };
         self.save_bucket(&record).await?;
         Ok(record)

@@ -53,6 +53,14 @@ impl Gateway {
         &self.users
     }
 
+    /// The CORS rules of bucket `name` (none for a missing bucket or one without rules).
+    pub async fn cors_rules(&self, name: &str) -> Vec<crate::cors::CorsRule> {
+        match self.store.bucket(name).await {
+            Ok(bucket) => bucket.cors.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The gateway's configuration.
     pub fn config(&self) -> &GatewayConfig {
         &self.store.config
@@ -437,5 +445,25 @@ impl S3 for Gateway {
         req: S3Request<DeletePublicAccessBlockInput>,
     ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
         route!(self.do_delete_public_access_block(req))
+    }
+    async fn put_bucket_cors(
+        &self,
+        req: S3Request<PutBucketCorsInput>,
+    ) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        route!(self.do_put_bucket_cors(req))
+    }
+
+    async fn get_bucket_cors(
+        &self,
+        req: S3Request<GetBucketCorsInput>,
+    ) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        route!(self.do_get_bucket_cors(req))
+    }
+
+    async fn delete_bucket_cors(
+        &self,
+        req: S3Request<DeleteBucketCorsInput>,
+    ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        route!(self.do_delete_bucket_cors(req))
     }
 }

@@ -2,7 +2,7 @@
 //! answers them for a bucket or object without the feature, after the same access checks as
 //! any read or write, so clients see a precise 4xx instead of 501 NotImplemented. Also the
 //! bucket policy status, which without bucket policies follows from the ACL alone, and the
-//! public access block.
+//! public access block and CORS rules (kept with the bucket; [`crate::server`] applies them).
 
 use s3s::dto::*;
 use s3s::S3Request;
@@ -10,6 +10,7 @@ use s3s::S3Request;
 use super::Gateway;
 use crate::acl::Requester;
 use crate::acl::{Grantee, Permission};
+use crate::cors::CorsRule;
 use crate::error::{GatewayError, Result};
 use crate::layout::{BucketRecord, PublicAccessBlock};
 
@@ -177,5 +178,72 @@ impl Gateway {
             self.store.save_bucket(&bucket).await?;
         }
         Ok(DeletePublicAccessBlockOutput::default())
+    }
+
+    pub(super) async fn do_put_bucket_cors(
+        &self,
+        req: S3Request<PutBucketCorsInput>,
+    ) -> Result<PutBucketCorsOutput> {
+        let requester = self.requester(&req).await?;
+        let mut bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let rules: Vec<CorsRule> = req
+            .input
+            .cors_configuration
+            .cors_rules
+            .into_iter()
+            .map(|rule| CorsRule {
+                id: rule.id,
+                allowed_origins: rule.allowed_origins,
+                allowed_methods: rule.allowed_methods,
+                allowed_headers: rule.allowed_headers.unwrap_or_default(),
+                expose_headers: rule.expose_headers.unwrap_or_default(),
+                max_age_s: rule.max_age_seconds,
+            })
+            .collect();
+        if rules.is_empty() {
+            return Err(GatewayError::Malformed(
+                "CORS configuration without rules".into(),
+            ));
+        }
+        bucket.cors = Some(rules);
+        self.store.save_bucket(&bucket).await?;
+        Ok(PutBucketCorsOutput::default())
+    }
+
+    pub(super) async fn do_get_bucket_cors(
+        &self,
+        req: S3Request<GetBucketCorsInput>,
+    ) -> Result<GetBucketCorsOutput> {
+        let requester = self.requester(&req).await?;
+        let bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let rules = bucket.cors.ok_or(GatewayError::NoSuchCorsConfiguration)?;
+        let non_empty = |v: Vec<String>| (!v.is_empty()).then_some(v);
+        Ok(GetBucketCorsOutput {
+            cors_rules: Some(
+                rules
+                    .into_iter()
+                    .map(|rule| CORSRule {
+                        id: rule.id,
+                        allowed_origins: rule.allowed_origins,
+                        allowed_methods: rule.allowed_methods,
+                        allowed_headers: non_empty(rule.allowed_headers),
+                        expose_headers: non_empty(rule.expose_headers),
+                        max_age_seconds: rule.max_age_s,
+                    })
+                    .collect(),
+            ),
+        })
+    }
+
+    pub(super) async fn do_delete_bucket_cors(
+        &self,
+        req: S3Request<DeleteBucketCorsInput>,
+    ) -> Result<DeleteBucketCorsOutput> {
+        let requester = self.requester(&req).await?;
+        let mut bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        if bucket.cors.take().is_some() {
+            self.store.save_bucket(&bucket).await?;
+        }
+        Ok(DeleteBucketCorsOutput::default())
     }
 }
