@@ -449,10 +449,19 @@ impl Gateway {
             .await?;
         let _guard = self.store.lock_upload(&input.upload_id, "").await;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
-        let listed: Vec<CompletedPart> = input
+        let mut listed: Vec<CompletedPart> = input
             .multipart_upload
             .and_then(|m| m.parts)
             .unwrap_or_default();
+        // A part number listed twice in a row (a client that resent a part and kept both
+        // answers) means its last upload, as radosgw takes it.
+        listed.dedup_by(|later, earlier| {
+            let same = later.part_number == earlier.part_number;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
         if listed.is_empty() {
             return Err(GatewayError::Malformed("no parts".into()));
         }
