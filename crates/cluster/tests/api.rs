@@ -225,7 +225,10 @@ async fn pools_and_listing() {
         (fast.objects, fast.stored_bytes, fast.allocated_bytes),
         (50, 50 * 100, 3 * 50 * 4096)
     );
-    assert!(fast.metadata_bytes > 3 * 50 * 40, "one onode record per replica");
+    assert!(
+        fast.metadata_bytes > 3 * 50 * 40,
+        "one onode record per replica"
+    );
     let data = stats.pools.iter().find(|p| p.name == "data").unwrap();
     assert_eq!((data.stored_bytes, data.allocated_bytes), (0, 0));
 
