@@ -2,6 +2,12 @@
 //! alone (baseline), our cache in the seed's configuration, the raw fast device (the limit)
 //! and nbdkit's memory plugin (the NBD transport limit), in one run; prints IOPS, bandwidth,
 //! mean latency and the ratios, with Open-CAS's reference figures on this machine.
+//!
+//! Each row also shows the server's CPU time per request (user + system of the server
+//! process over the job, from /proc) and the load average when the job ended: on a shared
+//! 2-core machine the wall rates move with the load, the CPU cost per request much less.
+//! Quick variant for iteration:
+//! `strata bench cache --runtime-s 3 --jobs randread,randwrite --targets cache,fast`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -49,6 +55,13 @@ pub struct Args {
     /// Targets to run (hdd, cache, fast, nbdkit).
     #[arg(long, value_delimiter = ',', default_value = "hdd,cache,fast,nbdkit")]
     pub targets: Vec<String>,
+    /// Jobs to run, by fio rw name (randread, randwrite, randrw, read, write).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "randread,randwrite,randrw,read,write"
+    )]
+    pub jobs: Vec<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -100,9 +113,36 @@ const JOBS: [Job; 5] = [
 
 #[derive(Clone, Copy, Default)]
 struct Figures {
+    /// The job ran (it was selected with --jobs).
+    ran: bool,
     iops: f64,
     mb_per_s: f64,
     latency_us: f64,
+    /// Server CPU time (user + system) per request, µs; NaN when unknown (nbdkit's forks).
+    cpu_us_per_op: f64,
+    /// 1-minute load average when the job ended.
+    load: f64,
+}
+
+/// User + system CPU time of process `pid` so far, in clock ticks (/proc/PID/stat).
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    Some(user + system)
+}
+
+/// Clock ticks per second (USER_HZ; 100 on Linux for every architecture strata runs on).
+const TICKS_PER_S: f64 = 100.0;
+
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// A server under test.
@@ -282,7 +322,10 @@ fn fio(socket: &Path, dir: &Path, extra: &[String]) -> Result<Value> {
 
 fn figures(report: &Value) -> Figures {
     let job = &report["jobs"][0];
-    let mut out = Figures::default();
+    let mut out = Figures {
+        ran: true,
+        ..Figures::default()
+    };
     let mut ops = 0.0;
     let mut weighted = 0.0;
     for side in ["read", "write"] {
@@ -327,7 +370,23 @@ fn run_job(args: &Args, target: &Target, job: &Job) -> Result<Figures> {
     if let Some(percent) = job.mix_read_percent {
         extra.push(format!("--rwmixread={percent}"));
     }
-    Ok(figures(&fio(&target.socket, &args.dir, &extra)?))
+    let pid = target.child.id();
+    let before = cpu_ticks(pid);
+    let report = fio(&target.socket, &args.dir, &extra)?;
+    let after = cpu_ticks(pid);
+    let mut figures = figures(&report);
+    let ops: f64 = ["read", "write"]
+        .iter()
+        .map(|side| report["jobs"][0][side]["total_ios"].as_f64().unwrap_or(0.0))
+        .sum();
+    figures.cpu_us_per_op = match (before, after, target.name.starts_with("nbdkit")) {
+        (Some(before), Some(after), false) if ops > 0.0 => {
+            (after - before) as f64 / TICKS_PER_S * 1e6 / ops
+        }
+        _ => f64::NAN,
+    };
+    figures.load = load_average();
+    Ok(figures)
 }
 
 /// Writes every block of the random region once, so reads hit real data everywhere (a
@@ -357,6 +416,11 @@ fn prefill(args: &Args, target: &Target, cached: bool) -> Result<()> {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.dir)?;
+    for name in &args.jobs {
+        if !JOBS.iter().any(|job| job.rw == name) {
+            bail!("unknown job {name:?} (randread, randwrite, randrw, read, write)");
+        }
+    }
     let mut results: Vec<(String, String, Vec<Figures>)> = Vec::new();
     for which in &args.targets {
         let Some(target) = start_target(&args, which)? else {
@@ -366,10 +430,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
         prefill(&args, &target, which == "cache")?;
         let mut row = Vec::new();
         for job in &JOBS {
+            if !args.jobs.iter().any(|name| name == job.rw) {
+                row.push(Figures::default());
+                continue;
+            }
             let figures = run_job(&args, &target, job)?;
             eprintln!(
-                "  {:<24} {:>9.0} IOPS {:>8.1} MB/s {:>9.0} µs",
-                job.name, figures.iops, figures.mb_per_s, figures.latency_us
+                "  {:<24} {:>9.0} IOPS {:>8.1} MB/s {:>9.0} µs {:>6.1} µs CPU/op load {:.1}",
+                job.name,
+                figures.iops,
+                figures.mb_per_s,
+                figures.latency_us,
+                figures.cpu_us_per_op,
+                figures.load
             );
             row.push(figures);
         }
@@ -388,15 +461,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn print_table(results: &[(String, String, Vec<Figures>)]) {
     println!(
-        "\n{:<24} {:<22} {:>10} {:>10} {:>10}",
-        "job", "target", "IOPS", "MB/s", "lat µs"
+        "\n{:<24} {:<22} {:>10} {:>10} {:>10} {:>11} {:>6}",
+        "job", "target", "IOPS", "MB/s", "lat µs", "CPU µs/op", "load"
     );
     for (index, job) in JOBS.iter().enumerate() {
         for (_, name, row) in results {
             let f = row[index];
+            if !f.ran {
+                continue;
+            }
             println!(
-                "{:<24} {:<22} {:>10.0} {:>10.1} {:>10.0}",
-                job.name, name, f.iops, f.mb_per_s, f.latency_us
+                "{:<24} {:<22} {:>10.0} {:>10.1} {:>10.0} {:>11.1} {:>6.1}",
+                job.name, name, f.iops, f.mb_per_s, f.latency_us, f.cpu_us_per_op, f.load
             );
         }
     }
@@ -406,13 +482,17 @@ fn print_table(results: &[(String, String, Vec<Figures>)]) {
             .find(|(w, _, _)| w == which)
             .map(|(_, _, row)| row)
     };
-    let (Some(cache), Some(hdd)) = (find("cache"), find("hdd")) else {
+    let Some(cache) = find("cache") else {
         return;
     };
+    let hdd = find("hdd");
     println!("\nratios (cache over ...)      vs HDD    vs fast   vs nbdkit   target");
     for (index, job) in JOBS.iter().enumerate() {
+        if !cache[index].ran {
+            continue;
+        }
         let ratio = |other: Option<&Vec<Figures>>, bandwidth: bool| {
-            other.map(|row| {
+            other.filter(|row| row[index].ran).map(|row| {
                 let (a, b) = if bandwidth {
                     (cache[index].mb_per_s, row[index].mb_per_s)
                 } else {
@@ -437,7 +517,7 @@ fn print_table(results: &[(String, String, Vec<Figures>)]) {
         println!(
             "{:<26} {:>9} {:>9} {:>9}   {target}",
             job.name,
-            show(ratio(Some(hdd), bandwidth)),
+            show(ratio(hdd, bandwidth)),
             show(ratio(find("fast"), bandwidth)),
             show(ratio(find("nbdkit"), bandwidth)),
         );
@@ -447,7 +527,13 @@ fn print_table(results: &[(String, String, Vec<Figures>)]) {
         cache[0].iops / OPEN_CAS_RANDREAD_IOPS,
         cache[1].iops / OPEN_CAS_RANDWRITE_IOPS
     );
+    let Some(hdd) = hdd else {
+        return;
+    };
     for (index, label) in [(3, "read"), (4, "write")] {
+        if !cache[index].ran || !hdd[index].ran {
+            continue;
+        }
         let loss = 100.0 * (1.0 - cache[index].mb_per_s / hdd[index].mb_per_s.max(1e-9));
         println!("sequential {label} bandwidth loss vs HDD alone: {loss:.1}%");
     }
