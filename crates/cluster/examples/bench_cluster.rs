@@ -12,8 +12,9 @@
 //! fresh objects of `--size` are written with `write_full` (at most `--seconds`), then read back
 //! in a shuffled order. Each row gives ops/s, p50/p99 latency and the process CPU time per op
 //! (user + system, all threads: the machine has few cores, so CPU per op is the figure that
-//! survives a loaded machine). After each write and read row, fio does 4 KiB random writes
-//! (reads) at the same depth on a file in the same directory: the disk's limit for that run.
+//! survives a loaded machine). After the cluster rows of a replica count, fio does 4 KiB random
+//! writes and reads at each depth on a file in the same directory: the disk's limit for that
+//! run (after, not between, so fio's write-back does not slow the cluster's next phase).
 //!
 //! The device files are written in full first (as fio lays out its file): a sparse file would
 //! make every first write allocate filesystem blocks, which fio's peer never pays. `--dir`
@@ -332,7 +333,6 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
             "{}",
             write.row(&format!("cluster write r{replicas}"), concurrency)
         );
-        fio_row(args, dir, "fio randwrite", concurrency, "randwrite");
         let written = write.latencies_us.len() as u64;
         let reader = pool.clone();
         let size_bytes = args.size_bytes;
@@ -356,6 +356,11 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
             "{}",
             read.row(&format!("cluster read r{replicas}"), concurrency)
         );
+    }
+    // fio after every cluster phase of this replica count: its writes (GBs at high depth)
+    // leave the disk flushing for a while, which would slow the cluster phase after it.
+    for &concurrency in &args.concurrency {
+        fio_row(args, dir, "fio randwrite", concurrency, "randwrite");
         fio_row(args, dir, "fio randread", concurrency, "randread");
     }
     drop(pool);
