@@ -116,12 +116,14 @@ impl PoolHandle {
         Err(last.unwrap_or_else(|| self.degraded(placement)))
     }
 
-    /// Rewrites the bad copies of an object from a good replica (under the PG lock).
+    /// Rewrites the bad copies of an object from a good replica (under the PG lock, shared,
+    /// and the object's lock).
     async fn repair(&self, inner: &Inner, object: &str, good: i32, bad: &[i32]) {
         let Ok((placement, collection)) = self.route(inner, object) else {
             return;
         };
-        let _guard = inner.pg_lock(placement.pg).lock().await;
+        let _pg_guard = inner.pg_lock(placement.pg).read().await;
+        let _object_guard = inner.object_lock(self.info.id, object).lock().await;
         let repaired = crate::recovery::copy_object(inner, &collection, object, good, bad).await;
         match repaired {
             Ok(count) => inner.recovery.add_repaired(count),
@@ -333,7 +335,7 @@ impl PoolHandle {
         }
         if durable {
             // The replicas committed the write but the primary, which serves reads, did not:
-            // copy the new version onto it now (we hold the PG lock), so the object is not
+            // copy the new version onto it now (we hold the object's lock), so the object is not
             // left divergent and the write can be acknowledged.
             let repaired =
                 crate::recovery::copy_object(inner, &collection, object, holders[0], &[primary_id])
@@ -432,7 +434,8 @@ impl IoCtx for PoolHandle {
             .map()
             .object_to_pg(self.info.id, object)
             .map_err(|_| RadosError::NotFound(format!("pool {:?} was deleted", self.info.name)))?;
-        let _guard = inner.pg_lock(pg).lock().await;
+        let _pg_guard = inner.pg_lock(pg).read().await;
+        let _object_guard = inner.object_lock(self.info.id, object).lock().await;
         // The map may have changed while waiting: route again under the lock.
         self.operate_locked(&inner, object, op).await
     }

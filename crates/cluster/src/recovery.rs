@@ -150,7 +150,7 @@ pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
 
 /// Recovers one PG with a pg_temp; returns whether its pg_temp was cleared.
 async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
-    let _guard = inner.pg_lock(pg).lock().await;
+    let _guard = inner.pg_lock(pg).write().await;
     let map = inner.map();
     if !map.pg_temp().contains_key(&pg) {
         return Ok(true);
@@ -229,7 +229,7 @@ async fn remove_strays(inner: &Inner) -> Result<u64> {
             let Some(pg) = parse_collection(&collection) else {
                 continue;
             };
-            let _guard = inner.pg_lock(pg).lock().await;
+            let _guard = inner.pg_lock(pg).write().await;
             let map = inner.map();
             let place = placement(&map, pg);
             let member = map.pool(pg.pool).is_some()

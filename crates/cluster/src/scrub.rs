@@ -86,7 +86,7 @@ enum Copy {
 
 /// Scrubs one PG under its lock.
 pub(crate) async fn scrub_pg(inner: &Inner, pg: PgId, repair: bool) -> Result<ScrubReport> {
-    let _guard = inner.pg_lock(pg).lock().await;
+    let _guard = inner.pg_lock(pg).write().await;
     let map = inner.map();
     let place = placement(&map, pg);
     let collection = collection_name(pg);
