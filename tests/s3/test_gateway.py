@@ -408,6 +408,37 @@ def test_acls():
     nuke(b)
 
 
+def test_bucket_policy():
+    import json
+    b = new_bucket()
+    s3.put_object(Bucket=b, Key="pub/a", Body=b"a")
+    s3.put_object(Bucket=b, Key="secret", Body=b"s")
+    check(error_of(s3.get_bucket_policy, Bucket=b)[1] == 404)
+    check(s3.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is False)
+    policy = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{b}/pub/*"},
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam:::user/alt"}, "Action": "s3:ListBucket",
+         "Resource": f"arn:aws:s3:::{b}", "Condition": {"StringLike": {"s3:prefix": "pub/*"}}},
+        {"Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "s3:GetBucketPublicAccessBlock",
+         "Resource": f"arn:aws:s3:::{b}"}]})
+    s3.put_bucket_policy(Bucket=b, Policy=policy)
+    check(s3.get_bucket_policy(Bucket=b)["Policy"] == policy)
+    check(s3.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is True)
+    check(anonymous().get_object(Bucket=b, Key="pub/a")["Body"].read() == b"a")
+    check(error_of(anonymous().get_object, Bucket=b, Key="secret")[1] == 403)
+    check(error_of(alt.head_object, Bucket=b, Key="pub/missing")[1] == 404)
+    check(error_of(alt.head_object, Bucket=b, Key="other/missing")[1] == 403)
+    check(error_of(s3.get_public_access_block, Bucket=b)[1] == 403)  # denied even to the owner
+    check(error_of(alt.put_bucket_policy, Bucket=b, Policy=policy)[1] == 403)
+    bad = json.dumps({"Statement": [{"Effect": "Allow", "NotPrincipal": {"AWS": "x"}, "Action": "s3:*", "Resource": "*"}]})
+    check(error_of(s3.put_bucket_policy, Bucket=b, Policy=bad)[0] == "MalformedPolicy")
+    s3.delete_bucket_policy(Bucket=b)
+    check(error_of(anonymous().get_object, Bucket=b, Key="pub/a")[1] == 403)
+    s3.put_public_access_block(Bucket=b, PublicAccessBlockConfiguration={"BlockPublicPolicy": True})
+    check(error_of(s3.put_bucket_policy, Bucket=b, Policy=policy)[1] == 403)
+    nuke(b)
+
+
 # ---- auth ----------------------------------------------------------------------------------
 
 def test_auth_failures():

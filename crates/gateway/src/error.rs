@@ -81,6 +81,12 @@ pub enum GatewayError {
     /// The bucket has no CORS configuration.
     #[error("no CORS configuration")]
     NoSuchCorsConfiguration,
+    /// A bucket policy that does not parse or uses what strata cannot evaluate.
+    #[error("malformed policy: {0}")]
+    MalformedPolicy(String),
+    /// The bucket has no policy.
+    #[error("the bucket has no policy")]
+    NoSuchBucketPolicy,
     /// The bucket has no public access block.
     #[error("no public access block configuration")]
     NoSuchPublicAccessBlockConfiguration,
@@ -140,6 +146,8 @@ impl GatewayError {
             GatewayError::InvalidRequest(_) => S3ErrorCode::InvalidRequest,
             GatewayError::InvalidBucketState(_) => S3ErrorCode::InvalidBucketState,
             GatewayError::NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,
+            GatewayError::MalformedPolicy(_) => S3ErrorCode::MalformedPolicy,
+            GatewayError::NoSuchBucketPolicy => S3ErrorCode::NoSuchBucketPolicy,
             GatewayError::NoSuchPublicAccessBlockConfiguration => {
                 S3ErrorCode::Custom("NoSuchPublicAccessBlockConfiguration".into())
             }
@@ -167,6 +175,7 @@ impl GatewayError {
             | GatewayError::NoSuchUpload(_)
             | GatewayError::ObjectLockConfigurationNotFound
             | GatewayError::NoSuchPublicAccessBlockConfiguration
+            | GatewayError::NoSuchBucketPolicy
             | GatewayError::NoSuchCorsConfiguration => S::NOT_FOUND,
             GatewayError::BucketAlreadyExists
             | GatewayError::BucketAlreadyOwnedByYou

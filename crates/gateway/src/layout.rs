@@ -114,6 +114,9 @@ pub struct BucketRecord {
     /// The bucket's CORS rules, if a configuration was put.
     #[serde(default)]
     pub cors: Option<Vec<crate::cors::CorsRule>>,
+    /// The bucket policy document as it was put ([`crate::policy`]), if one was.
+    #[serde(default)]
+    pub policy: Option<String>,
 }
 
 /// S3's PublicAccessBlockConfiguration of one bucket (every flag defaults to false).
@@ -123,7 +126,7 @@ pub struct PublicAccessBlock {
     pub block_public_acls: bool,
     /// Grant nothing through public ACL grants.
     pub ignore_public_acls: bool,
-    /// Refuse public bucket policies (strata has no bucket policies: kept and reported only).
+    /// Refuse to put a public bucket policy.
     pub block_public_policy: bool,
     /// Restrict public buckets to their owner (kept and reported only, as above).
     pub restrict_public_buckets: bool,

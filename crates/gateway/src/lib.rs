@@ -17,8 +17,9 @@
 //! ## Access
 //! SigV4 (headers, presigned URLs, signed aws-chunked bodies) is checked by s3s against
 //! [`Users`]; every operation then checks the requester against the owner and the ACL grants
-//! ([`acl`]; canned ACLs, `x-amz-grant-*` and AccessControlPolicy bodies all become grants) and
-//! the bucket's public access block. CORS rules ([`cors`]) are applied by the HTTP layer
+//! ([`acl`]; canned ACLs, `x-amz-grant-*` and AccessControlPolicy bodies all become grants),
+//! the bucket policy ([`policy`]: an explicit Deny refuses even the owner, an Allow grants
+//! beyond the ACL) and the bucket's public access block. CORS rules ([`cors`]) are applied by the HTTP layer
 //! ([`server`]), which also refuses over-long or expired presigned URLs and closes connections
 //! whose refused request body was never read.
 //!
@@ -39,6 +40,7 @@ pub mod cors;
 pub mod error;
 pub mod layout;
 mod list;
+pub mod policy;
 mod server;
 mod service;
 mod store;

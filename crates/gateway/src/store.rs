@@ -218,6 +218,7 @@ impl Store {
             grants: Some(grants),
             public_access_block: None,
             cors: None,
+            policy: None,
         };
         self.save_bucket(&record).await?;
         Ok(record)

@@ -17,6 +17,7 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 use crate::acl::{self, Permission, Requester};
 use crate::error::{GatewayError, Result};
 use crate::layout::BucketRecord;
+use crate::policy::{arn, Context, Decision, Policy};
 use crate::store::{Clock, GatewayStats, Store};
 use crate::users::Users;
 use crate::GatewayConfig;
@@ -97,12 +98,25 @@ impl Gateway {
         permission: Permission,
     ) -> Result<BucketRecord> {
         let bucket = self.store.bucket(name).await?;
-        if !acl::allows(
-            &bucket.owner,
-            &access_grants(&bucket, bucket.grants()),
-            requester,
-            permission,
-        ) {
+        let action = match permission {
+            Permission::Read => "s3:ListBucket",
+            Permission::Write => "s3:PutObject",
+            Permission::ReadAcp => "s3:GetBucketAcl",
+            Permission::WriteAcp => "s3:PutBucketAcl",
+        };
+        // Writes name no key here: the policy sees the bucket's every object.
+        let key = (permission == Permission::Write).then_some("*");
+        let allowed = match policy_decision(&bucket, requester, action, key, &Context::new()) {
+            Decision::Deny => false,
+            Decision::Allow => true,
+            Decision::Unspecified => acl::allows(
+                &bucket.owner,
+                &access_grants(&bucket, bucket.grants()),
+                requester,
+                permission,
+            ),
+        };
+        if !allowed {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
@@ -138,6 +152,28 @@ impl Gateway {
             Requester::System => Ok("anonymous".into()),
             Requester::Anonymous => Ok("anonymous".into()),
         }
+    }
+}
+
+/// What the bucket's policy says about `requester` doing `action` on the bucket (`key`
+/// `None`) or on one of its objects; no policy (or authentication off) leaves it to the ACL.
+pub(crate) fn policy_decision(
+    bucket: &BucketRecord,
+    requester: &Requester,
+    action: &str,
+    key: Option<&str>,
+    context: &Context,
+) -> Decision {
+    let Some(text) = &bucket.policy else {
+        return Decision::Unspecified;
+    };
+    if *requester == Requester::System {
+        return Decision::Unspecified;
+    }
+    // The document was checked when it was put; one that no longer parses grants nothing.
+    match Policy::parse(text) {
+        Ok(policy) => policy.evaluate(requester, action, &arn(&bucket.name, key), context),
+        Err(_) => Decision::Unspecified,
     }
 }
 
@@ -426,6 +462,27 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
         route!(self.do_get_bucket_policy_status(req))
     }
+    async fn put_bucket_policy(
+        &self,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        route!(self.do_put_bucket_policy(req))
+    }
+
+    async fn get_bucket_policy(
+        &self,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        route!(self.do_get_bucket_policy(req))
+    }
+
+    async fn delete_bucket_policy(
+        &self,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        route!(self.do_delete_bucket_policy(req))
+    }
+
     async fn put_public_access_block(
         &self,
         req: S3Request<PutPublicAccessBlockInput>,

@@ -13,6 +13,7 @@ use super::Gateway;
 use crate::acl::{self, Permission, Requester};
 use crate::error::{GatewayError, Result};
 use crate::layout::{BucketRecord, ObjectEntry};
+use crate::policy::{Context, Decision};
 use crate::server::ChannelStream;
 
 /// Standard headers kept with an object, from the request fields.
@@ -92,14 +93,38 @@ impl Gateway {
     ) -> Result<(BucketRecord, ObjectEntry)> {
         let bucket = self.store.bucket(bucket_name).await?;
         let Some(entry) = self.store.entry_opt(&bucket, key).await? else {
-            let bucket_grants = super::access_grants(&bucket, bucket.grants());
-            if acl::allows(&bucket.owner, &bucket_grants, requester, Permission::Read) {
+            // Whoever may list the key's name learns it is missing; others only AccessDenied.
+            let context = Context::from([("s3:prefix".to_string(), key.to_string())]);
+            let listable =
+                match super::policy_decision(&bucket, requester, "s3:ListBucket", None, &context) {
+                    Decision::Deny => false,
+                    Decision::Allow => true,
+                    Decision::Unspecified => {
+                        let bucket_grants = super::access_grants(&bucket, bucket.grants());
+                        acl::allows(&bucket.owner, &bucket_grants, requester, Permission::Read)
+                    }
+                };
+            if listable {
                 return Err(GatewayError::NoSuchKey(key.to_string()));
             }
             return Err(GatewayError::AccessDenied);
         };
-        let grants = super::access_grants(&bucket, entry.grants(&bucket.owner));
-        if !acl::allows(&entry.owner, &grants, requester, permission) {
+        let action = match permission {
+            Permission::Read => "s3:GetObject",
+            Permission::Write => "s3:PutObject",
+            Permission::ReadAcp => "s3:GetObjectAcl",
+            Permission::WriteAcp => "s3:PutObjectAcl",
+        };
+        let allowed =
+            match super::policy_decision(&bucket, requester, action, Some(key), &Context::new()) {
+                Decision::Deny => false,
+                Decision::Allow => true,
+                Decision::Unspecified => {
+                    let grants = super::access_grants(&bucket, entry.grants(&bucket.owner));
+                    acl::allows(&entry.owner, &grants, requester, permission)
+                }
+            };
+        if !allowed {
             return Err(GatewayError::AccessDenied);
         }
         Ok((bucket, entry))

@@ -1,8 +1,9 @@
 //! Operations whose feature strata does not have (object lock, torrents) answered the way S3
 //! answers them for a bucket or object without the feature, after the same access checks as
 //! any read or write, so clients see a precise 4xx instead of 501 NotImplemented. Also the
-//! bucket policy status, which without bucket policies follows from the ACL alone, and the
-//! public access block and CORS rules (kept with the bucket; [`crate::server`] applies them).
+//! bucket configuration kept with the bucket: its policy ([`crate::policy`], evaluated by
+//! every access check), policy status, public access block and CORS rules
+//! ([`crate::server`] applies them).
 
 use s3s::dto::*;
 use s3s::S3Request;
@@ -13,6 +14,7 @@ use crate::acl::{Grantee, Permission};
 use crate::cors::CorsRule;
 use crate::error::{GatewayError, Result};
 use crate::layout::{BucketRecord, PublicAccessBlock};
+use crate::policy::{Context, Decision, Policy};
 
 fn no_object_lock() -> GatewayError {
     GatewayError::InvalidRequest("the bucket has no object lock configuration".into())
@@ -101,7 +103,8 @@ impl Gateway {
         )))
     }
 
-    /// Public when the ACL grants anything to all or to all authenticated users.
+    /// Public when the ACL grants anything to all or to all authenticated users, or the
+    /// bucket policy allows something to everyone without a condition.
     pub(super) async fn do_get_bucket_policy_status(
         &self,
         req: S3Request<GetBucketPolicyStatusInput>,
@@ -110,10 +113,16 @@ impl Gateway {
         let bucket = self
             .bucket_for(&req.input.bucket, &requester, Permission::ReadAcp)
             .await?;
-        let public = bucket
-            .grants()
-            .iter()
-            .any(|g| matches!(g.grantee, Grantee::AllUsers | Grantee::AuthenticatedUsers));
+        let public_policy = bucket
+            .policy
+            .as_deref()
+            .and_then(|text| Policy::parse(text).ok())
+            .is_some_and(|policy| policy.is_public());
+        let public = public_policy
+            || bucket
+                .grants()
+                .iter()
+                .any(|g| matches!(g.grantee, Grantee::AllUsers | Grantee::AuthenticatedUsers));
         Ok(GetBucketPolicyStatusOutput {
             policy_status: Some(PolicyStatus {
                 is_public: Some(public),
@@ -121,15 +130,78 @@ impl Gateway {
         })
     }
 
-    /// The bucket, if `requester` owns it (public access blocks are the owner's alone).
-    async fn owned_bucket(&self, name: &str, requester: &Requester) -> Result<BucketRecord> {
+    /// The bucket, if `requester` may do `action` (a bucket configuration operation) on it:
+    /// its owner unless the bucket policy denies it, others only where the policy allows it.
+    async fn owned_bucket(
+        &self,
+        name: &str,
+        requester: &Requester,
+        action: &str,
+    ) -> Result<BucketRecord> {
         let bucket = self.store.bucket(name).await?;
-        let owns =
-            *requester == Requester::System || requester.uid() == Some(bucket.owner.as_str());
-        if !owns {
+        let allowed =
+            match super::policy_decision(&bucket, requester, action, None, &Context::new()) {
+                Decision::Deny => false,
+                Decision::Allow => true,
+                Decision::Unspecified => {
+                    *requester == Requester::System
+                        || requester.uid() == Some(bucket.owner.as_str())
+                }
+            };
+        if !allowed {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
+    }
+
+    /// Checks the document ([`Policy::parse`]) and, unless the public access block refuses
+    /// public policies and this one is public, keeps it with the bucket.
+    pub(super) async fn do_put_bucket_policy(
+        &self,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> Result<PutBucketPolicyOutput> {
+        let requester = self.requester(&req).await?;
+        let mut bucket = self
+            .owned_bucket(&req.input.bucket, &requester, "s3:PutBucketPolicy")
+            .await?;
+        let policy = Policy::parse(&req.input.policy)?;
+        let blocks = bucket
+            .public_access_block
+            .is_some_and(|b| b.block_public_policy);
+        if blocks && policy.is_public() {
+            return Err(GatewayError::AccessDenied);
+        }
+        bucket.policy = Some(req.input.policy);
+        self.store.save_bucket(&bucket).await?;
+        Ok(PutBucketPolicyOutput::default())
+    }
+
+    pub(super) async fn do_get_bucket_policy(
+        &self,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> Result<GetBucketPolicyOutput> {
+        let requester = self.requester(&req).await?;
+        let bucket = self
+            .owned_bucket(&req.input.bucket, &requester, "s3:GetBucketPolicy")
+            .await?;
+        let policy = bucket.policy.ok_or(GatewayError::NoSuchBucketPolicy)?;
+        Ok(GetBucketPolicyOutput {
+            policy: Some(policy),
+        })
+    }
+
+    pub(super) async fn do_delete_bucket_policy(
+        &self,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> Result<DeleteBucketPolicyOutput> {
+        let requester = self.requester(&req).await?;
+        let mut bucket = self
+            .owned_bucket(&req.input.bucket, &requester, "s3:DeleteBucketPolicy")
+            .await?;
+        if bucket.policy.take().is_some() {
+            self.store.save_bucket(&bucket).await?;
+        }
+        Ok(DeleteBucketPolicyOutput::default())
     }
 
     pub(super) async fn do_put_public_access_block(
@@ -137,7 +209,13 @@ impl Gateway {
         req: S3Request<PutPublicAccessBlockInput>,
     ) -> Result<PutPublicAccessBlockOutput> {
         let requester = self.requester(&req).await?;
-        let mut bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let mut bucket = self
+            .owned_bucket(
+                &req.input.bucket,
+                &requester,
+                "s3:PutBucketPublicAccessBlock",
+            )
+            .await?;
         let given = &req.input.public_access_block_configuration;
         bucket.public_access_block = Some(PublicAccessBlock {
             block_public_acls: given.block_public_acls.unwrap_or(false),
@@ -154,7 +232,13 @@ impl Gateway {
         req: S3Request<GetPublicAccessBlockInput>,
     ) -> Result<GetPublicAccessBlockOutput> {
         let requester = self.requester(&req).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let bucket = self
+            .owned_bucket(
+                &req.input.bucket,
+                &requester,
+                "s3:GetBucketPublicAccessBlock",
+            )
+            .await?;
         let block = bucket
             .public_access_block
             .ok_or(GatewayError::NoSuchPublicAccessBlockConfiguration)?;
@@ -173,7 +257,13 @@ impl Gateway {
         req: S3Request<DeletePublicAccessBlockInput>,
     ) -> Result<DeletePublicAccessBlockOutput> {
         let requester = self.requester(&req).await?;
-        let mut bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let mut bucket = self
+            .owned_bucket(
+                &req.input.bucket,
+                &requester,
+                "s3:PutBucketPublicAccessBlock",
+            )
+            .await?;
         if bucket.public_access_block.take().is_some() {
             self.store.save_bucket(&bucket).await?;
         }
@@ -185,7 +275,9 @@ impl Gateway {
         req: S3Request<PutBucketCorsInput>,
     ) -> Result<PutBucketCorsOutput> {
         let requester = self.requester(&req).await?;
-        let mut bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let mut bucket = self
+            .owned_bucket(&req.input.bucket, &requester, "s3:PutBucketCORS")
+            .await?;
         let rules: Vec<CorsRule> = req
             .input
             .cors_configuration
@@ -215,7 +307,9 @@ impl Gateway {
         req: S3Request<GetBucketCorsInput>,
     ) -> Result<GetBucketCorsOutput> {
         let requester = self.requester(&req).await?;
-        let bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let bucket = self
+            .owned_bucket(&req.input.bucket, &requester, "s3:GetBucketCORS")
+            .await?;
         let rules = bucket.cors.ok_or(GatewayError::NoSuchCorsConfiguration)?;
         let non_empty = |v: Vec<String>| (!v.is_empty()).then_some(v);
         Ok(GetBucketCorsOutput {
@@ -240,7 +334,9 @@ impl Gateway {
         req: S3Request<DeleteBucketCorsInput>,
     ) -> Result<DeleteBucketCorsOutput> {
         let requester = self.requester(&req).await?;
-        let mut bucket = self.owned_bucket(&req.input.bucket, &requester).await?;
+        let mut bucket = self
+            .owned_bucket(&req.input.bucket, &requester, "s3:PutBucketCORS")
+            .await?;
         if bucket.cors.take().is_some() {
             self.store.save_bucket(&bucket).await?;
         }
