@@ -408,6 +408,24 @@ def test_acls():
     nuke(b)
 
 
+def test_chunked_put_without_length():
+    import http.client
+    import urllib.parse
+    b = new_bucket()
+    s3.put_bucket_acl(Bucket=b, ACL="public-read-write")
+    endpoint = urllib.parse.urlparse(ENDPOINT)
+    connection = http.client.HTTPConnection(endpoint.hostname, endpoint.port, timeout=10)
+    # An iterable body without Content-Length goes out with Transfer-Encoding: chunked.
+    connection.request("PUT", f"/{b}/chunked", body=iter([b"abc", b"defg"]), encode_chunked=True)
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    check(response.status == 200, response.status)
+    listed = s3.list_objects_v2(Bucket=b)["Contents"]
+    check([(o["Key"], o["Size"]) for o in listed] == [("chunked", 7)], listed)
+    nuke(b)
+
+
 def test_bucket_policy():
     import json
     b = new_bucket()

@@ -241,6 +241,54 @@ fn error_response(
     response
 }
 
+/// Largest body of a chunked PUT without Content-Length that is buffered to learn its length.
+const UNSIZED_BODY_MAX_BYTES: usize = 64 << 20;
+
+/// Whether `request` is a PUT whose length only the end of its body tells: HTTP/1.1
+/// `Transfer-Encoding: chunked` with neither Content-Length nor the aws-chunked decoded length.
+fn unsized_put<B>(request: &http::Request<B>) -> bool {
+    let headers = request.headers();
+    request.method() == http::Method::PUT
+        && !headers.contains_key(http::header::CONTENT_LENGTH)
+        && !headers.contains_key("x-amz-decoded-content-length")
+        && headers
+            .get(http::header::TRANSFER_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
+}
+
+/// The request with an s3s body. s3s refuses a PUT without a length (MissingContentLength)
+/// where S3 and radosgw accept chunked transfer encoding, so such a body is read first (up to
+/// [`UNSIZED_BODY_MAX_BYTES`]) and its length set; a longer one is refused with 413.
+async fn with_length(
+    request: http::Request<hyper::body::Incoming>,
+) -> std::result::Result<http::Request<s3s::Body>, http::Response<s3s::Body>> {
+    if !unsized_put(&request) {
+        return Ok(request.map(s3s::Body::from));
+    }
+    let (mut parts, body) = request.into_parts();
+    let mut body = s3s::Body::from(body);
+    match body.store_all_limited(UNSIZED_BODY_MAX_BYTES).await {
+        Ok(bytes) => {
+            // Transfer-Encoding stays: a signature may cover it.
+            parts.headers.insert(
+                http::header::CONTENT_LENGTH,
+                http::HeaderValue::from(bytes.len()),
+            );
+            Ok(http::Request::from_parts(parts, s3s::Body::from(bytes)))
+        }
+        Err(error) => {
+            tracing::debug!(%error, "unsized PUT body refused");
+            let response = error_response(
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                "EntityTooLarge",
+                "a PUT without Content-Length is limited to 64 MiB",
+            );
+            Err(response)
+        }
+    }
+}
+
 /// Serves S3 for the cluster `rados` on `bind_addr` (port 0: any free port).
 pub async fn serve(
     rados: Arc<dyn Rados>,
@@ -308,7 +356,11 @@ pub async fn serve(
                             return Ok(preflight(&gateway, cross_origin).await);
                         }
                         let carries_body = carries_body(&request);
-                        let mut response = hyper::service::Service::call(&service, request).await?;
+                        let request = match with_length(request).await {
+                            Ok(request) => request,
+                            Err(refusal) => return Ok(refusal),
+                        };
+                        let mut response = service.call(request).await?;
                         if carries_body && !response.status().is_success() {
                             close_after(&mut response);
                         }
