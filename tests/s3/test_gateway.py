@@ -426,6 +426,53 @@ def test_chunked_put_without_length():
     nuke(b)
 
 
+def _post_form(bucket, fields, filename, data):
+    """POSTs a browser upload form (fields in order, then the file); returns (status, headers)."""
+    import http.client
+    import urllib.parse
+    boundary = "strataformboundary"
+    body = b""
+    for name, value in fields:
+        body += f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+    body += f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'.encode()
+    body += data + f"\r\n--{boundary}--\r\n".encode()
+    endpoint = urllib.parse.urlparse(ENDPOINT)
+    connection = http.client.HTTPConnection(endpoint.hostname, endpoint.port, timeout=10)
+    connection.request("POST", f"/{bucket}", body=body,
+                       headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}
+
+
+def test_post_object_form():
+    import base64
+    import hmac
+    import json
+    b = new_bucket()
+    s3.put_bucket_acl(Bucket=b, ACL="public-read-write")
+    # Unsigned: ${filename} names the key and the plain `acl` field applies.
+    status, _ = _post_form(b, [("key", "up/${filename}"), ("acl", "public-read")], "a.txt", b"data")
+    check(status == 204, status)
+    check(anonymous().get_object(Bucket=b, Key="up/a.txt")["Body"].read() == b"data")
+    expires = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    redirect = f"{ENDPOINT}/{b}"
+    policy = base64.b64encode(json.dumps({"expiration": expires, "conditions": [
+        {"bucket": b}, ["starts-with", "$key", "foo"], ["eq", "$success_action_redirect", redirect],
+        ["content-length-range", 0, 1024]]}).encode()).decode()
+    signature = base64.b64encode(hmac.new(MAIN[1].encode(), policy.encode(), hashlib.sha1).digest()).decode()
+    signed = [("AWSAccessKeyId", MAIN[0]), ("policy", policy), ("signature", signature),
+              ("success_action_redirect", redirect)]
+    # A broken policy condition is AccessDenied, as S3 answers it.
+    status, _ = _post_form(b, [("key", "bar.txt")] + signed, "x", b"x")
+    check(status == 403, status)
+    status, headers = _post_form(b, [("key", "foo.txt")] + signed, "x", b"x")
+    etag = s3.head_object(Bucket=b, Key="foo.txt")["ETag"].strip('"')
+    check(status == 303 and headers.get("location", "").endswith(f"&etag=%22{etag}%22"), (status, headers))
+    nuke(b)
+
+
 def test_bucket_policy():
     import json
     b = new_bucket()
