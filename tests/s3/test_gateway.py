@@ -473,6 +473,22 @@ def test_post_object_form():
     nuke(b)
 
 
+def test_checksum_sha256_and_attributes():
+    import base64
+    b = new_bucket()
+    data = b"A" * 1024
+    sha256 = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    put = s3.put_object(Bucket=b, Key="k", Body=data, ChecksumAlgorithm="SHA256", ChecksumSHA256=sha256)
+    check(put.get("ChecksumSHA256") == sha256, put)
+    wrong = base64.b64encode(hashlib.sha256(b"other").digest()).decode()
+    check(error_of(s3.put_object, Bucket=b, Key="bad", Body=data, ChecksumSHA256=wrong)[0] == "BadDigest")
+    attributes = s3.get_object_attributes(Bucket=b, Key="k", ObjectAttributes=["ETag", "Checksum", "ObjectSize", "StorageClass", "ObjectParts"])
+    check(attributes["ObjectSize"] == 1024 and attributes["StorageClass"] == "STANDARD", attributes)
+    check(attributes["Checksum"]["ChecksumSHA256"] == sha256 and "ObjectParts" not in attributes, attributes)
+    check(error_of(s3.head_object, Bucket=b, Key="bad")[1] == 404)
+    nuke(b)
+
+
 def test_bucket_policy():
     import json
     b = new_bucket()

@@ -173,6 +173,9 @@ pub struct ObjectEntry {
     /// The ACL's grants; `None` in records written before grants existed.
     #[serde(default)]
     pub grants: Option<Vec<crate::acl::Grant>>,
+    /// Base64 SHA-256 of the data, when the PUT gave one (checked against the data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_sha256: Option<String>,
 }
 
 impl ObjectEntry {

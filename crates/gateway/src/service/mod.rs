@@ -317,6 +317,13 @@ impl S3 for Gateway {
         route!(self.do_get_object(req))
     }
 
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        route!(self.do_get_object_attributes(req))
+    }
+
     async fn head_object(
         &self,
         req: S3Request<HeadObjectInput>,

@@ -2,7 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::{Arc, Mutex};
+
 use bytes::Bytes;
+use futures::StreamExt;
+use s3s::checksum::ChecksumHasher;
+use s3s::crypto::{Checksum as _, Sha256};
 use s3s::dto::*;
 use s3s::S3Request;
 
@@ -156,8 +161,21 @@ impl Gateway {
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         let tag = self.store.new_tag(8);
+        // A SHA-256 the client gave is checked against the data as it streams in.
+        let hasher = input.checksum_sha256.as_ref().map(|_| {
+            Arc::new(Mutex::new(ChecksumHasher {
+                sha256: Some(Sha256::new()),
+                ..Default::default()
+            }))
+        });
         let (pieces, size, md5) = match input.body {
             Some(body) => {
+                let feed = hasher.clone();
+                let body = body.inspect(move |item| {
+                    if let (Some(feed), Ok(bytes)) = (&feed, item) {
+                        feed.lock().unwrap_or_else(|p| p.into_inner()).update(bytes);
+                    }
+                });
                 self.store
                     .write_body(&bucket.id, &tag, &input.key, body)
                     .await?
@@ -173,6 +191,18 @@ impl Gateway {
             self.store.remove_pieces(pieces).await;
             return Err(error);
         }
+        let checksum_sha256 = match (&input.checksum_sha256, hasher) {
+            (Some(given), Some(hasher)) => {
+                let hasher = std::mem::take(&mut *hasher.lock().unwrap_or_else(|p| p.into_inner()));
+                let computed = hasher.finalize().checksum_sha256.unwrap_or_default();
+                if computed != *given {
+                    self.store.remove_pieces(pieces).await;
+                    return Err(GatewayError::BadDigest);
+                }
+                Some(computed)
+            }
+            _ => None,
+        };
         let entry = ObjectEntry {
             size,
             etag: hex::encode(md5),
@@ -191,10 +221,58 @@ impl Gateway {
             metadata: convert::metadata_in(input.metadata),
             pieces,
             parts_count: 0,
+            checksum_sha256,
         };
         self.store.commit(&bucket, &input.key, &entry).await?;
         Ok(PutObjectOutput {
             e_tag: Some(convert::etag(&entry.etag)),
+            checksum_sha256: entry.checksum_sha256.clone(),
+            ..Default::default()
+        })
+    }
+
+    /// The attributes S3 keeps of an object: ETag, size, storage class, the SHA-256 given
+    /// when it was put, and the part count of a multipart object.
+    pub(super) async fn do_get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> Result<GetObjectAttributesOutput> {
+        let requester = self.requester(&req).await?;
+        let input = req.input;
+        let (_bucket, entry) = self
+            .object_for(&input.bucket, &input.key, &requester, Permission::Read)
+            .await?;
+        let wanted = |name: &str| {
+            input
+                .object_attributes
+                .iter()
+                // One header may carry them all, comma-separated.
+                .flat_map(|a| a.as_str().split(','))
+                .any(|a| a.trim().eq_ignore_ascii_case(name))
+        };
+        let checksum = entry
+            .checksum_sha256
+            .clone()
+            .filter(|_| wanted(ObjectAttributes::CHECKSUM))
+            .map(|sha256| Checksum {
+                checksum_sha256: Some(sha256),
+                ..Default::default()
+            });
+        let object_parts =
+            (wanted(ObjectAttributes::OBJECT_PARTS) && entry.parts_count > 0).then(|| {
+                GetObjectAttributesParts {
+                    total_parts_count: Some(entry.parts_count as i32),
+                    ..Default::default()
+                }
+            });
+        Ok(GetObjectAttributesOutput {
+            e_tag: wanted(ObjectAttributes::ETAG).then(|| convert::etag(&entry.etag)),
+            object_size: wanted(ObjectAttributes::OBJECT_SIZE).then_some(entry.size as i64),
+            storage_class: wanted(ObjectAttributes::STORAGE_CLASS)
+                .then(|| StorageClass::from_static(StorageClass::STANDARD)),
+            last_modified: Some(convert::timestamp(entry.mtime_ns)),
+            checksum,
+            object_parts,
             ..Default::default()
         })
     }
@@ -437,6 +515,7 @@ impl Gateway {
             metadata,
             pieces,
             parts_count: source.parts_count,
+            checksum_sha256: source.checksum_sha256.clone(),
         };
         self.store.commit(&bucket, &input.key, &entry).await?;
         Ok(CopyObjectOutput {
