@@ -484,6 +484,7 @@ def test_checksum_sha256_and_attributes():
     check(error_of(s3.put_object, Bucket=b, Key="bad", Body=data, ChecksumSHA256=wrong)[0] == "BadDigest")
     attributes = s3.get_object_attributes(Bucket=b, Key="k", ObjectAttributes=["ETag", "Checksum", "ObjectSize", "StorageClass", "ObjectParts"])
     check(attributes["ObjectSize"] == 1024 and attributes["StorageClass"] == "STANDARD", attributes)
+    check(attributes["ETag"] == put["ETag"].strip('"'), attributes)  # unquoted here, as S3
     check(attributes["Checksum"]["ChecksumSHA256"] == sha256 and "ObjectParts" not in attributes, attributes)
     check(error_of(s3.head_object, Bucket=b, Key="bad")[1] == 404)
     nuke(b)

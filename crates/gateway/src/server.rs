@@ -441,6 +441,37 @@ fn form_response(
     )
 }
 
+/// GetObjectAttributes gives the ETag without quotes in S3 (unlike every other reply); s3s
+/// always quotes it, so the reply's `<ETag>` is unquoted here.
+fn unquoted_attributes_etag(response: http::Response<s3s::Body>) -> http::Response<s3s::Body> {
+    if response.status() != http::StatusCode::OK {
+        return response;
+    }
+    let Some(body) = response.body().bytes() else {
+        return response;
+    };
+    let text = String::from_utf8_lossy(&body);
+    let Some(start) = text.find("<ETag>\"") else {
+        return response;
+    };
+    let value_start = start + "<ETag>\"".len();
+    let Some(length) = text[value_start..].find("\"</ETag>") else {
+        return response;
+    };
+    let rewritten = format!(
+        "{}<ETag>{}</ETag>{}",
+        &text[..start],
+        &text[value_start..value_start + length],
+        &text[value_start + length + "\"</ETag>".len()..]
+    );
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(
+        http::header::CONTENT_LENGTH,
+        http::HeaderValue::from(rewritten.len()),
+    );
+    http::Response::from_parts(parts, s3s::Body::from(rewritten))
+}
+
 /// Largest body of a chunked PUT without Content-Length that is buffered to learn its length.
 const UNSIZED_BODY_MAX_BYTES: usize = 64 << 20;
 
@@ -556,6 +587,11 @@ pub async fn serve(
                             return Ok(preflight(&gateway, cross_origin).await);
                         }
                         let carries_body = carries_body(&request);
+                        let wants_attributes = request.method() == http::Method::GET
+                            && request.uri().query().is_some_and(|q| {
+                                q.split('&')
+                                    .any(|p| p == "attributes" || p == "attributes=")
+                            });
                         let (request, form) = if form_upload(&request) {
                             prepare_form(request).await
                         } else {
@@ -567,6 +603,9 @@ pub async fn serve(
                         let mut response = service.call(request).await?;
                         if let Some(form) = form {
                             response = form_response(response, &form);
+                        }
+                        if wants_attributes {
+                            response = unquoted_attributes_etag(response);
                         }
                         if carries_body && !response.status().is_success() {
                             close_after(&mut response);
