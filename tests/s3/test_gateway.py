@@ -464,6 +464,12 @@ def test_post_object_form():
     signature = base64.b64encode(hmac.new(MAIN[1].encode(), policy.encode(), hashlib.sha1).digest()).decode()
     signed = [("AWSAccessKeyId", MAIN[0]), ("policy", policy), ("signature", signature),
               ("success_action_redirect", redirect)]
+    # An expiration not in S3's ISO 8601 form is a bad policy document.
+    loose = base64.b64encode(json.dumps({"expiration": "2099-01-01 00:00:00+00:00", "conditions": []}).encode()).decode()
+    loose_signature = base64.b64encode(hmac.new(MAIN[1].encode(), loose.encode(), hashlib.sha1).digest()).decode()
+    status, _ = _post_form(b, [("key", "foo.txt"), ("AWSAccessKeyId", MAIN[0]), ("policy", loose),
+                               ("signature", loose_signature)], "x", b"x")
+    check(status == 400, status)
     # A broken policy condition is AccessDenied, as S3 answers it.
     status, _ = _post_form(b, [("key", "bar.txt")] + signed, "x", b"x")
     check(status == 403, status)

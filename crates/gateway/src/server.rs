@@ -328,12 +328,13 @@ fn form_parts(body: &[u8], boundary: &str) -> Vec<FormPart> {
 /// to list the added field).
 async fn prepare_form(
     request: http::Request<hyper::body::Incoming>,
-) -> (http::Request<s3s::Body>, Option<FormSummary>) {
+) -> std::result::Result<(http::Request<s3s::Body>, Option<FormSummary>), http::Response<s3s::Body>>
+{
     let (mut parts, body) = request.into_parts();
     let mut body = s3s::Body::from(body);
     let Ok(bytes) = body.store_all_limited(FORM_BODY_MAX_BYTES).await else {
         // Cannot happen below the Content-Length checked by form_upload; s3s reports it.
-        return (http::Request::from_parts(parts, body), None);
+        return Ok((http::Request::from_parts(parts, body), None));
     };
     let boundary = parts
         .headers
@@ -345,14 +346,23 @@ async fn prepare_form(
         })
         .map(|b| b.trim_matches('"').to_string());
     let Some(boundary) = boundary else {
-        return (
+        return Ok((
             http::Request::from_parts(parts, s3s::Body::from(bytes)),
             None,
-        );
+        ));
     };
     let fields = form_parts(&bytes, &boundary);
     let named = |name: &str| fields.iter().find(|f| f.name.eq_ignore_ascii_case(name));
     let signed = named("signature").is_some() || named("x-amz-signature").is_some();
+    if let Some(policy) = named("policy") {
+        if !expiration_well_formed(&bytes[policy.value.clone()]) {
+            return Err(error_response(
+                http::StatusCode::BAD_REQUEST,
+                "InvalidPolicyDocument",
+                "the policy's expiration is not an ISO 8601 UTC time (YYYY-MM-DDThh:mm:ssZ)",
+            ));
+        }
+    }
     let filename = named("file").and_then(|f| f.filename.clone());
     let mut rewritten: Vec<u8> = Vec::with_capacity(bytes.len() + 128);
     let mut copied = 0;
@@ -391,10 +401,44 @@ async fn prepare_form(
         http::header::CONTENT_LENGTH,
         http::HeaderValue::from(body.len()),
     );
-    (
+    Ok((
         http::Request::from_parts(parts, s3s::Body::from(body)),
         Some(FormSummary { signed }),
-    )
+    ))
+}
+
+/// Whether a form's base64 policy has its expiration as S3 requires it,
+/// `YYYY-MM-DDThh:mm:ss[.fff]Z` (s3s also takes other RFC 3339 forms, which S3 refuses). A
+/// policy that does not decode is left to s3s to refuse.
+fn expiration_well_formed(policy: &[u8]) -> bool {
+    use base64::Engine as _;
+    let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(policy.trim_ascii()) else {
+        return true;
+    };
+    let Ok(document) = serde_json::from_slice::<serde_json::Value>(&decoded) else {
+        return true;
+    };
+    let Some(expiration) = document.get("expiration").and_then(|e| e.as_str()) else {
+        return true;
+    };
+    let bytes = expiration.as_bytes();
+    let shape = b"dddd-dd-ddTdd:dd:dd";
+    bytes.len() > shape.len()
+        && bytes.last() == Some(&b'Z')
+        && shape.iter().zip(bytes).all(|(want, got)| match want {
+            b'd' => got.is_ascii_digit(),
+            other => other == got,
+        })
+        && bytes[shape.len()..bytes.len() - 1]
+            .iter()
+            .enumerate()
+            .all(|(i, c)| {
+                if i == 0 {
+                    *c == b'.'
+                } else {
+                    c.is_ascii_digit()
+                }
+            })
 }
 
 /// Adapts s3s's reply to a browser form upload to S3's: a signed form that breaks a condition
@@ -593,7 +637,10 @@ pub async fn serve(
                                     .any(|p| p == "attributes" || p == "attributes=")
                             });
                         let (request, form) = if form_upload(&request) {
-                            prepare_form(request).await
+                            match prepare_form(request).await {
+                                Ok(prepared) => prepared,
+                                Err(refusal) => return Ok(refusal),
+                            }
                         } else {
                             match with_length(request).await {
                                 Ok(request) => (request, None),
