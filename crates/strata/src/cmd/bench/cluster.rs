@@ -88,36 +88,18 @@ const CEPH: &str = "ceph (rados bench)";
 const FIO: &str = "fio (disk limit)";
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    if args.replicas == 0 || args.concurrency == 0 || !load::valid_seconds(args.seconds) {
-        bail!("--replicas and --concurrency must be > 0, --seconds in (0, 1e6]");
-    }
-    let sizes = args
-        .sizes
-        .iter()
-        .map(|s| load::parse_size(s))
-        .collect::<Result<Vec<u64>>>()?;
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating {}", args.dir.display()))?;
-    let parent = args
-        .dir
-        .canonicalize()
-        .with_context(|| format!("resolving {}", args.dir.display()))?;
-    let temp = tempfile::Builder::new()
-        .prefix("strata-bench-cluster-")
-        .tempdir_in(&parent)
-        .with_context(|| format!("temporary directory under {}", args.dir.display()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    eprintln!(
-        "strata bench cluster: sizes {}, concurrency {}, replicas {}, {} s per phase, data in {} (load {})",
-        args.sizes.join(","),
+    let load::Setup {
+        sizes_bytes: sizes,
+        temp,
+        runtime,
+    } = load::setup(
+        "cluster",
+        &args.sizes,
         args.concurrency,
         args.replicas,
         args.seconds,
-        temp.path().display(),
-        load::load_average()
-    );
+        &args.dir,
+    )?;
     let rows = runtime.block_on(async {
         tokio::select! {
             rows = run_all(&args, &sizes, temp.path().to_path_buf()) => rows,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 /// When a phase stops.
@@ -286,6 +286,55 @@ pub fn write_json(path: &std::path::Path, settings: serde_json::Value, rows: &[R
     });
     std::fs::write(path, serde_json::to_vec_pretty(&document)?)
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+}
+
+/// What both object benchmarks (`cluster`, `s3`) set up before measuring: checked settings,
+/// parsed sizes, a temporary directory under `dir` (removed when dropped) and a runtime.
+pub struct Setup {
+    pub sizes_bytes: Vec<u64>,
+    pub temp: tempfile::TempDir,
+    pub runtime: tokio::runtime::Runtime,
+}
+
+/// Checks the shared flags, creates the run's temporary directory and runtime, and prints the
+/// settings line on stderr (`name` is the subcommand: "cluster" or "s3").
+pub fn setup(
+    name: &str,
+    sizes: &[String],
+    concurrency: usize,
+    replicas: u32,
+    seconds: f64,
+    dir: &std::path::Path,
+) -> Result<Setup> {
+    if replicas == 0 || concurrency == 0 || !valid_seconds(seconds) {
+        bail!("--replicas and --concurrency must be > 0, --seconds in (0, 1e6]");
+    }
+    let sizes_bytes = sizes
+        .iter()
+        .map(|s| parse_size(s))
+        .collect::<Result<Vec<u64>>>()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let parent = dir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", dir.display()))?;
+    let temp = tempfile::Builder::new()
+        .prefix(&format!("strata-bench-{name}-"))
+        .tempdir_in(&parent)
+        .with_context(|| format!("temporary directory under {}", dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    eprintln!(
+        "strata bench {name}: sizes {}, concurrency {concurrency}, replicas {replicas}, {seconds} s per phase, data in {} (load {})",
+        sizes.join(","),
+        temp.path().display(),
+        load_average()
+    );
+    Ok(Setup {
+        sizes_bytes,
+        temp,
+        runtime,
+    })
 }
 
 #[cfg(test)]
