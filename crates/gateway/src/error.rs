@@ -13,6 +13,27 @@ pub enum GatewayError {
     /// No object of that key.
     #[error("no such key: {0}")]
     NoSuchKey(String),
+    /// No version of that id (the key or the version is missing).
+    #[error("no such version: {0}")]
+    NoSuchVersion(String),
+    /// A GET or HEAD without version id of a key whose latest version is a delete marker:
+    /// NoSuchKey, with the marker named in the headers as S3 does.
+    #[error("no such key: {key} (its latest version is a delete marker)")]
+    LatestIsDeleteMarker {
+        /// The key.
+        key: String,
+        /// The delete marker's version id.
+        version_id: String,
+    },
+    /// A request naming a delete marker's version id where an object is needed (GET, HEAD,
+    /// ACLs, copy source): 405 MethodNotAllowed, as S3.
+    #[error("version {version_id} is a delete marker")]
+    VersionIsDeleteMarker {
+        /// The delete marker's version id.
+        version_id: String,
+        /// Its write time, ns since the epoch (the reply's Last-Modified).
+        mtime_ns: u64,
+    },
     /// No multipart upload of that id.
     #[error("no such upload: {0}")]
     NoSuchUpload(String),
@@ -118,7 +139,11 @@ impl GatewayError {
     pub fn code(&self) -> S3ErrorCode {
         match self {
             GatewayError::NoSuchBucket(_) => S3ErrorCode::NoSuchBucket,
-            GatewayError::NoSuchKey(_) => S3ErrorCode::NoSuchKey,
+            GatewayError::NoSuchKey(_) | GatewayError::LatestIsDeleteMarker { .. } => {
+                S3ErrorCode::NoSuchKey
+            }
+            GatewayError::NoSuchVersion(_) => S3ErrorCode::NoSuchVersion,
+            GatewayError::VersionIsDeleteMarker { .. } => S3ErrorCode::MethodNotAllowed,
             GatewayError::NoSuchUpload(_) => S3ErrorCode::NoSuchUpload,
             GatewayError::BucketAlreadyExists => S3ErrorCode::BucketAlreadyExists,
             GatewayError::BucketAlreadyOwnedByYou => S3ErrorCode::BucketAlreadyOwnedByYou,
@@ -172,6 +197,8 @@ impl GatewayError {
         match self {
             GatewayError::NoSuchBucket(_)
             | GatewayError::NoSuchKey(_)
+            | GatewayError::NoSuchVersion(_)
+            | GatewayError::LatestIsDeleteMarker { .. }
             | GatewayError::NoSuchUpload(_)
             | GatewayError::ObjectLockConfigurationNotFound
             | GatewayError::NoSuchPublicAccessBlockConfiguration
@@ -182,6 +209,7 @@ impl GatewayError {
             | GatewayError::BucketNotEmpty
             | GatewayError::InvalidBucketState(_) => S::CONFLICT,
             GatewayError::AccessDenied => S::FORBIDDEN,
+            GatewayError::VersionIsDeleteMarker { .. } => S::METHOD_NOT_ALLOWED,
             GatewayError::InvalidRange => S::RANGE_NOT_SATISFIABLE,
             GatewayError::PreconditionFailed => S::PRECONDITION_FAILED,
             GatewayError::NotModified(_) => S::NOT_MODIFIED,
@@ -200,18 +228,49 @@ impl From<GatewayError> for S3Error {
         let status = error.status();
         let mut s3 = S3Error::with_message(error.code(), error.to_string());
         s3.set_status_code(status);
-        if let GatewayError::NotModified(etag) = &error {
-            if let Ok(value) = http::HeaderValue::from_str(&format!("\"{etag}\"")) {
-                let mut headers = http::HeaderMap::new();
-                headers.insert(http::header::ETAG, value);
-                s3.set_headers(headers);
-            }
+        if let Some(headers) = error_headers(&error) {
+            s3.set_headers(headers);
         }
         if status.is_server_error() {
             tracing::warn!(%error, "server error");
         }
         s3
     }
+}
+
+/// The headers S3 sends with an error: the ETag of a 304, the delete marker behind a 404 or
+/// a 405.
+fn error_headers(error: &GatewayError) -> Option<http::HeaderMap> {
+    let mut headers = http::HeaderMap::new();
+    let mut put = |name: http::HeaderName, value: &str| {
+        if let Ok(value) = http::HeaderValue::from_str(value) {
+            headers.insert(name, value);
+        }
+    };
+    match error {
+        GatewayError::NotModified(etag) => put(http::header::ETAG, &format!("\"{etag}\"")),
+        GatewayError::LatestIsDeleteMarker { version_id, .. } => {
+            put(http::HeaderName::from_static("x-amz-delete-marker"), "true");
+            put(
+                http::HeaderName::from_static("x-amz-version-id"),
+                version_id,
+            );
+        }
+        GatewayError::VersionIsDeleteMarker {
+            version_id,
+            mtime_ns,
+        } => {
+            put(http::HeaderName::from_static("x-amz-delete-marker"), "true");
+            put(
+                http::HeaderName::from_static("x-amz-version-id"),
+                version_id,
+            );
+            let last_modified = crate::service::http_date_of(*mtime_ns);
+            put(http::header::LAST_MODIFIED, &last_modified);
+        }
+        _ => return None,
+    }
+    Some(headers)
 }
 
 #[cfg(test)]

@@ -70,6 +70,69 @@ pub fn shard_of(key: &str, shards: u32) -> u32 {
     hash % shards
 }
 
+/// First byte of every version entry's omap key. It never occurs in UTF-8, so the version
+/// entries of a shard sort after all of its plain entries: a plain listing stops at the first
+/// one, and the unversioned read and write paths never see them.
+pub const VERSION_NAMESPACE: u8 = 0xff;
+
+/// Characters of a version suffix: 16 hex digits of `u64::MAX - mtime_ns`, then 8 random hex
+/// digits.
+pub const VERSION_SUFFIX_CHARS: usize = 24;
+
+/// The omap prefix shared by every version entry of `key` (`0xFF key 0x00`).
+pub fn versions_prefix(key: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 2);
+    out.push(VERSION_NAMESPACE);
+    out.extend_from_slice(key.as_bytes());
+    out.push(0);
+    out
+}
+
+/// The omap key of the version of `key` with `suffix` (see [`VERSION_SUFFIX_CHARS`]).
+pub fn version_key(key: &str, suffix: &str) -> Vec<u8> {
+    debug_assert!(is_version_suffix(suffix), "bad version suffix {suffix:?}");
+    let mut out = versions_prefix(key);
+    out.extend_from_slice(suffix.as_bytes());
+    out
+}
+
+/// The S3 key and the suffix of a version entry's omap key; `None` for any other omap key.
+pub fn parse_version_key(raw: &[u8]) -> Option<(String, String)> {
+    let (&first, rest) = raw.split_first()?;
+    if first != VERSION_NAMESPACE || rest.len() < VERSION_SUFFIX_CHARS + 1 {
+        return None;
+    }
+    let (key_nul, suffix) = rest.split_at(rest.len() - VERSION_SUFFIX_CHARS);
+    let (&nul, key) = key_nul.split_last()?;
+    let suffix = std::str::from_utf8(suffix).ok()?;
+    if nul != 0 || !is_version_suffix(suffix) {
+        return None;
+    }
+    Some((String::from_utf8(key.to_vec()).ok()?, suffix.to_string()))
+}
+
+/// Whether `text` has the form of a version suffix (and so of a generated version id).
+pub fn is_version_suffix(text: &str) -> bool {
+    text.len() == VERSION_SUFFIX_CHARS
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The suffix of a version written at `mtime_ns` with the random hex `tag` (8 digits): later
+/// versions sort first.
+pub fn version_suffix(mtime_ns: u64, tag: &str) -> String {
+    let suffix = format!("{:016x}{tag}", u64::MAX - mtime_ns);
+    assert!(is_version_suffix(&suffix), "a version tag is 8 hex digits");
+    suffix
+}
+
+/// The write time encoded in a version suffix.
+pub fn suffix_mtime_ns(suffix: &str) -> Option<u64> {
+    let inverted = u64::from_str_radix(suffix.get(..16)?, 16).ok()?;
+    Some(u64::MAX - inverted)
+}
+
 /// A canned ACL, as stored (the S3 names).
 pub type CannedAcl = String;
 
@@ -117,6 +180,21 @@ pub struct BucketRecord {
     /// The bucket policy document as it was put ([`crate::policy`]), if one was.
     #[serde(default)]
     pub policy: Option<String>,
+    /// The versioning state; `None` while versioning was never configured (then every write
+    /// replaces the key's one version, as before versioning existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versioning: Option<Versioning>,
+}
+
+/// A bucket's versioning state once versioning was configured (S3 never goes back to
+/// "unversioned").
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Versioning {
+    /// Every write creates a new version with a generated id.
+    Enabled,
+    /// Writes create the version `null`, replacing the key's previous null version; other
+    /// versions are kept.
+    Suspended,
 }
 
 /// S3's PublicAccessBlockConfiguration of one bucket (every flag defaults to false).
@@ -176,6 +254,14 @@ pub struct ObjectEntry {
     /// Base64 SHA-256 of the data, when the PUT gave one (checked against the data).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum_sha256: Option<String>,
+    /// The version id: `None` for an object written while the bucket never had versioning
+    /// (S3's null version, kept only as a plain entry); `Some("null")` for one written while
+    /// versioning was suspended; otherwise the generated id ([`crate::versioning`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// Whether this version is a delete marker (only ever in version entries; no data).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
 }
 
 impl ObjectEntry {
@@ -242,6 +328,25 @@ mod tests {
     fn upload_keys_sort_by_key_then_id() {
         assert!(upload_key("a", "z") < upload_key("ab", "a"));
         assert!(part_key(2) < part_key(10));
+    }
+
+    #[test]
+    fn version_keys_sort_newest_first_after_every_plain_key() {
+        let older = version_key("a", &version_suffix(10, "00000001"));
+        let newer = version_key("a", &version_suffix(11, "00000000"));
+        assert!(newer < older);
+        // After every plain key, even one of the highest code points.
+        assert!(older.as_slice() > "\u{10ffff}".as_bytes());
+        // All versions of "a" before those of "a/b" and "ab", as the plain keys sort.
+        assert!(older < version_key("a/b", &version_suffix(0, "00000000")));
+        assert!(older < version_key("ab", &version_suffix(0, "00000000")));
+        assert_eq!(
+            parse_version_key(&older),
+            Some(("a".to_string(), version_suffix(10, "00000001")))
+        );
+        assert_eq!(suffix_mtime_ns(&version_suffix(10, "00000001")), Some(10));
+        assert_eq!(parse_version_key(b"a"), None);
+        assert!(!is_version_suffix("null"));
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! - metadata pool: `users` (omap: access key -> user), `buckets` (omap: name -> bucket),
 //!   `gc` (omap: data objects whose removal failed, drained by [`Gateway::reclaim`]).
 //! - index pool: bucket index `.dir.<bucket-id>.<shard>` (omap: key -> entry), sharded by a
-//!   hash of the key; multipart uploads `.uploads.<bucket-id>` and `.upload.<bucket-id>.<id>`.
+//!   hash of the key; in a bucket with versioning also `0xFF key 0x00 suffix` -> one version
+//!   or delete marker, newest first, in the same shard as the key ([`versioning`]);
+//!   multipart uploads `.uploads.<bucket-id>` and `.upload.<bucket-id>.<id>`.
 //! - data pool: one head object per written object version, `<bucket-id>_<tag>_<key>`, holding
 //!   up to one chunk (4 MiB) of data with the metadata in an xattr; larger objects continue in
 //!   `<bucket-id>_<tag>__shadow_<n>` pieces. Multipart parts are pieces of their own and are
@@ -34,6 +36,9 @@
 //! - Data objects are never overwritten in place: a new version gets a new tag; the index entry
 //!   switches atomically (one omap set); the pieces of the version it replaced are removed
 //!   in the same request, and whatever removal fails goes to the `gc` queue.
+//! - With versioning, a change of a key (new version, delete marker, version removal) is one
+//!   atomic omap write to the key's shard; a version's pieces are removed only after the
+//!   write that made them unreachable, and belong to that version alone.
 //! - Client mistakes map to S3 4xx errors in one place ([`error`]); 5xx only for the cluster.
 
 pub mod acl;
@@ -47,6 +52,7 @@ mod server;
 mod service;
 mod store;
 pub mod users;
+pub mod versioning;
 
 pub use auth::{AllowAll, ClusterAuth};
 pub use error::GatewayError;

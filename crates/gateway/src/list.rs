@@ -1,5 +1,6 @@
 //! Listing a sharded bucket index in key order: a k-way merge of the shards' omaps, with
-//! S3's prefix / delimiter / marker / max-keys rules.
+//! S3's prefix / delimiter / marker / max-keys rules. ListObjects reads the plain entries;
+//! ListObjectVersions merges them with the version entries ([`crate::versioning`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -7,7 +8,8 @@ use std::sync::Arc;
 use rados::{IoCtx, RadosError};
 
 use crate::error::Result;
-use crate::layout::{self, BucketRecord, ObjectEntry};
+use crate::layout::{self, BucketRecord, ObjectEntry, VERSION_NAMESPACE};
+use crate::versioning::NULL_VERSION_ID;
 
 /// Entries fetched from one shard per round trip.
 const PAGE_ENTRIES: usize = 1000;
@@ -19,7 +21,7 @@ struct ShardCursor {
     exhausted: bool,
 }
 
-/// Walks the merged index of one bucket from a start point, in key order.
+/// Walks the merged index of one bucket from a start point, in omap key order.
 pub(crate) struct IndexWalk {
     io: Arc<dyn IoCtx>,
     prefix: Vec<u8>,
@@ -27,11 +29,11 @@ pub(crate) struct IndexWalk {
 }
 
 impl IndexWalk {
-    /// Keys starting with `prefix` and greater than `after`.
+    /// Omap keys starting with `prefix` and greater than `after`.
     pub fn new(
         io: Arc<dyn IoCtx>,
         bucket: &BucketRecord,
-        prefix: &str,
+        prefix: Vec<u8>,
         after: Option<&[u8]>,
     ) -> Self {
         let shards = (0..bucket.shards)
@@ -42,11 +44,7 @@ impl IndexWalk {
                 exhausted: false,
             })
             .collect();
-        Self {
-            io,
-            prefix: prefix.as_bytes().to_vec(),
-            shards,
-        }
+        Self { io, prefix, shards }
     }
 
     async fn fill(&mut self) -> Result<()> {
@@ -80,8 +78,8 @@ impl IndexWalk {
         Ok(())
     }
 
-    /// The next key and its entry, or `None` at the end.
-    pub async fn next(&mut self) -> Result<Option<(String, ObjectEntry)>> {
+    /// The next omap key and its value, or `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         self.fill().await?;
         let smallest = self
             .shards
@@ -93,12 +91,21 @@ impl IndexWalk {
         let Some(i) = smallest else {
             return Ok(None);
         };
-        let Some((key, value)) = self.shards[i].buffer.pop_front() else {
-            return Ok(None);
-        };
-        let key =
-            String::from_utf8(key).map_err(|e| crate::GatewayError::Corrupt(e.to_string()))?;
-        Ok(Some((key, layout::decode(&value)?)))
+        Ok(self.shards[i].buffer.pop_front())
+    }
+
+    /// The next plain entry (key and entry); `None` at the end or at the version entries,
+    /// which sort after every plain entry.
+    pub async fn next_plain(&mut self) -> Result<Option<(String, ObjectEntry)>> {
+        match self.next().await? {
+            Some((key, _)) if key.first() == Some(&VERSION_NAMESPACE) => Ok(None),
+            Some((key, value)) => {
+                let key = String::from_utf8(key)
+                    .map_err(|e| crate::GatewayError::Corrupt(e.to_string()))?;
+                Ok(Some((key, layout::decode(&value)?)))
+            }
+            None => Ok(None),
+        }
     }
 
     /// Skips every key that is `<= bound`.
@@ -165,9 +172,9 @@ pub(crate) async fn list(
     if max_keys == 0 {
         return Ok(listing);
     }
-    let mut walk = IndexWalk::new(io, bucket, prefix, after.as_deref());
+    let mut walk = IndexWalk::new(io, bucket, prefix.as_bytes().to_vec(), after.as_deref());
     let mut count = 0usize;
-    while let Some((key, entry)) = walk.next().await? {
+    while let Some((key, entry)) = walk.next_plain().await? {
         if count == max_keys {
             listing.truncated = true;
             break;
@@ -181,6 +188,192 @@ pub(crate) async fn list(
             listing.objects.push((key, entry));
         }
         count += 1;
+    }
+    Ok(listing)
+}
+
+/// One version or delete marker of a version listing.
+#[derive(Debug)]
+pub(crate) struct VersionItem {
+    /// The key.
+    pub key: String,
+    /// The version's id (`null` for a legacy plain entry).
+    pub version_id: String,
+    /// The version.
+    pub entry: ObjectEntry,
+    /// Whether it is the key's newest version.
+    pub is_latest: bool,
+}
+
+/// What one version listing request returns.
+#[derive(Debug, Default)]
+pub(crate) struct VersionListing {
+    /// Versions and delete markers: keys in order, each key's newest first.
+    pub items: Vec<VersionItem>,
+    /// Common prefixes, in order.
+    pub prefixes: Vec<String>,
+    /// Whether more follow.
+    pub truncated: bool,
+    /// The key (or common prefix) to continue after.
+    pub next_key: Option<String>,
+    /// The version id to continue after (none after a common prefix).
+    pub next_version_id: Option<String>,
+}
+
+/// The legacy plain entries (null versions without a version entry) and the version entries
+/// of a bucket, merged in key order. A key has one kind or the other, never both.
+struct VersionWalk {
+    plain: IndexWalk,
+    versions: IndexWalk,
+    plain_head: Option<(String, ObjectEntry)>,
+    version_head: Option<(String, ObjectEntry)>,
+    plain_done: bool,
+}
+
+impl VersionWalk {
+    async fn fill(&mut self) -> Result<()> {
+        while self.plain_head.is_none() && !self.plain_done {
+            match self.plain.next_plain().await? {
+                // A plain entry with a version id duplicates its version entry.
+                Some((key, entry)) if entry.version_id.is_none() => {
+                    self.plain_head = Some((key, entry));
+                }
+                Some(_) => {}
+                None => self.plain_done = true,
+            }
+        }
+        if self.version_head.is_none() {
+            if let Some((raw, value)) = self.versions.next().await? {
+                let (key, _) = layout::parse_version_key(&raw)
+                    .ok_or_else(|| crate::GatewayError::Corrupt(format!("version key {raw:?}")))?;
+                self.version_head = Some((key, layout::decode(&value)?));
+            }
+        }
+        Ok(())
+    }
+
+    async fn next(&mut self) -> Result<Option<(String, ObjectEntry)>> {
+        self.fill().await?;
+        let plain_first = match (&self.plain_head, &self.version_head) {
+            (Some((p, _)), Some((v, _))) => p < v,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        Ok(if plain_first {
+            self.plain_head.take()
+        } else {
+            self.version_head.take()
+        })
+    }
+
+    /// Skips every key starting with `common_prefix`.
+    fn skip_prefix(&mut self, common_prefix: &str) {
+        let bound = past_prefix(common_prefix);
+        self.plain.skip_through(&bound);
+        let mut version_bound = vec![VERSION_NAMESPACE];
+        version_bound.extend_from_slice(&bound);
+        self.versions.skip_through(&version_bound);
+        for head in [&mut self.plain_head, &mut self.version_head] {
+            if head
+                .as_ref()
+                .is_some_and(|(k, _)| k.starts_with(common_prefix))
+            {
+                *head = None;
+            }
+        }
+    }
+}
+
+/// Lists the versions of `bucket` S3 style, after `key_marker` (a key or a common prefix)
+/// or, with `after_version` (the marker key's version suffix), after that version of it.
+pub(crate) async fn list_versions(
+    io: Arc<dyn IoCtx>,
+    bucket: &BucketRecord,
+    prefix: &str,
+    delimiter: &str,
+    key_marker: Option<&str>,
+    after_version: Option<&str>,
+    max_keys: usize,
+) -> Result<VersionListing> {
+    let common_prefix = |key: &str| -> Option<String> {
+        if delimiter.is_empty() {
+            return None;
+        }
+        let rest = key.get(prefix.len()..)?;
+        rest.find(delimiter)
+            .map(|at| key[..prefix.len() + at + delimiter.len()].to_string())
+    };
+    let mut listing = VersionListing::default();
+    if max_keys == 0 {
+        return Ok(listing);
+    }
+    let marker = key_marker.filter(|m| !m.is_empty());
+    let marker_prefix = marker
+        .and_then(|m| common_prefix(m).filter(|cp| m.starts_with(prefix) && cp.len() == m.len()));
+    let (after_plain, after_versions) = match (marker, &marker_prefix) {
+        (None, _) => (None, None),
+        (Some(_), Some(cp)) => {
+            let bound = past_prefix(cp);
+            let mut versions = vec![VERSION_NAMESPACE];
+            versions.extend_from_slice(&bound);
+            (Some(bound), Some(versions))
+        }
+        (Some(m), None) => {
+            let versions = match after_version {
+                Some(suffix) => layout::version_key(m, suffix),
+                None => {
+                    let mut past = layout::versions_prefix(m);
+                    past.push(0xff);
+                    past
+                }
+            };
+            (Some(m.as_bytes().to_vec()), Some(versions))
+        }
+    };
+    let mut version_prefix = vec![VERSION_NAMESPACE];
+    version_prefix.extend_from_slice(prefix.as_bytes());
+    let mut walk = VersionWalk {
+        plain: IndexWalk::new(
+            io.clone(),
+            bucket,
+            prefix.as_bytes().to_vec(),
+            after_plain.as_deref(),
+        ),
+        versions: IndexWalk::new(io, bucket, version_prefix, after_versions.as_deref()),
+        plain_head: None,
+        version_head: None,
+        plain_done: false,
+    };
+    // Continuing inside a key: its remaining versions are not its newest.
+    let mut previous_key: Option<String> = after_version.and(marker).map(str::to_string);
+    let mut count = 0usize;
+    while let Some((key, entry)) = walk.next().await? {
+        if count == max_keys {
+            listing.truncated = true;
+            break;
+        }
+        count += 1;
+        if let Some(cp) = common_prefix(&key) {
+            walk.skip_prefix(&cp);
+            listing.next_key = Some(cp.clone());
+            listing.next_version_id = None;
+            listing.prefixes.push(cp);
+            continue;
+        }
+        let version_id = entry
+            .version_id
+            .clone()
+            .unwrap_or_else(|| NULL_VERSION_ID.to_string());
+        let is_latest = previous_key.as_deref() != Some(key.as_str());
+        previous_key = Some(key.clone());
+        listing.next_key = Some(key.clone());
+        listing.next_version_id = Some(version_id.clone());
+        listing.items.push(VersionItem {
+            key,
+            version_id,
+            entry,
+            is_latest,
+        });
     }
     Ok(listing)
 }

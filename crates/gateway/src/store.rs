@@ -14,7 +14,8 @@ use rados::{IoCtx, PoolSpec, Rados, RadosError, WriteOp};
 use rand::{Rng, SeedableRng};
 
 use crate::error::{GatewayError, Result};
-use crate::layout::{self, BucketRecord, ObjectEntry, Piece};
+use crate::layout::{self, BucketRecord, ObjectEntry, Piece, Versioning};
+use crate::versioning::{self, Found, KeyState, Plan, Version};
 use crate::GatewayConfig;
 
 /// Counters of one gateway process (observable; tests read them).
@@ -80,6 +81,9 @@ pub(crate) struct Store {
     rng: Mutex<rand::rngs::StdRng>,
     locks: KeyLocks,
     counters: Counters,
+    /// The write time of the newest version this process created (versions of one key must
+    /// get strictly increasing times, which the wall clock alone does not promise).
+    version_time_ns_last: AtomicU64,
 }
 
 /// Opens pool `name`, creating it with the gateway's defaults when missing.
@@ -121,6 +125,7 @@ impl Store {
             rng: Mutex::new(rand::rngs::StdRng::from_entropy()),
             locks: KeyLocks::new(),
             counters: Counters::default(),
+            version_time_ns_last: AtomicU64::new(0),
         })
     }
 
@@ -219,6 +224,7 @@ impl Store {
             public_access_block: None,
             cors: None,
             policy: None,
+            versioning: None,
         };
         self.save_bucket(&record).await?;
         Ok(record)
@@ -302,9 +308,26 @@ impl Store {
         found.get(&wanted).map(|v| layout::decode(v)).transpose()
     }
 
-    /// Makes `entry` the object `key`: one omap set (the acknowledgement point), then the
-    /// pieces of the version it replaced are removed.
+    /// Makes `entry` the object `key` (a new version of it in a bucket with versioning) and
+    /// returns the object as stored, with its version id in a bucket with versioning.
     pub async fn commit(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        entry: ObjectEntry,
+    ) -> Result<ObjectEntry> {
+        match bucket.versioning {
+            None => {
+                self.commit_unversioned(bucket, key, &entry).await?;
+                Ok(entry)
+            }
+            Some(status) => self.commit_version(bucket, key, entry, status).await,
+        }
+    }
+
+    /// One omap set (the acknowledgement point), then the pieces of the version it replaced
+    /// are removed.
+    async fn commit_unversioned(
         &self,
         bucket: &BucketRecord,
         key: &str,
@@ -340,6 +363,249 @@ impl Store {
             .await?;
         self.remove_pieces(old.pieces).await;
         Ok(true)
+    }
+
+    // ---- versions (see crate::versioning) ----------------------------------------------------
+
+    /// A write time for a new version of a key whose newest version was written at
+    /// `after_ns`: the clock, but strictly after that and after every version this process
+    /// created before.
+    fn version_time_ns(&self, after_ns: u64) -> u64 {
+        let now = self.now_ns();
+        let mut last = self.version_time_ns_last.load(Ordering::Relaxed);
+        loop {
+            let time = now.max(last + 1).max(after_ns + 1);
+            match self.version_time_ns_last.compare_exchange(
+                last,
+                time,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return time,
+                Err(current) => last = current,
+            }
+        }
+    }
+
+    /// Up to `max` version entries of `key`, newest first.
+    async fn versions_of(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        max: usize,
+    ) -> Result<Vec<Version>> {
+        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let prefix = layout::versions_prefix(key);
+        let mut out = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        while out.len() < max {
+            let want = (max - out.len()).min(1000);
+            let page = match self
+                .index
+                .omap_get_vals(&oid, after.as_deref(), &prefix, want)
+                .await
+            {
+                Ok(page) => page,
+                Err(RadosError::NotFound(_)) => break,
+                Err(error) => return Err(error.into()),
+            };
+            for (raw, value) in &page.entries {
+                let (_, suffix) = layout::parse_version_key(raw)
+                    .ok_or_else(|| GatewayError::Corrupt(format!("version key {raw:?}")))?;
+                out.push(Version {
+                    suffix,
+                    entry: layout::decode(value)?,
+                });
+                after = Some(raw.clone());
+            }
+            if !page.more || page.entries.is_empty() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The plain entry and up to `versions_max` version entries of `key`, read concurrently.
+    pub async fn key_state(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        versions_max: usize,
+    ) -> Result<KeyState> {
+        let (plain, versions) = futures::try_join!(
+            self.entry_opt(bucket, key),
+            self.versions_of(bucket, key, versions_max)
+        )?;
+        Ok(KeyState { plain, versions })
+    }
+
+    /// Writes `plan` to the key's shard in one atomic omap change, then frees its pieces.
+    async fn carry_out(&self, bucket: &BucketRecord, key: &str, plan: Plan) -> Result<()> {
+        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let mut op = WriteOp::new();
+        if !plan.remove.is_empty() {
+            op = op.omap_remove_keys(plan.remove);
+        }
+        if !plan.set.is_empty() {
+            let set = plan
+                .set
+                .iter()
+                .map(|(k, entry)| (k.clone(), layout::encode(entry)))
+                .collect();
+            op = op.omap_set(set);
+        }
+        self.index.operate(&oid, op).await?;
+        self.remove_pieces(plan.freed).await;
+        Ok(())
+    }
+
+    /// `entry` as a new version of `key` (an object or a delete marker), as stored.
+    async fn commit_version(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        mut entry: ObjectEntry,
+        status: Versioning,
+    ) -> Result<ObjectEntry> {
+        let _guard = self.locks.lock(&bucket.id, key).await;
+        // Enabled needs only the newest version (for the ordering); Suspended must find the
+        // null version wherever it is.
+        let versions_max = match status {
+            Versioning::Enabled => 1,
+            Versioning::Suspended => usize::MAX,
+        };
+        let state = self.key_state(bucket, key, versions_max).await?;
+        entry.mtime_ns = self.version_time_ns(state.newest_mtime_ns());
+        let suffix = layout::version_suffix(entry.mtime_ns, &self.new_tag(4));
+        let (plan, stored) = versioning::plan_write(key, &state, status, entry, &suffix);
+        self.carry_out(bucket, key, plan).await?;
+        Ok(stored)
+    }
+
+    /// A delete marker on top of `key` (bucket with versioning), as stored.
+    pub async fn delete_marker(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        owner: &str,
+    ) -> Result<ObjectEntry> {
+        let status = bucket
+            .versioning
+            .expect("delete markers exist only in buckets with versioning");
+        let marker = ObjectEntry {
+            owner: owner.to_string(),
+            delete_marker: true,
+            ..ObjectEntry::default()
+        };
+        self.commit_version(bucket, key, marker, status).await
+    }
+
+    /// Checks a version id from a request: `null` or one this gateway could have generated.
+    pub fn check_version_id(version_id: &str) -> Result<()> {
+        if version_id == versioning::NULL_VERSION_ID || layout::is_version_suffix(version_id) {
+            Ok(())
+        } else {
+            Err(GatewayError::InvalidArgument(format!(
+                "invalid version id {version_id:?}"
+            )))
+        }
+    }
+
+    /// The version `version_id` of `key` (`null` included), if it exists.
+    pub async fn version(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<ObjectEntry>> {
+        Self::check_version_id(version_id)?;
+        if version_id == versioning::NULL_VERSION_ID {
+            let state = self.key_state(bucket, key, usize::MAX).await?;
+            return Ok(state.find(version_id).and_then(|f| state.get(f)).cloned());
+        }
+        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let wanted = layout::version_key(key, version_id);
+        let found = match self
+            .index
+            .omap_get_vals_by_keys(&oid, std::slice::from_ref(&wanted))
+            .await
+        {
+            Ok(found) => found,
+            Err(RadosError::NotFound(_)) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        found.get(&wanted).map(|v| layout::decode(v)).transpose()
+    }
+
+    /// The newest version of `key` if it is a delete marker (why a GET finds no object).
+    pub async fn latest_delete_marker(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> Result<Option<ObjectEntry>> {
+        let newest = self.versions_of(bucket, key, 1).await?;
+        Ok(newest
+            .into_iter()
+            .next()
+            .map(|v| v.entry)
+            .filter(|e| e.delete_marker))
+    }
+
+    /// Removes version `version_id` of `key` for good, with its data; returns it, or `None`
+    /// when there is no such version (removing it again is no error, as in S3).
+    pub async fn remove_version(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version_id: &str,
+    ) -> Result<Option<ObjectEntry>> {
+        Self::check_version_id(version_id)?;
+        let _guard = self.locks.lock(&bucket.id, key).await;
+        let state = self.key_state(bucket, key, usize::MAX).await?;
+        let Some(found) = state.find(version_id) else {
+            return Ok(None);
+        };
+        let removed = state.get(found).cloned();
+        self.carry_out(bucket, key, versioning::plan_remove(key, &state, found))
+            .await?;
+        Ok(removed)
+    }
+
+    /// Replaces version `version_id` of `key` (the latest when `None`) by `entry`, the same
+    /// version with other metadata (an ACL).
+    pub async fn update_version(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version_id: Option<&str>,
+        entry: ObjectEntry,
+    ) -> Result<()> {
+        let null = version_id.is_none_or(|v| v == versioning::NULL_VERSION_ID);
+        if bucket.versioning.is_none() && null {
+            self.commit_unversioned(bucket, key, &entry).await?;
+            return Ok(());
+        }
+        let _guard = self.locks.lock(&bucket.id, key).await;
+        let state = self.key_state(bucket, key, usize::MAX).await?;
+        let found = match version_id {
+            Some(v) => state.find(v),
+            None => match &state.plain {
+                Some(plain) if plain.version_id.is_none() => Some(Found::Legacy),
+                Some(_) => Some(Found::Entry(0)),
+                None => None,
+            },
+        };
+        let Some(found) = found else {
+            return Err(GatewayError::NoSuchVersion(
+                version_id.unwrap_or_default().to_string(),
+            ));
+        };
+        self.carry_out(
+            bucket,
+            key,
+            versioning::plan_update(key, &state, found, entry),
+        )
+        .await
     }
 
     // ---- data --------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ use crate::layout::ObjectEntry;
 use crate::list;
 
 /// Listing page size when the client gives none.
-const MAX_KEYS_DEFAULT: i32 = 1000;
+pub(super) const MAX_KEYS_DEFAULT: i32 = 1000;
 
-fn max_keys(given: Option<i32>) -> Result<usize> {
+pub(super) fn max_keys(given: Option<i32>) -> Result<usize> {
     match given {
         None => Ok(MAX_KEYS_DEFAULT as usize),
         Some(n) if n < 0 => Err(GatewayError::InvalidArgument("max-keys".into())),
@@ -23,7 +23,7 @@ fn max_keys(given: Option<i32>) -> Result<usize> {
     }
 }
 
-fn is_url(encoding: &Option<EncodingType>) -> Result<bool> {
+pub(super) fn is_url(encoding: &Option<EncodingType>) -> Result<bool> {
     match encoding {
         None => Ok(false),
         Some(e) if e.as_str() == EncodingType::URL => Ok(true),
@@ -296,66 +296,6 @@ impl Gateway {
         })
     }
 
-    pub(super) async fn do_list_object_versions(
-        &self,
-        req: S3Request<ListObjectVersionsInput>,
-    ) -> Result<ListObjectVersionsOutput> {
-        let requester = self.requester(&req).await?;
-        let input = req.input;
-        let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Read)
-            .await?;
-        let url = is_url(&input.encoding_type)?;
-        let prefix = input.prefix.clone().unwrap_or_default();
-        let delimiter = input.delimiter.clone().unwrap_or_default();
-        let max = max_keys(input.max_keys)?;
-        let listing = list::list(
-            self.store.index.clone(),
-            &bucket,
-            &prefix,
-            &delimiter,
-            input.key_marker.as_deref(),
-            max,
-        )
-        .await?;
-        let versions: ObjectVersionList = listing
-            .objects
-            .into_iter()
-            .map(|(key, entry)| ObjectVersion {
-                e_tag: Some(convert::etag(&entry.etag)),
-                is_latest: Some(true),
-                key: Some(encode_name(url, &key)),
-                last_modified: Some(convert::timestamp(entry.mtime_ns)),
-                owner: Some(Owner {
-                    display_name: Some(entry.owner.clone()),
-                    id: Some(entry.owner.clone()),
-                }),
-                size: Some(entry.size as i64),
-                storage_class: Some(ObjectVersionStorageClass::from_static(
-                    ObjectVersionStorageClass::STANDARD,
-                )),
-                version_id: Some("null".into()),
-                ..Default::default()
-            })
-            .collect();
-        let next = listing.truncated.then_some(listing.last).flatten();
-        Ok(ListObjectVersionsOutput {
-            common_prefixes: Some(prefixes_dto(url, listing.prefixes)),
-            delimiter: input.delimiter,
-            encoding_type: input.encoding_type,
-            is_truncated: Some(listing.truncated),
-            key_marker: input.key_marker,
-            max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS_DEFAULT)),
-            name: Some(input.bucket),
-            next_version_id_marker: next.as_ref().map(|_| "null".to_string()),
-            next_key_marker: next,
-            prefix: Some(prefix),
-            version_id_marker: input.version_id_marker,
-            versions: Some(versions),
-            ..Default::default()
-        })
-    }
-
     async fn objects_dto(&self, url: bool, objects: Vec<(String, ObjectEntry)>) -> Vec<Object> {
         objects
             .into_iter()
@@ -377,7 +317,7 @@ impl Gateway {
     }
 }
 
-fn prefixes_dto(url: bool, prefixes: Vec<String>) -> CommonPrefixList {
+pub(super) fn prefixes_dto(url: bool, prefixes: Vec<String>) -> CommonPrefixList {
     prefixes
         .into_iter()
         .map(|p| CommonPrefix {

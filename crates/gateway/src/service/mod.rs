@@ -7,6 +7,7 @@ mod convert;
 mod multipart;
 mod objects;
 mod refusals;
+mod versioning;
 
 use std::sync::Arc;
 
@@ -215,6 +216,11 @@ macro_rules! acl_request {
 }
 pub(crate) use acl_request;
 
+/// An HTTP date of a stored ns time (error replies' Last-Modified).
+pub(crate) fn http_date_of(ns: u64) -> String {
+    convert::http_date(&convert::timestamp(ns))
+}
+
 fn ok<T>(output: T) -> S3Result<S3Response<T>> {
     Ok(S3Response::new(output))
 }
@@ -301,6 +307,20 @@ impl S3 for Gateway {
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         route!(self.do_list_object_versions(req))
+    }
+
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        route!(self.do_put_bucket_versioning(req))
+    }
+
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        route!(self.do_get_bucket_versioning(req))
     }
 
     async fn put_object(

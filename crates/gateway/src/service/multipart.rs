@@ -506,7 +506,7 @@ impl Gateway {
             parts_count: chosen.len() as u32,
             ..upload.template
         };
-        self.store.commit(&bucket, &input.key, &entry).await?;
+        let entry = self.store.commit(&bucket, &input.key, entry).await?;
         let used: std::collections::BTreeSet<i32> = chosen.iter().map(|p| p.number).collect();
         let unused = stored
             .into_iter()
@@ -521,6 +521,7 @@ impl Gateway {
             key: Some(input.key.clone()),
             e_tag: Some(convert::etag(&etag)),
             location: Some(format!("/{}/{}", input.bucket, input.key)),
+            version_id: super::objects::new_version_id(&entry),
             ..Default::default()
         })
     }

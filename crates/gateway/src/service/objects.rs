@@ -87,17 +87,24 @@ pub(super) fn check_content_md5(given: Option<&str>, md5: &[u8; 16]) -> Result<(
 }
 
 impl Gateway {
-    /// The object if `requester` may do `permission` on it; AccessDenied rather than
-    /// NoSuchKey when the requester may not even list the bucket.
+    /// The object (its version `version_id`, else the latest) if `requester` may do
+    /// `permission` on it; AccessDenied rather than NoSuchKey when the requester may not even
+    /// list the bucket. A delete marker is no object: NoSuchKey when it is the latest,
+    /// MethodNotAllowed when named by its version id.
     pub(super) async fn object_for(
         &self,
         bucket_name: &str,
         key: &str,
+        version_id: Option<&str>,
         requester: &Requester,
         permission: Permission,
     ) -> Result<(BucketRecord, ObjectEntry)> {
         let bucket = self.store.bucket(bucket_name).await?;
-        let Some(entry) = self.store.entry_opt(&bucket, key).await? else {
+        let found = match version_id {
+            None => self.store.entry_opt(&bucket, key).await?,
+            Some(version_id) => self.store.version(&bucket, key, version_id).await?,
+        };
+        let Some(entry) = found else {
             // Whoever may list the key's name learns it is missing; others only AccessDenied.
             let context = Context::from([("s3:prefix".to_string(), key.to_string())]);
             let listable =
@@ -109,11 +116,28 @@ impl Gateway {
                         acl::allows(&bucket.owner, &bucket_grants, requester, Permission::Read)
                     }
                 };
-            if listable {
-                return Err(GatewayError::NoSuchKey(key.to_string()));
+            if !listable {
+                return Err(GatewayError::AccessDenied);
             }
-            return Err(GatewayError::AccessDenied);
+            if let Some(version_id) = version_id {
+                return Err(GatewayError::NoSuchVersion(format!("{key} {version_id}")));
+            }
+            if bucket.versioning.is_some() {
+                if let Some(marker) = self.store.latest_delete_marker(&bucket, key).await? {
+                    return Err(GatewayError::LatestIsDeleteMarker {
+                        key: key.to_string(),
+                        version_id: marker.version_id.unwrap_or_default(),
+                    });
+                }
+            }
+            return Err(GatewayError::NoSuchKey(key.to_string()));
         };
+        if entry.delete_marker {
+            return Err(GatewayError::VersionIsDeleteMarker {
+                version_id: entry.version_id.unwrap_or_default(),
+                mtime_ns: entry.mtime_ns,
+            });
+        }
         let action = match permission {
             Permission::Read => "s3:GetObject",
             Permission::Write => "s3:PutObject",
@@ -222,11 +246,13 @@ impl Gateway {
             pieces,
             parts_count: 0,
             checksum_sha256,
+            ..Default::default()
         };
-        self.store.commit(&bucket, &input.key, &entry).await?;
+        let entry = self.store.commit(&bucket, &input.key, entry).await?;
         Ok(PutObjectOutput {
             e_tag: Some(convert::etag(&entry.etag)),
             checksum_sha256: entry.checksum_sha256.clone(),
+            version_id: new_version_id(&entry),
             ..Default::default()
         })
     }
@@ -239,8 +265,14 @@ impl Gateway {
     ) -> Result<GetObjectAttributesOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
-        let (_bucket, entry) = self
-            .object_for(&input.bucket, &input.key, &requester, Permission::Read)
+        let (bucket, entry) = self
+            .object_for(
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+                &requester,
+                Permission::Read,
+            )
             .await?;
         let wanted = |name: &str| {
             input
@@ -273,6 +305,7 @@ impl Gateway {
             last_modified: Some(convert::timestamp(entry.mtime_ns)),
             checksum,
             object_parts,
+            version_id: version_header(&bucket, &entry),
             ..Default::default()
         })
     }
@@ -283,8 +316,14 @@ impl Gateway {
     ) -> Result<GetObjectOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
-        let (_bucket, entry) = self
-            .object_for(&input.bucket, &input.key, &requester, Permission::Read)
+        let (bucket, entry) = self
+            .object_for(
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+                &requester,
+                Permission::Read,
+            )
             .await?;
         Conditions {
             if_match: input.if_match.as_ref(),
@@ -324,6 +363,7 @@ impl Gateway {
             last_modified: Some(convert::timestamp(entry.mtime_ns)),
             metadata: convert::metadata_out(&entry),
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
+            version_id: version_header(&bucket, &entry),
             ..Default::default()
         })
     }
@@ -334,8 +374,14 @@ impl Gateway {
     ) -> Result<HeadObjectOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
-        let (_bucket, entry) = self
-            .object_for(&input.bucket, &input.key, &requester, Permission::Read)
+        let (bucket, entry) = self
+            .object_for(
+                &input.bucket,
+                &input.key,
+                input.version_id.as_deref(),
+                &requester,
+                Permission::Read,
+            )
             .await?;
         Conditions {
             if_match: input.if_match.as_ref(),
@@ -360,6 +406,7 @@ impl Gateway {
             last_modified: Some(convert::timestamp(entry.mtime_ns)),
             metadata: convert::metadata_out(&entry),
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
+            version_id: version_header(&bucket, &entry),
             ..Default::default()
         })
     }
@@ -372,8 +419,51 @@ impl Gateway {
         let bucket = self
             .bucket_for(&req.input.bucket, &requester, Permission::Write)
             .await?;
-        self.store.delete(&bucket, &req.input.key).await?;
-        Ok(DeleteObjectOutput::default())
+        let owner = Self::owner_of(&requester)?;
+        let deleted = self
+            .delete_one(
+                &bucket,
+                &req.input.key,
+                req.input.version_id.as_deref(),
+                &owner,
+            )
+            .await?;
+        Ok(DeleteObjectOutput {
+            delete_marker: deleted.delete_marker.then_some(true),
+            version_id: deleted.version_id,
+            ..Default::default()
+        })
+    }
+
+    /// Deletes `key`: with a version id, that version for good (no error if it is gone);
+    /// without, the object in a bucket without versioning, else a new delete marker.
+    async fn delete_one(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version_id: Option<&str>,
+        owner: &str,
+    ) -> Result<Deleted> {
+        match (version_id, bucket.versioning) {
+            (Some(version_id), _) => {
+                let removed = self.store.remove_version(bucket, key, version_id).await?;
+                Ok(Deleted {
+                    delete_marker: removed.is_some_and(|e| e.delete_marker),
+                    version_id: Some(version_id.to_string()),
+                })
+            }
+            (None, None) => {
+                self.store.delete(bucket, key).await?;
+                Ok(Deleted::default())
+            }
+            (None, Some(_)) => {
+                let marker = self.store.delete_marker(bucket, key, owner).await?;
+                Ok(Deleted {
+                    delete_marker: true,
+                    version_id: marker.version_id,
+                })
+            }
+        }
     }
 
     pub(super) async fn do_delete_objects(
@@ -389,15 +479,25 @@ impl Gateway {
             return Err(GatewayError::Malformed("more than 1000 keys".into()));
         }
         let quiet = input.delete.quiet.unwrap_or(false);
+        let owner = Self::owner_of(&requester)?;
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
         for object in input.delete.objects {
-            match self.store.delete(&bucket, &object.key).await {
-                Ok(_) => {
+            let version_id = object.version_id.as_deref();
+            match self
+                .delete_one(&bucket, &object.key, version_id, &owner)
+                .await
+            {
+                Ok(outcome) => {
                     if !quiet {
+                        // A removed version echoes its id; a new or removed delete marker is
+                        // named as such.
+                        let marker_id = outcome.delete_marker.then(|| outcome.version_id.clone());
                         deleted.push(DeletedObject {
                             key: Some(object.key),
-                            ..Default::default()
+                            version_id: object.version_id.clone(),
+                            delete_marker: outcome.delete_marker.then_some(true),
+                            delete_marker_version_id: marker_id.flatten(),
                         });
                     }
                 }
@@ -406,7 +506,7 @@ impl Gateway {
                         code: Some(error.code().as_str().to_string()),
                         key: Some(object.key),
                         message: Some(error.to_string()),
-                        version_id: None,
+                        version_id: object.version_id,
                     });
                 }
             }
@@ -425,13 +525,24 @@ impl Gateway {
         requester: &Requester,
         conditions: Conditions<'_>,
     ) -> Result<(BucketRecord, String, ObjectEntry)> {
-        let CopySource::Bucket { bucket, key, .. } = source else {
+        let CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } = source
+        else {
             return Err(GatewayError::NotImplemented(
                 "access point copy source".into(),
             ));
         };
         let (bucket, entry) = self
-            .object_for(bucket, key, requester, Permission::Read)
+            .object_for(
+                bucket,
+                key,
+                version_id.as_deref(),
+                requester,
+                Permission::Read,
+            )
             .await?;
         conditions.check(&entry, true)?;
         Ok((bucket, key.to_string(), entry))
@@ -463,7 +574,15 @@ impl Gateway {
             .metadata_directive
             .as_ref()
             .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-        if source_bucket.id == bucket.id && source_key == input.key && !replace {
+        // Copying a named version onto its key makes it the latest again, which S3 allows.
+        let names_version = matches!(
+            &input.copy_source,
+            CopySource::Bucket {
+                version_id: Some(_),
+                ..
+            }
+        );
+        if source_bucket.id == bucket.id && source_key == input.key && !replace && !names_version {
             return Err(GatewayError::InvalidRequest(
                 "copying an object to itself without changing its metadata".into(),
             ));
@@ -516,14 +635,17 @@ impl Gateway {
             pieces,
             parts_count: source.parts_count,
             checksum_sha256: source.checksum_sha256.clone(),
+            ..Default::default()
         };
-        self.store.commit(&bucket, &input.key, &entry).await?;
+        let entry = self.store.commit(&bucket, &input.key, entry).await?;
         Ok(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(convert::etag(&entry.etag)),
                 last_modified: Some(convert::timestamp(entry.mtime_ns)),
                 ..Default::default()
             }),
+            copy_source_version_id: version_header(&source_bucket, &source),
+            version_id: new_version_id(&entry),
             ..Default::default()
         })
     }
@@ -537,6 +659,7 @@ impl Gateway {
             .object_for(
                 &req.input.bucket,
                 &req.input.key,
+                req.input.version_id.as_deref(),
                 &requester,
                 Permission::ReadAcp,
             )
@@ -554,8 +677,15 @@ impl Gateway {
     ) -> Result<PutObjectAclOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
+        let version_id = input.version_id.as_deref();
         let (bucket, mut entry) = self
-            .object_for(&input.bucket, &input.key, &requester, Permission::WriteAcp)
+            .object_for(
+                &input.bucket,
+                &input.key,
+                version_id,
+                &requester,
+                Permission::WriteAcp,
+            )
             .await?;
         let request = AclRequest {
             policy: input.access_control_policy.as_ref(),
@@ -571,9 +701,42 @@ impl Gateway {
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         entry.grants = Some(grants);
-        self.store.commit(&bucket, &input.key, &entry).await?;
+        // The same version with a new ACL (its mtime stays, as S3's).
+        self.store
+            .update_version(&bucket, &input.key, version_id, entry)
+            .await?;
         Ok(PutObjectAclOutput::default())
     }
+}
+
+/// What deleting one key did.
+#[derive(Debug, Default)]
+struct Deleted {
+    /// A delete marker was created or removed.
+    delete_marker: bool,
+    /// The version removed or the delete marker created.
+    version_id: Option<String>,
+}
+
+/// The x-amz-version-id of a stored object: its id in a bucket with versioning (`null` for
+/// one written before versioning was configured); none in a bucket without.
+pub(super) fn version_header(bucket: &BucketRecord, entry: &ObjectEntry) -> Option<String> {
+    bucket.versioning?;
+    Some(
+        entry
+            .version_id
+            .clone()
+            .unwrap_or_else(|| crate::versioning::NULL_VERSION_ID.to_string()),
+    )
+}
+
+/// The version id a write reports: a generated one (radosgw reports none for the null
+/// versions written while versioning is suspended, nor in buckets without versioning).
+pub(super) fn new_version_id(entry: &ObjectEntry) -> Option<String> {
+    entry
+        .version_id
+        .clone()
+        .filter(|v| v != crate::versioning::NULL_VERSION_ID)
 }
 
 /// The byte range `[start, end)` a GET or HEAD with an optional Range header covers, and the

@@ -93,6 +93,7 @@ impl Gateway {
         self.object_for(
             &req.input.bucket,
             &req.input.key,
+            None,
             &requester,
             Permission::Read,
         )
