@@ -273,6 +273,17 @@ impl FileDevice {
         }
     }
 
+    /// After a failed `fdatasync` what reached the medium is unknown: refuse further writes.
+    fn poison_on_error(&self, result: &Result<(), DeviceError>) {
+        if result.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+            tracing::error!(
+                device = self.stats.name(),
+                "fdatasync failed; device poisoned"
+            );
+        }
+    }
+
     fn alignment(&self) -> usize {
         self.memory_alignment_bytes as usize
     }
@@ -460,16 +471,23 @@ impl Device for FileDevice {
                 return Err(DeviceError::Poisoned);
             }
             let result = self.run(Job::Sync).await.map(|_| ());
-            if result.is_err() {
-                self.poisoned.store(true, Ordering::Release);
-                tracing::error!(
-                    device = self.stats.name(),
-                    "fdatasync failed; device poisoned"
-                );
-            }
+            self.poison_on_error(&result);
             result
         }
         .await;
+        guard.finish(0, result)
+    }
+
+    /// `fdatasync` on the calling thread.
+    fn flush_blocking(&self, _runtime: &tokio::runtime::Handle) -> Result<(), DeviceError> {
+        let guard = self.stats.begin(OpKind::Flush);
+        let result = if self.poisoned.load(Ordering::Acquire) {
+            Err(DeviceError::Poisoned)
+        } else {
+            let result = execute(&self.file, Job::Sync).map(|_| ());
+            self.poison_on_error(&result);
+            result
+        };
         guard.finish(0, result)
     }
 
@@ -548,6 +566,17 @@ mod tests {
         let data = &storage[1..];
         device.write_at(4096, data).await.unwrap();
         device.flush().await.unwrap();
+        // The blocking flush (a dedicated thread's) is counted as a flush like the async one.
+        let flushes = device.stats().flush.ops;
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| device.flush_blocking(&runtime))
+                .join()
+                .unwrap()
+        })
+        .unwrap();
+        assert_eq!(device.stats().flush.ops, flushes + 1);
         let mut back = vec![0u8; 8192 + 1];
         device.read_at(4096, &mut back[1..]).await.unwrap();
         assert_eq!(&back[1..], data);

@@ -144,6 +144,14 @@ pub trait Device: Send + Sync {
     /// Makes every write completed before this call durable.
     async fn flush(&self) -> Result<(), DeviceError>;
 
+    /// [`Device::flush`] for a caller on a thread that may block (a dedicated thread, never an
+    /// async task): a device whose flush is one blocking syscall makes it on the calling thread
+    /// instead of handing it to an I/O thread and waiting for the answer (two thread wake-ups
+    /// per flush). The default drives `flush` to completion on `runtime`.
+    fn flush_blocking(&self, runtime: &tokio::runtime::Handle) -> Result<(), DeviceError> {
+        runtime.block_on(self.flush())
+    }
+
     /// Tells the device the range's contents are no longer needed.
     async fn discard(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError>;
 
