@@ -291,6 +291,34 @@ fn load() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// The commit counters of every OSD, added up.
+fn commit_stats(cluster: &Cluster, replicas: u32) -> store::CommitStats {
+    let mut total = store::CommitStats::default();
+    for id in 0..replicas as i32 {
+        if let Some(osd) = cluster.osd(id) {
+            let stats = osd.store().commit_stats();
+            total.transactions += stats.transactions;
+            total.batches += stats.batches;
+            total.device_flushes += stats.device_flushes;
+            total.metadata_syncs += stats.metadata_syncs;
+        }
+    }
+    total
+}
+
+/// How the replica writes of a phase shared their syncs.
+fn commit_row(before: store::CommitStats, after: store::CommitStats) -> String {
+    let transactions = (after.transactions - before.transactions).max(1) as f64;
+    let batches = (after.batches - before.batches).max(1) as f64;
+    format!(
+        "  group commit: {:.1} replica writes per batch; per replica write {:.3} device \
+         flushes + {:.3} metadata syncs",
+        transactions / batches,
+        (after.device_flushes - before.device_flushes) as f64 / transactions,
+        (after.metadata_syncs - before.metadata_syncs) as f64 / transactions,
+    )
+}
+
 async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
     let temp = tempfile::tempdir_in(&args.dir)
         .with_context(|| format!("temporary directory in {}", args.dir.display()))?;
@@ -318,6 +346,7 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
     );
     let payload = Arc::new(vec![0x5au8; args.size_bytes]);
     for (round, &concurrency) in args.concurrency.iter().enumerate() {
+        let commits_before = commit_stats(&cluster, replicas);
         let writer = pool.clone();
         let data = Arc::clone(&payload);
         let mut write = phase(concurrency, args.seconds, args.objects, move |index| {
@@ -332,6 +361,10 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
         println!(
             "{}",
             write.row(&format!("cluster write r{replicas}"), concurrency)
+        );
+        println!(
+            "{}",
+            commit_row(commits_before, commit_stats(&cluster, replicas))
         );
         let written = write.latencies_us.len() as u64;
         let reader = pool.clone();

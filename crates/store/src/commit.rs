@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use redb::Durability;
@@ -24,6 +24,7 @@ use crate::cache::Cached;
 use crate::error::{Result, StoreError};
 use crate::meta::{self, DEFERRED, OBJECTS, OMAP};
 use crate::store::Inner;
+use crate::types::CommitStats;
 use crate::write::Fresh;
 
 /// One omap change, applied in order.
@@ -97,9 +98,13 @@ pub(crate) fn spawn(
     queue: mpsc::Receiver<Pending>,
     runtime: tokio::runtime::Handle,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    // One flushed batch may wait while the previous one commits: the device flush of batch
-    // N + 1 overlaps the metadata fsync of batch N.
-    let (stage, flushed) = std::sync::mpsc::sync_channel::<Flushed>(1);
+    // A rendezvous: the device flush of batch N + 1 overlaps the metadata commit of batch N,
+    // but the flusher takes batch N + 2 only once the committer took N + 1. With a slot for
+    // one more flushed batch, three batches were in flight and each held fewer transactions:
+    // 3.4 per batch against 4.7, and 220-260 µs of CPU per replicated 4 KiB write against
+    // 185-210 (`bench_cluster --replicas 3 --concurrency 16`, back-to-back runs), the commit's
+    // fixed cost being most of a small batch's.
+    let (stage, flushed) = std::sync::mpsc::sync_channel::<Flushed>(0);
     let committer = {
         let inner = Arc::clone(&inner);
         std::thread::Builder::new()
@@ -155,11 +160,15 @@ fn run_flusher(
         } else if inner.config.durable && must_flush {
             unretired = 0;
             freeing = 0;
-            Some(
-                runtime
-                    .block_on(inner.device.flush())
-                    .map_err(StoreError::from),
-            )
+            // On this thread: a file device's fdatasync needs no hop to its I/O threads.
+            let flushed = inner.device.flush_blocking(runtime);
+            if flushed.is_ok() {
+                inner
+                    .commit_counters
+                    .device_flushes
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Some(flushed.map_err(StoreError::from))
         } else {
             unretired += deferred;
             None
@@ -184,8 +193,11 @@ fn run_committer(inner: &Inner, flushed: std::sync::mpsc::Receiver<Flushed>) {
             }
             commit_batch(inner, &mut batch, &mut state, flushed)
         });
-        if let Err(error) = &result {
-            poison(inner, error);
+        match &result {
+            Ok(()) => inner
+                .commit_counters
+                .count_batch(batch.len(), inner.config.durable),
+            Err(error) => poison(inner, error),
         }
         for mut pending in batch.drain(..) {
             // A failed batch may or may not have reached the media: the callers learn that
@@ -208,6 +220,34 @@ struct CommitterState {
     sequence: u64,
     /// Deferred records in the table.
     records: u64,
+}
+
+/// Counters behind [`CommitStats`]; only the commit threads add to them.
+#[derive(Default)]
+pub(crate) struct CommitCounters {
+    transactions: AtomicU64,
+    batches: AtomicU64,
+    pub device_flushes: AtomicU64,
+    metadata_syncs: AtomicU64,
+}
+
+impl CommitCounters {
+    fn count_batch(&self, transactions: usize, durable: bool) {
+        self.transactions
+            .fetch_add(transactions as u64, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.metadata_syncs
+            .fetch_add(u64::from(durable), Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> CommitStats {
+        CommitStats {
+            transactions: self.transactions.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            device_flushes: self.device_flushes.load(Ordering::Relaxed),
+            metadata_syncs: self.metadata_syncs.load(Ordering::Relaxed),
+        }
+    }
 }
 
 fn poison(inner: &Inner, error: &StoreError) {

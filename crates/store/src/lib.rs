@@ -70,7 +70,9 @@
 //!   `tests/faults.rs`: bit flips, EIO, torn writes, failed flush, power loss (unflushed blocks
 //!   reverted, deferred replay), transactions dropped mid-flight; `tests/kill.rs`: a real
 //!   writer process (`src/bin/store-crash-writer.rs`) SIGKILLed 50 times (a process crash: the
-//!   page cache survives it; power loss is what the faulty-device tests model).
+//!   page cache survives it; power loss is what the faulty-device tests model);
+//!   `tests/group_commit.rs`: concurrent transactions share a batch's one device flush and one
+//!   metadata commit ([`Store::commit_stats`] counts them).
 //! - `examples/bench_store.rs`: 4 KiB write_full/read ops/s at several queue depths beside fio;
 //!   `examples/space_store.rs`: seed 002's data-hole rate and metadata bytes per object.
 
@@ -89,5 +91,7 @@ pub use allocator::{Allocator, DeviceExtent};
 pub use config::StoreConfig;
 pub use error::{Result, StoreError};
 pub use store::Store;
-pub use types::{CollectionUsage, ObjectId, ObjectStat, Op, Statfs, Transaction, NAME_BYTES_MAX};
+pub use types::{
+    CollectionUsage, CommitStats, ObjectId, ObjectStat, Op, Statfs, Transaction, NAME_BYTES_MAX,
+};
 pub use write::OBJECT_BYTES_MAX;

@@ -13,12 +13,14 @@ use tokio::sync::{mpsc, oneshot, RwLock};
 
 use crate::allocator::{Allocator, DeviceExtent};
 use crate::cache::{Cached, OnodeCache};
-use crate::commit::{self, Pending};
+use crate::commit::{self, CommitCounters, Pending};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 use crate::meta::{self, Counters, Layout, OBJECTS, OMAP};
 use crate::onode::Onode;
-use crate::types::{validate_collection, validate_names, ObjectStat, Statfs, Transaction};
+use crate::types::{
+    validate_collection, validate_names, CommitStats, ObjectStat, Statfs, Transaction,
+};
 use crate::write;
 
 /// Lock shards: objects hash onto them; a writer holds its objects' shards exclusively from
@@ -39,6 +41,8 @@ pub(crate) struct Inner {
     /// Committed onodes by lock shard (see `cache`).
     pub onodes: OnodeCache,
     pub poisoned: AtomicBool,
+    /// What [`Store::commit_stats`] reports.
+    pub commit_counters: CommitCounters,
     pub meta_path: PathBuf,
 }
 
@@ -193,6 +197,7 @@ impl Store {
                 .collect(),
             onodes: OnodeCache::new(LOCK_SHARDS, config.onode_cache_objects_max),
             poisoned: AtomicBool::new(false),
+            commit_counters: CommitCounters::default(),
             meta_path: meta_path.to_path_buf(),
             config,
         });
@@ -445,6 +450,11 @@ impl Store {
             min_alloc_size_bytes: self.inner.layout.min_alloc_size_bytes,
             collections: counters.collections,
         }
+    }
+
+    /// How many syncs the commits since mount paid and how many transactions shared them.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.inner.commit_counters.snapshot()
     }
 
     /// Whether an earlier failed flush or commit made the store refuse writes.

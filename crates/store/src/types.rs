@@ -222,6 +222,21 @@ impl Transaction {
     }
 }
 
+/// How the store's group commit shared its syncs among transactions, counted since mount:
+/// `(device_flushes + metadata_syncs) / transactions` is the fsyncs paid per acknowledged
+/// write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Transactions committed (acknowledged with `Ok`).
+    pub transactions: u64,
+    /// Batches committed: each is one metadata commit shared by its transactions.
+    pub batches: u64,
+    /// Device flushes (`fdatasync` of the data device for a file): at most one per batch.
+    pub device_flushes: u64,
+    /// Metadata commits made durable with an fsync: one per batch of a durable store.
+    pub metadata_syncs: u64,
+}
+
 /// What `stat` says about an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ObjectStat {
