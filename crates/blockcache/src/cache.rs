@@ -36,7 +36,7 @@ use crate::ioclass::IoClasses;
 use crate::layout::{
     self, Layout, Superblock, BLOCK_BYTES, ENTRIES_PER_BLOCK, FLAG_DIRTY, FLAG_VALID,
 };
-use crate::policy::cleaning::{self, CleaningDecision};
+use crate::policy::cleaning::{self, CleaningDecision, CleaningOrder};
 use crate::policy::mode::{read_action, write_action, LineState, ReadAction, WriteAction};
 use crate::state::{State, DIRTY_LIST, UNMAPPED};
 use crate::stats::{add, CacheStats, Counters};
@@ -45,8 +45,10 @@ use crate::stats::{add, CacheStats, Counters};
 pub const STRIPES: u64 = 4096;
 /// Metadata blocks read or written per I/O at load and stop.
 const METADATA_CHUNK_BLOCKS: u64 = 256;
-/// Lines per round when flushing on demand.
-const FLUSH_ROUND_LINES: u32 = 1024;
+/// Lines per round when flushing on demand (16 MiB of 4 KiB lines: long sequential core
+/// writes; measured 7.7 s -> 6.2 s for 512 MiB of dirty lines over an emulated HDD, against
+/// 1,024 lines).
+const FLUSH_ROUND_LINES: u32 = 4096;
 
 /// How to treat an existing cache on the cache device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +84,10 @@ struct Inner {
     epoch: Instant,
     wake: Notify,
     stopping: AtomicBool,
+    /// On-demand flushes running: the background cleaner stands aside meanwhile, so its
+    /// rounds (oldest-first under alru: scattered addresses) do not break the flush's
+    /// address-ordered stream into seeks on an HDD core.
+    flushes_running: AtomicU64,
 }
 
 /// Stripe guards held for a request: one without an allocation, or several. Never read:
@@ -244,6 +250,7 @@ impl BlockCache {
             epoch: Instant::now(),
             wake: Notify::new(),
             stopping: AtomicBool::new(false),
+            flushes_running: AtomicU64::new(0),
         });
         let recovered_dirty = match loaded {
             Some(superblock) if superblock.clean_shutdown => {
@@ -310,9 +317,21 @@ impl BlockCache {
 
     /// Flushes every dirty line to the core (casadm --flush-cache).
     pub async fn flush_dirty(&self) -> Result<(), CacheError> {
+        /// Counts a running flush for as long as it lives (also when it fails or is dropped).
+        struct Running<'a>(&'a AtomicU64);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.inner.flushes_running.fetch_add(1, Ordering::SeqCst);
+        let _running = Running(&self.inner.flushes_running);
         let mut idle_rounds = 0u32;
         while self.inner.lock().dirty_lines() > 0 {
-            let flushed = self.inner.clean_round(FLUSH_ROUND_LINES, 0).await?;
+            let flushed = self
+                .inner
+                .clean_round(FLUSH_ROUND_LINES, 0, CleaningOrder::CoreAddress)
+                .await?;
             if flushed == 0 {
                 idle_rounds += 1;
                 assert!(idle_rounds < 100_000, "dirty lines stay pinned forever");
@@ -991,18 +1010,45 @@ impl Inner {
         self.cache.flush().await
     }
 
-    /// Flushes up to `lines_max` dirty lines not written for `min_age_ms`, oldest first.
+    /// Flushes up to `lines_max` dirty lines not written for `min_age_ms`, taken in `order`.
     /// Returns how many were flushed.
-    async fn clean_round(&self, lines_max: u32, min_age_ms: u64) -> Result<u32, DeviceError> {
+    async fn clean_round(
+        &self,
+        lines_max: u32,
+        min_age_ms: u64,
+        order: CleaningOrder,
+    ) -> Result<u32, DeviceError> {
         let now_ms = self.now_ms();
         let mut picked: Vec<(u32, u64, u32)> = {
             let mut state = self.lock();
-            let candidates = state
-                .lists
-                .iter(DIRTY_LIST)
-                .filter(|&line| state.lines[line as usize].pins == 0)
-                .map(|line| (line, state.lines[line as usize].written_ms));
-            let lines = cleaning::pick_stale(candidates, now_ms, min_age_ms, lines_max);
+            let lines: Vec<u32> = match order {
+                CleaningOrder::OldestWrite => {
+                    let candidates = state
+                        .lists
+                        .iter(DIRTY_LIST)
+                        .filter(|&line| state.lines[line as usize].pins == 0)
+                        .map(|line| (line, state.lines[line as usize].written_ms));
+                    cleaning::pick_stale(candidates, now_ms, min_age_ms, lines_max)
+                }
+                CleaningOrder::CoreAddress => {
+                    let view = &*state;
+                    let line_of = |core_line: u64| view.map[&core_line];
+                    let core_lines = cleaning::pick_by_address(
+                        &view.dirty_core_lines,
+                        view.cleaning_cursor,
+                        lines_max,
+                        |core_line| {
+                            let meta = &view.lines[line_of(core_line) as usize];
+                            meta.pins > 0 || now_ms.saturating_sub(meta.written_ms) < min_age_ms
+                        },
+                    );
+                    let lines: Vec<u32> = core_lines.iter().map(|&c| line_of(c)).collect();
+                    if let Some(&last) = core_lines.last() {
+                        state.cleaning_cursor = last + 1;
+                    }
+                    lines
+                }
+            };
             lines
                 .into_iter()
                 .map(|line| {
@@ -1037,10 +1083,15 @@ impl Inner {
             }
         }
         // Keep the lines pinned until their clean entries are durable (see the module doc).
+        // Blocks have their own locks: write them all at once.
         let persisted = async {
-            for (&block, &need) in &persist {
-                self.persist_metadata(block, need).await?;
-            }
+            join_all(
+                persist
+                    .iter()
+                    .map(|(&block, &need)| self.persist_metadata(block, need))
+                    .collect(),
+            )
+            .await?;
             self.cache.flush().await
         }
         .await;
@@ -1057,30 +1108,49 @@ impl Inner {
         Ok(cleaned as u32)
     }
 
+    /// Copies `picked` lines (sorted by core line) to the core and flushes it: the cache
+    /// reads run at once (each under its stripe's read lock, so never a half-written line),
+    /// and runs of neighbouring core lines go to the core as one write each.
     async fn clean_lines(&self, picked: &[(u32, u64, u32)]) -> Result<(), DeviceError> {
         let line_bytes = self.layout.line_size_bytes as usize;
         let mut data = vec![0u8; picked.len() * line_bytes];
-        for (index, &(line, core_line, _)) in picked.iter().enumerate() {
-            let _guard = self.stripes[(core_line % STRIPES) as usize].read().await;
-            let target = &mut data[index * line_bytes..(index + 1) * line_bytes];
-            self.cache_read(self.layout.line_offset(line), target)
-                .await?;
+        let reads = picked
+            .iter()
+            .zip(data.chunks_exact_mut(line_bytes))
+            .map(|(&(line, core_line, _), target)| async move {
+                let _guard = self.stripes[(core_line % STRIPES) as usize].read().await;
+                self.cache_read(self.layout.line_offset(line), target).await
+            })
+            .collect();
+        join_all(reads).await?;
+        // Runs of consecutive core lines: (first index in `picked`, line count).
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (index, &(_, core_line, _)) in picked.iter().enumerate() {
+            match runs.last_mut() {
+                Some((first, count)) if picked[*first].1 + *count as u64 == core_line => {
+                    *count += 1
+                }
+                _ => runs.push((index, 1)),
+            }
         }
         // Write to the core with some parallelism so the disk can reorder (elevator / NCQ).
         let mut writes = tokio::task::JoinSet::new();
         let data = Arc::new(data);
-        for (index, &(_, core_line, _)) in picked.iter().enumerate() {
+        for (first, count) in runs {
             let core = Arc::clone(&self.core);
             let data = Arc::clone(&data);
+            let offset_bytes = picked[first].1 * line_bytes as u64;
             writes.spawn(async move {
-                let source = &data[index * line_bytes..(index + 1) * line_bytes];
-                core.write_at(core_line * line_bytes as u64, source).await
+                let source = &data[first * line_bytes..(first + count) * line_bytes];
+                core.write_at(offset_bytes, source)
+                    .await
+                    .map(|()| source.len() as u64)
             });
         }
         let mut outcome = Ok(());
         while let Some(joined) = writes.join_next().await {
             match joined {
-                Ok(Ok(())) => add(&self.counters.core_write_bytes, line_bytes as u64),
+                Ok(Ok(bytes)) => add(&self.counters.core_write_bytes, bytes),
                 Ok(Err(error)) => {
                     add(&self.counters.core_errors, 1);
                     outcome = Err(error);
@@ -1103,18 +1173,26 @@ async fn cleaner_loop(inner: Arc<Inner>) {
             let state = inner.lock();
             (state.config.cleaning, state.last_io_ms, state.dirty_lines())
         };
-        let decision = cleaning::decide(&config, inner.now_ms(), last_io_ms, dirty);
+        let decision = if inner.flushes_running.load(Ordering::SeqCst) > 0 {
+            CleaningDecision::Sleep {
+                ms: cleaning::wake_up_ms(&config),
+            }
+        } else {
+            cleaning::decide(&config, inner.now_ms(), last_io_ms, dirty)
+        };
         let pause_ms = match decision {
             CleaningDecision::Sleep { ms } => ms,
-            CleaningDecision::Clean { lines, min_age_ms } => {
-                match inner.clean_round(lines, min_age_ms).await {
-                    Ok(flushed) => cleaning::pause_after_round_ms(&config, flushed, lines),
-                    Err(error) => {
-                        tracing::warn!(%error, "cleaning failed; retrying later");
-                        1_000
-                    }
+            CleaningDecision::Clean {
+                lines,
+                min_age_ms,
+                order,
+            } => match inner.clean_round(lines, min_age_ms, order).await {
+                Ok(flushed) => cleaning::pause_after_round_ms(&config, flushed, lines),
+                Err(error) => {
+                    tracing::warn!(%error, "cleaning failed; retrying later");
+                    1_000
                 }
-            }
+            },
         };
         if pause_ms == 0 {
             tokio::task::yield_now().await;

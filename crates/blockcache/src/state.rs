@@ -1,6 +1,8 @@
 //! In-memory metadata: the core-line -> cache-line map, per-line state, the lists and the
 //! policies' state. Guarded by one mutex in the executor; nothing here does I/O.
 
+use std::collections::BTreeSet;
+
 use crate::config::CacheConfig;
 use crate::hash::FastMap;
 use crate::ioclass::IoClasses;
@@ -88,6 +90,10 @@ pub struct State {
     pub cutoff: SeqCutoff,
     pub promotion: Promotion,
     pub last_io_ms: u64,
+    /// Core lines of the dirty lines, in address order (address-ordered cleaning).
+    pub dirty_core_lines: BTreeSet<u64>,
+    /// Where the next address-ordered cleaning round starts.
+    pub cleaning_cursor: u64,
 }
 
 impl State {
@@ -109,6 +115,8 @@ impl State {
             cutoff: SeqCutoff::new(),
             promotion: Promotion::new(lines.max(1024)),
             last_io_ms: 0,
+            dirty_core_lines: BTreeSet::new(),
+            cleaning_cursor: 0,
         }
     }
 
@@ -227,6 +235,7 @@ impl State {
         assert_eq!(meta.pins, 0, "unmapping a pinned line");
         if meta.core_line != UNMAPPED {
             self.map.remove(&meta.core_line);
+            self.dirty_core_lines.remove(&meta.core_line);
             self.class_lines[usize::from(meta.class)] -= 1;
         }
         self.lines[line as usize] = Line::EMPTY;
@@ -264,7 +273,8 @@ impl State {
         let meta = &mut self.lines[line as usize];
         meta.valid = true;
         meta.dirty = false;
-        let class = meta.class;
+        let (class, core_line) = (meta.class, meta.core_line);
+        self.dirty_core_lines.remove(&core_line);
         self.touch_metadata(line);
         self.lists.push_back(CLEAN_LISTS + u16::from(class), line);
     }
@@ -279,6 +289,8 @@ impl State {
         meta.write_seq = meta.write_seq.wrapping_add(1);
         meta.written_ms = now_ms;
         if changed {
+            let core_line = meta.core_line;
+            self.dirty_core_lines.insert(core_line);
             self.touch_metadata(line);
         }
         self.lists.push_back(DIRTY_LIST, line);
@@ -323,6 +335,9 @@ impl State {
             ..Line::EMPTY
         };
         self.map.insert(entry.core_line, line);
+        if dirty {
+            self.dirty_core_lines.insert(entry.core_line);
+        }
         self.class_lines[class] += 1;
         let list = if dirty {
             DIRTY_LIST
@@ -348,6 +363,11 @@ impl State {
                 Some(&line),
                 "map disagrees on {line}"
             );
+            assert_eq!(
+                self.dirty_core_lines.contains(&meta.core_line),
+                meta.valid && meta.dirty,
+                "address index disagrees on line {line}"
+            );
             if meta.valid && meta.dirty {
                 assert_eq!(owner, DIRTY_LIST, "dirty line {line}");
             } else if meta.valid {
@@ -359,6 +379,7 @@ impl State {
             }
         }
         assert_eq!(per_class, self.class_lines);
+        assert_eq!(self.dirty_core_lines.len() as u64, self.dirty_lines());
         assert_eq!(
             self.map.len() as u64,
             self.lines.len() as u64 - self.free_lines()

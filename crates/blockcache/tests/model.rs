@@ -487,3 +487,50 @@ async fn write_back_crash_at_a_random_instant_keeps_every_acknowledged_write() {
         cache.stop().await.unwrap();
     }
 }
+
+/// Flush on demand walks dirty lines in core address order and merges neighbours, so a core
+/// region written at random goes back as a few long writes, not one write per line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_writes_neighbouring_dirty_lines_as_long_core_writes() {
+    let cache_device: Arc<dyn Device> =
+        Arc::new(MemoryDevice::with_block_size("cache", 64 << 20, 4096).unwrap());
+    let core: Arc<dyn Device> =
+        Arc::new(MemoryDevice::with_block_size("core", 64 << 20, 4096).unwrap());
+    let mut config = config(CacheMode::Wb, 4096);
+    config.cleaning = CleaningConfig::Nop;
+    let cache = BlockCache::start(
+        Arc::clone(&cache_device),
+        Arc::clone(&core),
+        config,
+        IoClasses::default(),
+        StartMode::Create,
+    )
+    .await
+    .unwrap();
+    let lines = 12_000u64; // several flush rounds
+    let mut order: Vec<u64> = (0..lines).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for index in (1..order.len()).rev() {
+        order.swap(index, rng.gen_range(0..=index));
+    }
+    for &block in &order {
+        let data = vec![(block % 250) as u8 + 1; BLOCK as usize];
+        cache.write_at(block * BLOCK, &data).await.unwrap();
+    }
+    let before = core.stats().write.ops;
+    cache.flush_dirty().await.unwrap();
+    let writes = core.stats().write.ops - before;
+    assert_eq!(cache.cache_stats().dirty_lines, 0);
+    assert!(
+        writes <= 8,
+        "{lines} neighbouring dirty lines took {writes} core writes"
+    );
+    let mut back = vec![0u8; (lines * BLOCK) as usize];
+    core.read_at(0, &mut back).await.unwrap();
+    for (block, chunk) in back.chunks_exact(BLOCK as usize).enumerate() {
+        let expected = (block as u64 % 250) as u8 + 1;
+        assert!(chunk.iter().all(|&b| b == expected), "core block {block}");
+    }
+    cache.check_invariants();
+    cache.stop().await.unwrap();
+}

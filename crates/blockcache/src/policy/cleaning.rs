@@ -10,13 +10,26 @@ pub enum CleaningDecision {
         /// Time to sleep.
         ms: u64,
     },
-    /// Flush up to `lines` dirty lines, oldest first, of those not written for `min_age_ms`.
+    /// Flush up to `lines` dirty lines, in `order`, of those not written for `min_age_ms`.
     Clean {
         /// Most lines to flush in this round.
         lines: u32,
         /// Minimum time since a line's last write.
         min_age_ms: u64,
+        /// Which dirty lines go first.
+        order: CleaningOrder,
     },
+}
+
+/// The order in which a cleaning round takes dirty lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CleaningOrder {
+    /// Least recently written first (alru: the lines least likely to be written again).
+    OldestWrite,
+    /// Ascending core address from where the previous round stopped, wrapping (acp and flush
+    /// on demand, as Open-CAS): neighbouring lines merge into large sequential core writes,
+    /// so an HDD core is written at its sequential bandwidth instead of one seek per line.
+    CoreAddress,
 }
 
 /// Decides a cleaning round at `now_ms`, given the time of the last request and the number
@@ -47,6 +60,7 @@ pub fn decide(
                 CleaningDecision::Clean {
                     lines: flush_max_buffers,
                     min_age_ms: staleness_ms,
+                    order: CleaningOrder::OldestWrite,
                 }
             }
         }
@@ -55,6 +69,7 @@ pub fn decide(
         } => CleaningDecision::Clean {
             lines: flush_max_buffers,
             min_age_ms: 0,
+            order: CleaningOrder::CoreAddress,
         },
     }
 }
@@ -77,6 +92,24 @@ pub fn pause_after_round_ms(config: &CleaningConfig, flushed: u32, asked: u32) -
     } else {
         wake_up_ms(config)
     }
+}
+
+/// Picks up to `lines_max` of the dirty core lines `sorted` (ascending) for an address-ordered
+/// round: those at or after `cursor` first, then from the start (an elevator sweep), skipping
+/// those `busy` says are in use. Returns them in the order taken.
+pub fn pick_by_address(
+    sorted: &std::collections::BTreeSet<u64>,
+    cursor: u64,
+    lines_max: u32,
+    mut busy: impl FnMut(u64) -> bool,
+) -> Vec<u64> {
+    sorted
+        .range(cursor..)
+        .chain(sorted.range(..cursor))
+        .copied()
+        .filter(|&core_line| !busy(core_line))
+        .take(lines_max as usize)
+        .collect()
 }
 
 /// Picks, from dirty lines given oldest first as (line, last write ms), those to flush.
@@ -112,7 +145,8 @@ mod tests {
             decide(&alru, 15_000, 0, 10),
             CleaningDecision::Clean {
                 lines: 100,
-                min_age_ms: 120_000
+                min_age_ms: 120_000,
+                order: CleaningOrder::OldestWrite,
             }
         );
         let lines = [(1, 0), (2, 10), (3, 200_000)];
@@ -129,7 +163,8 @@ mod tests {
             decide(&CleaningConfig::acp(), 5, 5, 1),
             CleaningDecision::Clean {
                 lines: 128,
-                min_age_ms: 0
+                min_age_ms: 0,
+                order: CleaningOrder::CoreAddress,
             }
         );
         assert!(matches!(
@@ -138,5 +173,21 @@ mod tests {
         ));
         assert_eq!(pause_after_round_ms(&CleaningConfig::acp(), 128, 128), 0);
         assert_eq!(pause_after_round_ms(&CleaningConfig::acp(), 5, 128), 10);
+    }
+
+    #[test]
+    fn address_order_sweeps_up_from_the_cursor_and_wraps() {
+        let dirty: std::collections::BTreeSet<u64> = [3, 10, 11, 12, 40, 90].into();
+        assert_eq!(pick_by_address(&dirty, 11, 3, |_| false), vec![11, 12, 40]);
+        assert_eq!(
+            pick_by_address(&dirty, 41, 4, |_| false),
+            vec![90, 3, 10, 11]
+        );
+        assert_eq!(
+            pick_by_address(&dirty, 0, 10, |line| line == 12 || line == 3),
+            vec![10, 11, 40, 90]
+        );
+        assert!(pick_by_address(&dirty, 5, 0, |_| false).is_empty());
+        assert!(pick_by_address(&Default::default(), 5, 8, |_| false).is_empty());
     }
 }
