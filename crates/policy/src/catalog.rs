@@ -92,7 +92,7 @@ fn with_admission<E: Eviction + 'static>(
     })
 }
 
-/// `strata` takes its knobs after a colon: `strata:small=0.1/threshold=2/adapt=1/budget=0.33`.
+/// `strata` takes its knobs after a colon: `strata:small=0.1/threshold=2/gate=0/adapt=1/budget=0.33`.
 fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataConfig, PolicyError> {
     let mut config = StrataConfig::new(spec.capacity);
     let Some((_, knobs)) = spec.name.split_once(':') else {
@@ -109,6 +109,8 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "small" => config.small = number.clamp(0.0, 0.9),
             "threshold" => config.threshold = number.clamp(0.0, 255.0) as u8,
             "ghost" => config.ghost = number.max(0.0),
+            "gate" => config.gate = number != 0.0,
+            "gate_shapes" => config.gate_shapes = number != 0.0,
             "adapt" => config.adapt = number != 0.0,
             "follow" => {
                 config.follow = number != 0.0;

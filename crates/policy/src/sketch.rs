@@ -96,9 +96,12 @@ impl Bloom {
 
     /// Inserts; returns whether the key was (probably) new.
     pub(crate) fn insert(&mut self, key: u64) -> bool {
-        let positions: Vec<usize> = self.bit_positions(key).collect();
+        let h = mix64(key ^ self.seed);
+        let (a, b) = (h as u32 as u64, (h >> 32) | 1);
+        let n = (self.words.len() * 64) as u64;
         let mut new = false;
-        for bit in positions {
+        for i in 0..self.hashes as u64 {
+            let bit = (a.wrapping_add(i.wrapping_mul(b)) % n) as usize;
             let mask = 1u64 << (bit % 64);
             new |= self.words[bit / 64] & mask == 0;
             self.words[bit / 64] |= mask;
@@ -107,6 +110,12 @@ impl Bloom {
             self.inserted += 1;
         }
         new
+    }
+
+    /// Forgets every key.
+    pub(crate) fn clear(&mut self) {
+        self.words.fill(0);
+        self.inserted = 0;
     }
 
     /// Approximate number of distinct keys inserted.

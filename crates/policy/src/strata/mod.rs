@@ -10,15 +10,26 @@
 //!   requested again soon after leaving the buffer unpromoted (it is in the ghost) is written
 //!   straight into main.
 //! - *Ghost* (DRAM, ids only, `ghost` x capacity entries).
+//! - *Frequency gate* (a property of a shape, off or on): TinyLFU's admission test on the
+//!   buffer's exit. An object leaving the buffer unpromoted is still written to main when a
+//!   sketch of the requests ([`Frequencies`]: doorkeeper bloom filter + counting bloom filter,
+//!   halved every 10 x capacity requests) has seen it more often than main's next victim, and at
+//!   least twice. It catches objects requested again and again at intervals longer than the
+//!   ghost remembers (cloud_storage at 1%, where W-TinyLFU led); without the doorkeeper a scan
+//!   saturated the counters and the gate wrote scan objects (it lost cloudPhysicsIO 1%).
 //!
 //! **Adaptivity (online, from past requests only).** id-only shadow caches, one per
 //! [`CANDIDATES`] entry, replay every request. Every `epoch` requests their misses are folded
 //! into exponentially decayed scores and the real cache adopts the candidate with the fewest
 //! recent misses. The default candidates are our own shapes (buffer share 1-40%, promotion
-//! threshold 1 or 2, i.e. S3-FIFOs): adopting one changes the buffer's target share and the
-//! threshold, and the queues drift to the new shape through normal evictions (no object is moved
-//! or rewritten because of a switch). The 40% buffer with threshold 1 is the recency candidate:
-//! it keeps objects re-requested within 0.4 x capacity insertions without a flash write.
+//! threshold 1 or 2, i.e. S3-FIFOs, plus the 1% buffer with the gate, a W-TinyLFU-like shape):
+//! adopting one changes the buffer's target share, the threshold and the gate, and the queues
+//! drift to the new shape through normal evictions (no object is moved or rewritten because of a
+//! switch). The 40% buffer with threshold 1 is the recency candidate: it keeps objects
+//! re-requested within 0.4 x capacity insertions without a flash write. The shadow of a shape is
+//! a non-adaptive `Strata` of that shape without the write budget (not a separate S3-FIFO), so
+//! any shape the live cache can take is scored by exactly the code that will run it; without the
+//! gate it is S3-FIFO request for request (a property test checks it).
 //!
 //! **Opt-in mechanisms, measured and not adopted** (knobs in [`StrataConfig`]; figures in
 //! `crates/sim/RESULTS.md`):
@@ -30,6 +41,7 @@
 //! - `learn`: adds to each candidate's score the misses the live cache had beyond that
 //!   candidate's shadow while it led, so a candidate the live cache cannot copy loses its lead.
 //! - `unhit`: shapes with threshold 0 (every buffer exit written to flash, within the budget).
+//! - `gate_shapes=0` drops the gated shape (the previous session's candidate set).
 //!
 //! **Write budget.** A shadow admit-all LRU of the same size counts what LRU would write (its
 //! misses). A promotion or ghost admission is a flash write and happens only while the writes so
@@ -45,9 +57,12 @@
 //!   DRAM copy; a write request there is written through to the backing pool.
 //! - DRAM metadata (ids, not counted as capacity, as for every other policy here, whose ghost
 //!   lists and sketches are not counted either): per object in the key space 10 bytes for the
-//!   queues and frequency; per shadow candidate the same again, plus one shadow LRU.
-use crate::eviction::{Arc, Eviction, Fifo, Lru, S3Fifo, S3FifoConfig, Sieve, TwoQ, WTinyLfu};
+//!   queues and frequency; per shadow candidate the same again, plus one shadow LRU; for the
+//!   gate, per cached object about 58 bytes of counting filter and 12 bytes of doorkeeper, in
+//!   the live cache and in the gated shadow.
+use crate::eviction::{Eviction, Lru};
 use crate::list::Lists;
+use crate::sketch::{Bloom, CountingBloom};
 use crate::{Cache, Effects, Key, Outcome, Request};
 
 const SMALL: u8 = 0;
@@ -56,100 +71,12 @@ const GHOST: u8 = 2;
 /// Flash objects the leading shadow no longer holds: evicted before anything in `MAIN`.
 const STALE: u8 = 3;
 
-/// A policy a shadow cache runs.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Candidate {
-    /// Our own queues with this buffer share and promotion threshold (an S3-FIFO shape): the live
-    /// cache copies the shape exactly.
-    Shape {
-        /// Buffer share of the capacity.
-        small: f64,
-        /// Hits in the buffer needed to be promoted.
-        threshold: u8,
-    },
-    /// Another policy, followed by membership: the live cache promotes and keeps what it holds.
-    Follow(Foreign),
-}
+mod candidates;
+#[cfg(test)]
+mod tests;
 
-/// The other policies a shadow can run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Foreign {
-    /// Admit-all LRU.
-    Lru,
-    /// ARC.
-    Arc,
-    /// 2Q.
-    TwoQ,
-    /// W-TinyLFU (1% window).
-    WTinyLfu,
-    /// SIEVE.
-    Sieve,
-    /// FIFO.
-    Fifo,
-}
-
-/// Candidate shapes the shadows try: our queues at several (buffer share, threshold), then the
-/// recency- and frequency-style policies followed by membership.
-pub const CANDIDATES: &[Candidate] = &[
-    Candidate::Shape {
-        small: 0.01,
-        threshold: 1,
-    },
-    Candidate::Shape {
-        small: 0.05,
-        threshold: 1,
-    },
-    Candidate::Shape {
-        small: 0.10,
-        threshold: 1,
-    },
-    Candidate::Shape {
-        small: 0.25,
-        threshold: 1,
-    },
-    Candidate::Shape {
-        small: 0.40,
-        threshold: 1,
-    },
-    Candidate::Shape {
-        small: 0.01,
-        threshold: 2,
-    },
-    Candidate::Shape {
-        small: 0.05,
-        threshold: 2,
-    },
-    Candidate::Shape {
-        small: 0.10,
-        threshold: 2,
-    },
-    Candidate::Shape {
-        small: 0.25,
-        threshold: 2,
-    },
-    Candidate::Shape {
-        small: 0.40,
-        threshold: 2,
-    },
-    Candidate::Shape {
-        small: 0.01,
-        threshold: 0,
-    },
-    Candidate::Shape {
-        small: 0.10,
-        threshold: 0,
-    },
-    Candidate::Shape {
-        small: 0.25,
-        threshold: 0,
-    },
-    Candidate::Follow(Foreign::Lru),
-    Candidate::Follow(Foreign::Arc),
-    Candidate::Follow(Foreign::TwoQ),
-    Candidate::Follow(Foreign::WTinyLfu),
-    Candidate::Follow(Foreign::Sieve),
-    Candidate::Follow(Foreign::Fifo),
-];
+use candidates::Shadow;
+pub use candidates::{Candidate, Foreign, CANDIDATES};
 
 /// Parameters of our policy.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -160,6 +87,11 @@ pub struct StrataConfig {
     pub small: f64,
     /// Initial promotion threshold: hits in the buffer needed to be promoted. Default 2.
     pub threshold: u8,
+    /// Initial frequency gate (see [`Candidate::Shape`]; fixed when `adapt` is off). Default
+    /// false.
+    pub gate: bool,
+    /// Also try the shapes with the frequency gate on. Default true.
+    pub gate_shapes: bool,
     /// Ghost entries as a share of the capacity. Default 0.9.
     pub ghost: f64,
     /// Follow the best shadow candidate online. Default true.
@@ -202,6 +134,8 @@ impl StrataConfig {
             capacity,
             small: 0.1,
             threshold: 2,
+            gate: false,
+            gate_shapes: true,
             ghost: 0.9,
             adapt: true,
             follow: false,
@@ -219,75 +153,50 @@ impl StrataConfig {
     }
 }
 
-/// One shadow cache (ids only).
-#[derive(Clone, Debug)]
-enum Shadow {
-    S3Fifo(S3Fifo),
-    Lru(Lru),
-    Arc(Arc),
-    TwoQ(TwoQ),
-    WTinyLfu(WTinyLfu),
-    Sieve(Sieve),
-    Fifo(Fifo),
+/// Requests between halvings of the gate's sketch: 10 x the capacity, as W-TinyLFU's reset
+/// period (Caffeine samples 10 x the maximum size), but never fewer than the selector's
+/// shortest epoch (`epoch_min`): in a cache of a few objects 10 x capacity is a few dozen
+/// requests, a memory too short to tell a frequent object from a lucky one, and filters sized
+/// for it are all collisions.
+fn sketch_period(config: &StrataConfig) -> u64 {
+    (10 * config.capacity as u64).max(config.epoch_min).max(1)
 }
 
-impl Shadow {
-    fn new(candidate: Candidate, capacity: usize, key_space: usize, ghost: f64) -> Shadow {
-        match candidate {
-            Candidate::Shape { small, threshold } => Shadow::S3Fifo(S3Fifo::new(
-                capacity,
-                key_space,
-                S3FifoConfig {
-                    small_ratio: small,
-                    ghost_ratio: ghost,
-                    move_to_main_threshold: threshold,
-                },
-            )),
-            Candidate::Follow(Foreign::Lru) => Shadow::Lru(Lru::new(capacity, key_space)),
-            Candidate::Follow(Foreign::Arc) => Shadow::Arc(Arc::new(capacity, key_space)),
-            Candidate::Follow(Foreign::TwoQ) => Shadow::TwoQ(TwoQ::new(capacity, key_space)),
-            Candidate::Follow(Foreign::WTinyLfu) => {
-                Shadow::WTinyLfu(WTinyLfu::new(capacity, key_space, Default::default()))
-            }
-            Candidate::Follow(Foreign::Sieve) => Shadow::Sieve(Sieve::new(capacity, key_space)),
-            Candidate::Follow(Foreign::Fifo) => Shadow::Fifo(Fifo::new(capacity, key_space)),
+/// Long-term request counts for the frequency gate, as TinyLFU keeps them: a doorkeeper bloom
+/// filter takes each key's first request of a period, so that the one-hit wonders of a scan
+/// (many more keys than the counting filter is sized for) do not saturate the counters; every
+/// [`sketch_period`] requests the counts halve and the doorkeeper empties.
+#[derive(Clone, Debug)]
+struct Frequencies {
+    doorkeeper: Bloom,
+    counts: CountingBloom,
+}
+
+impl Frequencies {
+    /// Sized for `period` requests between halvings: every key of a period fits the
+    /// doorkeeper, and a tenth of them (the capacity, unless the period is the floor) the
+    /// counting filter.
+    fn new(period: u64) -> Self {
+        Frequencies {
+            doorkeeper: Bloom::new(period as usize, 0.01, 0x5EED),
+            counts: CountingBloom::new((period / 10).max(1) as usize, 0.001),
         }
     }
 
-    fn eviction(&mut self) -> &mut dyn Eviction {
-        match self {
-            Shadow::S3Fifo(e) => e,
-            Shadow::Lru(e) => e,
-            Shadow::Arc(e) => e,
-            Shadow::TwoQ(e) => e,
-            Shadow::WTinyLfu(e) => e,
-            Shadow::Sieve(e) => e,
-            Shadow::Fifo(e) => e,
+    fn add(&mut self, key: Key) {
+        if !self.doorkeeper.insert(u64::from(key)) {
+            self.counts.add(u64::from(key));
         }
     }
 
-    fn contains(&self, key: Key) -> bool {
-        match self {
-            Shadow::S3Fifo(e) => e.contains(key),
-            Shadow::Lru(e) => e.contains(key),
-            Shadow::Arc(e) => e.contains(key),
-            Shadow::TwoQ(e) => e.contains(key),
-            Shadow::WTinyLfu(e) => e.contains(key),
-            Shadow::Sieve(e) => e.contains(key),
-            Shadow::Fifo(e) => e.contains(key),
-        }
+    /// Requests of `key` seen this period and (halved) before.
+    fn estimate(&self, key: Key) -> u32 {
+        self.counts.estimate(u64::from(key)) + u32::from(self.doorkeeper.contains(u64::from(key)))
     }
 
-    /// Replays one request; returns whether it hit. Evicted keys go to `evicted`.
-    fn replay(&mut self, request: &Request, evicted: &mut Vec<Key>) -> bool {
-        let eviction = self.eviction();
-        if eviction.contains(request.key) {
-            eviction.on_hit(request, evicted);
-            true
-        } else {
-            eviction.insert(request, evicted);
-            false
-        }
+    fn decay(&mut self) {
+        self.counts.decay();
+        self.doorkeeper.clear();
     }
 }
 
@@ -323,6 +232,12 @@ pub struct Strata {
     leader_hit: bool,
     epoch_len: u64,
     epoch_left: u64,
+    /// Whether the frequency gate is on now.
+    gate: bool,
+    /// Long-term frequencies for the gate (present when some candidate uses it).
+    sketch: Option<Frequencies>,
+    /// Requests until the sketch's counters are halved.
+    sketch_left: u64,
 }
 
 impl Strata {
@@ -336,6 +251,7 @@ impl Strata {
                 .copied()
                 .filter(|c| match c {
                     Candidate::Shape { threshold: 0, .. } => config.admit_unhit,
+                    Candidate::Shape { gate: true, .. } => config.gate_shapes,
                     Candidate::Shape { .. } => true,
                     Candidate::Follow(Foreign::WTinyLfu | Foreign::TwoQ) => {
                         config.follow && config.follow_frequency
@@ -364,10 +280,15 @@ impl Strata {
                 c == Candidate::Shape {
                     small: config.small,
                     threshold: config.threshold,
+                    gate: config.gate,
                 }
             })
             .unwrap_or(0);
         let epoch_len = ((capacity as f64 * config.epoch) as u64).max(config.epoch_min.max(1));
+        let gated = config.gate
+            || candidates
+                .iter()
+                .any(|c| matches!(c, Candidate::Shape { gate: true, .. }));
         let mut strata = Strata {
             lists: Lists::new(4, key_space),
             frequency: vec![0; key_space],
@@ -391,9 +312,12 @@ impl Strata {
             leader_hit: false,
             epoch_len,
             epoch_left: epoch_len,
+            gate: config.gate,
+            sketch: gated.then(|| Frequencies::new(sketch_period(&config))),
+            sketch_left: sketch_period(&config),
             config,
         };
-        strata.set_shape(config.small, config.threshold);
+        strata.set_shape(config.small, config.threshold, config.gate);
         strata
     }
 
@@ -402,9 +326,10 @@ impl Strata {
         self.candidates.get(self.leader).copied()
     }
 
-    fn set_shape(&mut self, small: f64, threshold: u8) {
+    fn set_shape(&mut self, small: f64, threshold: u8, gate: bool) {
         self.small_target = (self.config.capacity as f64 * small.clamp(0.0, 0.9)) as usize;
         self.threshold = threshold;
+        self.gate = gate && self.sketch.is_some();
     }
 
     /// Makes `index` the leader. Following another policy, flash objects it does not hold become
@@ -412,13 +337,17 @@ impl Strata {
     fn switch_to(&mut self, index: usize) {
         self.leader = index;
         match self.candidates[index] {
-            Candidate::Shape { small, threshold } => {
+            Candidate::Shape {
+                small,
+                threshold,
+                gate,
+            } => {
                 self.following = false;
-                self.set_shape(small, threshold);
+                self.set_shape(small, threshold, gate);
             }
             Candidate::Follow(_) => {
                 self.following = true;
-                self.set_shape(self.config.follow_small, 1);
+                self.set_shape(self.config.follow_small, 1, false);
                 self.scratch.clear();
                 let mut key = self.lists.tail(MAIN);
                 while let Some(k) = key {
@@ -446,7 +375,36 @@ impl Strata {
     }
 
     fn may_write(&self) -> bool {
-        (self.writes as f64) < self.config.budget * self.lru_misses as f64
+        self.config.budget.is_infinite()
+            || (self.writes as f64) < self.config.budget * self.lru_misses as f64
+    }
+
+    /// The frequency gate: whether an object leaving the buffer unpromoted is written to flash
+    /// anyway because the sketch has seen it more often than main's next victim (at least
+    /// twice), as W-TinyLFU admits from its window. Catches objects re-requested at intervals
+    /// longer than the ghost remembers.
+    fn gate_admits(&self, key: Key) -> bool {
+        let Some(sketch) = self.sketch.as_ref().filter(|_| self.gate) else {
+            return false;
+        };
+        let victim = self
+            .lists
+            .tail(MAIN)
+            .map_or(1, |v| sketch.estimate(v).max(1));
+        sketch.estimate(key) > victim && self.may_write()
+    }
+
+    /// Counts the request in the gate's sketch, halving every counter every
+    /// [`sketch_period`] requests so that old popularity fades.
+    fn count(&mut self, key: Key) {
+        if let Some(sketch) = &mut self.sketch {
+            sketch.add(key);
+            self.sketch_left -= 1;
+            if self.sketch_left == 0 {
+                self.sketch_left = sketch_period(&self.config);
+                sketch.decay();
+            }
+        }
     }
 
     fn push_ghost(&mut self, key: Key) {
@@ -471,7 +429,7 @@ impl Strata {
     fn evict_small(&mut self, effects: &mut Effects) {
         while let Some(key) = self.lists.pop_tail(SMALL) {
             let frequency = *self.frequency_mut(key);
-            if self.promotes(key, frequency) {
+            if self.promotes(key, frequency) || self.gate_admits(key) {
                 *self.frequency_mut(key) = 0;
                 self.lists.push_head(MAIN, key);
                 self.writes += 1;
@@ -520,15 +478,22 @@ impl Strata {
         }
     }
 
-    /// Replays the request in the budget LRU and every shadow; at the end of an epoch, adopts
-    /// the candidate with the fewest decayed misses.
-    fn observe(&mut self, request: &Request) {
+    /// Replays the request in the budget LRU (what admit-all LRU would write).
+    fn observe_budget(&mut self, request: &Request) {
         self.scratch.clear();
         if self.lru.contains(request.key) {
             self.lru.on_hit(request, &mut self.scratch);
         } else {
             self.lru.insert(request, &mut self.scratch);
             self.lru_misses += 1;
+        }
+    }
+
+    /// Counts the request for the gate, replays it in the budget LRU and every shadow.
+    fn observe(&mut self, request: &Request) {
+        self.count(request.key);
+        if self.config.budget.is_finite() {
+            self.observe_budget(request);
         }
         if self.shadows.is_empty() {
             return;
@@ -669,212 +634,5 @@ impl Cache for Strata {
             self.config.follow,
             self.config.budget
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mix64;
-
-    #[test]
-    fn one_hit_wonders_stay_within_the_write_budget() {
-        let mut cache = Strata::new(StrataConfig::new(100), 0);
-        let mut effects = Effects::default();
-        let (mut writes, mut misses) = (0u64, 0u64);
-        for seq in 0..50_000u64 {
-            effects.clear();
-            // Half the requests go to 50 hot objects, half to never-repeated keys.
-            let key = if seq % 2 == 0 {
-                (mix64(seq) % 50) as Key
-            } else {
-                1000 + seq as Key
-            };
-            let request = Request {
-                key,
-                seq,
-                now_ms: seq,
-                size_bytes: 1,
-                write: false,
-                next_seq: u64::MAX,
-            };
-            match cache.on_request(&request, &mut effects) {
-                Outcome::Hit => {}
-                Outcome::Admitted => {
-                    writes += 1;
-                    misses += 1;
-                }
-                Outcome::Bypassed => misses += 1,
-            }
-            writes += effects.promoted.len() as u64;
-            assert!(cache.len() <= 100);
-        }
-        assert!(
-            writes as f64 <= 0.34 * misses as f64,
-            "{writes} of {misses}"
-        );
-        // The 50 hot objects end up cached: at least 40% of requests hit.
-        assert!(misses < 30_000, "{misses}");
-    }
-
-    #[test]
-    fn fixed_shape_without_budget_is_s3fifo() {
-        let capacity = 64;
-        let mut config = StrataConfig::new(capacity);
-        config.adapt = false;
-        config.budget = f64::INFINITY;
-        let mut cache = Strata::new(config, 0);
-        let mut s3 = S3Fifo::new(capacity, 0, S3FifoConfig::default());
-        let (mut effects, mut evicted) = (Effects::default(), Vec::new());
-        for seq in 0..100_000u64 {
-            effects.clear();
-            let key = (mix64(seq) % 1000).min(mix64(seq ^ 7) % 1000) as Key;
-            let request = Request {
-                key,
-                seq,
-                ..Request::default()
-            };
-            let hit = cache.on_request(&request, &mut effects).is_hit();
-            assert_eq!(hit, s3.contains(key), "request {seq}");
-            evicted.clear();
-            if hit {
-                s3.on_hit(&request, &mut evicted);
-            } else {
-                s3.insert(&request, &mut evicted);
-            }
-        }
-    }
-
-    /// Keys requested twice, the second time after `gap` new keys: a pure recency pattern.
-    fn requests_twice(keys: u32, gap: u32) -> Vec<Key> {
-        let mut out = Vec::with_capacity(2 * keys as usize);
-        for key in 0..keys {
-            out.push(key);
-            if key >= gap {
-                out.push(key - gap);
-            }
-        }
-        out
-    }
-
-    fn misses_and_writes(cache: &mut dyn Cache, keys: &[Key]) -> (u64, u64) {
-        let mut effects = Effects::default();
-        let (mut misses, mut writes) = (0u64, 0u64);
-        for (seq, &key) in keys.iter().enumerate() {
-            effects.clear();
-            let request = Request {
-                key,
-                seq: seq as u64,
-                ..Request::default()
-            };
-            match cache.on_request(&request, &mut effects) {
-                Outcome::Hit => {}
-                Outcome::Admitted => {
-                    misses += 1;
-                    writes += 1;
-                }
-                Outcome::Bypassed => misses += 1,
-            }
-            writes += effects.promoted.len() as u64;
-            assert!(cache.len() <= cache.capacity());
-        }
-        (misses, writes)
-    }
-
-    #[test]
-    fn on_a_trace_with_recency_the_selector_grows_the_buffer() {
-        // Half the requests go to 900 hot keys (a frequency component for main), half to keys
-        // requested twice, 150 new keys apart (a recency component). S3-FIFO's 10% probation
-        // (100 objects) misses every second request of the latter; a buffer of 250 or more
-        // catches it, at the price of some hot keys.
-        let capacity = 1000;
-        let recency = requests_twice(100_000, 150);
-        let keys: Vec<Key> = recency
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &k)| [(mix64(i as u64) % 900) as Key, 1000 + k])
-            .collect();
-        let mut strata = Strata::new(StrataConfig::new(capacity), 0);
-        let (misses, writes) = misses_and_writes(&mut strata, &keys);
-        assert!(
-            matches!(
-                strata.leader(),
-                Some(Candidate::Shape { small, .. }) if small >= 0.25
-            ),
-            "{:?}",
-            strata.leader()
-        );
-        let mut s3 = crate::admission::Filtered::new(
-            S3Fifo::new(capacity, 0, S3FifoConfig::default()),
-            crate::admission::AdmitAll,
-        );
-        let (s3_misses, _) = misses_and_writes(&mut s3, &keys);
-        let mut lru =
-            crate::admission::Filtered::new(Lru::new(capacity, 0), crate::admission::AdmitAll);
-        let (lru_misses, lru_writes) = misses_and_writes(&mut lru, &keys);
-        eprintln!("strata {misses} ({writes} writes), S3-FIFO {s3_misses}, LRU {lru_misses}");
-        assert!(
-            misses * 10 < s3_misses * 9,
-            "{misses} vs S3-FIFO {s3_misses}"
-        );
-        assert!(misses < lru_misses, "{misses} vs LRU {lru_misses}");
-        assert!(writes * 3 <= lru_writes, "{writes} vs LRU {lru_writes}");
-    }
-
-    #[test]
-    fn sampled_shadows_choose_as_the_full_ones() {
-        // The recency trace above with shadows of 250 objects seeing a quarter of the keys.
-        let capacity = 1000;
-        let keys: Vec<Key> = requests_twice(100_000, 150)
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &k)| [(mix64(i as u64) % 900) as Key, 1000 + k])
-            .collect();
-        let mut full = Strata::new(StrataConfig::new(capacity), 0);
-        let (full_misses, _) = misses_and_writes(&mut full, &keys);
-        let mut config = StrataConfig::new(capacity);
-        config.sample_objects = 250;
-        let mut sampled = Strata::new(config, 0);
-        let (misses, _) = misses_and_writes(&mut sampled, &keys);
-        assert!(
-            matches!(sampled.leader(), Some(Candidate::Shape { small, .. }) if small >= 0.25),
-            "{:?}",
-            sampled.leader()
-        );
-        assert!(
-            misses * 100 <= full_misses * 102,
-            "{misses} vs {full_misses}"
-        );
-    }
-
-    #[test]
-    fn following_other_policies_keeps_capacity_and_write_budget() {
-        let capacity = 200;
-        let mut config = StrataConfig::new(capacity);
-        config.follow = true;
-        config.follow_frequency = true;
-        config.learn = true;
-        let mut strata = Strata::new(config, 0);
-        // Phases: a scan-resistant hot set, then a recency pattern, then the hot set again.
-        let mut keys: Vec<Key> = (0..60_000u64)
-            .map(|i| {
-                if i % 2 == 0 {
-                    (mix64(i) % 150) as Key
-                } else {
-                    10_000 + i as Key
-                }
-            })
-            .collect();
-        keys.extend(requests_twice(30_000, 150).iter().map(|k| k + 200_000));
-        keys.extend((0..60_000u64).map(|i| (mix64(i ^ 9) % 150) as Key));
-        let (misses, writes) = misses_and_writes(&mut strata, &keys);
-        let mut lru =
-            crate::admission::Filtered::new(Lru::new(capacity, 0), crate::admission::AdmitAll);
-        let (lru_misses, lru_writes) = misses_and_writes(&mut lru, &keys);
-        assert!(
-            writes * 3 <= lru_writes,
-            "{writes} writes vs LRU {lru_writes}"
-        );
-        assert!(misses < lru_misses, "{misses} vs LRU {lru_misses}");
     }
 }

@@ -1,0 +1,333 @@
+use super::*;
+use crate::eviction::{S3Fifo, S3FifoConfig};
+use crate::mix64;
+
+#[test]
+fn one_hit_wonders_stay_within_the_write_budget() {
+    let mut cache = Strata::new(StrataConfig::new(100), 0);
+    let mut effects = Effects::default();
+    let (mut writes, mut misses) = (0u64, 0u64);
+    for seq in 0..50_000u64 {
+        effects.clear();
+        // Half the requests go to 50 hot objects, half to never-repeated keys.
+        let key = if seq % 2 == 0 {
+            (mix64(seq) % 50) as Key
+        } else {
+            1000 + seq as Key
+        };
+        let request = Request {
+            key,
+            seq,
+            now_ms: seq,
+            size_bytes: 1,
+            write: false,
+            next_seq: u64::MAX,
+        };
+        match cache.on_request(&request, &mut effects) {
+            Outcome::Hit => {}
+            Outcome::Admitted => {
+                writes += 1;
+                misses += 1;
+            }
+            Outcome::Bypassed => misses += 1,
+        }
+        writes += effects.promoted.len() as u64;
+        assert!(cache.len() <= 100);
+    }
+    assert!(
+        writes as f64 <= 0.34 * misses as f64,
+        "{writes} of {misses}"
+    );
+    // The 50 hot objects end up cached: at least 40% of requests hit.
+    assert!(misses < 30_000, "{misses}");
+}
+
+#[test]
+fn fixed_shape_without_budget_is_s3fifo() {
+    let capacity = 64;
+    let mut config = StrataConfig::new(capacity);
+    config.adapt = false;
+    config.budget = f64::INFINITY;
+    let mut cache = Strata::new(config, 0);
+    let mut s3 = S3Fifo::new(capacity, 0, S3FifoConfig::default());
+    let (mut effects, mut evicted) = (Effects::default(), Vec::new());
+    for seq in 0..100_000u64 {
+        effects.clear();
+        let key = (mix64(seq) % 1000).min(mix64(seq ^ 7) % 1000) as Key;
+        let request = Request {
+            key,
+            seq,
+            ..Request::default()
+        };
+        let hit = cache.on_request(&request, &mut effects).is_hit();
+        assert_eq!(hit, s3.contains(key), "request {seq}");
+        evicted.clear();
+        if hit {
+            s3.on_hit(&request, &mut evicted);
+        } else {
+            s3.insert(&request, &mut evicted);
+        }
+    }
+}
+
+/// Keys requested twice, the second time after `gap` new keys: a pure recency pattern.
+fn requests_twice(keys: u32, gap: u32) -> Vec<Key> {
+    let mut out = Vec::with_capacity(2 * keys as usize);
+    for key in 0..keys {
+        out.push(key);
+        if key >= gap {
+            out.push(key - gap);
+        }
+    }
+    out
+}
+
+fn misses_and_writes(cache: &mut dyn Cache, keys: &[Key]) -> (u64, u64) {
+    let mut effects = Effects::default();
+    let (mut misses, mut writes) = (0u64, 0u64);
+    for (seq, &key) in keys.iter().enumerate() {
+        effects.clear();
+        let request = Request {
+            key,
+            seq: seq as u64,
+            ..Request::default()
+        };
+        match cache.on_request(&request, &mut effects) {
+            Outcome::Hit => {}
+            Outcome::Admitted => {
+                misses += 1;
+                writes += 1;
+            }
+            Outcome::Bypassed => misses += 1,
+        }
+        writes += effects.promoted.len() as u64;
+        assert!(cache.len() <= cache.capacity());
+    }
+    (misses, writes)
+}
+
+#[test]
+fn on_a_trace_with_recency_the_selector_grows_the_buffer() {
+    // Half the requests go to 900 hot keys (a frequency component for main), half to keys
+    // requested twice, 150 new keys apart (a recency component). S3-FIFO's 10% probation
+    // (100 objects) misses every second request of the latter; a buffer of 250 or more
+    // catches it, at the price of some hot keys.
+    let capacity = 1000;
+    let recency = requests_twice(100_000, 150);
+    let keys: Vec<Key> = recency
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &k)| [(mix64(i as u64) % 900) as Key, 1000 + k])
+        .collect();
+    let mut strata = Strata::new(StrataConfig::new(capacity), 0);
+    let (misses, writes) = misses_and_writes(&mut strata, &keys);
+    assert!(
+        matches!(
+            strata.leader(),
+            Some(Candidate::Shape { small, .. }) if small >= 0.25
+        ),
+        "{:?}",
+        strata.leader()
+    );
+    let mut s3 = crate::admission::Filtered::new(
+        S3Fifo::new(capacity, 0, S3FifoConfig::default()),
+        crate::admission::AdmitAll,
+    );
+    let (s3_misses, _) = misses_and_writes(&mut s3, &keys);
+    let mut lru =
+        crate::admission::Filtered::new(Lru::new(capacity, 0), crate::admission::AdmitAll);
+    let (lru_misses, lru_writes) = misses_and_writes(&mut lru, &keys);
+    eprintln!("strata {misses} ({writes} writes), S3-FIFO {s3_misses}, LRU {lru_misses}");
+    assert!(
+        misses * 10 < s3_misses * 9,
+        "{misses} vs S3-FIFO {s3_misses}"
+    );
+    assert!(misses < lru_misses, "{misses} vs LRU {lru_misses}");
+    assert!(writes * 3 <= lru_writes, "{writes} vs LRU {lru_writes}");
+}
+
+#[test]
+fn sampled_shadows_choose_as_the_full_ones() {
+    // The recency trace above with shadows of 250 objects seeing a quarter of the keys.
+    let capacity = 1000;
+    let keys: Vec<Key> = requests_twice(100_000, 150)
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &k)| [(mix64(i as u64) % 900) as Key, 1000 + k])
+        .collect();
+    let mut full = Strata::new(StrataConfig::new(capacity), 0);
+    let (full_misses, _) = misses_and_writes(&mut full, &keys);
+    let mut config = StrataConfig::new(capacity);
+    config.sample_objects = 250;
+    let mut sampled = Strata::new(config, 0);
+    let (misses, _) = misses_and_writes(&mut sampled, &keys);
+    assert!(
+        matches!(sampled.leader(), Some(Candidate::Shape { small, .. }) if small >= 0.25),
+        "{:?}",
+        sampled.leader()
+    );
+    assert!(
+        misses * 100 <= full_misses * 102,
+        "{misses} vs {full_misses}"
+    );
+}
+
+#[test]
+fn following_other_policies_keeps_capacity_and_write_budget() {
+    let capacity = 200;
+    let mut config = StrataConfig::new(capacity);
+    config.follow = true;
+    config.follow_frequency = true;
+    config.learn = true;
+    let mut strata = Strata::new(config, 0);
+    // Phases: a scan-resistant hot set, then a recency pattern, then the hot set again.
+    let mut keys: Vec<Key> = (0..60_000u64)
+        .map(|i| {
+            if i % 2 == 0 {
+                (mix64(i) % 150) as Key
+            } else {
+                10_000 + i as Key
+            }
+        })
+        .collect();
+    keys.extend(requests_twice(30_000, 150).iter().map(|k| k + 200_000));
+    keys.extend((0..60_000u64).map(|i| (mix64(i ^ 9) % 150) as Key));
+    let (misses, writes) = misses_and_writes(&mut strata, &keys);
+    let mut lru =
+        crate::admission::Filtered::new(Lru::new(capacity, 0), crate::admission::AdmitAll);
+    let (lru_misses, lru_writes) = misses_and_writes(&mut lru, &keys);
+    assert!(
+        writes * 3 <= lru_writes,
+        "{writes} writes vs LRU {lru_writes}"
+    );
+    assert!(misses < lru_misses, "{misses} vs LRU {lru_misses}");
+}
+
+#[test]
+fn the_frequency_gate_admits_objects_requested_again_after_the_ghost_forgot_them() {
+    // 80 warm keys, each requested every 320 requests, among never-repeated keys: between
+    // two requests of a warm key about 320 other objects leave the 10-object buffer of a
+    // 100-object cache, more than its 90-entry ghost remembers, so plain S3-FIFO never
+    // keeps them; the gate sees them counted again and again and writes them to flash,
+    // where all 80 fit.
+    let capacity = 100;
+    let keys: Vec<Key> = (0..128_000u64)
+        .map(|i| {
+            if i % 4 == 0 {
+                ((i / 4) % 80) as Key
+            } else {
+                1_000 + i as Key
+            }
+        })
+        .collect();
+    let run = |gate: bool| {
+        let mut config = StrataConfig::new(capacity);
+        config.adapt = false;
+        config.gate = gate;
+        let mut cache = Strata::new(config, 0);
+        misses_and_writes(&mut cache, &keys)
+    };
+    let (plain_misses, _) = run(false);
+    let (gated_misses, gated_writes) = run(true);
+    let mut lru =
+        crate::admission::Filtered::new(Lru::new(capacity, 0), crate::admission::AdmitAll);
+    let (_, lru_writes) = misses_and_writes(&mut lru, &keys);
+    // Plain misses every request; the gate hits at least 3/4 of the 32,000 warm ones (each
+    // halving of the counts costs a warm key a few requests before it beats main's victim).
+    let warm = keys.len() as u64 / 4;
+    assert_eq!(plain_misses, keys.len() as u64);
+    assert!(
+        plain_misses - gated_misses >= warm * 3 / 4,
+        "gated {gated_misses} vs plain {plain_misses}"
+    );
+    assert!(
+        gated_writes * 3 <= lru_writes,
+        "{gated_writes} vs LRU {lru_writes}"
+    );
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn skewed_keys() -> impl Strategy<Value = Vec<Key>> {
+        // Minimum of two uniform draws: a skewed popularity over up to 300 keys.
+        proptest::collection::vec((0u32..300, 0u32..300), 1..3_000)
+            .prop_map(|pairs| pairs.into_iter().map(|(a, b)| a.min(b)).collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the shape, gate and adaptivity: never more than the capacity, and
+        /// flash writes within the budget of admit-all LRU's writes (one write of slack:
+        /// a write is allowed while the count is below the budget).
+        #[test]
+        fn capacity_and_write_budget_hold(
+            keys in skewed_keys(),
+            capacity in 1usize..80,
+            shape in 0usize..CANDIDATES.len(),
+            adapt: bool,
+            gate: bool,
+        ) {
+            let mut config = StrataConfig::new(capacity);
+            if let Candidate::Shape { small, threshold, .. } = CANDIDATES[shape] {
+                config.small = small;
+                config.threshold = threshold;
+            }
+            config.gate = gate;
+            config.adapt = adapt;
+            config.epoch_min = 50;
+            let mut cache = Strata::new(config, 0);
+            let (_, writes) = misses_and_writes(&mut cache, &keys);
+            let mut lru = crate::admission::Filtered::new(
+                Lru::new(capacity, 0),
+                crate::admission::AdmitAll,
+            );
+            let (_, lru_writes) = misses_and_writes(&mut lru, &keys);
+            prop_assert!(
+                writes as f64 <= config.budget * lru_writes as f64 + 1.0,
+                "{} writes vs LRU {}", writes, lru_writes
+            );
+        }
+
+        /// A fixed shape without gate or budget is exactly S3-FIFO with that shape: the
+        /// shadows rely on it to score the shapes the live cache takes.
+        #[test]
+        fn a_fixed_ungated_shape_is_s3fifo(
+            keys in skewed_keys(),
+            capacity in 1usize..80,
+            small in prop::sample::select(vec![0.01, 0.05, 0.1, 0.25, 0.4]),
+            threshold in 1u8..3,
+        ) {
+            let mut config = StrataConfig::new(capacity);
+            config.adapt = false;
+            config.small = small;
+            config.threshold = threshold;
+            config.budget = f64::INFINITY;
+            let mut cache = Strata::new(config, 0);
+            let mut s3 = S3Fifo::new(
+                capacity,
+                0,
+                S3FifoConfig {
+                    small_ratio: small,
+                    ghost_ratio: config.ghost,
+                    move_to_main_threshold: threshold,
+                },
+            );
+            let (mut effects, mut evicted) = (Effects::default(), Vec::new());
+            for (seq, &key) in keys.iter().enumerate() {
+                effects.clear();
+                let request = Request { key, seq: seq as u64, ..Request::default() };
+                let hit = cache.on_request(&request, &mut effects).is_hit();
+                prop_assert_eq!(hit, s3.contains(key), "request {}", seq);
+                evicted.clear();
+                if hit {
+                    s3.on_hit(&request, &mut evicted);
+                } else {
+                    s3.insert(&request, &mut evicted);
+                }
+            }
+        }
+    }
+}
