@@ -1,6 +1,8 @@
 //! Issue 5's scorecard without the CLI (builds only `policy` and `sim`, for quick iterations):
 //! `cargo run --release -p sim --example compare -- SHARED_TRACES_DIR [VARIANT,...] [--synthetic]
-//! [--only=NAME,...]` (`--only` keeps the shared traces whose path contains a NAME).
+//! [--only=NAME,...] [--late]` (`--only` keeps the shared traces whose path contains a NAME;
+//! `--only=none` keeps none). `--late` scores only the late synthetic hold-outs
+//! (`compare::SYNTHETIC_LATE`), apart from the rest.
 //! `strata sim compare` prints the same table.
 
 use sim::compare::{self, SHARED_TRACES};
@@ -31,6 +33,14 @@ fn main() -> anyhow::Result<()> {
         .map(|(p, _)| p.to_string())
         .collect();
     let sizes = [1.0, 5.0, 10.0].map(CacheSize::Percent);
+    if args.iter().any(|a| a == "--late") {
+        let mut cells = Vec::new();
+        for trace in compare::late_synthetic_traces() {
+            cells.extend(compare::cells(&trace, &sizes, &variants, false, 2)?);
+        }
+        print!("{}", compare::report(&cells));
+        return Ok(());
+    }
     let cells = compare::run_all(&paths, &tuned, synthetic, &sizes, &variants, 2)?;
     print!("{}", compare::report(&cells));
     Ok(())
