@@ -24,6 +24,7 @@
 
 mod cache;
 pub mod config;
+pub mod cores;
 pub mod error;
 mod hash;
 pub mod ioclass;
@@ -37,6 +38,7 @@ pub use cache::{BlockCache, StartMode, STRIPES};
 pub use config::{
     CacheConfig, CacheMode, CleaningConfig, PromotionConfig, SeqCutoffConfig, SeqCutoffPolicy,
 };
+pub use cores::{CoreSet, CoreView, CORE_ALIGN_BYTES};
 pub use error::CacheError;
 pub use ioclass::IoClasses;
 pub use stats::{CacheStats, RequestStats};

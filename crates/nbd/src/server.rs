@@ -58,10 +58,33 @@ const OPTION_BYTES_MAX: u32 = 64 * 1024;
 /// Largest chunk of zeros written at once by WRITE_ZEROES.
 const ZERO_CHUNK_BYTES: u64 = 1 << 20;
 
-/// An NBD server exporting one device.
-pub struct NbdServer {
+/// One export: a device and how it is served.
+struct Export {
     device: Arc<dyn Device>,
     config: ExportConfig,
+}
+
+impl Export {
+    fn transmission_flags(&self) -> u16 {
+        let mut flags = proto::TFLAG_HAS_FLAGS
+            | proto::TFLAG_SEND_FLUSH
+            | proto::TFLAG_SEND_FUA
+            | proto::TFLAG_CAN_MULTI_CONN;
+        if self.config.read_only {
+            flags |= proto::TFLAG_READ_ONLY;
+        } else {
+            flags |= proto::TFLAG_SEND_TRIM | proto::TFLAG_SEND_WRITE_ZEROES;
+        }
+        if self.config.rotational {
+            flags |= proto::TFLAG_ROTATIONAL;
+        }
+        flags
+    }
+}
+
+/// An NBD server exporting one device, or several by name.
+pub struct NbdServer {
+    exports: Vec<Export>,
 }
 
 /// A completed request: its reply, and the buffer it borrowed from the pool.
@@ -79,13 +102,42 @@ const POOLED_BUFFER_BYTES_MAX: usize = 1 << 20;
 impl NbdServer {
     /// A server exporting `device`.
     pub fn new(device: Arc<dyn Device>, config: ExportConfig) -> Arc<Self> {
-        assert!(config.in_flight_max > 0, "in_flight_max must be positive");
-        Arc::new(Self { device, config })
+        Self::with_exports(vec![(device, config)])
     }
 
-    /// The exported device.
+    /// A server exporting several devices, each under its config's name (as one Open-CAS
+    /// cache exports each of its cores). The first is also the default export (the empty
+    /// name). Panics on no exports, a repeated name or a zero `in_flight_max`.
+    pub fn with_exports(exports: Vec<(Arc<dyn Device>, ExportConfig)>) -> Arc<Self> {
+        assert!(!exports.is_empty(), "an NBD server needs an export");
+        for (index, (_, config)) in exports.iter().enumerate() {
+            assert!(config.in_flight_max > 0, "in_flight_max must be positive");
+            assert!(
+                exports[..index].iter().all(|(_, c)| c.name != config.name),
+                "export name {:?} given twice",
+                config.name
+            );
+        }
+        let exports = exports
+            .into_iter()
+            .map(|(device, config)| Export { device, config })
+            .collect();
+        Arc::new(Self { exports })
+    }
+
+    /// The (first) exported device.
     pub fn device(&self) -> &Arc<dyn Device> {
-        &self.device
+        &self.exports[0].device
+    }
+
+    /// The export a client names; the empty name is the first.
+    fn find_export(&self, name: &[u8]) -> Option<&Export> {
+        if name.is_empty() {
+            return self.exports.first();
+        }
+        self.exports
+            .iter()
+            .find(|export| export.config.name.as_bytes() == name)
     }
 
     /// Binds a unix socket at `path` (replacing a stale socket file).
@@ -129,34 +181,18 @@ impl NbdServer {
         let (reader, writer) = tokio::io::split(stream);
         let mut reader = BufReader::with_capacity(256 * 1024, reader);
         let mut writer = BufWriter::with_capacity(256 * 1024, writer);
-        if !self.handshake(&mut reader, &mut writer).await? {
+        let Some(export) = self.handshake(&mut reader, &mut writer).await? else {
             return Ok(());
-        }
-        self.transmission(reader, writer).await
+        };
+        transmission(export, reader, writer).await
     }
 
-    fn transmission_flags(&self) -> u16 {
-        let mut flags = proto::TFLAG_HAS_FLAGS
-            | proto::TFLAG_SEND_FLUSH
-            | proto::TFLAG_SEND_FUA
-            | proto::TFLAG_CAN_MULTI_CONN;
-        if self.config.read_only {
-            flags |= proto::TFLAG_READ_ONLY;
-        } else {
-            flags |= proto::TFLAG_SEND_TRIM | proto::TFLAG_SEND_WRITE_ZEROES;
-        }
-        if self.config.rotational {
-            flags |= proto::TFLAG_ROTATIONAL;
-        }
-        flags
-    }
-
-    fn knows_export(&self, name: &[u8]) -> bool {
-        name.is_empty() || name == self.config.name.as_bytes()
-    }
-
-    /// Runs the handshake; `Ok(true)` when the client entered transmission.
-    async fn handshake<R, W>(&self, reader: &mut R, writer: &mut W) -> Result<bool, NbdError>
+    /// Runs the handshake; the export chosen when the client entered transmission.
+    async fn handshake<R, W>(
+        &self,
+        reader: &mut R,
+        writer: &mut W,
+    ) -> Result<Option<&Export>, NbdError>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
@@ -185,33 +221,36 @@ impl NbdServer {
             reader.read_exact(&mut data).await?;
             match option {
                 proto::OPT_EXPORT_NAME => {
-                    if !self.knows_export(&data) {
+                    let Some(export) = self.find_export(&data) else {
                         return Err(NbdError::Protocol("unknown export".into()));
-                    }
-                    writer.write_u64(self.device.size_bytes()).await?;
-                    writer.write_u16(self.transmission_flags()).await?;
+                    };
+                    writer.write_u64(export.device.size_bytes()).await?;
+                    writer.write_u16(export.transmission_flags()).await?;
                     if !no_zeroes {
                         writer.write_all(&[0u8; 124]).await?;
                     }
                     writer.flush().await?;
-                    return Ok(true);
+                    return Ok(Some(export));
                 }
                 proto::OPT_ABORT => {
                     option_reply(writer, option, proto::REP_ACK, &[]).await?;
                     writer.flush().await?;
-                    return Ok(false);
+                    return Ok(None);
                 }
                 proto::OPT_LIST => {
-                    let name = self.config.name.as_bytes();
-                    let mut payload = (name.len() as u32).to_be_bytes().to_vec();
-                    payload.extend_from_slice(name);
-                    option_reply(writer, option, proto::REP_SERVER, &payload).await?;
+                    for export in &self.exports {
+                        let name = export.config.name.as_bytes();
+                        let mut payload = (name.len() as u32).to_be_bytes().to_vec();
+                        payload.extend_from_slice(name);
+                        option_reply(writer, option, proto::REP_SERVER, &payload).await?;
+                    }
                     option_reply(writer, option, proto::REP_ACK, &[]).await?;
                 }
                 proto::OPT_INFO | proto::OPT_GO => {
-                    if self.info(writer, option, &data).await? && option == proto::OPT_GO {
+                    let export = self.info(writer, option, &data).await?;
+                    if let (Some(export), proto::OPT_GO) = (export, option) {
                         writer.flush().await?;
-                        return Ok(true);
+                        return Ok(Some(export));
                     }
                 }
                 proto::OPT_STARTTLS => {
@@ -226,35 +265,35 @@ impl NbdServer {
         }
     }
 
-    /// Answers NBD_OPT_INFO / NBD_OPT_GO; `Ok(true)` when the export was found.
+    /// Answers NBD_OPT_INFO / NBD_OPT_GO; the export when it was found.
     async fn info<W: AsyncWrite + Unpin>(
         &self,
         writer: &mut W,
         option: u32,
         data: &[u8],
-    ) -> Result<bool, NbdError> {
+    ) -> Result<Option<&Export>, NbdError> {
         let Some((name, requests)) = parse_info_request(data) else {
             option_reply(writer, option, proto::REP_ERR_INVALID, &[]).await?;
-            return Ok(false);
+            return Ok(None);
         };
-        if !self.knows_export(name) {
+        let Some(export) = self.find_export(name) else {
             option_reply(writer, option, proto::REP_ERR_UNKNOWN, &[]).await?;
-            return Ok(false);
-        }
-        let mut export = proto::INFO_EXPORT.to_be_bytes().to_vec();
-        export.extend_from_slice(&self.device.size_bytes().to_be_bytes());
-        export.extend_from_slice(&self.transmission_flags().to_be_bytes());
-        option_reply(writer, option, proto::REP_INFO, &export).await?;
-        let block = self.device.block_size_bytes() as u32;
+            return Ok(None);
+        };
+        let mut about = proto::INFO_EXPORT.to_be_bytes().to_vec();
+        about.extend_from_slice(&export.device.size_bytes().to_be_bytes());
+        about.extend_from_slice(&export.transmission_flags().to_be_bytes());
+        option_reply(writer, option, proto::REP_INFO, &about).await?;
+        let block = export.device.block_size_bytes() as u32;
         let mut sizes = proto::INFO_BLOCK_SIZE.to_be_bytes().to_vec();
         sizes.extend_from_slice(&block.to_be_bytes());
         sizes.extend_from_slice(&block.max(4096).to_be_bytes());
-        sizes.extend_from_slice(&self.config.request_bytes_max.to_be_bytes());
+        sizes.extend_from_slice(&export.config.request_bytes_max.to_be_bytes());
         option_reply(writer, option, proto::REP_INFO, &sizes).await?;
         for request in requests {
             let text = match request {
-                proto::INFO_NAME => &self.config.name,
-                proto::INFO_DESCRIPTION => &self.config.description,
+                proto::INFO_NAME => &export.config.name,
+                proto::INFO_DESCRIPTION => &export.config.description,
                 _ => continue,
             };
             let mut payload = request.to_be_bytes().to_vec();
@@ -262,68 +301,68 @@ impl NbdServer {
             option_reply(writer, option, proto::REP_INFO, &payload).await?;
         }
         option_reply(writer, option, proto::REP_ACK, &[]).await?;
-        Ok(true)
+        Ok(Some(export))
     }
+}
 
-    async fn transmission<R, W>(
-        &self,
-        reader: BufReader<R>,
-        mut writer: BufWriter<W>,
-    ) -> Result<(), NbdError>
-    where
-        R: AsyncRead + Unpin,
-        W: AsyncWrite + Send + Unpin + 'static,
-    {
-        let mut requests = RequestReader::new(reader, self.config.request_bytes_max);
-        let mut in_flight = FuturesUnordered::new();
-        let mut pool: Vec<Vec<u8>> = Vec::new();
-        let mut reading = true;
-        let mut outcome = Ok(());
-        while reading || !in_flight.is_empty() {
-            tokio::select! {
-                biased;
-                Some(reply) = in_flight.next(), if !in_flight.is_empty() => {
-                    // Every reply ready now goes out in one write.
-                    let mut next = Some(reply);
-                    while let Some(reply) = next {
-                        write_reply(&mut writer, &reply).await?;
-                        recycle(&mut pool, reply.buffer, self.config.in_flight_max);
-                        next = in_flight.next().now_or_never().flatten();
-                    }
-                    writer.flush().await?;
+/// Serves requests on `export` until DISC or EOF.
+async fn transmission<R, W>(
+    export: &Export,
+    reader: BufReader<R>,
+    mut writer: BufWriter<W>,
+) -> Result<(), NbdError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let mut requests = RequestReader::new(reader, export.config.request_bytes_max);
+    let mut in_flight = FuturesUnordered::new();
+    let mut pool: Vec<Vec<u8>> = Vec::new();
+    let mut reading = true;
+    let mut outcome = Ok(());
+    while reading || !in_flight.is_empty() {
+        tokio::select! {
+            biased;
+            Some(reply) = in_flight.next(), if !in_flight.is_empty() => {
+                // Every reply ready now goes out in one write.
+                let mut next = Some(reply);
+                while let Some(reply) = next {
+                    write_reply(&mut writer, &reply).await?;
+                    recycle(&mut pool, reply.buffer, export.config.in_flight_max);
+                    next = in_flight.next().now_or_never().flatten();
                 }
-                incoming = requests.next(&mut pool),
-                    if reading && in_flight.len() < self.config.in_flight_max =>
-                {
-                    match incoming {
-                        Ok(Some(Incoming { request, payload })) => {
-                            in_flight.push(self.execute(request, payload));
-                        }
-                        Ok(None) => reading = false,
-                        Err(error) => {
-                            // Answer what is in flight, then report the error.
-                            reading = false;
-                            outcome = Err(error);
-                        }
+                writer.flush().await?;
+            }
+            incoming = requests.next(&mut pool),
+                if reading && in_flight.len() < export.config.in_flight_max =>
+            {
+                match incoming {
+                    Ok(Some(Incoming { request, payload })) => {
+                        in_flight.push(run_request(export, request, payload));
+                    }
+                    Ok(None) => reading = false,
+                    Err(error) => {
+                        // Answer what is in flight, then report the error.
+                        reading = false;
+                        outcome = Err(error);
                     }
                 }
             }
         }
-        writer.flush().await?;
-        outcome
     }
+    writer.flush().await?;
+    outcome
+}
 
-    /// Runs one request; `buffer` (from the pool) holds a WRITE's payload and receives READ
-    /// data.
-    async fn execute(&self, request: Request, buffer: Vec<u8>) -> Reply {
-        let config = (self.config.read_only, self.config.request_bytes_max);
-        let (error, data_bytes, buffer) = execute(&*self.device, config, request, buffer).await;
-        Reply {
-            cookie: request.cookie,
-            error,
-            data_bytes,
-            buffer,
-        }
+/// Runs one request; `buffer` (from the pool) holds a WRITE's payload and receives READ data.
+async fn run_request(export: &Export, request: Request, buffer: Vec<u8>) -> Reply {
+    let config = (export.config.read_only, export.config.request_bytes_max);
+    let (error, data_bytes, buffer) = execute(&*export.device, config, request, buffer).await;
+    Reply {
+        cookie: request.cookie,
+        error,
+        data_bytes,
+        buffer,
     }
 }
 

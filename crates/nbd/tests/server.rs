@@ -310,3 +310,51 @@ fn fio_nbd_engine_verifies_crc32c() {
     assert!(!text.contains("verify: bad"), "{text}");
     assert!(running.device.stats().write.ops >= 4096);
 }
+
+/// Several exports by name: each name reaches its own device, the empty name the first,
+/// an unknown name is refused, and nbdinfo --list shows them all.
+#[test]
+fn several_named_exports() {
+    let directory = tempfile::tempdir().unwrap();
+    let socket = directory.path().join("nbd.sock");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let first: Arc<dyn Device> =
+        Arc::new(MemoryDevice::with_block_size("a", 1 << 20, 512).unwrap());
+    let second: Arc<dyn Device> =
+        Arc::new(MemoryDevice::with_block_size("b", 2 << 20, 512).unwrap());
+    let named = |name: &str| ExportConfig {
+        name: name.into(),
+        ..ExportConfig::default()
+    };
+    let server = NbdServer::with_exports(vec![
+        (Arc::clone(&first), named("core1")),
+        (Arc::clone(&second), named("core2")),
+    ]);
+    let listener = {
+        let _guard = runtime.enter();
+        NbdServer::bind_unix(&socket).unwrap()
+    };
+    runtime.spawn(server.serve_unix(listener));
+    runtime.block_on(async {
+        for (name, size_bytes, value) in [
+            ("core1", 1 << 20, 1u8),
+            ("core2", 2 << 20, 2),
+            ("", 1 << 20, 3),
+        ] {
+            let mut client = NbdClient::connect_unix(&socket, name).await.unwrap();
+            assert_eq!(client.info().size_bytes, size_bytes, "export {name:?}");
+            client.write(0, &[value; 4096], false).await.unwrap();
+            client.disconnect().await.unwrap();
+        }
+        assert!(NbdClient::connect_unix(&socket, "core3").await.is_err());
+        let mut back = [0u8; 4096];
+        first.read_at(0, &mut back).await.unwrap();
+        assert_eq!(back, [3u8; 4096], "the default export is the first");
+        second.read_at(0, &mut back).await.unwrap();
+        assert_eq!(back, [2u8; 4096]);
+    });
+    if have("nbdinfo") {
+        let text = run(Command::new("nbdinfo").arg("--list").arg(uri(&socket)));
+        assert!(text.contains("core1") && text.contains("core2"), "{text}");
+    }
+}

@@ -304,3 +304,63 @@ fn write_back_survives_kill_9() {
         );
     }
 }
+
+/// Two cores behind one cache (casadm --add-core twice): each exported under its own name,
+/// each core file holding only its own writes after a flushing stop.
+#[test]
+fn two_cores_are_exported_separately() {
+    let paths = Paths::new();
+    let _ = std::fs::remove_file(paths.path("nbd.sock"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "cache",
+            "start",
+            "--mode",
+            "wb",
+            "--cache",
+            &format!("file:{}:16M", paths.text("cache.img")),
+            "--core",
+            &format!("file:{}:12M", paths.text("core1.img")),
+            "--core",
+            &format!("file:{}:8M", paths.text("core2.img")),
+            "--socket",
+            &paths.text("nbd.sock"),
+            "--control",
+            &paths.text("ctl"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !paths.path("nbd.sock").exists() {
+        assert!(child.try_wait().unwrap().is_none(), "cache exited");
+        assert!(started.elapsed() < Duration::from_secs(30), "no socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let socket = paths.path("nbd.sock");
+    runtime.block_on(async {
+        for (name, size_bytes, value) in [("core1", 12u64 << 20, 1u8), ("core2", 8 << 20, 2)] {
+            let mut client = nbd::NbdClient::connect_unix(&socket, name).await.unwrap();
+            assert_eq!(client.info().size_bytes, size_bytes, "{name}");
+            client.write(0, &[value; 8192], false).await.unwrap();
+            client
+                .write(size_bytes - 4096, &[value + 10; 4096], false)
+                .await
+                .unwrap();
+            client.disconnect().await.unwrap();
+        }
+    });
+    control(&paths, &["stop"]);
+    assert!(child.wait().unwrap().success());
+    let core1 = std::fs::read(paths.path("core1.img")).unwrap();
+    let core2 = std::fs::read(paths.path("core2.img")).unwrap();
+    assert_eq!((core1.len(), core2.len()), (12 << 20, 8 << 20));
+    assert!(core1[..8192].iter().all(|&b| b == 1));
+    assert!(core1[(12 << 20) - 4096..].iter().all(|&b| b == 11));
+    assert!(core2[..8192].iter().all(|&b| b == 2));
+    assert!(core2[(8 << 20) - 4096..].iter().all(|&b| b == 12));
+    assert!(core1[8192..(12 << 20) - 4096].iter().all(|&b| b == 0));
+    assert!(core2[8192..(8 << 20) - 4096].iter().all(|&b| b == 0));
+}

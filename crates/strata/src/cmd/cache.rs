@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use blockcache::{
-    BlockCache, CacheConfig, CacheMode, CleaningConfig, IoClasses, PromotionConfig,
-    SeqCutoffPolicy, StartMode,
+    BlockCache, CacheConfig, CacheMode, CleaningConfig, CoreSet, CoreView, IoClasses,
+    PromotionConfig, SeqCutoffPolicy, StartMode,
 };
 use clap::Parser;
 use device::{parse_size_bytes, Device, DeviceSpec};
-use nbd::NbdServer;
+use nbd::{ExportConfig, NbdServer};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -114,9 +114,12 @@ pub struct StartArgs {
     /// Cache device: `[PROFILE@]BACKING`, e.g. `nvme@file:/tmp/cache.img:4G`.
     #[arg(long, value_name = "SPEC")]
     pub cache: String,
-    /// Core device, e.g. `hdd-10k@file:/tmp/core.img:100G`.
-    #[arg(long, value_name = "SPEC")]
-    pub core: String,
+    /// Core device, e.g. `hdd-10k@file:/tmp/core.img:100G`. Repeat it to put several cores
+    /// behind one cache (as casadm --add-core): each is exported on its own, as `core1`,
+    /// `core2`, ... (the first is also the default export). Load with the same cores in the
+    /// same order.
+    #[arg(long, value_name = "SPEC", required = true)]
+    pub core: Vec<String>,
     /// Cache line size: 4k, 8k, 16k, 32k, 64k (fixed at creation).
     #[arg(long, default_value = "4k")]
     pub line_size: String,
@@ -325,9 +328,31 @@ fn start(args: StartArgs) -> Result<ExitCode> {
     let runtime = runtime()?;
     runtime.block_on(async move {
         let cache_spec = DeviceSpec::parse(&args.cache)?;
-        let core_spec = DeviceSpec::parse(&args.core)?;
         let cache_device = cache_spec.open("cache")?;
-        let core_device = core_spec.open("core")?;
+        let several = args.core.len() > 1;
+        if several && !args.listen.export.is_empty() {
+            bail!("--export names a single core's export; several cores are exported as core1, core2, ...");
+        }
+        let mut core_specs = Vec::new();
+        let mut core_devices = Vec::new();
+        for (index, text) in args.core.iter().enumerate() {
+            let spec = DeviceSpec::parse(text)?;
+            let name = if several {
+                format!("core{}", index + 1)
+            } else {
+                "core".to_string()
+            };
+            core_devices.push(spec.open(&name)?);
+            core_specs.push(spec);
+        }
+        let core_set = several
+            .then(|| CoreSet::new(core_devices.clone()))
+            .transpose()?
+            .map(Arc::new);
+        let core_device: Arc<dyn Device> = match &core_set {
+            Some(set) => Arc::clone(set) as Arc<dyn Device>,
+            None => Arc::clone(&core_devices[0]),
+        };
         let mut config = CacheConfig {
             line_size_bytes: parse_size_bytes(&args.line_size)
                 .ok_or_else(|| anyhow!("bad line size {:?}", args.line_size))?,
@@ -365,9 +390,38 @@ fn start(args: StartArgs) -> Result<ExitCode> {
             .with_context(|| format!("binding {}", args.control.control.display()))?;
         println!("cache: control socket {}", args.control.control.display());
         tokio::spawn(control_loop(Arc::clone(&cache), control));
-        let rotational = core_spec.profile.is_some_and(|p| p.starts_with("hdd"));
+        let rotational = |spec: &DeviceSpec| {
+            spec.profile
+                .as_deref()
+                .is_some_and(|p| p.starts_with("hdd"))
+        };
         let exported: Arc<dyn Device> = cache.clone();
-        let server = NbdServer::new(exported, export_config(&args.listen, rotational));
+        let server = match &core_set {
+            None => NbdServer::new(
+                exported,
+                export_config(&args.listen, rotational(&core_specs[0])),
+            ),
+            Some(set) => {
+                let mut exports = Vec::new();
+                for (index, spec) in core_specs.iter().enumerate() {
+                    let name = format!("core{}", index + 1);
+                    let (start_bytes, size_bytes) = set.window(index);
+                    let view =
+                        CoreView::new(&name, Arc::clone(&exported), start_bytes, size_bytes)?;
+                    println!(
+                        "cache: core {} ({}) exported as {name:?}",
+                        index + 1,
+                        args.core[index]
+                    );
+                    let config = ExportConfig {
+                        name,
+                        ..export_config(&args.listen, rotational(spec))
+                    };
+                    exports.push((Arc::new(view) as Arc<dyn Device>, config));
+                }
+                NbdServer::with_exports(exports)
+            }
+        };
         tokio::select! {
             served = listen(server, &args.listen) => served?,
             _ = tokio::signal::ctrl_c() => {
