@@ -316,26 +316,34 @@ impl Store {
         key: &str,
         entry: ObjectEntry,
     ) -> Result<ObjectEntry> {
-        match bucket.versioning {
-            None => {
-                self.commit_unversioned(bucket, key, &entry).await?;
-                Ok(entry)
-            }
-            Some(status) => self.commit_version(bucket, key, entry, status).await,
-        }
+        let bucket = match bucket.versioning {
+            Some(_) => bucket.clone(),
+            None => match self.commit_unversioned(bucket, key, &entry).await? {
+                Unversioned::Done => return Ok(entry),
+                Unversioned::BucketVersioned => self.bucket(&bucket.name).await?,
+            },
+        };
+        let status = bucket.versioning.ok_or_else(|| {
+            GatewayError::Corrupt(format!("{key}: a version in a bucket without versioning"))
+        })?;
+        self.commit_version(&bucket, key, entry, status).await
     }
 
     /// One omap set (the acknowledgement point), then the pieces of the version it replaced
-    /// are removed.
+    /// are removed. Writes nothing if the key turns out to have a version entry: versioning
+    /// was enabled since the caller read the bucket, and the old pieces belong to a version.
     async fn commit_unversioned(
         &self,
         bucket: &BucketRecord,
         key: &str,
         entry: &ObjectEntry,
-    ) -> Result<()> {
+    ) -> Result<Unversioned> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
         let _guard = self.locks.lock(&bucket.id, key).await;
         let old = self.entry_opt(bucket, key).await?;
+        if old.as_ref().is_some_and(|o| o.version_id.is_some()) {
+            return Ok(Unversioned::BucketVersioned);
+        }
         self.index
             .omap_set(&oid, vec![(key.as_bytes().to_vec(), layout::encode(entry))])
             .await?;
@@ -348,21 +356,25 @@ impl Store {
                 .collect();
             self.remove_pieces(stale).await;
         }
-        Ok(())
+        Ok(Unversioned::Done)
     }
 
-    /// Removes object `key`; `false` if it was not there.
-    pub async fn delete(&self, bucket: &BucketRecord, key: &str) -> Result<bool> {
+    /// Removes object `key` of a bucket without versioning (done if it was not there);
+    /// removes nothing if the key has a version entry (as [`Store::commit_unversioned`]).
+    pub async fn delete(&self, bucket: &BucketRecord, key: &str) -> Result<Unversioned> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
         let _guard = self.locks.lock(&bucket.id, key).await;
         let Some(old) = self.entry_opt(bucket, key).await? else {
-            return Ok(false);
+            return Ok(Unversioned::Done);
         };
+        if old.version_id.is_some() {
+            return Ok(Unversioned::BucketVersioned);
+        }
         self.index
             .omap_remove_keys(&oid, vec![key.as_bytes().to_vec()])
             .await?;
         self.remove_pieces(old.pieces).await;
-        Ok(true)
+        Ok(Unversioned::Done)
     }
 
     // ---- versions (see crate::versioning) ----------------------------------------------------
@@ -489,9 +501,9 @@ impl Store {
         key: &str,
         owner: &str,
     ) -> Result<ObjectEntry> {
-        let status = bucket
-            .versioning
-            .expect("delete markers exist only in buckets with versioning");
+        let status = bucket.versioning.ok_or_else(|| {
+            GatewayError::Corrupt(format!("{key}: a version in a bucket without versioning"))
+        })?;
         let marker = ObjectEntry {
             owner: owner.to_string(),
             delete_marker: true,
@@ -581,8 +593,10 @@ impl Store {
         entry: ObjectEntry,
     ) -> Result<()> {
         let null = version_id.is_none_or(|v| v == versioning::NULL_VERSION_ID);
-        if bucket.versioning.is_none() && null {
-            self.commit_unversioned(bucket, key, &entry).await?;
+        if bucket.versioning.is_none()
+            && null
+            && self.commit_unversioned(bucket, key, &entry).await? == Unversioned::Done
+        {
             return Ok(());
         }
         let _guard = self.locks.lock(&bucket.id, key).await;
@@ -796,6 +810,16 @@ impl Store {
     ) -> tokio::sync::MutexGuard<'_, ()> {
         self.locks.lock(upload_id, part).await
     }
+}
+
+/// What a change meant for a bucket without versioning did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unversioned {
+    /// Done.
+    Done,
+    /// Nothing: the key has a version entry, so the bucket got versioning since the caller
+    /// read it; the caller re-reads the bucket and makes the change as a versioned one.
+    BucketVersioned,
 }
 
 /// `Ok(())` for a missing object.

@@ -20,6 +20,7 @@ use crate::error::{GatewayError, Result};
 use crate::layout::{BucketRecord, ObjectEntry};
 use crate::policy::{Context, Decision};
 use crate::server::ChannelStream;
+use crate::store::Unversioned;
 
 /// Standard headers kept with an object, from the request fields.
 pub(super) fn standard_headers(
@@ -452,10 +453,18 @@ impl Gateway {
                     version_id: Some(version_id.to_string()),
                 })
             }
-            (None, None) => {
-                self.store.delete(bucket, key).await?;
-                Ok(Deleted::default())
-            }
+            (None, None) => match self.store.delete(bucket, key).await? {
+                Unversioned::Done => Ok(Deleted::default()),
+                // Versioning was enabled meanwhile: the key gets a delete marker.
+                Unversioned::BucketVersioned => {
+                    let bucket = self.store.bucket(&bucket.name).await?;
+                    let marker = self.store.delete_marker(&bucket, key, owner).await?;
+                    Ok(Deleted {
+                        delete_marker: true,
+                        version_id: marker.version_id,
+                    })
+                }
+            },
             (None, Some(_)) => {
                 let marker = self.store.delete_marker(bucket, key, owner).await?;
                 Ok(Deleted {
