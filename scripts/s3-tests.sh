@@ -57,7 +57,7 @@ done
 grep -q ready "$work/serve.log" || { echo "strata serve did not start" >&2; cat "$work/serve.log" >&2; exit 1; }
 
 # The users of s3tests.conf.SAMPLE, created the way an operator would.
-user() { "$strata" user create --admin "127.0.0.1:$admin_port" "$@" >/dev/null; }
+user() { "$strata" user create --admin "127.0.0.1:$admin_port" --data "$work/data" "$@" >/dev/null; }
 user --uid testid --display-name "M. Tester" --email tester@ceph.com \
     --access-key 0555b35654ad1656d804 --secret 'h7GhxuBLTrlhVUyxSPUKUV8r/2EI4ngqJxD7iBdBYLhwluN30JaT3Q=='
 user --uid 56789abcdef0123456789abcdef0123456789abcdef0123456789abcdef01234 \

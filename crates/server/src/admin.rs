@@ -31,11 +31,14 @@ pub struct AdminServer {
 
 impl AdminServer {
     /// Binds `addr` and serves the admin API for `cluster`.
+    /// `/api/...` requests must carry `token` ([`crate::token`]).
     pub async fn start(
         addr: SocketAddr,
         cluster: WeakCluster,
         object_bytes_max: usize,
+        token: String,
     ) -> Result<Self> {
+        let token: Arc<str> = token.into();
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServerError::Bind { addr, source })?;
@@ -64,14 +67,16 @@ impl AdminServer {
                 let _ = stream.set_nodelay(true);
                 let cluster = cluster.clone();
                 let users = served_users.clone();
+                let token = Arc::clone(&token);
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         let cluster = cluster.clone();
                         let users = users.clone();
+                        let token = Arc::clone(&token);
                         async move {
                             let users = users.get();
                             Ok::<_, Infallible>(
-                                handle(&cluster, users, request, object_bytes_max).await,
+                                handle(&cluster, users, &token, request, object_bytes_max).await,
                             )
                         }
                     });
@@ -117,10 +122,22 @@ impl AdminServer {
 async fn handle(
     cluster: &WeakCluster,
     users: Option<&gateway::Users>,
+    token: &str,
     request: Request<Incoming>,
     object_bytes_max: usize,
 ) -> Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
+    let guarded = parts.uri.path() == "/api" || parts.uri.path().starts_with("/api/");
+    let header = parts
+        .headers
+        .get(hyper::header::AUTHORIZATION)
+        .map(|value| value.as_bytes());
+    if guarded && !crate::token::authorizes(header, token) {
+        tracing::warn!(method = %parts.method, uri = %parts.uri, "admin request without a valid token");
+        return respond(Err(ServerError::Unauthorized {
+            token_file: crate::token::ADMIN_TOKEN_FILE,
+        }));
+    }
     let body = match Limited::new(body, object_bytes_max).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(error) => {

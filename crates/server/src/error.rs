@@ -35,6 +35,12 @@ pub enum ServerError {
         /// Path.
         path: String,
     },
+    /// An `/api/...` request without the admin token, or with a wrong one.
+    #[error("admin token missing or wrong: send `Authorization: Bearer TOKEN` with the token in {token_file} of the data directory (the CLI reads it with --data DIR, or takes STRATA_ADMIN_TOKEN)")]
+    Unauthorized {
+        /// The token file's name.
+        token_file: &'static str,
+    },
     /// The request body is larger than allowed.
     #[error("body larger than {limit_bytes} bytes")]
     TooLarge {
@@ -54,6 +60,7 @@ impl ServerError {
     pub fn status(&self) -> (u16, &'static str) {
         match self {
             ServerError::BadRequest(_) => (400, "BadRequest"),
+            ServerError::Unauthorized { .. } => (401, "Unauthorized"),
             ServerError::NoRoute { .. } => (404, "NoSuchEndpoint"),
             ServerError::TooLarge { .. } => (413, "TooLarge"),
             ServerError::Rados(error) => rados_status(error),

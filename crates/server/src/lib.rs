@@ -19,6 +19,7 @@ pub mod error;
 mod handlers;
 pub mod metrics;
 pub mod report;
+pub mod token;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -107,16 +108,27 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
     };
     let cluster = Arc::new(cluster);
     let weak = WeakCluster(Arc::downgrade(&cluster));
-    let admin =
-        match admin::AdminServer::start(config.admin_addr, weak.clone(), config.object_bytes_max)
-            .await
-        {
-            Ok(admin) => admin,
-            Err(error) => {
-                close_cluster(cluster).await;
-                return Err(error);
-            }
-        };
+    let token = match token::load_or_create(&config.data_dir) {
+        Ok(token) => token,
+        Err(error) => {
+            close_cluster(cluster).await;
+            return Err(error);
+        }
+    };
+    let admin = match admin::AdminServer::start(
+        config.admin_addr,
+        weak.clone(),
+        config.object_bytes_max,
+        token,
+    )
+    .await
+    {
+        Ok(admin) => admin,
+        Err(error) => {
+            close_cluster(cluster).await;
+            return Err(error);
+        }
+    };
     let s3 = match config.s3_addr {
         None => None,
         Some(addr) => {

@@ -4,6 +4,8 @@
 
 mod serve_common;
 
+use std::process::Command;
+
 use serve_common::{strata, strata_with_input, Server};
 
 #[test]
@@ -118,6 +120,42 @@ fn serve_and_drive_with_the_cli() {
     assert_eq!(code, 404);
     let (code, body) = server.http("POST", "/api/osd/abc/out", b"");
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+
+    // The admin API wants the data directory's token; monitoring stays open.
+    for authorization in [None, Some("Bearer wrong"), Some("Basic abc")] {
+        let (code, body) = server.http_with("GET", "/api/pools", b"", authorization);
+        assert_eq!(code, 401, "{authorization:?}");
+        let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(error["code"], "Unauthorized");
+    }
+    let (code, _) = server.http_with("POST", "/api/users", b"{\"uid\":\"mallory\"}", None);
+    assert_eq!(code, 401, "no user without the token");
+    let (code, _) = server.http_with("GET", "/status", b"", None);
+    assert_eq!(code, 200);
+    let (code, _) = server.http_with("GET", "/metrics", b"", None);
+    assert_eq!(code, 200);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let refused = strata(&[
+        "pool",
+        "ls",
+        "--admin",
+        &server.admin,
+        "--data",
+        &elsewhere.path().display().to_string(),
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no token was found"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let by_environment = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["pool", "ls", "--admin", &server.admin])
+        .env("STRATA_ADMIN_TOKEN", server.token())
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert!(by_environment.status.success(), "STRATA_ADMIN_TOKEN");
 
     // Clean stop, restart: the data is there.
     let admin = server.admin.clone();

@@ -145,7 +145,7 @@ fn acknowledged_puts_survive_sigkill_of_the_server() {
             );
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let admin = server.admin.clone();
+        let (admin, data_text) = (server.admin.clone(), server.data.clone());
         let dir = payload_dir.path().to_path_buf();
         let writer_stop = Arc::clone(&stop);
         let start = next;
@@ -166,6 +166,8 @@ fn acknowledged_puts_survive_sigkill_of_the_server() {
                     &file.display().to_string(),
                     "--admin",
                     &admin,
+                    "--data",
+                    &data_text,
                 ]);
                 n += 1;
                 if !out.status.success() {

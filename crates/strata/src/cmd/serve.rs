@@ -73,16 +73,19 @@ async fn serve(config: server::ServeConfig) -> Result<()> {
         cluster.epoch()
     );
     println!(
-        "strata: admin  http://{}  (strata status --admin {0})",
-        running.admin_addr
+        "strata: admin  http://{}  (token in {}; strata status --admin {0} --data {})",
+        running.admin_addr,
+        server::token::token_path(&data_dir).display(),
+        data_dir.display()
     );
     match running.s3_addr {
         Some(addr) if running.created && config_auth => {
             println!("strata: s3     http://{addr}");
             println!(
-                "strata: s3 needs a user: strata user create --uid NAME --admin {} \
+                "strata: s3 needs a user: strata user create --uid NAME --admin {} --data {} \
                  (prints its access and secret keys)",
-                running.admin_addr
+                running.admin_addr,
+                data_dir.display()
             );
         }
         Some(addr) => println!("strata: s3     http://{addr}"),

@@ -45,6 +45,8 @@ pub fn ok(args: &[&str]) -> String {
 pub struct Server {
     pub child: Child,
     pub admin: String,
+    /// The data directory (the CLI finds the admin token there).
+    pub data: String,
     pub s3: Option<String>,
     pub lines: mpsc::Receiver<String>,
 }
@@ -95,6 +97,7 @@ impl Server {
         Server {
             child,
             admin: admin.expect("admin address printed"),
+            data: data.display().to_string(),
             s3,
             lines,
         }
@@ -103,7 +106,7 @@ impl Server {
     /// CLI arguments pointing at this server.
     pub fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
         let mut all = args.to_vec();
-        all.extend(["--admin", self.admin.as_str()]);
+        all.extend(["--admin", self.admin.as_str(), "--data", self.data.as_str()]);
         all
     }
 
@@ -128,12 +131,35 @@ impl Server {
         self.child.wait().unwrap();
     }
 
-    /// One raw HTTP request to the admin endpoint: (status, body).
+    /// The admin token `strata serve` keeps in the data directory.
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(Path::new(&self.data).join("admin.token"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// One raw HTTP request to the admin endpoint with the admin token: (status, body).
     pub fn http(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let authorization = format!("Bearer {}", self.token());
+        self.http_with(method, path, body, Some(&authorization))
+    }
+
+    /// One raw HTTP request with the given `Authorization` header (or none).
+    pub fn http_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+    ) -> (u16, Vec<u8>) {
         let mut stream = std::net::TcpStream::connect(&self.admin).unwrap();
+        let header = authorization
+            .map(|value| format!("Authorization: {value}\r\n"))
+            .unwrap_or_default();
         write!(
             stream,
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{header}Content-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
         )
         .unwrap();

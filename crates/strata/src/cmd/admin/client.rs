@@ -34,6 +34,10 @@ pub struct Client {
     addr: String,
     /// How long to wait for a reply (scrub of a big cluster may take long). Default 600 s.
     pub timeout: Duration,
+    /// The admin token, sent as `Authorization: Bearer` when known.
+    pub token: Option<String>,
+    /// Where the token is looked for, said when the server refuses it.
+    pub token_hint: String,
 }
 
 impl Client {
@@ -42,6 +46,8 @@ impl Client {
         Self {
             addr: addr.to_string(),
             timeout: Duration::from_secs(600),
+            token: None,
+            token_hint: String::new(),
         }
     }
 
@@ -76,8 +82,13 @@ impl Client {
         };
         stream.set_read_timeout(Some(self.timeout))?;
         stream.set_write_timeout(Some(self.timeout))?;
+        let authorization = self
+            .token
+            .as_ref()
+            .map(|token| format!("Authorization: Bearer {token}\r\n"))
+            .unwrap_or_default();
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{authorization}Content-Length: {}\r\nConnection: close\r\n\r\n",
             self.addr,
             body.len()
         );
@@ -102,6 +113,14 @@ impl Client {
             .ok()
             .and_then(|v| v["error"].as_str().map(str::to_string))
             .unwrap_or_else(|| String::from_utf8_lossy(&reply.body).into_owned());
+        if reply.status == 401 && !self.token_hint.is_empty() {
+            let found = if self.token.is_some() {
+                "the token found was refused"
+            } else {
+                "no token was found"
+            };
+            bail!("{message} (HTTP 401; {found}: {})", self.token_hint)
+        }
         bail!("{message} (HTTP {})", reply.status)
     }
 
