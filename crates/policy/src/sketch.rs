@@ -112,12 +112,6 @@ impl Bloom {
         new
     }
 
-    /// Forgets every key.
-    pub(crate) fn clear(&mut self) {
-        self.words.fill(0);
-        self.inserted = 0;
-    }
-
     /// Approximate number of distinct keys inserted.
     pub(crate) fn unique_inserts(&self) -> u64 {
         self.inserted

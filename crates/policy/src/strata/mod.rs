@@ -12,8 +12,8 @@
 //! - *Ghost* (DRAM, ids only, `ghost` x capacity entries).
 //! - *Frequency gate* (a property of a shape, off or on): TinyLFU's admission test on the
 //!   buffer's exit. An object leaving the buffer unpromoted is still written to main when a
-//!   sketch of the requests ([`Frequencies`]: doorkeeper bloom filter + counting bloom filter,
-//!   halved every 10 x capacity requests) has seen it more often than main's next victim, and at
+//!   sketch of the requests (`Frequencies`: doorkeeper bloom filter + count-min counters, each
+//!   touching one cache line per request, halved every 10 x capacity requests) has seen it more often than main's next victim, and at
 //!   least twice. It catches objects requested again and again at intervals longer than the
 //!   ghost remembers (cloud_storage at 1%, where W-TinyLFU led); without the doorkeeper a scan
 //!   saturated the counters and the gate wrote scan objects (it lost cloudPhysicsIO 1%).
@@ -58,11 +58,10 @@
 //! - DRAM metadata (ids, not counted as capacity, as for every other policy here, whose ghost
 //!   lists and sketches are not counted either): per object in the key space 10 bytes for the
 //!   queues and frequency; per shadow candidate the same again, plus one shadow LRU; for the
-//!   gate, per cached object about 58 bytes of counting filter and 12 bytes of doorkeeper, in
-//!   the live cache and in the gated shadow.
+//!   gate, per cached object about 16 bytes of counters and 13 bytes of doorkeeper, in the live
+//!   cache and in the gated shadow.
 use crate::eviction::{Eviction, Lru};
 use crate::list::Lists;
-use crate::sketch::{Bloom, CountingBloom};
 use crate::{Cache, Effects, Key, Outcome, Request};
 
 const SMALL: u8 = 0;
@@ -72,11 +71,13 @@ const GHOST: u8 = 2;
 const STALE: u8 = 3;
 
 mod candidates;
+mod frequencies;
 #[cfg(test)]
 mod tests;
 
 use candidates::Shadow;
 pub use candidates::{Candidate, Foreign, CANDIDATES};
+use frequencies::Frequencies;
 
 /// Parameters of our policy.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -160,44 +161,6 @@ impl StrataConfig {
 /// for it are all collisions.
 fn sketch_period(config: &StrataConfig) -> u64 {
     (10 * config.capacity as u64).max(config.epoch_min).max(1)
-}
-
-/// Long-term request counts for the frequency gate, as TinyLFU keeps them: a doorkeeper bloom
-/// filter takes each key's first request of a period, so that the one-hit wonders of a scan
-/// (many more keys than the counting filter is sized for) do not saturate the counters; every
-/// [`sketch_period`] requests the counts halve and the doorkeeper empties.
-#[derive(Clone, Debug)]
-struct Frequencies {
-    doorkeeper: Bloom,
-    counts: CountingBloom,
-}
-
-impl Frequencies {
-    /// Sized for `period` requests between halvings: every key of a period fits the
-    /// doorkeeper, and a tenth of them (the capacity, unless the period is the floor) the
-    /// counting filter.
-    fn new(period: u64) -> Self {
-        Frequencies {
-            doorkeeper: Bloom::new(period as usize, 0.01, 0x5EED),
-            counts: CountingBloom::new((period / 10).max(1) as usize, 0.001),
-        }
-    }
-
-    fn add(&mut self, key: Key) {
-        if !self.doorkeeper.insert(u64::from(key)) {
-            self.counts.add(u64::from(key));
-        }
-    }
-
-    /// Requests of `key` seen this period and (halved) before.
-    fn estimate(&self, key: Key) -> u32 {
-        self.counts.estimate(u64::from(key)) + u32::from(self.doorkeeper.contains(u64::from(key)))
-    }
-
-    fn decay(&mut self) {
-        self.counts.decay();
-        self.doorkeeper.clear();
-    }
 }
 
 /// Our policy: DRAM probation buffer, flash main queue, shape chosen online by shadows.
