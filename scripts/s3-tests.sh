@@ -5,7 +5,7 @@
 #
 # usage: scripts/s3-tests.sh S3_TESTS_CHECKOUT [pytest args...]
 #   S3_TESTS_CHECKOUT  a clone of https://github.com/ceph/s3-tests
-#   env STRATA         the strata binary (default: target-gateway, then target/release)
+#   env STRATA         the strata binary (default: $CARGO_TARGET_DIR or target, /release/strata)
 #   env PYTHON_VENV    a venv with the suite's requirements (default /work/s3-tests-venv;
 #                      create it with: python3 -m venv V && V/bin/pip install -r requirements.txt)
 #   env STRATA_DURABLE  false skips fsync in the cluster (faster; default true)
@@ -19,9 +19,8 @@ suite=$(cd "$suite" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 strata=${STRATA:-}
 if [[ -z $strata ]]; then
-    for candidate in "$root/target-gateway/release/strata" "$root/target/release/strata"; do
-        if [[ -x $candidate ]]; then strata=$candidate; break; fi
-    done
+    candidate="${CARGO_TARGET_DIR:-$root/target}/release/strata"
+    if [[ -x $candidate ]]; then strata=$candidate; fi
 fi
 [[ -x $strata ]] || { echo "no strata binary: build it (cargo build --release -p strata) or set STRATA" >&2; exit 2; }
 venv=${PYTHON_VENV:-/work/s3-tests-venv}
