@@ -259,7 +259,12 @@ impl Strata {
             threshold: config.threshold,
             ghost_capacity: (capacity as f64 * config.ghost) as usize,
             writes: 0,
-            lru: Lru::new(capacity, key_space),
+            // Shadows have no budget: no budget LRU either (its arrays span the key space).
+            lru: if config.budget.is_finite() {
+                Lru::new(capacity, key_space)
+            } else {
+                Lru::new(1, 0)
+            },
             lru_misses: 0,
             scratch: Vec::new(),
             epoch_misses: vec![0; shadows.len()],
