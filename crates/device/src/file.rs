@@ -273,6 +273,29 @@ impl FileDevice {
         }
     }
 
+    /// Checks a write and copies its data into an aligned buffer; `None` for an empty one.
+    fn checked_write(
+        &self,
+        offset_bytes: u64,
+        data: &[u8],
+    ) -> Result<Option<AlignedBuffer>, DeviceError> {
+        check_request(
+            offset_bytes,
+            data.len() as u64,
+            self.size_bytes,
+            self.block_size_bytes,
+        )?;
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(DeviceError::Poisoned);
+        }
+        if data.is_empty() {
+            return Ok(None);
+        }
+        let mut bounce = AlignedBuffer::zeroed(data.len(), self.alignment());
+        bounce.as_mut_slice().copy_from_slice(data);
+        Ok(Some(bounce))
+    }
+
     /// After a failed `fdatasync` what reached the medium is unknown: refuse further writes.
     fn poison_on_error(&self, result: &Result<(), DeviceError>) {
         if result.is_err() {
@@ -439,23 +462,12 @@ impl Device for FileDevice {
         let guard = self.stats.begin(OpKind::Write);
         let length_bytes = data.len() as u64;
         let result = async {
-            check_request(
-                offset_bytes,
-                length_bytes,
-                self.size_bytes,
-                self.block_size_bytes,
-            )?;
-            if self.poisoned.load(Ordering::Acquire) {
-                return Err(DeviceError::Poisoned);
-            }
-            if data.is_empty() {
+            let Some(buffer) = self.checked_write(offset_bytes, data)? else {
                 return Ok(());
-            }
-            let mut bounce = AlignedBuffer::zeroed(data.len(), self.alignment());
-            bounce.as_mut_slice().copy_from_slice(data);
+            };
             self.run(Job::Write {
                 offset_bytes,
-                buffer: bounce,
+                buffer,
             })
             .await
             .map(|_| ())
@@ -476,6 +488,31 @@ impl Device for FileDevice {
         }
         .await;
         guard.finish(0, result)
+    }
+
+    /// `pwrite` on the calling thread.
+    fn write_blocking(
+        &self,
+        offset_bytes: u64,
+        data: &[u8],
+        _runtime: &tokio::runtime::Handle,
+    ) -> Result<(), DeviceError> {
+        let guard = self.stats.begin(OpKind::Write);
+        let length_bytes = data.len() as u64;
+        let result = self
+            .checked_write(offset_bytes, data)
+            .and_then(|bounce| match bounce {
+                Some(buffer) => execute(
+                    &self.file,
+                    Job::Write {
+                        offset_bytes,
+                        buffer,
+                    },
+                )
+                .map(|_| ()),
+                None => Ok(()),
+            });
+        guard.finish(length_bytes, result)
     }
 
     /// `fdatasync` on the calling thread.
@@ -576,6 +613,22 @@ mod tests {
                 .unwrap()
         })
         .unwrap();
+        // So is a blocking write, which lands where the async one would.
+        let block = vec![0x3cu8; 4096];
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| device.write_blocking(3 * 4096, &block, &runtime))
+                .join()
+                .unwrap()
+        })
+        .unwrap();
+        let mut read_back = vec![0u8; 4096];
+        device.read_at(3 * 4096, &mut read_back).await.unwrap();
+        assert_eq!(read_back, block);
+        assert!(matches!(
+            device.write_blocking(100, &block, &runtime),
+            Err(DeviceError::Misaligned { .. })
+        ));
         assert_eq!(device.stats().flush.ops, flushes + 1);
         let mut back = vec![0u8; 8192 + 1];
         device.read_at(4096, &mut back[1..]).await.unwrap();

@@ -152,6 +152,18 @@ pub trait Device: Send + Sync {
         runtime.block_on(self.flush())
     }
 
+    /// [`Device::write_at`] for a caller on a thread that may block, as
+    /// [`Device::flush_blocking`]: a file device makes its `pwrite` on the calling thread. The
+    /// default drives `write_at` to completion on `runtime`.
+    fn write_blocking(
+        &self,
+        offset_bytes: u64,
+        data: &[u8],
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<(), DeviceError> {
+        runtime.block_on(self.write_at(offset_bytes, data))
+    }
+
     /// Tells the device the range's contents are no longer needed.
     async fn discard(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError>;
 

@@ -81,6 +81,8 @@ pub(crate) struct Pending {
     /// (device offset, data) of every extent it wrote, when it is small enough to defer;
     /// empty otherwise.
     pub deferred: Vec<(u64, Vec<u8>)>,
+    /// (device offset, data) of the extents it left to the flusher to write (write-behind).
+    pub writes: Vec<(u64, Vec<u8>)>,
     pub deltas: Deltas,
     /// The object locks, released after the answer.
     #[expect(
@@ -148,6 +150,12 @@ fn run_flusher(
                 Err(_) => break,
             }
         }
+        if !inner.poisoned.load(Ordering::Acquire) {
+            write_behind(inner, runtime, &mut batch);
+            if batch.is_empty() {
+                continue;
+            }
+        }
         let undeferred = batch.iter().any(|p| p.has_data && p.deferred.is_empty());
         let deferred = batch.iter().filter(|p| !p.deferred.is_empty()).count();
         freeing += batch.iter().filter(|p| !p.freed.is_empty()).count();
@@ -180,6 +188,77 @@ fn run_flusher(
             return;
         }
     }
+}
+
+/// Adjacent write-behind extents are joined into one device write of at most this many bytes.
+const RUN_BYTES_MAX: usize = 1 << 20;
+
+/// Makes the device writes the batch's transactions left to the flusher (write-behind), on
+/// this thread, extents that follow each other on the device as one write (the allocator
+/// hands out neighbouring space to transactions prepared one after another). A transaction
+/// whose data cannot be written is answered with the error and leaves the batch (dropping it
+/// gives its fresh extents back and releases its locks); the others go on, as when `apply`
+/// made its own writes.
+fn write_behind(inner: &Inner, runtime: &tokio::runtime::Handle, batch: &mut Vec<Pending>) {
+    // (device offset, transaction, write) of every extent to write, in device order.
+    let mut pieces: Vec<(u64, usize, usize)> = Vec::new();
+    for (transaction, pending) in batch.iter().enumerate() {
+        for (write, (offset_bytes, _)) in pending.writes.iter().enumerate() {
+            pieces.push((*offset_bytes, transaction, write));
+        }
+    }
+    if pieces.is_empty() {
+        return;
+    }
+    pieces.sort_unstable();
+    let data = |&(_, transaction, write): &(u64, usize, usize)| -> &[u8] {
+        &batch[transaction].writes[write].1
+    };
+    let mut failed: Vec<Option<StoreError>> = batch.iter().map(|_| None).collect();
+    let mut start = 0;
+    while start < pieces.len() {
+        let mut end = start + 1;
+        let mut run_bytes = data(&pieces[start]).len();
+        while end < pieces.len()
+            && pieces[end].0 == pieces[start].0 + run_bytes as u64
+            && run_bytes + data(&pieces[end]).len() <= RUN_BYTES_MAX
+        {
+            run_bytes += data(&pieces[end]).len();
+            end += 1;
+        }
+        let run = &pieces[start..end];
+        let written = if let [single] = run {
+            inner.device.write_blocking(single.0, data(single), runtime)
+        } else {
+            let mut joined = Vec::with_capacity(run_bytes);
+            for piece in run {
+                joined.extend_from_slice(data(piece));
+            }
+            inner.device.write_blocking(run[0].0, &joined, runtime)
+        };
+        if written.is_err() {
+            // Which transactions failed: each of their extents on its own.
+            for piece in run {
+                if let Err(error) = inner.device.write_blocking(piece.0, data(piece), runtime) {
+                    failed[piece.1] = Some(StoreError::from(error));
+                }
+            }
+        }
+        start = end;
+    }
+    if failed.iter().all(Option::is_none) {
+        return;
+    }
+    let mut failed = failed.into_iter();
+    batch.retain_mut(|pending| match failed.next().flatten() {
+        None => true,
+        Some(error) => {
+            if let Some(reply) = pending.reply.take() {
+                let _ = reply.send(Err(error));
+            }
+            false
+        }
+    });
 }
 
 /// Stage 2: commits each flushed batch's metadata, frees, counts and answers.

@@ -31,6 +31,11 @@ pub struct StoreConfig {
     /// Deferred transactions not yet covered by a device flush at most; the batch that would
     /// pass it flushes the device and retires them all. Default 512.
     pub deferred_transactions_max: usize,
+    /// Transactions writing at most this many data bytes leave their device writes to the
+    /// flusher thread, which makes them (adjacent extents of a batch as one write) just before
+    /// the batch's flush: no hop to the device's I/O threads and back per write. Larger ones
+    /// write from `apply`, in parallel. 0 turns it off. Default 65536.
+    pub write_behind_bytes_max: u64,
     /// Objects whose committed onode (or absence) is kept in memory at most, so reads and
     /// writes of them skip the metadata database lookup. 0 turns the cache off. Default
     /// 65536 (a few hundred bytes each for small objects).
@@ -50,6 +55,7 @@ impl Default for StoreConfig {
             metadata_cache_bytes: 64 << 20,
             deferred_write_bytes_max: 65536,
             deferred_transactions_max: 512,
+            write_behind_bytes_max: 65536,
             onode_cache_objects_max: 65536,
             durable: true,
         }

@@ -21,10 +21,14 @@
 //!    operations to copies of their onodes and writes new data to **freshly allocated**
 //!    extents: a partial overwrite reads the old allocation unit, verifies it, merges and
 //!    writes the unit elsewhere. No committed byte is overwritten in place.
+//!    A small transaction (at most `write_behind_bytes_max` data bytes) only allocates and
+//!    checksums here and leaves its device writes to the flusher (**write-behind**).
 //! 2. The prepared transaction goes to a bounded queue. A flusher thread takes every queued
-//!    transaction (a batch) and **flushes the device once**; a committer thread then writes
-//!    all their metadata in **one redb commit** (fsync), while the flusher already flushes the
-//!    next batch: many small writes share two syncs (one, when deferred, below).
+//!    transaction (a batch), makes the batch's write-behind writes on its own thread
+//!    (neighbouring extents as one write) and **flushes the device once**; a committer thread
+//!    then writes all their metadata in **one redb commit** (fsync), while the flusher
+//!    already flushes the next batch: many small writes share two syncs (one, when deferred,
+//!    below), and a small write costs no hop to the device's I/O threads.
 //! 3. After that commit, the extents the batch stopped referencing go back to the allocator,
 //!    the callers get `Ok`, and the object locks are released.
 //!

@@ -119,6 +119,10 @@ pub(crate) async fn prepare(
         budget_bytes: inner.config.deferred_write_bytes_max,
         records: Vec::new(),
     });
+    let mut behind = Behind {
+        budget_bytes: inner.config.write_behind_bytes_max,
+        writes: Vec::new(),
+    };
     for (id, op) in transaction.ops {
         let slot = match index.get(&id) {
             Some(&slot) => slot,
@@ -152,6 +156,7 @@ pub(crate) async fn prepare(
             fresh: &mut fresh,
             freed: &mut freed,
             deferred: &mut deferred,
+            behind: &mut behind,
         };
         has_data |= apply_op(&mut context, work, op).await?;
         if let Some(onode) = work.onode.as_mut() {
@@ -205,6 +210,7 @@ pub(crate) async fn prepare(
         fresh,
         has_data,
         deferred: deferred.map(|d| d.records).unwrap_or_default(),
+        writes: behind.writes,
         deltas,
         guards,
         reply: Some(reply),
@@ -218,6 +224,37 @@ struct Context<'a> {
     freed: &'a mut Vec<DeviceExtent>,
     /// Copies of the data written so far, while the transaction is small enough to defer.
     deferred: &'a mut Option<Deferred>,
+    /// Device writes left to the flusher.
+    behind: &'a mut Behind,
+}
+
+/// The device writes of a small transaction, made by the flusher before its batch's flush.
+struct Behind {
+    budget_bytes: u64,
+    /// (device offset, data), not yet on the device.
+    writes: Vec<(u64, Vec<u8>)>,
+}
+
+/// Reads `[start, end)` of an object being changed: the writes this transaction left to the
+/// flusher are made first, so a unit it wrote earlier reads back as written.
+async fn read_for_write(
+    context: &mut Context<'_>,
+    onode: &Onode,
+    start: u64,
+    end: u64,
+) -> Result<Vec<u8>> {
+    for (offset_bytes, data) in context.behind.writes.drain(..) {
+        context.inner.device.write_at(offset_bytes, &data).await?;
+    }
+    read_aligned(
+        context.inner,
+        &context.id.collection,
+        &context.id.name,
+        onode,
+        start,
+        end,
+    )
+    .await
 }
 
 /// The data of a small transaction, kept to go into the metadata commit.
@@ -328,29 +365,13 @@ async fn write_range(
     let end_unit = end.div_ceil(unit) * unit;
     let mut buffer = vec![0u8; (end_unit - start_unit) as usize];
     if offset > start_unit && start_unit < onode.size_bytes {
-        let old = read_aligned(
-            context.inner,
-            &context.id.collection,
-            &context.id.name,
-            onode,
-            start_unit,
-            start_unit + unit,
-        )
-        .await?;
+        let old = read_for_write(context, onode, start_unit, start_unit + unit).await?;
         buffer[..unit as usize].copy_from_slice(&old);
     }
     let last_unit = end_unit - unit;
     let tail_needed = end < end_unit && (last_unit > start_unit || offset == start_unit);
     if tail_needed && last_unit < onode.size_bytes {
-        let old = read_aligned(
-            context.inner,
-            &context.id.collection,
-            &context.id.name,
-            onode,
-            last_unit,
-            end_unit,
-        )
-        .await?;
+        let old = read_for_write(context, onode, last_unit, end_unit).await?;
         let at = (last_unit - start_unit) as usize;
         buffer[at..].copy_from_slice(&old);
     }
@@ -393,11 +414,17 @@ async fn place(
     for piece in pieces {
         let slice = &buffer[at as usize..(at + piece.length_bytes) as usize];
         let crcs: Vec<u32> = slice.chunks(block as usize).map(crc32c::crc32c).collect();
-        context
-            .inner
-            .device
-            .write_at(piece.offset_bytes, slice)
-            .await?;
+        let behind = &mut *context.behind;
+        if behind.budget_bytes >= piece.length_bytes {
+            behind.budget_bytes -= piece.length_bytes;
+            behind.writes.push((piece.offset_bytes, slice.to_vec()));
+        } else {
+            context
+                .inner
+                .device
+                .write_at(piece.offset_bytes, slice)
+                .await?;
+        }
         if let Some(deferred) = context.deferred.as_mut() {
             if deferred.budget_bytes >= piece.length_bytes {
                 deferred.budget_bytes -= piece.length_bytes;
@@ -436,15 +463,7 @@ async fn truncate(context: &mut Context<'_>, onode: &mut Onode, size: u64) -> Re
                 .overlapping(partial_unit, partial_unit + unit)
                 .is_empty()
         {
-            let mut old = read_aligned(
-                context.inner,
-                &context.id.collection,
-                &context.id.name,
-                onode,
-                partial_unit,
-                partial_unit + unit,
-            )
-            .await?;
+            let mut old = read_for_write(context, onode, partial_unit, partial_unit + unit).await?;
             old[(size - partial_unit) as usize..].fill(0);
             place(context, onode, partial_unit, old).await?;
             wrote = true;
