@@ -12,11 +12,12 @@
 //! - *Ghost* (DRAM, ids only, `ghost` x capacity entries).
 //! - *Frequency gate* (a property of a shape, off or on): TinyLFU's admission test on the
 //!   buffer's exit. An object leaving the buffer unpromoted is still written to main when a
-//!   sketch of the requests (`Frequencies`: doorkeeper bloom filter + count-min counters, each
-//!   touching one cache line per request, halved every 10 x capacity requests) has seen it more often than main's next victim, and at
-//!   least twice. It catches objects requested again and again at intervals longer than the
-//!   ghost remembers (cloud_storage at 1%, where W-TinyLFU led); without the doorkeeper a scan
-//!   saturated the counters and the gate wrote scan objects (it lost cloudPhysicsIO 1%).
+//!   sketch of the requests (`Frequencies`: doorkeeper bloom filter + count-min counters in one
+//!   cache line per key, halved every max(10 x capacity, `epoch_min`) requests) has seen it
+//!   more often than main's next victim, and at least twice. It catches objects requested again
+//!   and again at intervals longer than the ghost remembers (cloud_storage at 1%, where
+//!   W-TinyLFU led); without the doorkeeper a scan saturated the counters and the gate wrote
+//!   scan objects (it lost cloudPhysicsIO 1%).
 //!
 //! **Adaptivity (online, from past requests only).** id-only shadow caches, one per
 //! [`CANDIDATES`] entry, replay every request. Every `epoch` requests their misses are folded
@@ -58,8 +59,8 @@
 //! - DRAM metadata (ids, not counted as capacity, as for every other policy here, whose ghost
 //!   lists and sketches are not counted either): per object in the key space 10 bytes for the
 //!   queues and frequency; per shadow candidate the same again, plus one shadow LRU; for the
-//!   gate, per cached object about 16 bytes of counters and 13 bytes of doorkeeper, in the live
-//!   cache and in the gated shadow.
+//!   gate, per cached object about 32 bytes of counters and doorkeeper bits, in the live cache
+//!   and in the gated shadow.
 use crate::eviction::{Eviction, Lru};
 use crate::list::Lists;
 use crate::{Cache, Effects, Key, Outcome, Request};
