@@ -38,7 +38,31 @@ impl Paths {
     }
 }
 
-fn start(paths: &Paths, extra: &[&str]) -> Child {
+/// A served cache process, killed when dropped, so a failing test leaves no server behind.
+struct Served(Child);
+
+impl std::ops::Deref for Served {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Served {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // Both are no-ops once the process has been waited for.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(paths: &Paths, extra: &[&str]) -> Served {
     let _ = std::fs::remove_file(paths.path("nbd.sock"));
     let mut args = vec![
         "cache".to_string(),
@@ -74,7 +98,7 @@ fn start(paths: &Paths, extra: &[&str]) -> Child {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    child
+    Served(child)
 }
 
 fn control(paths: &Paths, args: &[&str]) -> String {
@@ -311,27 +335,29 @@ fn write_back_survives_kill_9() {
 fn two_cores_are_exported_separately() {
     let paths = Paths::new();
     let _ = std::fs::remove_file(paths.path("nbd.sock"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args([
-            "cache",
-            "start",
-            "--mode",
-            "wb",
-            "--cache",
-            &format!("file:{}:16M", paths.text("cache.img")),
-            "--core",
-            &format!("file:{}:12M", paths.text("core1.img")),
-            "--core",
-            &format!("file:{}:8M", paths.text("core2.img")),
-            "--socket",
-            &paths.text("nbd.sock"),
-            "--control",
-            &paths.text("ctl"),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Served(
+        Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args([
+                "cache",
+                "start",
+                "--mode",
+                "wb",
+                "--cache",
+                &format!("file:{}:16M", paths.text("cache.img")),
+                "--core",
+                &format!("file:{}:12M", paths.text("core1.img")),
+                "--core",
+                &format!("file:{}:8M", paths.text("core2.img")),
+                "--socket",
+                &paths.text("nbd.sock"),
+                "--control",
+                &paths.text("ctl"),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let started = Instant::now();
     while !paths.path("nbd.sock").exists() {
         assert!(child.try_wait().unwrap().is_none(), "cache exited");
