@@ -447,8 +447,23 @@ async fn write_back_crash_at_a_random_instant_keeps_every_acknowledged_write() {
                 }
             }));
         }
+        // Some writes first (a loaded CI machine may start the writers late), then a random
+        // moment.
+        let started = std::time::Instant::now();
+        while logs
+            .iter()
+            .map(|log| log.lock().unwrap().acknowledged.len())
+            .sum::<usize>()
+            < 200
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "writers stalled"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed + 1_000);
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(20..300))).await;
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..300))).await;
         frozen.store(true, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(20)).await;
         cache.abandon();
