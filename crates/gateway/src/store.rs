@@ -294,8 +294,18 @@ impl Store {
     // ---- index entries ---------------------------------------------------------------------
 
     pub async fn entry_opt(&self, bucket: &BucketRecord, key: &str) -> Result<Option<ObjectEntry>> {
+        self.index_entry(bucket, key, key.as_bytes().to_vec()).await
+    }
+
+    /// The entry stored under omap key `wanted` in `key`'s index shard (its plain entry or
+    /// one of its versions); none when the shard or the omap key does not exist.
+    async fn index_entry(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        wanted: Vec<u8>,
+    ) -> Result<Option<ObjectEntry>> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
-        let wanted = key.as_bytes().to_vec();
         let found = match self
             .index
             .omap_get_vals_by_keys(&oid, std::slice::from_ref(&wanted))
@@ -535,18 +545,8 @@ impl Store {
             let state = self.key_state(bucket, key, usize::MAX).await?;
             return Ok(state.find(version_id).and_then(|f| state.get(f)).cloned());
         }
-        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
-        let wanted = layout::version_key(key, version_id);
-        let found = match self
-            .index
-            .omap_get_vals_by_keys(&oid, std::slice::from_ref(&wanted))
+        self.index_entry(bucket, key, layout::version_key(key, version_id))
             .await
-        {
-            Ok(found) => found,
-            Err(RadosError::NotFound(_)) => return Ok(None),
-            Err(error) => return Err(error.into()),
-        };
-        found.get(&wanted).map(|v| layout::decode(v)).transpose()
     }
 
     /// The newest version of `key` if it is a delete marker (why a GET finds no object).
