@@ -160,6 +160,7 @@ impl PoolHandle {
             _ => 0,
         };
         let missing = || RadosError::NotFound(format!("{}/{object}", self.info.name));
+        let exists_before = xattrs.is_some();
         let mut plan = Plan {
             ops: Vec::new(),
             exists_after: xattrs.is_some(),
@@ -196,6 +197,25 @@ impl PoolHandle {
                     if !comparison.holds(stored, &value) {
                         return Err(RadosError::CompareFailed(format!(
                             "xattr {name:?} of {}/{object}",
+                            self.info.name
+                        )));
+                    }
+                }
+                Op::CompareOmap { key, value } => {
+                    // Guards read the object as it stands before the op (RADOS checks them
+                    // before applying any step), under the object's lock held by the caller.
+                    let stored = match exists_before {
+                        true => store
+                            .omap_get_keys(collection, object, std::slice::from_ref(&key))
+                            .await
+                            .map_err(failed)?
+                            .remove(&key),
+                        false => None,
+                    };
+                    if stored != value {
+                        return Err(RadosError::CompareFailed(format!(
+                            "omap key {:?} of {}/{object}",
+                            String::from_utf8_lossy(&key),
                             self.info.name
                         )));
                     }

@@ -153,6 +153,54 @@ async fn compound_operations_are_guarded_and_atomic() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn omap_compare_guards_a_read_modify_write_of_one_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path()).await;
+    let pool = cluster.pool("data").unwrap();
+    let set = |value: &[u8]| vec![(b"key".to_vec(), value.to_vec())];
+
+    // "Absent" holds on a missing object and on a missing key, and only there.
+    pool.operate(
+        "index",
+        WriteOp::new()
+            .compare_omap(b"key".to_vec(), None)
+            .omap_set(set(b"v1")),
+    )
+    .await
+    .unwrap();
+    let again = WriteOp::new()
+        .compare_omap(b"key".to_vec(), None)
+        .omap_set(set(b"v2"));
+    assert!(matches!(
+        pool.operate("index", again).await,
+        Err(RadosError::CompareFailed(_))
+    ));
+    // A stale expected value writes nothing, not even the other steps of the op.
+    let stale = WriteOp::new()
+        .compare_omap(b"key".to_vec(), Some(b"v0".to_vec()))
+        .omap_set(set(b"v2"))
+        .write_full(b"never".to_vec());
+    assert!(matches!(
+        pool.operate("index", stale).await,
+        Err(RadosError::CompareFailed(_))
+    ));
+    let read = |keys: &[&[u8]]| {
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        let pool = pool.clone();
+        async move { pool.omap_get_vals_by_keys("index", &keys).await.unwrap() }
+    };
+    assert_eq!(read(&[b"key"]).await[&b"key".to_vec()], b"v1");
+    assert_eq!(pool.read_full("index").await.unwrap(), b"");
+    let current = WriteOp::new()
+        .compare_omap(b"key".to_vec(), Some(b"v1".to_vec()))
+        .omap_remove_keys(vec![b"key".to_vec()]);
+    pool.operate("index", current).await.unwrap();
+    assert!(read(&[b"key"]).await.is_empty());
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_and_listing() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster(dir.path()).await;

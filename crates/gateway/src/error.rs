@@ -185,6 +185,9 @@ impl GatewayError {
                     S3ErrorCode::ServiceUnavailable
                 }
                 RadosError::NoSpace(_) => S3ErrorCode::ServiceUnavailable,
+                // Index commits retry a lost race a bounded number of times; past that the
+                // key is too contended: the client may retry, as after radosgw's 503.
+                RadosError::CompareFailed(_) => S3ErrorCode::ServiceUnavailable,
                 _ => S3ErrorCode::InternalError,
             },
             GatewayError::Corrupt(_) => S3ErrorCode::InternalError,

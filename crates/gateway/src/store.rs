@@ -27,6 +27,9 @@ pub struct GatewayStats {
     pub gc_enqueued: u64,
     /// Data objects the GC pass removed from the queue.
     pub gc_reclaimed: u64,
+    /// Index commits that lost a race with another gateway (the entry changed between the
+    /// read and the guarded write) and were decided again.
+    pub index_races: u64,
 }
 
 #[derive(Default)]
@@ -34,6 +37,33 @@ struct Counters {
     pieces_removed: AtomicU64,
     gc_enqueued: AtomicU64,
     gc_reclaimed: AtomicU64,
+    index_races: AtomicU64,
+}
+
+/// How many times one index update is decided again after losing a race before the request
+/// fails with 503 (each retry means another gateway changed the same key meanwhile).
+const INDEX_RACE_RETRIES: usize = 64;
+
+/// Omap key -> stored bytes of the index entries a read-modify-write read.
+type Stored = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The error after [`INDEX_RACE_RETRIES`] lost races in a row (503, the client may retry).
+fn races_exhausted(bucket: &BucketRecord, key: &str) -> GatewayError {
+    RadosError::CompareFailed(format!(
+        "{}/{key}: the index entry changed under {INDEX_RACE_RETRIES} attempts in a row",
+        bucket.name
+    ))
+    .into()
+}
+
+/// What [`Store::update_plain`] does with a key's plain entry, and what it then returns.
+enum PlainChange<T> {
+    /// Nothing; return `T`.
+    Keep(T),
+    /// Store the entry, then free these pieces.
+    Set(Box<ObjectEntry>, Vec<Piece>, T),
+    /// Remove the entry, then free these pieces.
+    Remove(Vec<Piece>, T),
 }
 
 /// Clock in ns since the Unix epoch (injected so tests can pin time).
@@ -146,6 +176,7 @@ impl Store {
             pieces_removed: self.counters.pieces_removed.load(Ordering::Relaxed),
             gc_enqueued: self.counters.gc_enqueued.load(Ordering::Relaxed),
             gc_reclaimed: self.counters.gc_reclaimed.load(Ordering::Relaxed),
+            index_races: self.counters.index_races.load(Ordering::Relaxed),
         }
     }
 
@@ -305,8 +336,19 @@ impl Store {
         key: &str,
         wanted: Vec<u8>,
     ) -> Result<Option<ObjectEntry>> {
+        let raw = self.index_value(bucket, key, wanted).await?;
+        raw.map(|v| layout::decode(&v)).transpose()
+    }
+
+    /// The stored bytes under omap key `wanted` in `key`'s index shard.
+    async fn index_value(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        wanted: Vec<u8>,
+    ) -> Result<Option<Vec<u8>>> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
-        let found = match self
+        let mut found = match self
             .index
             .omap_get_vals_by_keys(&oid, std::slice::from_ref(&wanted))
             .await
@@ -315,7 +357,56 @@ impl Store {
             Err(RadosError::NotFound(_)) => return Ok(None),
             Err(error) => return Err(error.into()),
         };
-        found.get(&wanted).map(|v| layout::decode(v)).transpose()
+        Ok(found.remove(&wanted))
+    }
+
+    /// Read-modify-write of `key`'s plain entry, safe against other gateways: reads the
+    /// stored bytes, lets `change` decide, and applies its omap change guarded by "the entry
+    /// still holds those bytes" ([`rados::Op::CompareOmap`]). A gateway that lost the race
+    /// reads again and decides again, so the entry it replaced (and whose pieces it frees) is
+    /// always the one the index held: no overwrite or delete orphans another writer's data.
+    /// The in-process key lock only spares this gateway's own writers the retries.
+    async fn update_plain<T>(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        mut change: impl FnMut(Option<ObjectEntry>) -> PlainChange<T>,
+    ) -> Result<T> {
+        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let _guard = self.locks.lock(&bucket.id, key).await;
+        for _ in 0..INDEX_RACE_RETRIES {
+            let raw = self
+                .index_value(bucket, key, key.as_bytes().to_vec())
+                .await?;
+            let old = raw.as_deref().map(layout::decode).transpose()?;
+            let (op, freed, result) = match change(old) {
+                PlainChange::Keep(result) => return Ok(result),
+                PlainChange::Set(entry, freed, result) => (
+                    WriteOp::new()
+                        .omap_set(vec![(key.as_bytes().to_vec(), layout::encode(&entry))]),
+                    freed,
+                    result,
+                ),
+                PlainChange::Remove(freed, result) => (
+                    WriteOp::new().omap_remove_keys(vec![key.as_bytes().to_vec()]),
+                    freed,
+                    result,
+                ),
+            };
+            let guarded = WriteOp::new().compare_omap(key.as_bytes().to_vec(), raw);
+            let guarded = op.into_ops().into_iter().fold(guarded, WriteOp::push);
+            match self.index.operate(&oid, guarded).await {
+                Ok(()) => {
+                    self.remove_pieces(freed).await;
+                    return Ok(result);
+                }
+                Err(RadosError::CompareFailed(_)) => {
+                    self.counters.index_races.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(races_exhausted(bucket, key))
     }
 
     /// Makes `entry` the object `key` (a new version of it in a bucket with versioning) and
@@ -339,52 +430,45 @@ impl Store {
         self.commit_version(&bucket, key, entry, status).await
     }
 
-    /// One omap set (the acknowledgement point), then the pieces of the version it replaced
-    /// are removed. Writes nothing if the key turns out to have a version entry: versioning
-    /// was enabled since the caller read the bucket, and the old pieces belong to a version.
+    /// One guarded omap set (the acknowledgement point), then the pieces of the version it
+    /// replaced are removed. Writes nothing if the key turns out to have a version entry:
+    /// versioning was enabled since the caller read the bucket, and the old pieces belong to
+    /// a version.
     async fn commit_unversioned(
         &self,
         bucket: &BucketRecord,
         key: &str,
         entry: &ObjectEntry,
     ) -> Result<Unversioned> {
-        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
-        let _guard = self.locks.lock(&bucket.id, key).await;
-        let old = self.entry_opt(bucket, key).await?;
-        if old.as_ref().is_some_and(|o| o.version_id.is_some()) {
-            return Ok(Unversioned::BucketVersioned);
-        }
-        self.index
-            .omap_set(&oid, vec![(key.as_bytes().to_vec(), layout::encode(entry))])
-            .await?;
-        if let Some(old) = old {
-            let keep: BTreeSet<&str> = entry.pieces.iter().map(|p| p.oid.as_str()).collect();
-            let stale = old
-                .pieces
-                .into_iter()
-                .filter(|p| !keep.contains(p.oid.as_str()))
-                .collect();
-            self.remove_pieces(stale).await;
-        }
-        Ok(Unversioned::Done)
+        self.update_plain(bucket, key, |old| match old {
+            Some(old) if old.version_id.is_some() => {
+                PlainChange::Keep(Unversioned::BucketVersioned)
+            }
+            old => {
+                let keep: BTreeSet<&str> = entry.pieces.iter().map(|p| p.oid.as_str()).collect();
+                let stale = old
+                    .map(|old| old.pieces)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|p| !keep.contains(p.oid.as_str()))
+                    .collect();
+                PlainChange::Set(Box::new(entry.clone()), stale, Unversioned::Done)
+            }
+        })
+        .await
     }
 
     /// Removes object `key` of a bucket without versioning (done if it was not there);
     /// removes nothing if the key has a version entry (as [`Store::commit_unversioned`]).
     pub async fn delete(&self, bucket: &BucketRecord, key: &str) -> Result<Unversioned> {
-        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
-        let _guard = self.locks.lock(&bucket.id, key).await;
-        let Some(old) = self.entry_opt(bucket, key).await? else {
-            return Ok(Unversioned::Done);
-        };
-        if old.version_id.is_some() {
-            return Ok(Unversioned::BucketVersioned);
-        }
-        self.index
-            .omap_remove_keys(&oid, vec![key.as_bytes().to_vec()])
-            .await?;
-        self.remove_pieces(old.pieces).await;
-        Ok(Unversioned::Done)
+        self.update_plain(bucket, key, |old| match old {
+            None => PlainChange::Keep(Unversioned::Done),
+            Some(old) if old.version_id.is_some() => {
+                PlainChange::Keep(Unversioned::BucketVersioned)
+            }
+            Some(old) => PlainChange::Remove(old.pieces, Unversioned::Done),
+        })
+        .await
     }
 
     // ---- versions (see crate::versioning) ----------------------------------------------------
@@ -416,6 +500,18 @@ impl Store {
         key: &str,
         max: usize,
     ) -> Result<Vec<Version>> {
+        self.versions_stored(bucket, key, max, &mut Stored::new())
+            .await
+    }
+
+    /// [`Store::versions_of`], also recording each entry's stored bytes in `stored`.
+    async fn versions_stored(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        max: usize,
+        stored: &mut Stored,
+    ) -> Result<Vec<Version>> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
         let prefix = layout::versions_prefix(key);
         let mut out = Vec::new();
@@ -438,6 +534,7 @@ impl Store {
                     suffix,
                     entry: layout::decode(value)?,
                 });
+                stored.insert(raw.clone(), value.clone());
                 after = Some(raw.clone());
             }
             if !page.more || page.entries.is_empty() {
@@ -454,17 +551,50 @@ impl Store {
         key: &str,
         versions_max: usize,
     ) -> Result<KeyState> {
-        let (plain, versions) = futures::try_join!(
-            self.entry_opt(bucket, key),
-            self.versions_of(bucket, key, versions_max)
+        Ok(self.key_state_stored(bucket, key, versions_max).await?.0)
+    }
+
+    /// [`Store::key_state`] with the stored bytes of every entry read (the guards of
+    /// [`Store::carry_out`]).
+    async fn key_state_stored(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        versions_max: usize,
+    ) -> Result<(KeyState, Stored)> {
+        let mut stored = Stored::new();
+        let (plain_raw, versions) = futures::try_join!(
+            self.index_value(bucket, key, key.as_bytes().to_vec()),
+            self.versions_stored(bucket, key, versions_max, &mut stored)
         )?;
-        Ok(KeyState { plain, versions })
+        let plain = plain_raw.as_deref().map(layout::decode).transpose()?;
+        if let Some(raw) = plain_raw {
+            stored.insert(key.as_bytes().to_vec(), raw);
+        }
+        Ok((KeyState { plain, versions }, stored))
     }
 
     /// Writes `plan` to the key's shard in one atomic omap change, then frees its pieces.
-    async fn carry_out(&self, bucket: &BucketRecord, key: &str, plan: Plan) -> Result<()> {
+    /// Every omap key the plan sets or removes is guarded to still hold what was read into
+    /// `stored` (absent if not there): `false` when another gateway changed one meanwhile
+    /// (nothing was written; the caller reads and plans again).
+    async fn carry_out(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        plan: Plan,
+        stored: &Stored,
+    ) -> Result<bool> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let touched: BTreeSet<&Vec<u8>> = plan
+            .remove
+            .iter()
+            .chain(plan.set.iter().map(|(k, _)| k))
+            .collect();
         let mut op = WriteOp::new();
+        for omap_key in touched {
+            op = op.compare_omap(omap_key.clone(), stored.get(omap_key).cloned());
+        }
         if !plan.remove.is_empty() {
             op = op.omap_remove_keys(plan.remove);
         }
@@ -476,9 +606,17 @@ impl Store {
                 .collect();
             op = op.omap_set(set);
         }
-        self.index.operate(&oid, op).await?;
-        self.remove_pieces(plan.freed).await;
-        Ok(())
+        match self.index.operate(&oid, op).await {
+            Ok(()) => {
+                self.remove_pieces(plan.freed).await;
+                Ok(true)
+            }
+            Err(RadosError::CompareFailed(_)) => {
+                self.counters.index_races.fetch_add(1, Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// `entry` as a new version of `key` (an object or a delete marker), as stored.
@@ -496,12 +634,17 @@ impl Store {
             Versioning::Enabled => 1,
             Versioning::Suspended => usize::MAX,
         };
-        let state = self.key_state(bucket, key, versions_max).await?;
-        entry.mtime_ns = self.version_time_ns(state.newest_mtime_ns());
-        let suffix = layout::version_suffix(entry.mtime_ns, &self.new_tag(4));
-        let (plan, stored) = versioning::plan_write(key, &state, status, entry, &suffix);
-        self.carry_out(bucket, key, plan).await?;
-        Ok(stored)
+        for _ in 0..INDEX_RACE_RETRIES {
+            let (state, stored) = self.key_state_stored(bucket, key, versions_max).await?;
+            entry.mtime_ns = self.version_time_ns(state.newest_mtime_ns());
+            let suffix = layout::version_suffix(entry.mtime_ns, &self.new_tag(4));
+            let (plan, written) =
+                versioning::plan_write(key, &state, status, entry.clone(), &suffix);
+            if self.carry_out(bucket, key, plan, &stored).await? {
+                return Ok(written);
+            }
+        }
+        Err(races_exhausted(bucket, key))
     }
 
     /// A delete marker on top of `key` (bucket with versioning), as stored.
@@ -573,14 +716,18 @@ impl Store {
     ) -> Result<Option<ObjectEntry>> {
         Self::check_version_id(version_id)?;
         let _guard = self.locks.lock(&bucket.id, key).await;
-        let state = self.key_state(bucket, key, usize::MAX).await?;
-        let Some(found) = state.find(version_id) else {
-            return Ok(None);
-        };
-        let removed = state.get(found).cloned();
-        self.carry_out(bucket, key, versioning::plan_remove(key, &state, found))
-            .await?;
-        Ok(removed)
+        for _ in 0..INDEX_RACE_RETRIES {
+            let (state, stored) = self.key_state_stored(bucket, key, usize::MAX).await?;
+            let Some(found) = state.find(version_id) else {
+                return Ok(None);
+            };
+            let removed = state.get(found).cloned();
+            let plan = versioning::plan_remove(key, &state, found);
+            if self.carry_out(bucket, key, plan, &stored).await? {
+                return Ok(removed);
+            }
+        }
+        Err(races_exhausted(bucket, key))
     }
 
     /// Replaces version `version_id` of `key` (the latest when `None`) by `entry`, the same
@@ -600,26 +747,27 @@ impl Store {
             return Ok(());
         }
         let _guard = self.locks.lock(&bucket.id, key).await;
-        let state = self.key_state(bucket, key, usize::MAX).await?;
-        let found = match version_id {
-            Some(v) => state.find(v),
-            None => match &state.plain {
-                Some(plain) if plain.version_id.is_none() => Some(Found::Legacy),
-                Some(_) => Some(Found::Entry(0)),
-                None => None,
-            },
-        };
-        let Some(found) = found else {
-            return Err(GatewayError::NoSuchVersion(
-                version_id.unwrap_or_default().to_string(),
-            ));
-        };
-        self.carry_out(
-            bucket,
-            key,
-            versioning::plan_update(key, &state, found, entry),
-        )
-        .await
+        for _ in 0..INDEX_RACE_RETRIES {
+            let (state, stored) = self.key_state_stored(bucket, key, usize::MAX).await?;
+            let found = match version_id {
+                Some(v) => state.find(v),
+                None => match &state.plain {
+                    Some(plain) if plain.version_id.is_none() => Some(Found::Legacy),
+                    Some(_) => Some(Found::Entry(0)),
+                    None => None,
+                },
+            };
+            let Some(found) = found else {
+                return Err(GatewayError::NoSuchVersion(
+                    version_id.unwrap_or_default().to_string(),
+                ));
+            };
+            let plan = versioning::plan_update(key, &state, found, entry.clone());
+            if self.carry_out(bucket, key, plan, &stored).await? {
+                return Ok(());
+            }
+        }
+        Err(races_exhausted(bucket, key))
     }
 
     // ---- data --------------------------------------------------------------------------------

@@ -56,6 +56,16 @@ pub enum Op {
         /// The value compared with.
         value: Vec<u8>,
     },
+    /// Guard: the omap `key` must hold exactly `value`, or be absent when `value` is `None`
+    /// (else `CompareFailed`; a missing object has no keys). librados' `omap_cmp` with
+    /// equality, plus absence: what a read-modify-write of one index entry needs to detect a
+    /// concurrent writer.
+    CompareOmap {
+        /// The omap key.
+        key: Vec<u8>,
+        /// The value it must hold, or `None` for "not set".
+        value: Option<Vec<u8>>,
+    },
     /// Replaces the whole data; the size becomes `data.len()`. Xattrs and omap stay.
     WriteFull(Vec<u8>),
     /// Writes `data` at `offset_bytes`, extending the object if needed (a hole reads as zeros).
@@ -104,7 +114,10 @@ pub enum Op {
 impl Op {
     /// Whether this step only checks state and changes nothing.
     pub fn is_guard(&self) -> bool {
-        matches!(self, Op::AssertExists | Op::CompareXattr { .. })
+        matches!(
+            self,
+            Op::AssertExists | Op::CompareXattr { .. } | Op::CompareOmap { .. }
+        )
     }
 }
 
@@ -173,6 +186,14 @@ impl WriteOp {
             name: name.into(),
             comparison,
             value: value.into(),
+        })
+    }
+
+    /// Appends an [`Op::CompareOmap`] guard: `key` holds `value` (`None`: is not set).
+    pub fn compare_omap(self, key: impl Into<Vec<u8>>, value: Option<Vec<u8>>) -> Self {
+        self.push(Op::CompareOmap {
+            key: key.into(),
+            value,
         })
     }
 

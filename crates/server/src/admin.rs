@@ -22,9 +22,9 @@ use crate::WeakCluster;
 pub struct AdminServer {
     /// Where it listens.
     pub local_addr: SocketAddr,
-    /// The S3 users (`/api/users`), set once the gateway runs; the admin endpoint starts
-    /// first so that a failing gateway can still be diagnosed.
-    users: Arc<OnceLock<gateway::Users>>,
+    /// The S3 gateway (its users for `/api/users`, its counters for `/metrics`), set once it
+    /// runs; the admin endpoint starts first so that a failing gateway can still be diagnosed.
+    gateway: Arc<OnceLock<gateway::Gateway>>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -46,8 +46,8 @@ impl AdminServer {
             .local_addr()
             .map_err(|source| ServerError::Bind { addr, source })?;
         let (shutdown, mut stopped) = watch::channel(false);
-        let users: Arc<OnceLock<gateway::Users>> = Arc::default();
-        let served_users = users.clone();
+        let gateway: Arc<OnceLock<gateway::Gateway>> = Arc::default();
+        let served_gateway = gateway.clone();
         let task = tokio::spawn(async move {
             let mut connections = JoinSet::new();
             loop {
@@ -66,17 +66,17 @@ impl AdminServer {
                 };
                 let _ = stream.set_nodelay(true);
                 let cluster = cluster.clone();
-                let users = served_users.clone();
+                let gateway = served_gateway.clone();
                 let token = Arc::clone(&token);
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         let cluster = cluster.clone();
-                        let users = users.clone();
+                        let gateway = gateway.clone();
                         let token = Arc::clone(&token);
                         async move {
-                            let users = users.get();
+                            let gateway = gateway.get();
                             Ok::<_, Infallible>(
-                                handle(&cluster, users, &token, request, object_bytes_max).await,
+                                handle(&cluster, gateway, &token, request, object_bytes_max).await,
                             )
                         }
                     });
@@ -101,15 +101,16 @@ impl AdminServer {
         });
         Ok(Self {
             local_addr,
-            users,
+            gateway,
             shutdown,
             task,
         })
     }
 
-    /// Serves `/api/users` from `users` from now on (the S3 gateway's user table).
-    pub fn set_users(&self, users: gateway::Users) {
-        let _ = self.users.set(users);
+    /// Serves `/api/users` from the S3 gateway's user table, and its counters in `/metrics`,
+    /// from now on.
+    pub fn set_gateway(&self, gateway: gateway::Gateway) {
+        let _ = self.gateway.set(gateway);
     }
 
     /// Stops serving.
@@ -121,7 +122,7 @@ impl AdminServer {
 
 async fn handle(
     cluster: &WeakCluster,
-    users: Option<&gateway::Users>,
+    gateway: Option<&gateway::Gateway>,
     token: &str,
     request: Request<Incoming>,
     object_bytes_max: usize,
@@ -152,7 +153,7 @@ async fn handle(
         }
     };
     let started = std::time::Instant::now();
-    let reply = handlers::route(cluster, users, &parts.method, &parts.uri, body).await;
+    let reply = handlers::route(cluster, gateway, &parts.method, &parts.uri, body).await;
     tracing::debug!(method = %parts.method, uri = %parts.uri, elapsed_us = started.elapsed().as_micros() as u64, ok = reply.is_ok(), "admin request");
     respond(reply)
 }

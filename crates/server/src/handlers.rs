@@ -43,7 +43,7 @@ fn json(value: impl serde::Serialize) -> Result<Reply> {
 /// Routes one request.
 pub(crate) async fn route(
     cluster: &WeakCluster,
-    users: Option<&gateway::Users>,
+    gateway: Option<&gateway::Gateway>,
     method: &Method,
     uri: &Uri,
     body: Bytes,
@@ -51,7 +51,7 @@ pub(crate) async fn route(
     let segments = segments(uri.path())?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
     if let ["api", "users", rest @ ..] = segments.as_slice() {
-        return route_users(users, method, rest, &body).await;
+        return route_users(gateway.map(gateway::Gateway::users), method, rest, &body).await;
     }
     let cluster = cluster.get()?;
     let no_route = || ServerError::NoRoute {
@@ -60,7 +60,9 @@ pub(crate) async fn route(
     };
     match (method.as_str(), segments.as_slice()) {
         ("GET", ["status"]) => json(report::status(&cluster).await?),
-        ("GET", ["metrics"]) => Ok(Reply::Text(metrics::render(&cluster).await?)),
+        ("GET", ["metrics"]) => Ok(Reply::Text(
+            metrics::render(&cluster, gateway.map(gateway::Gateway::stats)).await?,
+        )),
         ("GET", ["api", "osd", "tree"]) => json(report::osd_tree(&cluster)),
         ("GET", ["api", "osd", "df"]) => json(report::osd_usage(&cluster.osd_stats())),
         ("POST", ["api", "osd", id, action]) => {

@@ -138,7 +138,7 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
             let rados: Arc<dyn Rados> = Arc::new(weak.clone());
             match gateway::serve(rados, addr, gateway_config).await {
                 Ok(server) => {
-                    admin.set_users(server.gateway.users().clone());
+                    admin.set_gateway(server.gateway.clone());
                     Some(server)
                 }
                 Err(error) => {

@@ -10,8 +10,11 @@ use device::OpStats;
 
 use crate::report;
 
-/// Renders every metric.
-pub async fn render(cluster: &Cluster) -> rados::Result<String> {
+/// Renders every metric (the S3 gateway's counters when it runs).
+pub async fn render(
+    cluster: &Cluster,
+    gateway: Option<gateway::GatewayStats>,
+) -> rados::Result<String> {
     let stats = cluster.osd_stats();
     let pools = report::pools(cluster).await?;
     let pgs = report::pg_summary(cluster);
@@ -150,7 +153,40 @@ pub async fn render(cluster: &Cluster) -> rados::Result<String> {
         out.family(name, "counter", help);
         out.sample(name, &[], value as f64);
     }
+    if let Some(gateway) = gateway {
+        render_gateway(&mut out, gateway);
+    }
     Ok(out.0)
+}
+
+/// The S3 gateway's data reclamation: what overwrites and deletes freed, what went through
+/// the GC queue, and how often an index commit lost a race with another gateway.
+fn render_gateway(out: &mut Text, stats: gateway::GatewayStats) {
+    for (name, value, help) in [
+        (
+            "strata_s3_pieces_removed_total",
+            stats.pieces_removed,
+            "Data objects removed because an overwrite, delete or abort made them unreachable.",
+        ),
+        (
+            "strata_s3_gc_enqueued_total",
+            stats.gc_enqueued,
+            "Data objects whose removal failed and went to the GC queue.",
+        ),
+        (
+            "strata_s3_gc_reclaimed_total",
+            stats.gc_reclaimed,
+            "Data objects removed by GC passes.",
+        ),
+        (
+            "strata_s3_index_races_total",
+            stats.index_races,
+            "Index commits that found the entry changed by another gateway and were retried.",
+        ),
+    ] {
+        out.family(name, "counter", help);
+        out.sample(name, &[], value as f64);
+    }
 }
 
 fn render_device_ops(out: &mut Text, stats: &[OsdStats]) {

@@ -110,6 +110,9 @@ fn serve_and_drive_with_the_cli() {
     assert!(text.contains("strata_cluster_epoch "));
     assert!(text.contains("strata_pool_objects{pool=\"default\"} 1"));
     assert!(text.contains("strata_pgs{state=\"active+clean\"}"));
+    // The S3 gateway's reclamation counters (nothing overwritten yet).
+    assert!(text.contains("strata_s3_index_races_total 0"), "{text}");
+    assert!(text.contains("strata_s3_gc_enqueued_total 0"), "{text}");
 
     // Bad requests: 4xx with a JSON error naming the problem.
     let (code, body) = server.http("POST", "/api/pools", b"{\"name\": 5}");
