@@ -58,7 +58,7 @@ pub use auth::{AllowAll, ClusterAuth};
 pub use error::GatewayError;
 pub use server::{serve, Server};
 pub use service::Gateway;
-pub use store::GatewayStats;
+pub use store::{GatewayStats, OrphanReport};
 pub use users::{User, Users};
 
 /// How a gateway lays out and serves data.

@@ -3,7 +3,7 @@
 //! Everything S3-specific (headers, XML, auth) stays in [`crate::service`]; this module speaks
 //! only records ([`crate::layout`]) and byte streams.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -14,7 +14,7 @@ use rados::{IoCtx, PoolSpec, Rados, RadosError, WriteOp};
 use rand::{Rng, SeedableRng};
 
 use crate::error::{GatewayError, Result};
-use crate::layout::{self, BucketRecord, ObjectEntry, Piece, Versioning};
+use crate::layout::{self, BucketRecord, ObjectEntry, PartRecord, Piece, Versioning};
 use crate::versioning::{self, Found, KeyState, Plan, Version};
 use crate::GatewayConfig;
 
@@ -30,6 +30,25 @@ pub struct GatewayStats {
     /// Index commits that lost a race with another gateway (the entry changed between the
     /// read and the guarded write) and were decided again.
     pub index_races: u64,
+    /// Unreferenced data objects removed by orphan collection.
+    pub orphans_removed: u64,
+}
+
+/// What one [`Store::collect_orphans`] pass found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OrphanReport {
+    /// Objects in the data pool.
+    pub data_objects: u64,
+    /// Data objects index entries and uploaded parts refer to.
+    pub referenced: u64,
+    /// Unreferenced objects younger than the grace period (possibly a PUT in progress).
+    pub too_young: u64,
+    /// Unreferenced objects older than the grace period.
+    pub orphans: Vec<String>,
+    /// Their logical bytes.
+    pub orphan_bytes: u64,
+    /// How many of them were removed (none in a dry run).
+    pub removed: u64,
 }
 
 #[derive(Default)]
@@ -38,6 +57,7 @@ struct Counters {
     gc_enqueued: AtomicU64,
     gc_reclaimed: AtomicU64,
     index_races: AtomicU64,
+    orphans_removed: AtomicU64,
 }
 
 /// How many times one index update is decided again after losing a race before the request
@@ -177,6 +197,7 @@ impl Store {
             gc_enqueued: self.counters.gc_enqueued.load(Ordering::Relaxed),
             gc_reclaimed: self.counters.gc_reclaimed.load(Ordering::Relaxed),
             index_races: self.counters.index_races.load(Ordering::Relaxed),
+            orphans_removed: self.counters.orphans_removed.load(Ordering::Relaxed),
         }
     }
 
@@ -948,6 +969,98 @@ impl Store {
                 .fetch_add(reclaimed, Ordering::Relaxed);
         }
         Ok(reclaimed)
+    }
+
+    /// Every omap entry of `oid` in `io` (none when the object does not exist).
+    async fn omap_all(&self, io: &Arc<dyn IoCtx>, oid: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        loop {
+            let after = out.last().map(|(k, _)| k.clone());
+            let page = match io.omap_get_vals(oid, after.as_deref(), b"", 1000).await {
+                Ok(page) => page,
+                Err(RadosError::NotFound(_)) => return Ok(out),
+                Err(error) => return Err(error.into()),
+            };
+            let done = !page.more || page.entries.is_empty();
+            out.extend(page.entries);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Every data object some index entry or uploaded part refers to. Uploads are read before
+    /// the index shards: a multipart completion commits its entry before it forgets the
+    /// upload, so a part moving from one to the other is seen in at least one of them.
+    async fn referenced_pieces(&self) -> Result<HashSet<String>> {
+        let mut referenced = HashSet::new();
+        for bucket in self.buckets().await? {
+            let uploads = self
+                .omap_all(&self.index, &layout::uploads_object(&bucket.id))
+                .await?;
+            for (raw, _) in uploads {
+                let Some(at) = raw.iter().position(|&b| b == 0) else {
+                    continue;
+                };
+                let upload_id = String::from_utf8_lossy(&raw[at + 1..]).into_owned();
+                let oid = layout::upload_object(&bucket.id, &upload_id);
+                for (_, value) in self.omap_all(&self.index, &oid).await? {
+                    let part: PartRecord = layout::decode(&value)?;
+                    referenced.extend(part.pieces.into_iter().map(|p| p.oid));
+                }
+            }
+            for shard in 0..bucket.shards {
+                let oid = layout::index_shard_object(&bucket.id, shard);
+                for (_, value) in self.omap_all(&self.index, &oid).await? {
+                    let entry: ObjectEntry = layout::decode(&value)?;
+                    referenced.extend(entry.pieces.into_iter().map(|p| p.oid));
+                }
+            }
+        }
+        Ok(referenced)
+    }
+
+    /// Finds data objects no index entry or uploaded part refers to and that are older than
+    /// `grace_ns` (so a PUT still writing its data is left alone), and removes them unless
+    /// `dry_run`. Such objects are left by a gateway that died between writing an object's
+    /// data and committing its index entry (overwrites and deletes free their data
+    /// themselves), like the orphans radosgw's `rgw-orphan-list` finds.
+    pub async fn collect_orphans(&self, grace_ns: u64, dry_run: bool) -> Result<OrphanReport> {
+        let referenced = self.referenced_pieces().await?;
+        let names = self.data.list_all().await?;
+        let now_ns = self.now_ns();
+        let mut report = OrphanReport {
+            data_objects: names.len() as u64,
+            referenced: referenced.len() as u64,
+            ..OrphanReport::default()
+        };
+        for name in names {
+            if referenced.contains(&name) {
+                continue;
+            }
+            let stat = match self.data.stat(&name).await {
+                Ok(stat) => stat,
+                Err(RadosError::NotFound(_)) => continue,
+                Err(error) => return Err(error.into()),
+            };
+            if now_ns.saturating_sub(stat.mtime_ns) < grace_ns {
+                report.too_young += 1;
+                continue;
+            }
+            report.orphans.push(name.clone());
+            report.orphan_bytes += stat.size_bytes;
+            if !dry_run {
+                match self.data.remove(&name).await {
+                    Ok(()) => report.removed += 1,
+                    Err(RadosError::NotFound(_)) => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+        self.counters
+            .orphans_removed
+            .fetch_add(report.removed, Ordering::Relaxed);
+        Ok(report)
     }
 
     /// Serialises changes of one multipart upload part (or an upload as a whole).

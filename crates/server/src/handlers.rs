@@ -16,6 +16,7 @@
 //! | `POST /api/scrub?pool=P&repair=true`   | deep scrub, returns the report         |
 //! | `GET /api/users`, `POST /api/users`    | S3 users: list, create (`{"uid",...}`) |
 //! | `GET/DELETE /api/users/{uid}`          | one user's keys, remove it             |
+//! | `POST /api/gc?grace_s=S&dry_run=true`  | S3 orphan collection, returns the report |
 
 use bytes::Bytes;
 use hyper::{Method, Uri};
@@ -50,6 +51,9 @@ pub(crate) async fn route(
 ) -> Result<Reply> {
     let segments = segments(uri.path())?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    if let ("POST", ["api", "gc"]) = (method.as_str(), segments.as_slice()) {
+        return collect_orphans(gateway, uri).await;
+    }
     if let ["api", "users", rest @ ..] = segments.as_slice() {
         return route_users(gateway.map(gateway::Gateway::users), method, rest, &body).await;
     }
@@ -162,6 +166,41 @@ pub(crate) async fn route(
         }
         _ => Err(no_route()),
     }
+}
+
+/// `POST /api/gc?grace_s=S&dry_run=true`: the S3 gateway's orphan collection (data objects no
+/// index entry or part refers to, older than the grace period; default one hour).
+async fn collect_orphans(gateway: Option<&gateway::Gateway>, uri: &Uri) -> Result<Reply> {
+    let Some(gateway) = gateway else {
+        return Err(ServerError::BadRequest(
+            "S3 is not served (strata serve --no-s3), so there is no S3 data to collect".into(),
+        ));
+    };
+    let mut grace_s: u64 = 3600;
+    let mut dry_run = false;
+    for (name, value) in query(uri)? {
+        match name.as_str() {
+            "grace_s" => {
+                grace_s = value.parse().map_err(|_| {
+                    ServerError::BadRequest(format!(
+                        "grace_s {value:?} is not a whole number of seconds"
+                    ))
+                })?
+            }
+            "dry_run" => dry_run = value == "true" || value == "1",
+            other => {
+                return Err(ServerError::BadRequest(format!(
+                    "unknown parameter {other:?} (grace_s, dry_run)"
+                )))
+            }
+        }
+    }
+    let grace_ns = grace_s.saturating_mul(1_000_000_000);
+    let report = gateway
+        .collect_orphans(grace_ns, dry_run)
+        .await
+        .map_err(user_error)?;
+    json(report)
 }
 
 /// `/api/users...`: the gateway's user table, as `radosgw-admin user` manages it.

@@ -179,6 +179,11 @@ fn render_gateway(out: &mut Text, stats: gateway::GatewayStats) {
             "Data objects removed by GC passes.",
         ),
         (
+            "strata_s3_orphans_removed_total",
+            stats.orphans_removed,
+            "Unreferenced data objects removed by orphan collection (strata gc).",
+        ),
+        (
             "strata_s3_index_races_total",
             stats.index_races,
             "Index commits that found the entry changed by another gateway and were retried.",

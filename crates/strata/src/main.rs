@@ -60,6 +60,9 @@ enum Command {
     Stat(cmd::admin::object::ObjectArgs),
     /// Deep-scrub every pool (or one), comparing replicas; `--repair` fixes bad copies.
     Scrub(cmd::admin::scrub::Args),
+    /// Find and remove S3 data objects nothing refers to (left by a gateway that died
+    /// mid-upload), older than a grace period.
+    Gc(cmd::admin::gc::Args),
     /// Test helpers.
     #[command(hide = true)]
     Debug(cmd::debug::Args),
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::Ls(args) => cmd::admin::object::ls(args),
         Command::Stat(args) => cmd::admin::object::stat(args),
         Command::Scrub(args) => cmd::admin::scrub::run(args),
+        Command::Gc(args) => cmd::admin::gc::run(args),
         Command::Debug(args) => cmd::debug::run(args),
     };
     match result {

@@ -91,6 +91,8 @@ fn serve_and_drive_with_the_cli() {
     assert!(df.contains("DATA-HOLE%") && df.contains("default"), "{df}");
     let scrub = server.ok(&["scrub", "default"]);
     assert!(scrub.contains("clean"), "{scrub}");
+    let gc = server.ok(&["gc", "--dry-run", "--grace-s", "0"]);
+    assert!(gc.contains("orphans 0 (0 bytes), removed 0"), "{gc}");
 
     // /metrics: every sample line is `name{labels} value`.
     let (code, body) = server.http("GET", "/metrics", b"");

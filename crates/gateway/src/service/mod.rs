@@ -19,7 +19,7 @@ use crate::acl::{self, Permission, Requester};
 use crate::error::{GatewayError, Result};
 use crate::layout::BucketRecord;
 use crate::policy::{arn, Context, Decision, Policy};
-use crate::store::{Clock, GatewayStats, Store};
+use crate::store::{Clock, GatewayStats, OrphanReport, Store};
 use crate::users::Users;
 use crate::GatewayConfig;
 
@@ -76,6 +76,12 @@ impl Gateway {
     /// One GC pass over the queue of data objects whose removal failed.
     pub async fn reclaim(&self) -> Result<u64> {
         self.store.reclaim().await
+    }
+
+    /// Finds (and unless `dry_run` removes) data objects nothing refers to that are older
+    /// than `grace_ns`: see [`crate::OrphanReport`].
+    pub async fn collect_orphans(&self, grace_ns: u64, dry_run: bool) -> Result<OrphanReport> {
+        self.store.collect_orphans(grace_ns, dry_run).await
     }
 
     async fn requester<T>(&self, req: &S3Request<T>) -> Result<Requester> {

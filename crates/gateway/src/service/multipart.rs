@@ -2,7 +2,7 @@
 //! at completion (no data is copied).
 
 use md5::{Digest, Md5};
-use rados::RadosError;
+use rados::{RadosError, WriteOp};
 use s3s::dto::*;
 use s3s::S3Request;
 
@@ -140,27 +140,44 @@ impl Gateway {
             .store
             .lock_upload(upload_id, &part.number.to_string())
             .await;
-        let old = match self
-            .store
-            .index
-            .omap_get_vals_by_keys(&oid, std::slice::from_ref(&key))
-            .await
-        {
-            Ok(found) => found
-                .get(&key)
-                .map(|v| layout::decode::<PartRecord>(v))
-                .transpose()?,
-            Err(RadosError::NotFound(_)) => None,
-            Err(error) => return Err(error.into()),
-        };
-        self.store
-            .index
-            .omap_set(&oid, vec![(key, layout::encode(&part))])
-            .await?;
-        if let Some(old) = old {
-            self.store.remove_pieces(old.pieces).await;
+        // Guarded as the index entries are (see `Store::update_plain`): another gateway
+        // storing the same part meanwhile makes this one read again, so the part it replaces
+        // (and frees) is the one the record held.
+        let encoded = layout::encode(&part);
+        for _ in 0..64 {
+            let stored = match self
+                .store
+                .index
+                .omap_get_vals_by_keys(&oid, std::slice::from_ref(&key))
+                .await
+            {
+                Ok(mut found) => found.remove(&key),
+                Err(RadosError::NotFound(_)) => None,
+                Err(error) => return Err(error.into()),
+            };
+            let old = stored
+                .as_deref()
+                .map(layout::decode::<PartRecord>)
+                .transpose()?;
+            let op = WriteOp::new()
+                .compare_omap(key.clone(), stored)
+                .omap_set(vec![(key.clone(), encoded.clone())]);
+            match self.store.index.operate(&oid, op).await {
+                Ok(()) => {
+                    if let Some(old) = old {
+                        self.store.remove_pieces(old.pieces).await;
+                    }
+                    return Ok(());
+                }
+                Err(RadosError::CompareFailed(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
         }
-        Ok(())
+        Err(RadosError::CompareFailed(format!(
+            "part {} of upload {upload_id}: changed under 64 attempts in a row",
+            part.number
+        ))
+        .into())
     }
 
     fn check_part_number(number: i32) -> Result<()> {

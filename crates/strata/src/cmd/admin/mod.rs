@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod df;
+pub mod gc;
 pub mod object;
 pub mod osd;
 pub mod pool;
