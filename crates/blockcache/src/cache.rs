@@ -88,6 +88,8 @@ struct Inner {
     /// rounds (oldest-first under alru: scattered addresses) do not break the flush's
     /// address-ordered stream into seeks on an HDD core.
     flushes_running: AtomicU64,
+    /// What the cores are, in order (see [`BlockCache::start_labelled`]).
+    core_labels: Vec<String>,
 }
 
 /// Stripe guards held for a request: one without an allocation, or several. Never read:
@@ -180,11 +182,33 @@ impl BlockCache {
     pub async fn start(
         cache: Arc<dyn Device>,
         core: Arc<dyn Device>,
-        mut config: CacheConfig,
+        config: CacheConfig,
         classes: IoClasses,
         start: StartMode,
     ) -> Result<Arc<BlockCache>, CacheError> {
+        Self::start_labelled(cache, core, config, classes, start, Vec::new()).await
+    }
+
+    /// [`BlockCache::start`], recording what the cores are (`core_labels`, in order, e.g.
+    /// their paths) in the superblock. A later load with labels must give the same ones in
+    /// the same order: with several cores laid end to end ([`crate::CoreSet`]), another order
+    /// would hand one core's cached (and dirty) lines to another. Open-CAS likewise matches
+    /// cores by their recorded device ids on load.
+    pub async fn start_labelled(
+        cache: Arc<dyn Device>,
+        core: Arc<dyn Device>,
+        mut config: CacheConfig,
+        classes: IoClasses,
+        start: StartMode,
+        core_labels: Vec<String>,
+    ) -> Result<Arc<BlockCache>, CacheError> {
         config.validate()?;
+        if !layout::core_labels_fit(&core_labels) {
+            return Err(CacheError::InvalidConfig(format!(
+                "the core names take more than the superblock's {} bytes",
+                layout::CORE_LABELS_BYTES_MAX
+            )));
+        }
         if !BLOCK_BYTES.is_multiple_of(cache.block_size_bytes()) {
             return Err(CacheError::InvalidConfig(format!(
                 "cache block size {} does not divide 4 KiB",
@@ -204,7 +228,7 @@ impl BlockCache {
             (StartMode::Load, Some(superblock)) => Some(superblock),
             _ => None,
         };
-        let layout = match loaded {
+        let layout = match &loaded {
             Some(superblock) => {
                 if superblock.layout.end_bytes() > cache.size_bytes() {
                     return Err(CacheError::Corrupt(
@@ -216,6 +240,16 @@ impl BlockCache {
                         "cache was made for a core of {} bytes, this core has {}",
                         superblock.core_size_bytes,
                         core.size_bytes()
+                    )));
+                }
+                if !superblock.core_labels.is_empty()
+                    && !core_labels.is_empty()
+                    && superblock.core_labels != core_labels
+                {
+                    return Err(CacheError::InvalidConfig(format!(
+                        "cache was made for cores {:?} in that order, not {:?}: give the same \
+                         cores in the same order to load it",
+                        superblock.core_labels, core_labels
                     )));
                 }
                 config.line_size_bytes = superblock.layout.line_size_bytes;
@@ -251,6 +285,11 @@ impl BlockCache {
             wake: Notify::new(),
             stopping: AtomicBool::new(false),
             flushes_running: AtomicU64::new(0),
+            core_labels: match &loaded {
+                // A load without labels keeps the recorded ones.
+                Some(superblock) if core_labels.is_empty() => superblock.core_labels.clone(),
+                _ => core_labels,
+            },
         });
         let recovered_dirty = match loaded {
             Some(superblock) if superblock.clean_shutdown => {
@@ -1004,6 +1043,7 @@ impl Inner {
             mode: self.lock().config.mode,
             layout: self.layout,
             core_size_bytes: self.core.size_bytes(),
+            core_labels: self.core_labels.clone(),
         };
         self.cache.flush().await?;
         self.cache.write_at(0, &superblock.encode()).await?;

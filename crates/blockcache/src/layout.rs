@@ -4,6 +4,7 @@
 //! [superblock 4 KiB][metadata blocks, 4 KiB each, 255 line entries][line 0][line 1]...
 //! ```
 //! Superblock: magic, version, clean-shutdown flag, mode, line size, line count, core size,
+//! the cores' labels (count, then length-prefixed UTF-8; zero in caches made before labels),
 //! crc32c. Metadata block: 255 entries of 16 bytes (core line, flags valid/dirty, class),
 //! then block index, magic and crc32c. Both are checksummed before they are written and
 //! verified after they are read.
@@ -83,8 +84,14 @@ impl Layout {
     }
 }
 
+/// Where the core labels start in the superblock, and the most bytes they may take.
+const LABELS_AT: usize = 40;
+/// Bytes the labels may take (count and every length included): the rest of the block
+/// before the checksum.
+pub const CORE_LABELS_BYTES_MAX: usize = 4092 - LABELS_AT;
+
 /// What the superblock records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {
     /// The cache was stopped cleanly (every metadata block written after the last change).
     pub clean_shutdown: bool,
@@ -94,6 +101,16 @@ pub struct Superblock {
     pub layout: Layout,
     /// Size of the core device.
     pub core_size_bytes: u64,
+    /// What the cores were, in order (e.g. their paths): with several cores laid end to end,
+    /// loading them in another order would hand one core's cached lines to another, so a
+    /// load compares them. Empty when the caller gave none.
+    pub core_labels: Vec<String>,
+}
+
+/// Whether `labels` fit in a superblock.
+pub fn core_labels_fit(labels: &[String]) -> bool {
+    2 + labels.iter().map(|l| 2 + l.len()).sum::<usize>() <= CORE_LABELS_BYTES_MAX
+        && labels.iter().all(|l| l.len() <= usize::from(u16::MAX))
 }
 
 impl Superblock {
@@ -107,6 +124,19 @@ impl Superblock {
         out[16..24].copy_from_slice(&self.layout.line_size_bytes.to_le_bytes());
         out[24..32].copy_from_slice(&self.layout.lines.to_le_bytes());
         out[32..40].copy_from_slice(&self.core_size_bytes.to_le_bytes());
+        // Callers check `core_labels_fit` before a cache is made; labels that would not fit
+        // are not recorded rather than cut (a cut label could match a wrong core).
+        if core_labels_fit(&self.core_labels) {
+            let mut at = LABELS_AT;
+            out[at..at + 2].copy_from_slice(&(self.core_labels.len() as u16).to_le_bytes());
+            at += 2;
+            for label in &self.core_labels {
+                out[at..at + 2].copy_from_slice(&(label.len() as u16).to_le_bytes());
+                at += 2;
+                out[at..at + label.len()].copy_from_slice(label.as_bytes());
+                at += label.len();
+            }
+        }
         seal(&mut out);
         out
     }
@@ -133,8 +163,33 @@ impl Superblock {
             mode,
             layout,
             core_size_bytes: read_u64(block, 32),
+            core_labels: decode_labels(block)?,
         }))
     }
+}
+
+/// The core labels of a (checksum-verified) superblock.
+fn decode_labels(block: &[u8]) -> Result<Vec<String>, CacheError> {
+    let bad = || CacheError::Corrupt("superblock core labels overrun the block".into());
+    let read_u16 = |at: usize| -> Result<usize, CacheError> {
+        let bytes = block.get(at..at + 2).ok_or_else(bad)?;
+        Ok(usize::from(u16::from_le_bytes([bytes[0], bytes[1]])))
+    };
+    let count = read_u16(LABELS_AT)?;
+    let mut at = LABELS_AT + 2;
+    let mut labels = Vec::with_capacity(count);
+    for _ in 0..count {
+        let length = read_u16(at)?;
+        at += 2;
+        if at + length > LABELS_AT + CORE_LABELS_BYTES_MAX {
+            return Err(bad());
+        }
+        let label = std::str::from_utf8(&block[at..at + length])
+            .map_err(|_| CacheError::Corrupt("superblock core label is not UTF-8".into()))?;
+        labels.push(label.to_string());
+        at += length;
+    }
+    Ok(labels)
 }
 
 /// One line's entry.
@@ -232,9 +287,24 @@ mod tests {
             mode: CacheMode::Wb,
             layout: Layout::plan(1 << 30, 8192).unwrap(),
             core_size_bytes: 1 << 40,
+            core_labels: vec!["/dev/sdb".into(), "/srv/core 2.img".into()],
         };
         let mut bytes = superblock.encode();
-        assert_eq!(Superblock::decode(&bytes).unwrap(), Some(superblock));
+        assert_eq!(
+            Superblock::decode(&bytes).unwrap(),
+            Some(superblock.clone())
+        );
+        let unlabelled = Superblock {
+            core_labels: Vec::new(),
+            ..superblock.clone()
+        };
+        assert_eq!(
+            Superblock::decode(&unlabelled.encode()).unwrap(),
+            Some(unlabelled)
+        );
+        let huge = vec!["x".repeat(3000), "y".repeat(3000)];
+        assert!(!core_labels_fit(&huge));
+        assert!(core_labels_fit(&superblock.core_labels));
         bytes[20] ^= 1;
         assert!(Superblock::decode(&bytes).is_err());
         assert_eq!(Superblock::decode(&[0u8; 4096]).unwrap(), None);

@@ -17,6 +17,33 @@ fn strata(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Runs `strata args` that must exit (e.g. a refused start); fails, not hangs, if it serves.
+fn exits_within_10_s(args: &[&str]) -> Output {
+    let mut child = Served(
+        Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "strata {args:?} is still running: it should have refused"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stdout = child.0.stdout.take().map(std::io::read_to_string);
+    let stderr = child.0.stderr.take().map(std::io::read_to_string);
+    Output {
+        status: child.try_wait().unwrap().expect("exited"),
+        stdout: stdout.and_then(Result::ok).unwrap_or_default().into_bytes(),
+        stderr: stderr.and_then(Result::ok).unwrap_or_default().into_bytes(),
+    }
+}
+
 struct Paths {
     _directory: tempfile::TempDir,
     root: PathBuf,
@@ -389,4 +416,28 @@ fn two_cores_are_exported_separately() {
     assert!(core2[(8 << 20) - 4096..].iter().all(|&b| b == 12));
     assert!(core1[8192..(12 << 20) - 4096].iter().all(|&b| b == 0));
     assert!(core2[8192..(8 << 20) - 4096].iter().all(|&b| b == 0));
+
+    // The superblock names the cores in order: the same total size in another order (which
+    // would hand core1's lines to core2) is refused; the same order loads.
+    let load = |first: &str, second: &str| {
+        exits_within_10_s(&[
+            "cache",
+            "start",
+            "--load",
+            "--cache",
+            &format!("file:{}", paths.text("cache.img")),
+            "--core",
+            &format!("file:{}", paths.text(first)),
+            "--core",
+            &format!("file:{}", paths.text(second)),
+            "--socket",
+            &paths.text("nbd.sock"),
+            "--control",
+            &paths.text("ctl"),
+        ])
+    };
+    let swapped = load("core2.img", "core1.img");
+    let stderr = String::from_utf8_lossy(&swapped.stderr);
+    assert!(!swapped.status.success(), "swapped cores loaded");
+    assert!(stderr.contains("in that order"), "{stderr}");
 }

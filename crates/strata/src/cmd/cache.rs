@@ -375,8 +375,27 @@ fn start(args: StartArgs) -> Result<ExitCode> {
             (_, true) => StartMode::Force,
             _ => StartMode::Create,
         };
-        let cache =
-            BlockCache::start(cache_device, core_device, config, classes, start_mode).await?;
+        // What the superblock records of the cores: their absolute paths (not the emulation
+        // profile, which only changes timing), so a load can refuse cores in another order.
+        let core_labels = core_specs
+            .iter()
+            .map(|spec| match &spec.backing {
+                device::Backing::File { path, .. } => std::fs::canonicalize(path)
+                    .unwrap_or_else(|_| path.clone())
+                    .display()
+                    .to_string(),
+                device::Backing::Memory { size_bytes } => format!("memory:{size_bytes}"),
+            })
+            .collect();
+        let cache = BlockCache::start_labelled(
+            cache_device,
+            core_device,
+            config,
+            classes,
+            start_mode,
+            core_labels,
+        )
+        .await?;
         let stats = cache.cache_stats();
         println!(
             "cache: started mode {} line {} KiB, {} lines ({} occupied, {} dirty)",
