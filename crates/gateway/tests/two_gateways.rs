@@ -6,70 +6,18 @@
 //! lost a race and orphaned data fails. Then orphan collection (`strata gc`) must remove a
 //! planted orphan (a crashed PUT's data) and nothing live, which the script reads back.
 
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::Arc;
-
-use cluster::{Cluster, ClusterConfig, ClusterOptions, HostConfig, OsdConfig};
-use gateway::{serve, GatewayConfig};
-use rados::Rados;
-
-fn one_osd_config() -> ClusterConfig {
-    let mut config = ClusterConfig::empty();
-    config.scrub_interval_s = 0;
-    // The protocol is under test here, not fsync: the cluster's own tests cover durability.
-    config.durable = false;
-    config.hosts.push(HostConfig {
-        name: "host0".into(),
-    });
-    config.osds.push(OsdConfig {
-        id: 0,
-        host: "host0".into(),
-        device: "file:osd.0.img:1G".into(),
-        size: None,
-        class: "ssd".into(),
-        weight: Some(1.0),
-        min_alloc_size: 4096,
-        emulation: None,
-    });
-    config
-}
-
-fn have_boto3() -> bool {
-    std::process::Command::new("python3")
-        .args(["-c", "import boto3"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
+mod common;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gateways_racing_on_one_key_leave_no_orphaned_data_and_gc_spares_live_data() {
-    if !have_boto3() {
-        // CI installs boto3 in scripts/test.sh; a developer machine without it skips loudly.
-        eprintln!("SKIPPED: python3 with boto3 is not available");
+    if !common::have_boto3() {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
-    let cluster = Cluster::create(dir.path(), one_osd_config(), ClusterOptions::default())
-        .await
-        .expect("cluster");
-    let rados: Arc<dyn Rados> = Arc::new(cluster);
-    let config = GatewayConfig::default();
-    let any_port = "127.0.0.1:0".parse().unwrap();
-    let first = serve(rados.clone(), any_port, config.clone())
-        .await
-        .expect("gateway A");
-    let second = serve(rados.clone(), any_port, config.clone())
-        .await
-        .expect("gateway B");
-    let user = first
-        .gateway
-        .users()
-        .create("main", "Main User", "", None)
-        .await
-        .expect("user");
+    let (rados, config, mut servers) = common::cluster_and_gateways(dir.path(), "1G", 2).await;
+    let second = servers.pop().expect("gateway B");
+    let first = servers.pop().expect("gateway A");
+    let user = common::user(&first, "main").await;
 
     let endpoints = [first.local_addr, second.local_addr];
     let stdout = run_script(&endpoints, &user, "race").await;
@@ -125,26 +73,10 @@ async fn run_script(
     user: &gateway::User,
     phase: &str,
 ) -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/two_gateways.py");
-    let output = tokio::process::Command::new("python3")
-        .arg(script)
-        .arg(phase)
-        .env("ENDPOINT_A", format!("http://{}", endpoints[0]))
-        .env("ENDPOINT_B", format!("http://{}", endpoints[1]))
-        .env("MAIN_AK", &user.access_key)
-        .env("MAIN_SK", &user.secret_key)
-        .env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-        .output()
-        .await
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        output.status.success(),
-        "phase {phase} failed:\n{stdout}\n{stderr}"
-    );
-    stdout
+    let mut env = vec![
+        ("ENDPOINT_A", format!("http://{}", endpoints[0])),
+        ("ENDPOINT_B", format!("http://{}", endpoints[1])),
+    ];
+    env.extend(common::main_keys(user));
+    common::run_script("tests/two_gateways.py", &[phase], &env).await
 }

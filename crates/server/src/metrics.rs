@@ -123,7 +123,7 @@ pub async fn render(
         &[],
         recovery.pgs_pending as f64,
     );
-    for (name, value, help) in [
+    let recovery_counters = [
         (
             "strata_recovery_pgs_recovered_total",
             recovery.pgs_recovered,
@@ -149,10 +149,8 @@ pub async fn render(
             recovery.errors,
             "Recovery failures (retried).",
         ),
-    ] {
-        out.family(name, "counter", help);
-        out.sample(name, &[], value as f64);
-    }
+    ];
+    counters(&mut out, &recovery_counters);
     if let Some(gateway) = gateway {
         render_gateway(&mut out, gateway);
     }
@@ -162,7 +160,7 @@ pub async fn render(
 /// The S3 gateway's data reclamation: what overwrites and deletes freed, what went through
 /// the GC queue, and how often an index commit lost a race with another gateway.
 fn render_gateway(out: &mut Text, stats: gateway::GatewayStats) {
-    for (name, value, help) in [
+    let gateway_counters = [
         (
             "strata_s3_pieces_removed_total",
             stats.pieces_removed,
@@ -188,7 +186,13 @@ fn render_gateway(out: &mut Text, stats: gateway::GatewayStats) {
             stats.index_races,
             "Index commits that found the entry changed by another gateway and were retried.",
         ),
-    ] {
+    ];
+    counters(out, &gateway_counters);
+}
+
+/// Unlabelled counters: (name, value, help) each.
+fn counters(out: &mut Text, rows: &[(&str, u64, &str)]) {
+    for &(name, value, help) in rows {
         out.family(name, "counter", help);
         out.sample(name, &[], value as f64);
     }
