@@ -128,6 +128,7 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "split" => config.split = number != 0.0,
             "persist" => config.persist = number.clamp(1.0, 1e6) as u32,
             "switch_cost" => config.switch_cost = number.max(0.0),
+            "shadow_budget" => config.shadow_budget = number != 0.0,
             "split_shapes" => config.split_shapes = number != 0.0,
             "split_max" => config.split_max = number.clamp(0.0, 0.9),
             "split_min" => config.split_min = number.clamp(0.0, 0.9),

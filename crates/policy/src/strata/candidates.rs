@@ -214,6 +214,14 @@ impl Shadow {
         })
     }
 
+    /// Caps the flash writes of our shapes' shadows at `writes` so far (see
+    /// `StrataConfig::shadow_budget`).
+    pub(super) fn allow_writes(&mut self, writes: f64) {
+        if let Shadow::Queues(e, _) = self {
+            e.write_allowance = writes;
+        }
+    }
+
     /// The buffer's target share of the capacity, for our shapes.
     pub(super) fn buffer_share(&self) -> Option<f64> {
         match self {

@@ -52,6 +52,9 @@
 //! - `switch_cost`: charges a switch the misses of moving objects between buffer and main
 //!   (per object of the capacity that changes side); `persist`: a challenger must lead that many
 //!   epochs running. Both switched less and lost more cells than they won.
+//! - `shadow_budget`: the shadows of our shapes get the live cache's write budget (scaled by
+//!   the sampling rate), so a write-hungry shape is scored as the live cache would run it. It
+//!   moved only P12 5% and 10% (one better, one worse).
 //!
 //! **Write budget.** A shadow admit-all LRU of the same size counts what LRU would write (its
 //! misses). A promotion or ghost admission is a flash write and happens only while the writes so
@@ -151,6 +154,11 @@ pub struct StrataConfig {
     /// the buffer's ghost grows the buffer, a hit in main's ghost (ids of objects evicted from
     /// main) shrinks it. The selector then picks only the threshold and the gate. Default false.
     pub split: bool,
+    /// Give the shadows of our shapes the live cache's write budget (their writes stay below
+    /// `budget` x the budget LRU's misses, scaled by the sampling rate), so that a shape that
+    /// writes more than the budget allows is scored as the live cache would run it. Default
+    /// false.
+    pub shadow_budget: bool,
     /// Also try shapes whose split adapts (`split` on for them only). Default false.
     pub split_shapes: bool,
     /// Largest buffer share `split` may reach. Default 0.4.
@@ -188,6 +196,7 @@ impl StrataConfig {
             budget: 0.33,
             split: false,
             split_shapes: false,
+            shadow_budget: false,
             split_max: 0.4,
             split_min: 0.01,
             main_ghost_admit: true,
@@ -249,6 +258,9 @@ pub struct Strata {
     sketch: Option<Frequencies>,
     /// Requests until the sketch's counters are halved.
     sketch_left: u64,
+    /// Flash writes allowed so far when this is a shadow without its own budget LRU: set by the
+    /// live cache from its budget (`shadow_budget`), unlimited otherwise.
+    write_allowance: f64,
 }
 
 impl Strata {
@@ -344,6 +356,7 @@ impl Strata {
             main_ghost,
             sketch: gated.then(|| Frequencies::new(sketch_period(&config))),
             sketch_left: sketch_period(&config),
+            write_allowance: f64::INFINITY,
             config,
         };
         strata.set_shape(config.small, config.threshold, config.gate);
@@ -418,8 +431,11 @@ impl Strata {
     }
 
     fn may_write(&self) -> bool {
-        self.config.budget.is_infinite()
-            || (self.writes as f64) < self.config.budget * self.lru_misses as f64
+        if self.config.budget.is_infinite() {
+            (self.writes as f64) < self.write_allowance
+        } else {
+            (self.writes as f64) < self.config.budget * self.lru_misses as f64
+        }
     }
 
     /// The frequency gate: whether an object leaving the buffer unpromoted is written to flash
@@ -574,12 +590,18 @@ impl Strata {
         {
             return;
         }
+        let allowance = if self.config.shadow_budget && self.config.budget.is_finite() {
+            self.config.budget * self.lru_misses as f64 * self.sample_rate
+        } else {
+            f64::INFINITY
+        };
         for (index, (shadow, misses)) in self
             .shadows
             .iter_mut()
             .zip(&mut self.epoch_misses)
             .enumerate()
         {
+            shadow.allow_writes(allowance);
             self.scratch.clear();
             let hit = shadow.replay(request, &mut self.scratch);
             *misses += u64::from(!hit);

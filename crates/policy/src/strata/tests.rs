@@ -303,6 +303,7 @@ mod properties {
             split_shapes: bool,
             switch_cost in prop::sample::select(vec![0.0, 0.5]),
             persist in 1u32..3,
+            shadow_budget: bool,
         ) {
             let mut config = StrataConfig::new(capacity);
             if let Candidate::Shape { small, threshold, .. } = CANDIDATES[shape] {
@@ -315,6 +316,7 @@ mod properties {
             config.split_shapes = split_shapes;
             config.switch_cost = switch_cost;
             config.persist = persist;
+            config.shadow_budget = shadow_budget;
             config.epoch_min = 50;
             let mut cache = Strata::new(config, 0);
             let (_, writes) = misses_and_writes(&mut cache, &keys);
