@@ -129,6 +129,8 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "persist" => config.persist = number.clamp(1.0, 1e6) as u32,
             "switch_cost" => config.switch_cost = number.max(0.0),
             "shadow_budget" => config.shadow_budget = number != 0.0,
+            "reset" => config.reset = number.max(0.0),
+            "dwell" => config.dwell = number.clamp(0.0, 1e6) as u32,
             "split_shapes" => config.split_shapes = number != 0.0,
             "split_max" => config.split_max = number.clamp(0.0, 0.9),
             "split_min" => config.split_min = number.clamp(0.0, 0.9),

@@ -49,9 +49,12 @@
 //!   adds two adaptive-split shapes (threshold 1 and 2) to the discrete ones. Both lost cells:
 //!   the adaptive split is worth it on OLTP, P12 10% and tiny caches but not on cloudPhysicsIO
 //!   5/10% or the synthetic hold-outs.
-//! - `switch_cost`: charges a switch the misses of moving objects between buffer and main
-//!   (per object of the capacity that changes side); `persist`: a challenger must lead that many
-//!   epochs running. Both switched less and lost more cells than they won.
+//! - Selector timing: `switch_cost` charges a switch the misses of moving objects between
+//!   buffer and main (per object of the capacity that changes side); `persist`: a challenger
+//!   must lead that many epochs running; `dwell`: no switch for that many epochs after one;
+//!   `reset`: a change detector on the shadows' mean miss ratio forgets the scores at a phase
+//!   change. None met more cells: every variant that helped P12 or request 10% lost
+//!   cloudPhysicsIO 5%.
 //! - `shadow_budget`: the shadows of our shapes get the live cache's write budget (scaled by
 //!   the sampling rate), so a write-hungry shape is scored as the live cache would run it. It
 //!   moved only P12 5% and 10% (one better, one worse).
@@ -82,7 +85,7 @@ const MAIN: u8 = 1;
 const GHOST: u8 = 2;
 /// Flash objects the leading shadow no longer holds: evicted before anything in `MAIN`.
 const STALE: u8 = 3;
-/// Ids of objects evicted from main (DRAM, ids only; kept only with `split`).
+/// Ids of objects evicted from main (DRAM, ids only; kept only when some shape adapts its split).
 const MAIN_GHOST: u8 = 4;
 
 mod candidates;
@@ -143,6 +146,11 @@ pub struct StrataConfig {
     /// Misses charged per object of the capacity that changes side (buffer to main or back)
     /// when the cache switches shape, against the challenger's per-epoch advantage. Default 0.
     pub switch_cost: f64,
+    /// Epochs after a switch during which the cache does not switch again. Default 0.
+    pub dwell: u32,
+    /// Forget the scores when the shadows' mean miss ratio jumps by more than this many mean
+    /// deviations (a phase change; 0 = never). Default 0.
+    pub reset: f64,
     /// Epochs running the same challenger must beat the leader before the cache switches to
     /// it. Default 1.
     pub persist: u32,
@@ -191,6 +199,8 @@ impl StrataConfig {
             sample_objects: 16_384,
             learn: false,
             persist: 1,
+            reset: 0.0,
+            dwell: 0,
             switch_cost: 0.0,
             decay: 0.5,
             budget: 0.33,
@@ -247,9 +257,16 @@ pub struct Strata {
     epoch_left: u64,
     /// Whether the frequency gate is on now.
     gate: bool,
+    /// The change detector's running level and mean deviation of the shadows' miss ratio, and
+    /// the epochs it has seen.
+    phase_level: f64,
+    phase_spread: f64,
+    phase_epochs: u64,
     /// The candidate that beat the leader at the last epochs' ends, and for how many running.
     challenger: usize,
     streak: u32,
+    /// Epochs left before the cache may switch again.
+    dwell_left: u32,
     /// Whether the buffer's share adapts now (ARC-like, on the two ghosts).
     splitting: bool,
     /// Whether main's evictions are remembered in `MAIN_GHOST` (some shape adapts its split).
@@ -352,7 +369,11 @@ impl Strata {
             gate: config.gate,
             splitting: config.split,
             challenger: leader,
+            phase_level: 0.0,
+            phase_spread: 0.0,
+            phase_epochs: 0,
             streak: 0,
+            dwell_left: 0,
             main_ghost,
             sketch: gated.then(|| Frequencies::new(sketch_period(&config))),
             sketch_left: sketch_period(&config),
@@ -620,6 +641,28 @@ impl Strata {
         }
     }
 
+    /// A change detector on the shadows' mean miss ratio per epoch (which the live cache's
+    /// switches do not disturb): true when this epoch's ratio is further from its running level
+    /// than `reset` x its running mean deviation (plus one point of noise floor).
+    fn phase_changed(&mut self) -> bool {
+        if self.config.reset <= 0.0 {
+            return false;
+        }
+        let requests = self.epoch_len as f64 * self.sample_rate * self.shadows.len() as f64;
+        let ratio = self.epoch_misses.iter().sum::<u64>() as f64 / requests.max(1.0);
+        let deviation = (ratio - self.phase_level).abs();
+        let changed =
+            self.phase_epochs >= 2 && deviation > self.config.reset * self.phase_spread + 0.01;
+        if self.phase_epochs == 0 {
+            self.phase_level = ratio;
+        } else {
+            self.phase_spread = 0.75 * self.phase_spread + 0.25 * deviation;
+            self.phase_level = 0.75 * self.phase_level + 0.25 * ratio;
+        }
+        self.phase_epochs += 1;
+        changed
+    }
+
     /// Counts the live cache's miss; at the end of an epoch folds the shadows' misses into
     /// decayed scores, learns how far the live cache trails the leader it follows, and adopts
     /// the candidate with the fewest expected misses.
@@ -638,6 +681,10 @@ impl Strata {
             - self.epoch_misses[self.leader] as f64 / self.sample_rate;
         let penalty = &mut self.penalties[self.leader];
         *penalty = 0.5 * *penalty + 0.5 * excess;
+        if self.phase_changed() {
+            // The past epochs describe another phase: score on this epoch alone.
+            self.scores.iter_mut().for_each(|score| *score = 0.0);
+        }
         for (score, misses) in self.scores.iter_mut().zip(&mut self.epoch_misses) {
             *score = *score * self.config.decay + std::mem::take(misses) as f64;
         }
@@ -672,6 +719,11 @@ impl Strata {
                 (expected(a) + moved_cost(a)).total_cmp(&(expected(b) + moved_cost(b)))
             })
             .unwrap_or(self.leader);
+        if self.dwell_left > 0 {
+            // The last switch's contents are still moving: let them settle first.
+            self.dwell_left -= 1;
+            return;
+        }
         if expected(best) >= expected(self.leader) * (1.0 - self.config.switch_margin) {
             self.streak = 0;
             return;
@@ -685,6 +737,7 @@ impl Strata {
         }
         if self.streak >= self.config.persist {
             self.streak = 0;
+            self.dwell_left = self.config.dwell;
             self.switch_to(best);
         }
     }
@@ -721,7 +774,7 @@ impl Strata {
         self.make_room(effects);
         *self.frequency_mut(key) = 0;
         let direct = ghost_hit
-            || (main_ghost_hit && self.config.main_ghost_admit)
+            || (main_ghost_hit && self.splitting && self.config.main_ghost_admit)
             || (self.following && self.leader_hit);
         if direct && self.may_write() {
             self.writes += 1;

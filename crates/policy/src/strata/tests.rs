@@ -304,6 +304,8 @@ mod properties {
             switch_cost in prop::sample::select(vec![0.0, 0.5]),
             persist in 1u32..3,
             shadow_budget: bool,
+            reset in prop::sample::select(vec![0.0, 1.0]),
+            dwell in 0u32..2,
         ) {
             let mut config = StrataConfig::new(capacity);
             if let Candidate::Shape { small, threshold, .. } = CANDIDATES[shape] {
@@ -317,6 +319,8 @@ mod properties {
             config.switch_cost = switch_cost;
             config.persist = persist;
             config.shadow_budget = shadow_budget;
+            config.reset = reset;
+            config.dwell = dwell;
             config.epoch_min = 50;
             let mut cache = Strata::new(config, 0);
             let (_, writes) = misses_and_writes(&mut cache, &keys);
