@@ -125,6 +125,16 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "epoch" => config.epoch = number.max(0.0),
             "decay" => config.decay = number.clamp(0.0, 1.0),
             "budget" => config.budget = number.max(0.0),
+            "split" => config.split = number != 0.0,
+            "persist" => config.persist = number.clamp(1.0, 1e6) as u32,
+            "switch_cost" => config.switch_cost = number.max(0.0),
+            "shadow_budget" => config.shadow_budget = number != 0.0,
+            "reset" => config.reset = number.max(0.0),
+            "dwell" => config.dwell = number.clamp(0.0, 1e6) as u32,
+            "split_shapes" => config.split_shapes = number != 0.0,
+            "split_max" => config.split_max = number.clamp(0.0, 0.9),
+            "split_min" => config.split_min = number.clamp(0.0, 0.9),
+            "main_ghost_admit" => config.main_ghost_admit = number != 0.0,
             _ => return Err(bad()),
         }
     }

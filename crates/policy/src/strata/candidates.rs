@@ -18,6 +18,9 @@ pub enum Candidate {
         /// written to flash when its long-term frequency (a TinyLFU-style sketch) beats that of
         /// main's next victim.
         gate: bool,
+        /// Whether the buffer's share adapts request by request, as ARC's recency target does
+        /// (`small` is then only the starting share; see [`super::StrataConfig::split`]).
+        split: bool,
     },
     /// Another policy, followed by membership: the live cache promotes and keeps what it holds.
     Follow(Foreign),
@@ -47,71 +50,97 @@ pub const CANDIDATES: &[Candidate] = &[
         small: 0.01,
         threshold: 1,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.05,
         threshold: 1,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.10,
         threshold: 1,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.25,
         threshold: 1,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.40,
         threshold: 1,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.01,
         threshold: 2,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.05,
         threshold: 2,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.10,
         threshold: 2,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.25,
         threshold: 2,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.40,
         threshold: 2,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.01,
         threshold: 1,
         gate: true,
+        split: false,
+    },
+    Candidate::Shape {
+        small: 0.10,
+        threshold: 1,
+        gate: false,
+        split: true,
+    },
+    Candidate::Shape {
+        small: 0.10,
+        threshold: 2,
+        gate: false,
+        split: true,
     },
     Candidate::Shape {
         small: 0.01,
         threshold: 0,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.10,
         threshold: 0,
         gate: false,
+        split: false,
     },
     Candidate::Shape {
         small: 0.25,
         threshold: 0,
         gate: false,
+        split: false,
     },
     Candidate::Follow(Foreign::Lru),
     Candidate::Follow(Foreign::Arc),
@@ -140,19 +169,24 @@ impl Shadow {
         candidate: Candidate,
         capacity: usize,
         key_space: usize,
-        ghost: f64,
+        live: &StrataConfig,
     ) -> Shadow {
         match candidate {
             Candidate::Shape {
                 small,
                 threshold,
                 gate,
+                split,
             } => {
                 let mut config = StrataConfig::new(capacity);
                 config.small = small;
                 config.threshold = threshold;
                 config.gate = gate;
-                config.ghost = ghost;
+                config.ghost = live.ghost;
+                config.split = live.split || split;
+                config.split_max = live.split_max;
+                config.split_min = live.split_min;
+                config.main_ghost_admit = live.main_ghost_admit;
                 config.adapt = false;
                 config.budget = f64::INFINITY;
                 Shadow::Queues(Box::new(Strata::new(config, key_space)), Effects::default())
@@ -178,6 +212,22 @@ impl Shadow {
             Shadow::Sieve(e) => e,
             Shadow::Fifo(e) => e,
         })
+    }
+
+    /// Caps the flash writes of our shapes' shadows at `writes` so far (see
+    /// `StrataConfig::shadow_budget`).
+    pub(super) fn allow_writes(&mut self, writes: f64) {
+        if let Shadow::Queues(e, _) = self {
+            e.write_allowance = writes;
+        }
+    }
+
+    /// The buffer's target share of the capacity, for our shapes.
+    pub(super) fn buffer_share(&self) -> Option<f64> {
+        match self {
+            Shadow::Queues(e, _) => Some(e.small_target as f64 / e.config.capacity as f64),
+            _ => None,
+        }
     }
 
     pub(super) fn contains(&self, key: Key) -> bool {

@@ -246,6 +246,36 @@ fn the_frequency_gate_admits_objects_requested_again_after_the_ghost_forgot_them
     );
 }
 
+#[test]
+fn the_adaptive_split_grows_the_buffer_on_recency_and_stays_within_its_bounds() {
+    // Each key requested twice, 30 new keys apart: in a 100-object cache a 10-object buffer
+    // forgets it before the second request (the buffer's ghost sees it), a 30-object one
+    // would hit it. The split grows toward its ceiling (40 objects) and hits. No write budget:
+    // with one, the ghost hits of the first requests spend it, and later ghost hits re-enter
+    // the buffer and crowd it (a steady state this two-request pattern never leaves).
+    let capacity = 100;
+    let keys = requests_twice(20_000, 30);
+    let mut config = StrataConfig::new(capacity);
+    config.budget = f64::INFINITY;
+    config.adapt = false;
+    config.split = true;
+    config.threshold = 1;
+    let mut cache = Strata::new(config, 0);
+    let (misses, _) = misses_and_writes(&mut cache, &keys);
+    assert!(
+        cache.small_target > 30 && cache.small_target <= 40,
+        "{}",
+        cache.small_target
+    );
+    config.split = false;
+    let mut fixed = Strata::new(config, 0);
+    let (fixed_misses, _) = misses_and_writes(&mut fixed, &keys);
+    assert!(
+        misses * 10 < fixed_misses * 9,
+        "{misses} vs fixed {fixed_misses}"
+    );
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -269,6 +299,13 @@ mod properties {
             shape in 0usize..CANDIDATES.len(),
             adapt: bool,
             gate: bool,
+            split: bool,
+            split_shapes: bool,
+            switch_cost in prop::sample::select(vec![0.0, 0.5]),
+            persist in 1u32..3,
+            shadow_budget: bool,
+            reset in prop::sample::select(vec![0.0, 1.0]),
+            dwell in 0u32..2,
         ) {
             let mut config = StrataConfig::new(capacity);
             if let Candidate::Shape { small, threshold, .. } = CANDIDATES[shape] {
@@ -277,6 +314,13 @@ mod properties {
             }
             config.gate = gate;
             config.adapt = adapt;
+            config.split = split;
+            config.split_shapes = split_shapes;
+            config.switch_cost = switch_cost;
+            config.persist = persist;
+            config.shadow_budget = shadow_budget;
+            config.reset = reset;
+            config.dwell = dwell;
             config.epoch_min = 50;
             let mut cache = Strata::new(config, 0);
             let (_, writes) = misses_and_writes(&mut cache, &keys);

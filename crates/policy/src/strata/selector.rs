@@ -1,0 +1,156 @@
+//! `strata`'s selector: at the end of every epoch it folds the shadows' misses into decayed
+//! scores and switches the live cache to the candidate with the fewest expected misses (with the
+//! opt-in timing knobs `switch_cost`, `persist`, `dwell` and `reset`).
+
+use super::{Candidate, Strata, MAIN, STALE};
+
+impl Strata {
+    /// Makes `index` the leader. Following another policy, flash objects it does not hold become
+    /// stale (evicted first); nothing is written or moved between media.
+    fn switch_to(&mut self, index: usize) {
+        self.leader = index;
+        match self.candidates[index] {
+            Candidate::Shape {
+                small,
+                threshold,
+                gate,
+                split,
+            } => {
+                self.following = false;
+                let current = self.small_target;
+                self.set_shape(small, threshold, gate);
+                self.splitting = self.config.split || split;
+                if self.config.split {
+                    // Every shape adapts: the split goes on from where it is now.
+                    self.small_target = current;
+                } else if split {
+                    // Start from the split the shadow has reached, then adapt on the live
+                    // cache's own ghosts.
+                    if let Some(share) = self.shadows[index].buffer_share() {
+                        self.small_target = (self.config.capacity as f64 * share) as usize;
+                    }
+                }
+            }
+            Candidate::Follow(_) => {
+                self.following = true;
+                self.splitting = self.config.split;
+                self.set_shape(self.config.follow_small, 1, false);
+                self.scratch.clear();
+                let mut key = self.lists.tail(MAIN);
+                while let Some(k) = key {
+                    if !self.shadows[index].contains(k) {
+                        self.scratch.push(k);
+                    }
+                    let newer = self.lists.newer(k);
+                    key = (newer != crate::list::NIL).then_some(newer);
+                }
+                for i in 0..self.scratch.len() {
+                    let k = self.scratch[i];
+                    self.lists.remove(k);
+                    self.lists.push_head(STALE, k);
+                }
+            }
+        }
+    }
+
+    /// A change detector on the shadows' mean miss ratio per epoch (which the live cache's
+    /// switches do not disturb): true when this epoch's ratio is further from its running level
+    /// than `reset` x its running mean deviation (plus one point of noise floor).
+    fn phase_changed(&mut self) -> bool {
+        if self.config.reset <= 0.0 {
+            return false;
+        }
+        let requests = self.epoch_len as f64 * self.sample_rate * self.shadows.len() as f64;
+        let ratio = self.epoch_misses.iter().sum::<u64>() as f64 / requests.max(1.0);
+        let deviation = (ratio - self.phase_level).abs();
+        let changed =
+            self.phase_epochs >= 2 && deviation > self.config.reset * self.phase_spread + 0.01;
+        if self.phase_epochs == 0 {
+            self.phase_level = ratio;
+        } else {
+            self.phase_spread = 0.75 * self.phase_spread + 0.25 * deviation;
+            self.phase_level = 0.75 * self.phase_level + 0.25 * ratio;
+        }
+        self.phase_epochs += 1;
+        changed
+    }
+
+    /// Counts the live cache's miss; at the end of an epoch folds the shadows' misses into
+    /// decayed scores, learns how far the live cache trails the leader it follows, and adopts
+    /// the candidate with the fewest expected misses.
+    pub(super) fn end_request(&mut self, hit: bool) {
+        if self.shadows.is_empty() {
+            return;
+        }
+        self.live_misses += u64::from(!hit);
+        self.epoch_left -= 1;
+        if self.epoch_left > 0 {
+            return;
+        }
+        self.epoch_left = self.epoch_len;
+        // Misses the live cache had beyond its leader's shadow: the price of following it.
+        let excess = std::mem::take(&mut self.live_misses) as f64
+            - self.epoch_misses[self.leader] as f64 / self.sample_rate;
+        let penalty = &mut self.penalties[self.leader];
+        *penalty = 0.5 * *penalty + 0.5 * excess;
+        if self.phase_changed() {
+            // The past epochs describe another phase: score on this epoch alone.
+            self.scores.iter_mut().for_each(|score| *score = 0.0);
+        }
+        for (score, misses) in self.scores.iter_mut().zip(&mut self.epoch_misses) {
+            *score = *score * self.config.decay + std::mem::take(misses) as f64;
+        }
+        // Scores sum decayed epochs (about 1 / (1 - decay) of them); penalties are per epoch.
+        let weight = 1.0 / (1.0 - self.config.decay).max(0.01);
+        let learn = self.config.learn;
+        let expected = |i: usize| {
+            self.scores[i]
+                + if learn {
+                    self.penalties[i].max(0.0) * weight
+                } else {
+                    0.0
+                }
+        };
+        // Moving the split costs misses the shadows never pay: the objects of the shrinking
+        // side leave before their time. Charge `switch_cost` misses per object of the capacity
+        // that changes side, against one epoch's advantage (in the shadows' sampled units).
+        let share = |i: usize| match self.candidates[i] {
+            Candidate::Shape { small, .. } => small,
+            Candidate::Follow(_) => self.config.follow_small,
+        };
+        let leader_share = share(self.leader);
+        let moved_cost = |i: usize| {
+            self.config.switch_cost
+                * (share(i) - leader_share).abs()
+                * self.config.capacity as f64
+                * self.sample_rate
+                / (1.0 - self.config.decay).max(0.01)
+        };
+        let best = (0..self.scores.len())
+            .min_by(|&a, &b| {
+                (expected(a) + moved_cost(a)).total_cmp(&(expected(b) + moved_cost(b)))
+            })
+            .unwrap_or(self.leader);
+        if self.dwell_left > 0 {
+            // The last switch's contents are still moving: let them settle first.
+            self.dwell_left -= 1;
+            return;
+        }
+        if expected(best) >= expected(self.leader) * (1.0 - self.config.switch_margin) {
+            self.streak = 0;
+            return;
+        }
+        // A change of leader must persist: the same challenger best `persist` epochs running.
+        if best == self.challenger {
+            self.streak += 1;
+        } else {
+            self.challenger = best;
+            self.streak = 1;
+        }
+        if self.streak >= self.config.persist {
+            self.streak = 0;
+            self.dwell_left = self.config.dwell;
+            self.switch_to(best);
+        }
+    }
+}
