@@ -45,6 +45,13 @@ pub struct ClusterConfig {
     /// for benchmarks (acknowledged writes may be lost on a crash).
     #[serde(default = "default_true")]
     pub durable: bool,
+    /// Consecutive device errors (EIO and the like from its data device or metadata store)
+    /// after which an OSD is marked down and out, so CRUSH places its PGs elsewhere and
+    /// recovery restores their replica count, as Ceph does with an OSD whose disk fails. A
+    /// store that cannot know what reached its media (a failed flush) is taken down at once.
+    /// 0 turns this off. Default 8.
+    #[serde(default = "default_osd_device_errors_max")]
+    pub osd_device_errors_max: u32,
     /// Failure domains: hosts, each holding OSDs.
     #[serde(default, rename = "host")]
     pub hosts: Vec<HostConfig>,
@@ -129,6 +136,10 @@ fn default_stats_period_s() -> u64 {
 fn default_access_objects_max() -> usize {
     100_000
 }
+fn default_osd_device_errors_max() -> u32 {
+    8
+}
+
 fn default_true() -> bool {
     true
 }
@@ -226,6 +237,7 @@ impl ClusterConfig {
             stats_period_s: default_stats_period_s(),
             access_objects_max: default_access_objects_max(),
             durable: true,
+            osd_device_errors_max: default_osd_device_errors_max(),
             hosts: Vec::new(),
             osds: Vec::new(),
             pools: Vec::new(),

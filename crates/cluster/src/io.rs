@@ -86,7 +86,9 @@ impl PoolHandle {
             let Some(osd) = inner.osds.get(&id) else {
                 continue;
             };
-            match read(osd).await {
+            let result = read(osd).await;
+            inner.note_osd_result(id, &result);
+            match result {
                 Ok(value) => {
                     inner.stats.read_errors(bad.len() as u64);
                     return Ok((value, bad, id));
@@ -331,6 +333,9 @@ impl PoolHandle {
             Some(async move { (osd.id, osd.apply(transaction, plan.data_bytes).await) })
         });
         let results = join_all(writes.collect()).await;
+        for (osd, result) in &results {
+            inner.note_osd_result(*osd, result);
+        }
         inner
             .stats
             .record_access(self.info.id, object, false, plan.data_bytes);

@@ -84,7 +84,7 @@ mod util;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use device::Device;
@@ -212,6 +212,9 @@ pub(crate) struct Inner {
     config: ClusterConfig,
     options: ClusterOptions,
     osds: BTreeMap<i32, Osd>,
+    /// Device errors of each OSD since its last success (see
+    /// `ClusterConfig::osd_device_errors_max`).
+    device_errors: BTreeMap<i32, AtomicU32>,
     state: Mutex<ClusterState>,
     map: RwLock<Arc<OsdMap>>,
     /// Client writes and single-object repairs hold their PG shared (plus their object's
@@ -370,12 +373,14 @@ impl Cluster {
         state.version_reserved = next_version + state::VERSION_LEASE;
         state.save(&data_dir.join(STATE_FILE))?;
         let reserved = state.version_reserved;
+        let device_errors = osds.keys().map(|&id| (id, AtomicU32::new(0))).collect();
         let inner = Arc::new(Inner {
             stats: stats::Stats::new(config.access_objects_max),
             data_dir,
             config,
             options,
             osds,
+            device_errors,
             state: Mutex::new(state),
             map: RwLock::new(Arc::new(map)),
             pg_locks: (0..PG_LOCK_SHARDS)
@@ -645,6 +650,69 @@ pub fn placement(map: &OsdMap, pg: PgId) -> Placement {
 }
 
 impl Inner {
+    /// Counts an OSD's device failures: a success clears its count; `osd_device_errors_max`
+    /// failures in a row, or one failed flush (a poisoned store cannot know what reached its
+    /// media), mark it down and out, as Ceph does when an OSD's disk fails, so CRUSH places
+    /// its PGs elsewhere and recovery re-replicates them. Not-found and checksum errors are
+    /// about one object, not the device, and do not count.
+    pub(crate) fn note_osd_result<T>(
+        &self,
+        osd: i32,
+        result: &std::result::Result<T, store::StoreError>,
+    ) {
+        let Some(count) = self.device_errors.get(&osd) else {
+            return;
+        };
+        let error = match result {
+            Ok(_) => {
+                count.store(0, Ordering::Relaxed);
+                return;
+            }
+            Err(error) => error,
+        };
+        let poisoned = matches!(error, store::StoreError::Poisoned);
+        if !poisoned
+            && !matches!(
+                error,
+                store::StoreError::Device(_) | store::StoreError::Metadata(_)
+            )
+        {
+            return;
+        }
+        let errors = count.fetch_add(1, Ordering::Relaxed) + 1;
+        let limit = self.config.osd_device_errors_max;
+        if limit == 0 || (!poisoned && errors < limit) {
+            return;
+        }
+        count.store(0, Ordering::Relaxed);
+        let already = self
+            .lock_state()
+            .osds
+            .get(&osd)
+            .is_none_or(|state| !state.up && !state.is_in);
+        if already {
+            return;
+        }
+        match self.change_map(|state| {
+            if let Some(entry) = state.osds.get_mut(&osd) {
+                entry.up = false;
+                entry.is_in = false;
+            }
+            Ok(())
+        }) {
+            Ok(epoch) => tracing::error!(
+                osd,
+                errors,
+                %error,
+                epoch,
+                "OSD device failing: marked down and out; recovery re-replicates its PGs"
+            ),
+            Err(change) => {
+                tracing::error!(osd, %error, %change, "could not mark a failing OSD down")
+            }
+        }
+    }
+
     fn lock_state(&self) -> std::sync::MutexGuard<'_, ClusterState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

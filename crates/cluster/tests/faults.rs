@@ -13,6 +13,12 @@ use rados::{IoCtx, RadosError};
 type Faulty = Arc<Mutex<BTreeMap<i32, Arc<FaultyDevice>>>>;
 
 async fn faulty_cluster(dir: &std::path::Path) -> (Cluster, Faulty) {
+    faulty_cluster_with(dir, 1).await
+}
+
+/// Three hosts of `per_host` OSDs each, every device wrapped in a [`FaultyDevice`]; pool
+/// "data" of 3 replicas.
+async fn faulty_cluster_with(dir: &std::path::Path, per_host: usize) -> (Cluster, Faulty) {
     let devices: Faulty = Arc::default();
     let registry = Arc::clone(&devices);
     let options = ClusterOptions {
@@ -28,7 +34,7 @@ async fn faulty_cluster(dir: &std::path::Path) -> (Cluster, Faulty) {
         })),
         ..ClusterOptions::default()
     };
-    let cluster = Cluster::create(dir, common::small_config(3, 1, "mem", 3), options)
+    let cluster = Cluster::create(dir, common::small_config(3, per_host, "mem", 3), options)
         .await
         .unwrap();
     (cluster, devices)
@@ -258,4 +264,67 @@ async fn versions_on(cluster: &Cluster, osds: &[i32]) -> Vec<Option<u64>> {
         versions.push(version_on(cluster, osd, "victim").await);
     }
     versions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_osd_is_marked_down_and_out_and_its_pgs_re_replicated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, devices) = faulty_cluster_with(dir.path(), 2).await;
+    let pool = cluster.pool("data").unwrap();
+    let names: Vec<String> = (0..24).map(|i| format!("o{i}")).collect();
+    let body = |i: usize| common::content(i as u64, 5000);
+    for (i, name) in names.iter().enumerate() {
+        pool.write_full(name, &body(i)).await.unwrap();
+    }
+    let victim = cluster.locate("data", "o0").unwrap().primary().unwrap();
+    devices.lock().unwrap()[&victim].set_config(FaultConfig {
+        rules: vec![FaultRule {
+            op: None,
+            trigger: FaultTrigger::Always,
+            fault: FaultKind::Error,
+            times: None,
+        }],
+        ..FaultConfig::default()
+    });
+    let taken_out = |cluster: &Cluster| {
+        cluster
+            .osd_stats()
+            .iter()
+            .any(|osd| osd.id == victim && !osd.up && !osd.is_in)
+    };
+    // Reads are served around the dead device all along; writes whose primary it is fail
+    // until it is taken out; its errors take it out within a round.
+    let mut rounds = 0;
+    while !taken_out(&cluster) {
+        rounds += 1;
+        assert!(
+            rounds <= 2,
+            "osd.{victim} still up or in after {rounds} rounds"
+        );
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(pool.read_full(name).await.unwrap(), body(i), "{name}");
+            let _ = pool.write_full(name, &body(i)).await;
+        }
+    }
+    for (i, name) in names.iter().enumerate() {
+        pool.write_full(name, &body(i)).await.unwrap();
+    }
+    assert!(
+        cluster.recover(50).await.unwrap(),
+        "recovery did not finish"
+    );
+    for (i, name) in names.iter().enumerate() {
+        let placement = cluster.locate("data", name).unwrap();
+        assert_eq!(placement.acting.len(), 3, "{name}: {placement:?}");
+        assert!(!placement.acting.contains(&victim), "{name}: {placement:?}");
+        for osd in &placement.acting {
+            assert!(
+                version_on(&cluster, *osd, name).await.is_some(),
+                "{name} on osd.{osd}"
+            );
+        }
+        assert_eq!(pool.read_full(name).await.unwrap(), body(i));
+    }
+    drop(pool);
+    cluster.shutdown().await.unwrap();
 }
