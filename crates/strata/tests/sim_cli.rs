@@ -106,3 +106,12 @@ fn unknown_policy_fails_with_a_message() {
     assert!(!ok);
     assert!(stderr.contains("unknown policy"), "{stderr}");
 }
+
+/// `strata sim compare --late` scores the 15 late synthetic hold-out cells (under a second).
+#[test]
+fn compare_scores_the_late_hold_outs() {
+    let (ok, stdout, stderr) = strata(&["sim", "compare", "--late"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.matches("| late-").count(), 15, "{stdout}");
+    assert!(stdout.contains("of 15 cells"), "{stdout}");
+}

@@ -69,6 +69,10 @@ pub struct CompareArgs {
     /// Also score the synthetic hold-outs from seed 003's generator.
     #[arg(long)]
     pub synthetic: bool,
+    /// Also score the late synthetic hold-outs (popularity shifting every 20-300 s; seeds
+    /// 41 and 42 were never used to tune; see crates/sim/RESULTS.md).
+    #[arg(long)]
+    pub late: bool,
     /// Our variants, comma-separated (e.g. `strata,strata:follow=1`).
     #[arg(long, value_delimiter = ',', default_value = "strata")]
     pub policy: Vec<String>,
@@ -414,15 +418,15 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         }
     }
     paths.extend(args.trace.iter().cloned());
-    if paths.is_empty() && !args.synthetic {
-        bail!("nothing to compare: give --traces DIR, --trace FILE or --synthetic");
+    if paths.is_empty() && !args.synthetic && !args.late {
+        bail!("nothing to compare: give --traces DIR, --trace FILE, --synthetic or --late");
     }
     let sizes = args
         .cache_size
         .iter()
         .map(|s| CacheSize::parse(s))
         .collect::<Result<Vec<_>>>()?;
-    let cells = sim::compare::run_all(
+    let mut cells = sim::compare::run_all(
         &paths,
         &tuned,
         args.synthetic,
@@ -430,6 +434,17 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         &args.policy,
         args.jobs,
     )?;
+    if args.late {
+        for trace in sim::compare::late_synthetic_traces() {
+            cells.extend(sim::compare::cells(
+                &trace,
+                &sizes,
+                &args.policy,
+                false,
+                args.jobs,
+            )?);
+        }
+    }
     print!("{}", sim::compare::report(&cells));
     Ok(ExitCode::SUCCESS)
 }
