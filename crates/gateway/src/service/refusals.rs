@@ -21,66 +21,70 @@ fn no_object_lock() -> GatewayError {
 }
 
 impl Gateway {
+    /// The object lock refusals: after the access check any such request makes (so a
+    /// stranger still gets AccessDenied), the answer for a bucket without object lock.
+    async fn refuse_object_lock<I, O>(
+        &self,
+        req: &S3Request<I>,
+        bucket: &str,
+        permission: Permission,
+        refusal: GatewayError,
+    ) -> Result<O> {
+        let requester = self.requester(req).await?;
+        self.bucket_for(bucket, &requester, permission).await?;
+        Err(refusal)
+    }
+
     pub(super) async fn do_put_object_lock_configuration(
         &self,
         req: S3Request<PutObjectLockConfigurationInput>,
     ) -> Result<PutObjectLockConfigurationOutput> {
-        let requester = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &requester, Permission::WriteAcp)
-            .await?;
-        Err(GatewayError::InvalidBucketState(
+        let refusal = GatewayError::InvalidBucketState(
             "object lock cannot be enabled on an existing bucket".into(),
-        ))
+        );
+        self.refuse_object_lock(&req, &req.input.bucket, Permission::WriteAcp, refusal)
+            .await
     }
 
     pub(super) async fn do_get_object_lock_configuration(
         &self,
         req: S3Request<GetObjectLockConfigurationInput>,
     ) -> Result<GetObjectLockConfigurationOutput> {
-        let requester = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &requester, Permission::ReadAcp)
-            .await?;
-        Err(GatewayError::ObjectLockConfigurationNotFound)
+        let refusal = GatewayError::ObjectLockConfigurationNotFound;
+        self.refuse_object_lock(&req, &req.input.bucket, Permission::ReadAcp, refusal)
+            .await
     }
 
     pub(super) async fn do_put_object_retention(
         &self,
         req: S3Request<PutObjectRetentionInput>,
     ) -> Result<PutObjectRetentionOutput> {
-        let requester = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &requester, Permission::Write)
-            .await?;
-        Err(no_object_lock())
+        self.refuse_object_lock(&req, &req.input.bucket, Permission::Write, no_object_lock())
+            .await
     }
 
     pub(super) async fn do_get_object_retention(
         &self,
         req: S3Request<GetObjectRetentionInput>,
     ) -> Result<GetObjectRetentionOutput> {
-        let requester = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &requester, Permission::Read)
-            .await?;
-        Err(no_object_lock())
+        self.refuse_object_lock(&req, &req.input.bucket, Permission::Read, no_object_lock())
+            .await
     }
 
     pub(super) async fn do_put_object_legal_hold(
         &self,
         req: S3Request<PutObjectLegalHoldInput>,
     ) -> Result<PutObjectLegalHoldOutput> {
-        let requester = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &requester, Permission::Write)
-            .await?;
-        Err(no_object_lock())
+        self.refuse_object_lock(&req, &req.input.bucket, Permission::Write, no_object_lock())
+            .await
     }
 
     pub(super) async fn do_get_object_legal_hold(
         &self,
         req: S3Request<GetObjectLegalHoldInput>,
     ) -> Result<GetObjectLegalHoldOutput> {
-        let requester = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &requester, Permission::Read)
-            .await?;
-        Err(no_object_lock())
+        self.refuse_object_lock(&req, &req.input.bucket, Permission::Read, no_object_lock())
+            .await
     }
 
     /// No torrent is ever stored for an object, so there is none to return (radosgw answers
