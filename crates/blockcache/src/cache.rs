@@ -439,6 +439,30 @@ impl Inner {
         indices
     }
 
+    /// Read lock on stripe `index`: taken at once when it is free, awaited only when held.
+    ///
+    /// Why not always `read().await`: tokio charges every acquisition, even an uncontended
+    /// one, to the task's cooperative budget (128 per poll), and a request of 128 lines
+    /// (512 KiB of 4 KiB lines) spent it all and yielded halfway. The NBD server runs a
+    /// connection's requests as futures of one task, so the requests decoded after it took
+    /// their locks first and reached the core first: a sequential pass-through stream
+    /// arrived at an HDD core out of order and paid seeks and rotations the HDD alone never
+    /// paid (tests/core_order.rs). `try_read` costs no budget and keeps arrival order.
+    async fn read_stripe(&self, index: usize) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        match self.stripes[index].try_read() {
+            Ok(guard) => guard,
+            Err(_) => self.stripes[index].read().await,
+        }
+    }
+
+    /// Write lock on stripe `index`: at once when free, else awaited (see [`Self::read_stripe`]).
+    async fn write_stripe(&self, index: usize) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+        match self.stripes[index].try_write() {
+            Ok(guard) => guard,
+            Err(_) => self.stripes[index].write().await,
+        }
+    }
+
     /// Read locks on the stripes of core lines `first..=last` (ascending order: no deadlock).
     async fn read_stripes(
         &self,
@@ -447,11 +471,11 @@ impl Inner {
     ) -> Held<tokio::sync::RwLockReadGuard<'_, ()>> {
         if first == last {
             // The common case (a request inside one line) allocates nothing.
-            return Held::One(self.stripes[(first % STRIPES) as usize].read().await);
+            return Held::One(self.read_stripe((first % STRIPES) as usize).await);
         }
         let mut guards = Vec::new();
         for index in Self::stripe_indices(first, last) {
-            guards.push(self.stripes[index].read().await);
+            guards.push(self.read_stripe(index).await);
         }
         Held::Many(guards)
     }
@@ -463,11 +487,11 @@ impl Inner {
         last: u64,
     ) -> Held<tokio::sync::RwLockWriteGuard<'_, ()>> {
         if first == last {
-            return Held::One(self.stripes[(first % STRIPES) as usize].write().await);
+            return Held::One(self.write_stripe((first % STRIPES) as usize).await);
         }
         let mut guards = Vec::new();
         for index in Self::stripe_indices(first, last) {
-            guards.push(self.stripes[index].write().await);
+            guards.push(self.write_stripe(index).await);
         }
         Held::Many(guards)
     }
