@@ -34,7 +34,7 @@ pub mod policy;
 mod state;
 pub mod stats;
 
-pub use cache::{BlockCache, StartMode, STRIPES};
+pub use cache::{BlockCache, StartMode, STRIPES, STRIPE_LINES};
 pub use config::{
     CacheConfig, CacheMode, CleaningConfig, PromotionConfig, SeqCutoffConfig, SeqCutoffPolicy,
 };
