@@ -68,21 +68,20 @@ const INDEX_RACE_RETRIES: usize = 64;
 type Stored = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The error after [`INDEX_RACE_RETRIES`] lost races in a row (503, the client may retry).
-fn races_exhausted(bucket: &BucketRecord, key: &str) -> GatewayError {
+fn races_exhausted(what: &str) -> GatewayError {
     RadosError::CompareFailed(format!(
-        "{}/{key}: the index entry changed under {INDEX_RACE_RETRIES} attempts in a row",
-        bucket.name
+        "{what}: the index entry changed under {INDEX_RACE_RETRIES} attempts in a row"
     ))
     .into()
 }
 
-/// What [`Store::update_plain`] does with a key's plain entry, and what it then returns.
-enum PlainChange<T> {
+/// What [`Store::update_omap_value`] does with one omap value, and what it then returns.
+pub(crate) enum OmapChange<T> {
     /// Nothing; return `T`.
     Keep(T),
-    /// Store the entry, then free these pieces.
-    Set(Box<ObjectEntry>, Vec<Piece>, T),
-    /// Remove the entry, then free these pieces.
+    /// Store this (encoded) value, then free these pieces.
+    Set(Vec<u8>, Vec<Piece>, T),
+    /// Remove the value, then free these pieces.
     Remove(Vec<Piece>, T),
 }
 
@@ -381,42 +380,44 @@ impl Store {
         Ok(found.remove(&wanted))
     }
 
-    /// Read-modify-write of `key`'s plain entry, safe against other gateways: reads the
-    /// stored bytes, lets `change` decide, and applies its omap change guarded by "the entry
-    /// still holds those bytes" ([`rados::Op::CompareOmap`]). A gateway that lost the race
-    /// reads again and decides again, so the entry it replaced (and whose pieces it frees) is
-    /// always the one the index held: no overwrite or delete orphans another writer's data.
-    /// The in-process key lock only spares this gateway's own writers the retries.
-    async fn update_plain<T>(
+    /// Read-modify-write of omap value `omap_key` of index-pool object `oid`, safe against
+    /// other gateways: reads the stored bytes, lets `change` decide, and applies its change
+    /// guarded by "the value still holds those bytes" ([`rados::Op::CompareOmap`]). A gateway
+    /// that lost the race reads again and decides again, so the value it replaced (and whose
+    /// pieces it frees) is always the one the index held: no overwrite or delete orphans
+    /// another writer's data. Callers hold an in-process lock, which only spares this
+    /// gateway's own writers the retries.
+    pub(crate) async fn update_omap_value<T>(
         &self,
-        bucket: &BucketRecord,
-        key: &str,
-        mut change: impl FnMut(Option<ObjectEntry>) -> PlainChange<T>,
+        oid: &str,
+        omap_key: &[u8],
+        mut change: impl FnMut(Option<&[u8]>) -> Result<OmapChange<T>>,
     ) -> Result<T> {
-        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
-        let _guard = self.locks.lock(&bucket.id, key).await;
         for _ in 0..INDEX_RACE_RETRIES {
-            let raw = self
-                .index_value(bucket, key, key.as_bytes().to_vec())
-                .await?;
-            let old = raw.as_deref().map(layout::decode).transpose()?;
-            let (op, freed, result) = match change(old) {
-                PlainChange::Keep(result) => return Ok(result),
-                PlainChange::Set(entry, freed, result) => (
-                    WriteOp::new()
-                        .omap_set(vec![(key.as_bytes().to_vec(), layout::encode(&entry))]),
+            let raw = match self
+                .index
+                .omap_get_vals_by_keys(oid, &[omap_key.to_vec()])
+                .await
+            {
+                Ok(mut found) => found.remove(omap_key),
+                Err(RadosError::NotFound(_)) => None,
+                Err(error) => return Err(error.into()),
+            };
+            let guarded = WriteOp::new().compare_omap(omap_key.to_vec(), raw.clone());
+            let (op, freed, result) = match change(raw.as_deref())? {
+                OmapChange::Keep(result) => return Ok(result),
+                OmapChange::Set(value, freed, result) => (
+                    guarded.omap_set(vec![(omap_key.to_vec(), value)]),
                     freed,
                     result,
                 ),
-                PlainChange::Remove(freed, result) => (
-                    WriteOp::new().omap_remove_keys(vec![key.as_bytes().to_vec()]),
+                OmapChange::Remove(freed, result) => (
+                    guarded.omap_remove_keys(vec![omap_key.to_vec()]),
                     freed,
                     result,
                 ),
             };
-            let guarded = WriteOp::new().compare_omap(key.as_bytes().to_vec(), raw);
-            let guarded = op.into_ops().into_iter().fold(guarded, WriteOp::push);
-            match self.index.operate(&oid, guarded).await {
+            match self.index.operate(oid, op).await {
                 Ok(()) => {
                     self.remove_pieces(freed).await;
                     return Ok(result);
@@ -427,7 +428,26 @@ impl Store {
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(races_exhausted(bucket, key))
+        Err(races_exhausted(&format!(
+            "{oid} omap key {:?}",
+            String::from_utf8_lossy(omap_key)
+        )))
+    }
+
+    /// [`Store::update_omap_value`] of `key`'s plain index entry, under the key's lock.
+    async fn update_plain<T>(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        mut change: impl FnMut(Option<ObjectEntry>) -> OmapChange<T>,
+    ) -> Result<T> {
+        let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
+        let _guard = self.locks.lock(&bucket.id, key).await;
+        self.update_omap_value(&oid, key.as_bytes(), |raw| {
+            let old = raw.map(layout::decode).transpose()?;
+            Ok(change(old))
+        })
+        .await
     }
 
     /// Makes `entry` the object `key` (a new version of it in a bucket with versioning) and
@@ -462,9 +482,7 @@ impl Store {
         entry: &ObjectEntry,
     ) -> Result<Unversioned> {
         self.update_plain(bucket, key, |old| match old {
-            Some(old) if old.version_id.is_some() => {
-                PlainChange::Keep(Unversioned::BucketVersioned)
-            }
+            Some(old) if old.version_id.is_some() => OmapChange::Keep(Unversioned::BucketVersioned),
             old => {
                 let keep: BTreeSet<&str> = entry.pieces.iter().map(|p| p.oid.as_str()).collect();
                 let stale = old
@@ -473,7 +491,7 @@ impl Store {
                     .into_iter()
                     .filter(|p| !keep.contains(p.oid.as_str()))
                     .collect();
-                PlainChange::Set(Box::new(entry.clone()), stale, Unversioned::Done)
+                OmapChange::Set(layout::encode(entry), stale, Unversioned::Done)
             }
         })
         .await
@@ -483,11 +501,9 @@ impl Store {
     /// removes nothing if the key has a version entry (as [`Store::commit_unversioned`]).
     pub async fn delete(&self, bucket: &BucketRecord, key: &str) -> Result<Unversioned> {
         self.update_plain(bucket, key, |old| match old {
-            None => PlainChange::Keep(Unversioned::Done),
-            Some(old) if old.version_id.is_some() => {
-                PlainChange::Keep(Unversioned::BucketVersioned)
-            }
-            Some(old) => PlainChange::Remove(old.pieces, Unversioned::Done),
+            None => OmapChange::Keep(Unversioned::Done),
+            Some(old) if old.version_id.is_some() => OmapChange::Keep(Unversioned::BucketVersioned),
+            Some(old) => OmapChange::Remove(old.pieces, Unversioned::Done),
         })
         .await
     }
@@ -665,7 +681,7 @@ impl Store {
                 return Ok(written);
             }
         }
-        Err(races_exhausted(bucket, key))
+        Err(races_exhausted(&format!("{}/{key}", bucket.name)))
     }
 
     /// A delete marker on top of `key` (bucket with versioning), as stored.
@@ -748,7 +764,7 @@ impl Store {
                 return Ok(removed);
             }
         }
-        Err(races_exhausted(bucket, key))
+        Err(races_exhausted(&format!("{}/{key}", bucket.name)))
     }
 
     /// Replaces version `version_id` of `key` (the latest when `None`) by `entry`, the same
@@ -788,7 +804,7 @@ impl Store {
                 return Ok(());
             }
         }
-        Err(races_exhausted(bucket, key))
+        Err(races_exhausted(&format!("{}/{key}", bucket.name)))
     }
 
     // ---- data --------------------------------------------------------------------------------

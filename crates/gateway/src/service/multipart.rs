@@ -2,7 +2,7 @@
 //! at completion (no data is copied).
 
 use md5::{Digest, Md5};
-use rados::{RadosError, WriteOp};
+use rados::RadosError;
 use s3s::dto::*;
 use s3s::S3Request;
 
@@ -13,6 +13,7 @@ use crate::acl::{Permission, Requester};
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, BucketRecord, ObjectEntry, PartRecord, UploadRecord};
 use crate::list::past_prefix;
+use crate::store::OmapChange;
 
 /// Highest part number S3 allows.
 const PART_NUMBER_MAX: i32 = 10_000;
@@ -140,44 +141,14 @@ impl Gateway {
             .store
             .lock_upload(upload_id, &part.number.to_string())
             .await;
-        // Guarded as the index entries are (see `Store::update_plain`): another gateway
-        // storing the same part meanwhile makes this one read again, so the part it replaces
-        // (and frees) is the one the record held.
         let encoded = layout::encode(&part);
-        for _ in 0..64 {
-            let stored = match self
-                .store
-                .index
-                .omap_get_vals_by_keys(&oid, std::slice::from_ref(&key))
-                .await
-            {
-                Ok(mut found) => found.remove(&key),
-                Err(RadosError::NotFound(_)) => None,
-                Err(error) => return Err(error.into()),
-            };
-            let old = stored
-                .as_deref()
-                .map(layout::decode::<PartRecord>)
-                .transpose()?;
-            let op = WriteOp::new()
-                .compare_omap(key.clone(), stored)
-                .omap_set(vec![(key.clone(), encoded.clone())]);
-            match self.store.index.operate(&oid, op).await {
-                Ok(()) => {
-                    if let Some(old) = old {
-                        self.store.remove_pieces(old.pieces).await;
-                    }
-                    return Ok(());
-                }
-                Err(RadosError::CompareFailed(_)) => continue,
-                Err(error) => return Err(error.into()),
-            }
-        }
-        Err(RadosError::CompareFailed(format!(
-            "part {} of upload {upload_id}: changed under 64 attempts in a row",
-            part.number
-        ))
-        .into())
+        self.store
+            .update_omap_value(&oid, &key, |stored| {
+                let old = stored.map(layout::decode::<PartRecord>).transpose()?;
+                let freed = old.map(|old| old.pieces).unwrap_or_default();
+                Ok(OmapChange::Set(encoded.clone(), freed, ()))
+            })
+            .await
     }
 
     fn check_part_number(number: i32) -> Result<()> {
