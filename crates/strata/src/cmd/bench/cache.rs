@@ -424,38 +424,38 @@ fn prefill(args: &Args, target: &Target, cached: bool) -> Result<()> {
     Ok(())
 }
 
-/// Sets a cache target's sequential cut-off policy (`strata cache set --seq-cutoff`).
-fn set_seq_cutoff(target: &Target, policy: &str) -> Result<()> {
+/// Runs `strata cache ARGS --control SOCKET` against a cache target (nothing for the others).
+fn cache_control(target: &Target, args: &[&str]) -> Result<()> {
     let Some(control) = &target.control else {
         return Ok(());
     };
     let status = Command::new(std::env::current_exe()?)
-        .args(["cache", "set", "--seq-cutoff", policy, "--control"])
+        .arg("cache")
+        .args(args)
+        .arg("--control")
         .arg(control)
         .stdout(Stdio::null())
         .status()?;
     if !status.success() {
-        bail!("strata cache set --seq-cutoff {policy} failed ({status})");
+        bail!("strata cache {} failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// Sets a cache target's sequential cut-off policy (`strata cache set --seq-cutoff`).
+fn set_seq_cutoff(target: &Target, policy: &str) -> Result<()> {
+    cache_control(target, &["set", "--seq-cutoff", policy])
 }
 
 /// Seed 001 measures sequential bandwidth as its own test, not while the cache is still
 /// cleaning the random-write jobs' dirty lines onto the same HDD: flush a cache target first
 /// (and say how long it took), so the cut-off's cost is what the sequential rows measure.
 fn flush_before_sequential(target: &Target) -> Result<()> {
-    let Some(control) = &target.control else {
+    if target.control.is_none() {
         return Ok(());
-    };
-    let started = Instant::now();
-    let status = Command::new(std::env::current_exe()?)
-        .args(["cache", "flush", "--control"])
-        .arg(control)
-        .stdout(Stdio::null())
-        .status()?;
-    if !status.success() {
-        bail!("strata cache flush failed before the sequential jobs ({status})");
     }
+    let started = Instant::now();
+    cache_control(target, &["flush"])?;
     eprintln!(
         "  flushed dirty lines before the sequential jobs in {:.1} s",
         started.elapsed().as_secs_f64()
