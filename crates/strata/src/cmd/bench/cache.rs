@@ -6,8 +6,15 @@
 //! Each row also shows the server's CPU time per request (user + system of the server
 //! process over the job, from /proc) and the load average when the job ended: on a shared
 //! 2-core machine the wall rates move with the load, the CPU cost per request much less.
+//!
+//! Rounds: every target is started and prefilled first; then each round runs every job on
+//! every target back to back (job by job, so the cache's and the fast device's run of a job
+//! are seconds apart), and the table reports each figure's median over the rounds and each
+//! ratio as the median of the ratios measured within a round. On a shared disk whose speed
+//! swings from minute to minute, a ratio between rows measured minutes apart carries the
+//! swing; two rows measured seconds apart, repeated, do not.
 //! Quick variant for iteration:
-//! `strata bench cache --runtime-s 3 --jobs randread,randwrite --targets cache,fast`.
+//! `strata bench cache --rounds 1 --runtime-s 3 --jobs randread,randwrite --targets cache,fast`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -29,6 +36,9 @@ pub struct Args {
     /// Seconds per job.
     #[arg(long, default_value_t = 10)]
     pub runtime_s: u32,
+    /// Rounds of every job on every target; figures are medians over the rounds.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
     /// Queue depth of the 4 KiB random jobs.
     #[arg(long, default_value_t = 32)]
     pub iodepth: u32,
@@ -463,6 +473,67 @@ fn flush_before_sequential(target: &Target) -> Result<()> {
     Ok(())
 }
 
+/// One target's figures: `rounds[round][job]` (a job left out with --jobs is not `ran`).
+struct Measured {
+    which: String,
+    name: String,
+    rounds: Vec<Vec<Figures>>,
+}
+
+impl Measured {
+    /// The median of `value` over the rounds in which job `index` ran; None if it never ran.
+    fn median(&self, index: usize, value: impl Fn(&Figures) -> f64) -> Option<f64> {
+        median(
+            self.rounds
+                .iter()
+                .filter(|round| round[index].ran)
+                .map(|round| value(&round[index]))
+                .collect(),
+        )
+    }
+
+    /// Job `index` as reported: the median of each figure over the rounds.
+    fn summary(&self, index: usize) -> Figures {
+        let Some(iops) = self.median(index, |f| f.iops) else {
+            return Figures::default();
+        };
+        Figures {
+            ran: true,
+            iops,
+            mb_per_s: self.median(index, |f| f.mb_per_s).unwrap_or(0.0),
+            latency_us: self.median(index, |f| f.latency_us).unwrap_or(0.0),
+            cpu_us_per_op: self.median(index, |f| f.cpu_us_per_op).unwrap_or(f64::NAN),
+            load: self.median(index, |f| f.load).unwrap_or(f64::NAN),
+        }
+    }
+
+    /// Lowest and highest IOPS of job `index` over the rounds.
+    fn iops_range(&self, index: usize) -> (f64, f64) {
+        self.rounds
+            .iter()
+            .filter(|round| round[index].ran)
+            .fold((f64::INFINITY, 0.0_f64), |(low, high), round| {
+                (low.min(round[index].iops), high.max(round[index].iops))
+            })
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count); None when empty.
+/// NaN values (unknown CPU time) are left out.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.retain(|value| !value.is_nan());
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    Some(if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    })
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.dir)?;
     for name in &args.jobs {
@@ -470,34 +541,55 @@ pub fn run(args: Args) -> Result<ExitCode> {
             bail!("unknown job {name:?} (randread, randwrite, randrw, read, write)");
         }
     }
-    let mut results: Vec<(String, String, Vec<Figures>)> = Vec::new();
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    let mut targets = Vec::new();
     for which in &args.targets {
         let Some(target) = start_target(&args, which)? else {
             continue;
         };
-        eprintln!("== {} ({which})", target.name);
+        eprintln!("== {} ({which}): started", target.name);
         prefill(&args, &target, which == "cache")?;
-        let mut row = Vec::new();
-        for job in &JOBS {
+        targets.push((which.clone(), target));
+    }
+    let mut results: Vec<Measured> = targets
+        .iter()
+        .map(|(which, target)| Measured {
+            which: which.clone(),
+            name: target.name.clone(),
+            rounds: Vec::new(),
+        })
+        .collect();
+    for round in 0..args.rounds {
+        eprintln!("== round {} of {}", round + 1, args.rounds);
+        for measured in &mut results {
+            measured.rounds.push(vec![Figures::default(); JOBS.len()]);
+        }
+        for (index, job) in JOBS.iter().enumerate() {
             if !args.jobs.iter().any(|name| name == job.rw) {
-                row.push(Figures::default());
                 continue;
             }
-            if job.sequential {
-                flush_before_sequential(&target)?;
+            for ((_, target), measured) in targets.iter().zip(&mut results) {
+                if job.sequential {
+                    flush_before_sequential(target)?;
+                }
+                let figures = run_job(&args, target, job)?;
+                eprintln!(
+                    "  {:<24} {:<22} {:>9.0} IOPS {:>8.1} MB/s {:>9.0} µs {:>6.1} µs CPU/op load {:.1}",
+                    job.name,
+                    target.name,
+                    figures.iops,
+                    figures.mb_per_s,
+                    figures.latency_us,
+                    figures.cpu_us_per_op,
+                    figures.load
+                );
+                measured.rounds[round as usize][index] = figures;
             }
-            let figures = run_job(&args, &target, job)?;
-            eprintln!(
-                "  {:<24} {:>9.0} IOPS {:>8.1} MB/s {:>9.0} µs {:>6.1} µs CPU/op load {:.1}",
-                job.name,
-                figures.iops,
-                figures.mb_per_s,
-                figures.latency_us,
-                figures.cpu_us_per_op,
-                figures.load
-            );
-            row.push(figures);
         }
+    }
+    for (_, target) in &targets {
         if let Some(control) = &target.control {
             let stats = Command::new(std::env::current_exe()?)
                 .args(["cache", "stats", "--control"])
@@ -505,58 +597,71 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .output()?;
             eprintln!("{}", String::from_utf8_lossy(&stats.stdout));
         }
-        results.push((which.clone(), target.name.clone(), row));
     }
-    print_table(&results);
+    drop(targets);
+    print_table(&results, args.rounds);
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(results: &[(String, String, Vec<Figures>)]) {
+fn print_table(results: &[Measured], rounds: u32) {
     println!(
-        "\n{:<24} {:<22} {:>10} {:>10} {:>10} {:>11} {:>6}",
-        "job", "target", "IOPS", "MB/s", "lat µs", "CPU µs/op", "load"
+        "\nmedians over {rounds} round(s); IOPS range = lowest..highest round\n{:<24} {:<22} {:>10} {:>17} {:>10} {:>10} {:>11} {:>6}",
+        "job", "target", "IOPS", "IOPS range", "MB/s", "lat µs", "CPU µs/op", "load"
     );
     for (index, job) in JOBS.iter().enumerate() {
-        for (_, name, row) in results {
-            let f = row[index];
+        for measured in results {
+            let f = measured.summary(index);
             if !f.ran {
                 continue;
             }
+            let (low, high) = measured.iops_range(index);
             println!(
-                "{:<24} {:<22} {:>10.0} {:>10.1} {:>10.0} {:>11.1} {:>6.1}",
-                job.name, name, f.iops, f.mb_per_s, f.latency_us, f.cpu_us_per_op, f.load
+                "{:<24} {:<22} {:>10.0} {:>17} {:>10.1} {:>10.0} {:>11.1} {:>6.1}",
+                job.name,
+                measured.name,
+                f.iops,
+                format!("{low:.0}..{high:.0}"),
+                f.mb_per_s,
+                f.latency_us,
+                f.cpu_us_per_op,
+                f.load
             );
         }
     }
-    let find = |which: &str| {
-        results
-            .iter()
-            .find(|(w, _, _)| w == which)
-            .map(|(_, _, row)| row)
-    };
+    let find = |which: &str| results.iter().find(|measured| measured.which == which);
     let Some(cache) = find("cache") else {
         return;
     };
+    // A ratio is the median over rounds of the ratio within each round (rows seconds apart).
+    let ratio = |other: Option<&Measured>, index: usize, bandwidth: bool| -> Option<f64> {
+        let other = other?;
+        median(
+            cache
+                .rounds
+                .iter()
+                .zip(&other.rounds)
+                .filter(|(mine, theirs)| mine[index].ran && theirs[index].ran)
+                .map(|(mine, theirs)| {
+                    let (a, b) = if bandwidth {
+                        (mine[index].mb_per_s, theirs[index].mb_per_s)
+                    } else {
+                        (mine[index].iops, theirs[index].iops)
+                    };
+                    if b > 0.0 {
+                        a / b
+                    } else {
+                        0.0
+                    }
+                })
+                .collect(),
+        )
+    };
     let hdd = find("hdd");
-    println!("\nratios (cache over ...)      vs HDD    vs fast   vs nbdkit   target");
+    println!("\nratios (cache over ..., median of per-round ratios)  vs HDD    vs fast   vs nbdkit   target");
     for (index, job) in JOBS.iter().enumerate() {
-        if !cache[index].ran {
+        if !cache.summary(index).ran {
             continue;
         }
-        let ratio = |other: Option<&Vec<Figures>>, bandwidth: bool| {
-            other.filter(|row| row[index].ran).map(|row| {
-                let (a, b) = if bandwidth {
-                    (cache[index].mb_per_s, row[index].mb_per_s)
-                } else {
-                    (cache[index].iops, row[index].iops)
-                };
-                if b > 0.0 {
-                    a / b
-                } else {
-                    0.0
-                }
-            })
-        };
         let show = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.2}x"));
         let target = match index {
             0 => ">=100x HDD, >=0.80x fast",
@@ -567,26 +672,42 @@ fn print_table(results: &[(String, String, Vec<Figures>)]) {
         };
         let bandwidth = job.sequential;
         println!(
-            "{:<26} {:>9} {:>9} {:>9}   {target}",
+            "{:<51} {:>9} {:>9} {:>9}   {target}",
             job.name,
-            show(ratio(hdd, bandwidth)),
-            show(ratio(find("fast"), bandwidth)),
-            show(ratio(find("nbdkit"), bandwidth)),
+            show(ratio(hdd, index, bandwidth)),
+            show(ratio(find("fast"), index, bandwidth)),
+            show(ratio(find("nbdkit"), index, bandwidth)),
         );
     }
-    println!(
-        "\nvs Open-CAS on this machine (wt, QD32 via NBD: 19.7k rr, 16.4k rw): randread {:.2}x, randwrite {:.2}x (target >= 1.5x)",
-        cache[0].iops / OPEN_CAS_RANDREAD_IOPS,
-        cache[1].iops / OPEN_CAS_RANDWRITE_IOPS
-    );
-    let Some(hdd) = hdd else {
-        return;
-    };
+    let read = cache.summary(0);
+    let write = cache.summary(1);
+    if read.ran || write.ran {
+        println!(
+            "\nvs Open-CAS on this machine (wt, QD32 via NBD: 19.7k rr, 16.4k rw): randread {:.2}x, randwrite {:.2}x (target >= 1.5x)",
+            read.iops / OPEN_CAS_RANDREAD_IOPS,
+            write.iops / OPEN_CAS_RANDWRITE_IOPS
+        );
+    }
     for (index, label) in [(3, "read"), (4, "write")] {
-        if !cache[index].ran || !hdd[index].ran {
-            continue;
+        if let Some(ratio) = ratio(hdd, index, true) {
+            println!(
+                "sequential {label} bandwidth loss vs HDD alone: {:.1}% (median of per-round losses)",
+                100.0 * (1.0 - ratio)
+            );
         }
-        let loss = 100.0 * (1.0 - cache[index].mb_per_s / hdd[index].mb_per_s.max(1e-9));
-        println!("sequential {label} bandwidth loss vs HDD alone: {loss:.1}%");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_even_and_unknown_values() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![f64::NAN]), None);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(vec![5.0, f64::NAN, 1.0]), Some(3.0));
     }
 }
