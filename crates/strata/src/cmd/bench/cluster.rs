@@ -16,7 +16,9 @@
 //!   --iodepth=C` on one file in the data directory: what the disk does without any
 //!   object layer. The disk here has a volatile write cache and fio does not flush, so its
 //!   write row is the device's ceiling, not a durable peer (strata and Ceph acknowledge
-//!   only after a flush).
+//!   only after a flush). A second write row, `fio fdatasync/batch`, adds
+//!   `--fdatasync=C`: an fdatasync after every C writes, the disk's limit for writes made
+//!   durable in batches of the concurrency, as group commit does.
 //!
 //! Run (about 3 minutes with the defaults; 4 MiB phases write several GB per replica):
 //! ```text
@@ -86,6 +88,10 @@ pub struct Args {
 
 const CEPH: &str = "ceph (rados bench)";
 const FIO: &str = "fio (disk limit)";
+/// fio's random writes with an fdatasync after every `--concurrency` writes: the disk's
+/// limit for writes that are durable when acknowledged in batches of that size, as strata's
+/// and Ceph's are.
+const FIO_SYNCED: &str = "fio fdatasync/batch";
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let load::Setup {
@@ -113,7 +119,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.seconds,
         load::load_average()
     );
-    load::print_table(&rows, &[("strata/ceph", CEPH), ("strata/fio", FIO)]);
+    load::print_table(
+        &rows,
+        &[
+            ("strata/ceph", CEPH),
+            ("strata/fio", FIO),
+            ("/fio synced", FIO_SYNCED),
+        ],
+    );
     if let Some(path) = &args.json {
         let settings = serde_json::json!({
             "bench": "cluster", "sizes_bytes": sizes, "concurrency": args.concurrency,
@@ -319,8 +332,17 @@ fn fio(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
     }
     let mut rows = Vec::new();
     for &size_bytes in sizes {
-        for (rw, op) in [("randwrite", "write"), ("randread", "read")] {
-            eprintln!("  fio {} {rw}", load::size_label(size_bytes));
+        for (rw, op, synced) in [
+            ("randwrite", "write", false),
+            ("randwrite", "write", true),
+            ("randread", "read", false),
+        ] {
+            let sync = if synced {
+                format!("--fdatasync={}", args.concurrency)
+            } else {
+                "--fdatasync=0".into()
+            };
+            eprintln!("  fio {} {rw} {sync}", load::size_label(size_bytes));
             let output = Command::new("fio")
                 .args([
                     "--name=bench",
@@ -336,6 +358,7 @@ fn fio(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
                 .arg(format!("--bs={size_bytes}"))
                 .arg(format!("--iodepth={}", args.concurrency))
                 .arg(format!("--runtime={}", args.seconds.ceil() as u64))
+                .arg(sync)
                 .output()
                 .context("running fio")?;
             let text = String::from_utf8_lossy(&output.stdout);
@@ -347,12 +370,11 @@ fn fio(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
             }
             let start = text.find('{').context("no JSON from fio")?;
             let report: serde_json::Value = serde_json::from_str(&text[start..])?;
-            rows.push(fio_row(
-                &report,
-                if op == "write" { "write" } else { "read" },
-                size_bytes,
-                op,
-            )?);
+            let mut row = fio_row(&report, op, size_bytes, op)?;
+            if synced {
+                row.system = FIO_SYNCED.into();
+            }
+            rows.push(row);
         }
     }
     std::fs::remove_file(&file).with_context(|| format!("removing {}", file.display()))?;
