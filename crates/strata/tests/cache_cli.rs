@@ -405,6 +405,20 @@ fn two_cores_are_exported_separately() {
             client.disconnect().await.unwrap();
         }
     });
+    // Statistics per core: each export counts what its own client wrote (12 KiB to each).
+    let stats: serde_json::Value =
+        serde_json::from_str(&control(&paths, &["stats", "--json"])).unwrap();
+    let cores = stats["cores"].as_array().expect("cores in the stats");
+    assert_eq!(cores.len(), 2, "{stats}");
+    for (index, core) in cores.iter().enumerate() {
+        assert_eq!(core["id"], index + 1, "{core}");
+        assert_eq!(core["exported_write_bytes"], 12288, "{core}");
+        assert_eq!(core["exported_write_requests"], 2, "{core}");
+        assert_eq!(core["exported_read_bytes"], 0, "{core}");
+    }
+    assert!(cores[1]["core"].as_str().unwrap().contains("core2.img"));
+    let text = control(&paths, &["stats"]);
+    assert!(text.contains("Per core"), "{text}");
     control(&paths, &["stop"]);
     assert!(child.wait().unwrap().success());
     let core1 = std::fs::read(paths.path("core1.img")).unwrap();

@@ -405,16 +405,23 @@ fn start(args: StartArgs) -> Result<ExitCode> {
             stats.occupied_lines,
             stats.dirty_lines
         );
-        let control = UnixListener::bind(replace_socket(&args.control.control)?)
-            .with_context(|| format!("binding {}", args.control.control.display()))?;
-        println!("cache: control socket {}", args.control.control.display());
-        tokio::spawn(control_loop(Arc::clone(&cache), control));
         let rotational = |spec: &DeviceSpec| {
             spec.profile
                 .as_deref()
                 .is_some_and(|p| p.starts_with("hdd"))
         };
         let exported: Arc<dyn Device> = cache.clone();
+        // Per-core statistics (`strata cache stats`): each core device's own I/O and what
+        // its export served; with one core the export is the cache itself.
+        let mut cores: Vec<CoreEntry> = core_devices
+            .iter()
+            .zip(&args.core)
+            .map(|(device, label)| CoreEntry {
+                label: label.clone(),
+                device: Arc::clone(device),
+                export: Arc::clone(&exported),
+            })
+            .collect();
         let server = match &core_set {
             None => NbdServer::new(
                 exported,
@@ -425,8 +432,13 @@ fn start(args: StartArgs) -> Result<ExitCode> {
                 for (index, spec) in core_specs.iter().enumerate() {
                     let name = format!("core{}", index + 1);
                     let (start_bytes, size_bytes) = set.window(index);
-                    let view =
-                        CoreView::new(&name, Arc::clone(&exported), start_bytes, size_bytes)?;
+                    let view: Arc<dyn Device> = Arc::new(CoreView::new(
+                        &name,
+                        Arc::clone(&exported),
+                        start_bytes,
+                        size_bytes,
+                    )?);
+                    cores[index].export = Arc::clone(&view);
                     println!(
                         "cache: core {} ({}) exported as {name:?}",
                         index + 1,
@@ -436,11 +448,15 @@ fn start(args: StartArgs) -> Result<ExitCode> {
                         name,
                         ..export_config(&args.listen, rotational(spec))
                     };
-                    exports.push((Arc::new(view) as Arc<dyn Device>, config));
+                    exports.push((view, config));
                 }
                 NbdServer::with_exports(exports)
             }
         };
+        let control = UnixListener::bind(replace_socket(&args.control.control)?)
+            .with_context(|| format!("binding {}", args.control.control.display()))?;
+        println!("cache: control socket {}", args.control.control.display());
+        tokio::spawn(control_loop(Arc::clone(&cache), Arc::new(cores), control));
         tokio::select! {
             served = listen(server, &args.listen) => served?,
             _ = tokio::signal::ctrl_c() => {
@@ -460,24 +476,76 @@ fn replace_socket(path: &Path) -> Result<&Path> {
     Ok(path)
 }
 
-async fn control_loop(cache: Arc<BlockCache>, listener: UnixListener) {
+/// One core of a running cache, for its statistics.
+struct CoreEntry {
+    /// The core as given on the command line.
+    label: String,
+    /// The core device (its own reads and writes: what the cache sent it).
+    device: Arc<dyn Device>,
+    /// What clients of this core see: its export (a window of the cache), or the cache.
+    export: Arc<dyn Device>,
+}
+
+/// Per-core statistics: JSON rows and a casadm-like table in 4 KiB blocks.
+fn core_stats(cores: &[CoreEntry]) -> (Value, String) {
+    use std::fmt::Write as _;
+    let mut rows = Vec::new();
+    let mut text = String::from(
+        "\n Per core | Exported reads | Exported writes | Core reads | Core writes | Units\n",
+    );
+    for (index, core) in cores.iter().enumerate() {
+        let export = core.export.stats();
+        let device = core.device.stats();
+        rows.push(json!({
+            "id": index + 1,
+            "core": core.label,
+            "exported_read_requests": export.read.ops,
+            "exported_read_bytes": export.read.bytes,
+            "exported_write_requests": export.write.ops,
+            "exported_write_bytes": export.write.bytes,
+            "core_read_requests": device.read.ops,
+            "core_read_bytes": device.read.bytes,
+            "core_write_requests": device.write.ops,
+            "core_write_bytes": device.write.bytes,
+            "core_errors": device.read.errors + device.write.errors,
+        }));
+        let _ = writeln!(
+            text,
+            " core{:<4} | {:>14} | {:>15} | {:>10} | {:>11} | 4KiB blocks ({})",
+            index + 1,
+            export.read.bytes / 4096,
+            export.write.bytes / 4096,
+            device.read.bytes / 4096,
+            device.write.bytes / 4096,
+            core.label
+        );
+    }
+    (Value::Array(rows), text)
+}
+
+async fn control_loop(cache: Arc<BlockCache>, cores: Arc<Vec<CoreEntry>>, listener: UnixListener) {
     while let Ok((stream, _)) = listener.accept().await {
         let cache = Arc::clone(&cache);
+        let cores = Arc::clone(&cores);
         tokio::spawn(async move {
-            if let Err(error) = control_connection(cache, stream).await {
+            if let Err(error) = control_connection(cache, &cores, stream).await {
                 eprintln!("cache: control connection: {error:#}");
             }
         });
     }
 }
 
-async fn control_connection(cache: Arc<BlockCache>, stream: UnixStream) -> Result<()> {
+async fn control_connection(
+    cache: Arc<BlockCache>,
+    cores: &[CoreEntry],
+    stream: UnixStream,
+) -> Result<()> {
     let (reader, mut writer) = stream.into_split();
     let mut lines = BufReader::new(reader).lines();
     while let Some(line) = lines.next_line().await? {
         let request: Value = serde_json::from_str(&line)?;
         let stop = request["op"] == "stop";
-        let reply = match control_request(&cache, &request).await {
+        let reply = match control_request(&cache, cores, &request).await {
             Ok(mut reply) => {
                 reply["ok"] = json!(true);
                 reply
@@ -494,11 +562,18 @@ async fn control_connection(cache: Arc<BlockCache>, stream: UnixStream) -> Resul
     Ok(())
 }
 
-async fn control_request(cache: &BlockCache, request: &Value) -> Result<Value> {
+async fn control_request(
+    cache: &BlockCache,
+    cores: &[CoreEntry],
+    request: &Value,
+) -> Result<Value> {
     match request["op"].as_str() {
         Some("stats") => {
             let stats = cache.cache_stats();
-            Ok(json!({"stats": serde_json::to_value(&stats)?, "text": stats.render_text()}))
+            let mut json_stats = serde_json::to_value(&stats)?;
+            let (rows, table) = core_stats(cores);
+            json_stats["cores"] = rows;
+            Ok(json!({"stats": json_stats, "text": stats.render_text() + &table}))
         }
         Some("flush") => {
             cache.flush_dirty().await?;
