@@ -93,10 +93,12 @@ mod frequencies;
 mod selector;
 #[cfg(test)]
 mod tests;
+mod trials;
 
 use candidates::Shadow;
 pub use candidates::{Candidate, Foreign, CANDIDATES};
 use frequencies::Frequencies;
+use trials::{Trial, TRIALS};
 
 /// Starting buffer share of the shadows' shapes when the split adapts (`split`).
 const SPLIT_START: f64 = 0.10;
@@ -177,6 +179,17 @@ pub struct StrataConfig {
     /// Write an object found in main's ghost straight back to main (within the budget), as ARC
     /// puts a hit in B2 into T2, instead of into the buffer. Default true.
     pub main_ghost_admit: bool,
+    /// Selector trials (see the `trials` module), a bit set over `trials::TRIALS` (the default
+    /// selector, bit 0, always runs when any runs): each steers a replica of the live queues at
+    /// the shadows' capacity, and the live cache takes the choices of the one whose replica
+    /// missed least. 0 = none. Default 2: the default selector and one that never switches.
+    pub trials: u32,
+    /// A trial must have this share fewer replica misses than the followed one to take over.
+    /// Default 0.03.
+    pub trials_margin: f64,
+    /// Decay per tick (half an epoch) of the trials' replica misses. Default 1 (summed since
+    /// the start).
+    pub trials_decay: f64,
 }
 
 impl StrataConfig {
@@ -211,6 +224,9 @@ impl StrataConfig {
             split_max: 0.4,
             split_min: 0.01,
             main_ghost_admit: true,
+            trials: 2,
+            trials_margin: 0.03,
+            trials_decay: 1.0,
         }
     }
 }
@@ -279,6 +295,9 @@ pub struct Strata {
     /// Flash writes allowed so far when this is a shadow without its own budget LRU: set by the
     /// live cache from its budget (`shadow_budget`), unlimited otherwise.
     write_allowance: f64,
+    /// Selector trials (empty unless `trials`), and the one the live cache follows.
+    trials: Vec<Trial>,
+    trial: usize,
 }
 
 impl Strata {
@@ -330,7 +349,35 @@ impl Strata {
                 }
             })
             .unwrap_or(0);
-        let epoch_len = ((capacity as f64 * config.epoch) as u64).max(config.epoch_min.max(1));
+        let mut epoch_len = ((capacity as f64 * config.epoch) as u64).max(config.epoch_min.max(1));
+        let trials: Vec<Trial> = if Strata::trials_apply(&config, &candidates) {
+            // Trials count in ticks of half an epoch: the epoch must be even.
+            epoch_len += epoch_len % 2;
+            TRIALS
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i == 0 || config.trials & (1 << i) != 0)
+                .map(|(i, &(ticks, decay))| {
+                    // The first is the live selector itself: its decay is the configured one.
+                    let decay = if i == 0 { config.decay } else { decay };
+                    Trial::new(
+                        (ticks, decay),
+                        leader,
+                        shadow_capacity,
+                        key_space,
+                        &config,
+                        candidates.len(),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let epoch_left = if trials.is_empty() {
+            epoch_len
+        } else {
+            epoch_len / 2
+        };
         let gated = config.gate
             || candidates
                 .iter()
@@ -366,7 +413,7 @@ impl Strata {
             following: false,
             leader_hit: false,
             epoch_len,
-            epoch_left: epoch_len,
+            epoch_left,
             gate: config.gate,
             splitting: config.split,
             challenger: leader,
@@ -379,6 +426,8 @@ impl Strata {
             sketch: gated.then(|| Frequencies::new(sketch_period(&config))),
             sketch_left: sketch_period(&config),
             write_allowance: f64::INFINITY,
+            trials,
+            trial: 0,
             config,
         };
         strata.set_shape(config.small, config.threshold, config.gate);
@@ -591,6 +640,9 @@ impl Strata {
                     }
                 }
             }
+        }
+        for trial in &mut self.trials {
+            trial.replay(request);
         }
     }
 }

@@ -7,7 +7,7 @@ use super::{Candidate, Strata, MAIN, STALE};
 impl Strata {
     /// Makes `index` the leader. Following another policy, flash objects it does not hold become
     /// stale (evicted first); nothing is written or moved between media.
-    fn switch_to(&mut self, index: usize) {
+    pub(super) fn switch_to(&mut self, index: usize) {
         self.leader = index;
         match self.candidates[index] {
             Candidate::Shape {
@@ -85,6 +85,11 @@ impl Strata {
         self.live_misses += u64::from(!hit);
         self.epoch_left -= 1;
         if self.epoch_left > 0 {
+            return;
+        }
+        if !self.trials.is_empty() {
+            self.epoch_left = self.epoch_len / 2;
+            self.end_tick();
             return;
         }
         self.epoch_left = self.epoch_len;
