@@ -32,6 +32,13 @@
 //! any shape the live cache can take is scored by exactly the code that will run it; without the
 //! gate it is S3-FIFO request for request (a property test checks it).
 //!
+//! **Selector trials** (module `trials`; `trials`, `trials_decay`, `trials_margin`,
+//! `fixed_trial`): the shadows score fixed shapes, but the live cache pays for its switches. Two
+//! id-only replicas of the live queues at the shadows' capacity run the default selector and a
+//! selector that never switches; the live cache takes the choice of the replica with fewer
+//! misses summed since the start (changing replica only for a 3% lead), so it stops adapting
+//! where adapting has not paid. With `trials=0` the selector is the previous one, cell for cell.
+//!
 //! **Opt-in mechanisms, measured and not adopted** (knobs in [`StrataConfig`]; figures in
 //! `crates/sim/RESULTS.md`):
 //! - `follow`: shadows of LRU, ARC, FIFO, SIEVE (and with `follow_frequency` 2Q, W-TinyLFU),
@@ -187,6 +194,9 @@ pub struct StrataConfig {
     /// A trial must have this share fewer replica misses than the followed one to take over.
     /// Default 0.03.
     pub trials_margin: f64,
+    /// Also a trial: the shape whose shadow has missed least so far (no replica: the shadows
+    /// are fixed shapes). Default false.
+    pub fixed_trial: bool,
     /// Decay per tick (half an epoch) of the trials' replica misses. Default 1 (summed since
     /// the start).
     pub trials_decay: f64,
@@ -227,6 +237,7 @@ impl StrataConfig {
             trials: 2,
             trials_margin: 0.03,
             trials_decay: 1.0,
+            fixed_trial: false,
         }
     }
 }
@@ -298,6 +309,9 @@ pub struct Strata {
     /// Selector trials (empty unless `trials`), and the one the live cache follows.
     trials: Vec<Trial>,
     trial: usize,
+    /// Per candidate: its shadow's misses summed over ticks (decayed by `trials_decay`), when
+    /// the best fixed shape so far is a trial (`fixed_trial`).
+    fixed_scores: Vec<f64>,
 }
 
 impl Strata {
@@ -386,6 +400,11 @@ impl Strata {
             || candidates
                 .iter()
                 .any(|c| matches!(c, Candidate::Shape { split: true, .. }));
+        let fixed_scores = if config.fixed_trial && !trials.is_empty() {
+            vec![0.0; candidates.len()]
+        } else {
+            Vec::new()
+        };
         let mut strata = Strata {
             lists: Lists::new(5, key_space),
             frequency: vec![0; key_space],
@@ -426,6 +445,7 @@ impl Strata {
             sketch: gated.then(|| Frequencies::new(sketch_period(&config))),
             sketch_left: sketch_period(&config),
             write_allowance: f64::INFINITY,
+            fixed_scores,
             trials,
             trial: 0,
             config,
