@@ -38,6 +38,9 @@
 //! selector that never switches; the live cache takes the choice of the replica with fewer
 //! misses summed since the start (changing replica only for a 3% lead), so it stops adapting
 //! where adapting has not paid. With `trials=0` the selector is the previous one, cell for cell.
+//! `adopt` (opt-in): on a switch, where the shadows see every key, the live contents move toward
+//! the new leader's shadow (flash objects it does not hold are evicted first, buffer objects it
+//! holds in main are written to flash at once, counted as cache writes); it met no further cell.
 //!
 //! **Opt-in mechanisms, measured and not adopted** (knobs in [`StrataConfig`]; figures in
 //! `crates/sim/RESULTS.md`):
@@ -194,6 +197,9 @@ pub struct StrataConfig {
     /// A trial must have this share fewer replica misses than the followed one to take over.
     /// Default 0.03.
     pub trials_margin: f64,
+    /// On a switch, move the live contents toward the new leader's shadow where it is not
+    /// sampled (see `Strata::adopt_contents`). Default false.
+    pub adopt: bool,
     /// Also a trial: the shape whose shadow has missed least so far (no replica: the shadows
     /// are fixed shapes). Default false.
     pub fixed_trial: bool,
@@ -238,6 +244,7 @@ impl StrataConfig {
             trials_margin: 0.03,
             trials_decay: 1.0,
             fixed_trial: false,
+            adopt: false,
         }
     }
 }
@@ -312,6 +319,9 @@ pub struct Strata {
     /// Per candidate: its shadow's misses summed over ticks (decayed by `trials_decay`), when
     /// the best fixed shape so far is a trial (`fixed_trial`).
     fixed_scores: Vec<f64>,
+    /// Buffer objects written to flash by a switch (`adopt`), reported with the request's
+    /// promotions.
+    adopted: Vec<Key>,
 }
 
 impl Strata {
@@ -446,6 +456,7 @@ impl Strata {
             sketch_left: sketch_period(&config),
             write_allowance: f64::INFINITY,
             fixed_scores,
+            adopted: Vec::new(),
             trials,
             trial: 0,
             config,
@@ -716,6 +727,7 @@ impl Cache for Strata {
         self.observe(request);
         let outcome = self.serve(request, effects);
         self.end_request(outcome.is_hit());
+        effects.promoted.append(&mut self.adopted);
         outcome
     }
     fn len(&self) -> usize {

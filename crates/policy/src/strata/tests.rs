@@ -348,6 +348,53 @@ fn the_live_cache_follows_another_trial_only_beyond_the_margin() {
     assert_eq!((trial, leader), (1, initial));
 }
 
+#[test]
+fn adopting_a_shadow_moves_only_what_it_holds_and_reports_the_writes() {
+    let capacity = 100;
+    let mut config = StrataConfig::new(capacity);
+    config.adopt = true;
+    config.trials = 0;
+    config.budget = f64::INFINITY;
+    let mut cache = Strata::new(config, 0);
+    let keys: Vec<Key> = (0..5_000u64)
+        .map(|i| (mix64(i) % 400).min(mix64(i ^ 11) % 400) as Key)
+        .collect();
+    misses_and_writes(&mut cache, &keys);
+    // The 40% buffer with threshold 1: its shadow's main differs from the live one's.
+    let index = cache
+        .candidates
+        .iter()
+        .position(|&c| {
+            c == Candidate::Shape {
+                small: 0.40,
+                threshold: 1,
+                gate: false,
+                split: false,
+            }
+        })
+        .unwrap();
+    let before = cache.len();
+    let writes = cache.writes;
+    cache.adopted.clear();
+    cache.switch_to(index);
+    let candidates::Shadow::Queues(shadow, _) = &cache.shadows[index] else {
+        panic!("our shapes' shadows are queues");
+    };
+    let in_shadow_main = |k: Key| shadow.lists.in_list(k, MAIN);
+    let all: Vec<Key> = (0..400).collect();
+    for &k in &all {
+        if cache.lists.in_list(k, MAIN) {
+            assert!(shadow.contains(k), "{k} in live main but not in the shadow");
+        }
+        if cache.lists.in_list(k, SMALL) {
+            assert!(!in_shadow_main(k), "{k} still in the buffer");
+        }
+    }
+    assert_eq!(cache.len(), before);
+    assert_eq!(cache.writes - writes, cache.adopted.len() as u64);
+    assert!(!cache.adopted.is_empty());
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -379,6 +426,7 @@ mod properties {
             reset in prop::sample::select(vec![0.0, 1.0]),
             dwell in 0u32..2,
             trials in prop::sample::select(vec![0u32, 2, 255]),
+            adopt: bool,
         ) {
             let mut config = StrataConfig::new(capacity);
             if let Candidate::Shape { small, threshold, .. } = CANDIDATES[shape] {
@@ -395,6 +443,7 @@ mod properties {
             config.reset = reset;
             config.dwell = dwell;
             config.trials = trials;
+            config.adopt = adopt;
             config.epoch_min = 50;
             let mut cache = Strata::new(config, 0);
             let (_, writes) = misses_and_writes(&mut cache, &keys);
