@@ -135,6 +135,11 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "split_max" => config.split_max = number.clamp(0.0, 0.9),
             "split_min" => config.split_min = number.clamp(0.0, 0.9),
             "main_ghost_admit" => config.main_ghost_admit = number != 0.0,
+            "trials" => config.trials = number.clamp(0.0, 1e9) as u32,
+            "adopt" => config.adopt = number != 0.0,
+            "fixed_trial" => config.fixed_trial = number != 0.0,
+            "trials_margin" => config.trials_margin = number.clamp(0.0, 1.0),
+            "trials_decay" => config.trials_decay = number.clamp(0.0, 1.0),
             _ => return Err(bad()),
         }
     }

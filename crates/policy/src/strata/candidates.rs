@@ -188,6 +188,7 @@ impl Shadow {
                 config.split_min = live.split_min;
                 config.main_ghost_admit = live.main_ghost_admit;
                 config.adapt = false;
+                config.trials = 0;
                 config.budget = f64::INFINITY;
                 Shadow::Queues(Box::new(Strata::new(config, key_space)), Effects::default())
             }

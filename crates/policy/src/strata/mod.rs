@@ -32,6 +32,16 @@
 //! any shape the live cache can take is scored by exactly the code that will run it; without the
 //! gate it is S3-FIFO request for request (a property test checks it).
 //!
+//! **Selector trials** (module `trials`; `trials`, `trials_decay`, `trials_margin`,
+//! `fixed_trial`): the shadows score fixed shapes, but the live cache pays for its switches. Two
+//! id-only replicas of the live queues at the shadows' capacity run the default selector and a
+//! selector that never switches; the live cache takes the choice of the replica with fewer
+//! misses summed since the start (changing replica only for a 3% lead), so it stops adapting
+//! where adapting has not paid. With `trials=0` the selector is the previous one, cell for cell.
+//! `adopt` (opt-in): on a switch, where the shadows see every key, the live contents move toward
+//! the new leader's shadow (flash objects it does not hold are evicted first, buffer objects it
+//! holds in main are written to flash at once, counted as cache writes); it met no further cell.
+//!
 //! **Opt-in mechanisms, measured and not adopted** (knobs in [`StrataConfig`]; figures in
 //! `crates/sim/RESULTS.md`):
 //! - `follow`: shadows of LRU, ARC, FIFO, SIEVE (and with `follow_frequency` 2Q, W-TinyLFU),
@@ -93,10 +103,12 @@ mod frequencies;
 mod selector;
 #[cfg(test)]
 mod tests;
+mod trials;
 
 use candidates::Shadow;
 pub use candidates::{Candidate, Foreign, CANDIDATES};
 use frequencies::Frequencies;
+use trials::{Trial, TRIALS};
 
 /// Starting buffer share of the shadows' shapes when the split adapts (`split`).
 const SPLIT_START: f64 = 0.10;
@@ -177,6 +189,23 @@ pub struct StrataConfig {
     /// Write an object found in main's ghost straight back to main (within the budget), as ARC
     /// puts a hit in B2 into T2, instead of into the buffer. Default true.
     pub main_ghost_admit: bool,
+    /// Selector trials (see the `trials` module), a bit set over `trials::TRIALS` (the default
+    /// selector, bit 0, always runs when any runs): each steers a replica of the live queues at
+    /// the shadows' capacity, and the live cache takes the choices of the one whose replica
+    /// missed least. 0 = none. Default 2: the default selector and one that never switches.
+    pub trials: u32,
+    /// A trial must have this share fewer replica misses than the followed one to take over.
+    /// Default 0.03.
+    pub trials_margin: f64,
+    /// On a switch, move the live contents toward the new leader's shadow where it is not
+    /// sampled (see `Strata::adopt_contents`). Default false.
+    pub adopt: bool,
+    /// Also a trial: the shape whose shadow has missed least so far (no replica: the shadows
+    /// are fixed shapes). Default false.
+    pub fixed_trial: bool,
+    /// Decay per tick (half an epoch) of the trials' replica misses. Default 1 (summed since
+    /// the start).
+    pub trials_decay: f64,
 }
 
 impl StrataConfig {
@@ -211,6 +240,11 @@ impl StrataConfig {
             split_max: 0.4,
             split_min: 0.01,
             main_ghost_admit: true,
+            trials: 2,
+            trials_margin: 0.03,
+            trials_decay: 1.0,
+            fixed_trial: false,
+            adopt: false,
         }
     }
 }
@@ -279,6 +313,15 @@ pub struct Strata {
     /// Flash writes allowed so far when this is a shadow without its own budget LRU: set by the
     /// live cache from its budget (`shadow_budget`), unlimited otherwise.
     write_allowance: f64,
+    /// Selector trials (empty unless `trials`), and the one the live cache follows.
+    trials: Vec<Trial>,
+    trial: usize,
+    /// Per candidate: its shadow's misses summed over ticks (decayed by `trials_decay`), when
+    /// the best fixed shape so far is a trial (`fixed_trial`).
+    fixed_scores: Vec<f64>,
+    /// Buffer objects written to flash by a switch (`adopt`), reported with the request's
+    /// promotions.
+    adopted: Vec<Key>,
 }
 
 impl Strata {
@@ -330,7 +373,35 @@ impl Strata {
                 }
             })
             .unwrap_or(0);
-        let epoch_len = ((capacity as f64 * config.epoch) as u64).max(config.epoch_min.max(1));
+        let mut epoch_len = ((capacity as f64 * config.epoch) as u64).max(config.epoch_min.max(1));
+        let trials: Vec<Trial> = if Strata::trials_apply(&config, &candidates) {
+            // Trials count in ticks of half an epoch: the epoch must be even.
+            epoch_len += epoch_len % 2;
+            TRIALS
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i == 0 || config.trials & (1 << i) != 0)
+                .map(|(i, &(ticks, decay))| {
+                    // The first is the live selector itself: its decay is the configured one.
+                    let decay = if i == 0 { config.decay } else { decay };
+                    Trial::new(
+                        (ticks, decay),
+                        leader,
+                        shadow_capacity,
+                        key_space,
+                        &config,
+                        candidates.len(),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let epoch_left = if trials.is_empty() {
+            epoch_len
+        } else {
+            epoch_len / 2
+        };
         let gated = config.gate
             || candidates
                 .iter()
@@ -339,6 +410,11 @@ impl Strata {
             || candidates
                 .iter()
                 .any(|c| matches!(c, Candidate::Shape { split: true, .. }));
+        let fixed_scores = if config.fixed_trial && !trials.is_empty() {
+            vec![0.0; candidates.len()]
+        } else {
+            Vec::new()
+        };
         let mut strata = Strata {
             lists: Lists::new(5, key_space),
             frequency: vec![0; key_space],
@@ -366,7 +442,7 @@ impl Strata {
             following: false,
             leader_hit: false,
             epoch_len,
-            epoch_left: epoch_len,
+            epoch_left,
             gate: config.gate,
             splitting: config.split,
             challenger: leader,
@@ -379,6 +455,10 @@ impl Strata {
             sketch: gated.then(|| Frequencies::new(sketch_period(&config))),
             sketch_left: sketch_period(&config),
             write_allowance: f64::INFINITY,
+            fixed_scores,
+            adopted: Vec::new(),
+            trials,
+            trial: 0,
             config,
         };
         strata.set_shape(config.small, config.threshold, config.gate);
@@ -592,6 +672,9 @@ impl Strata {
                 }
             }
         }
+        for trial in &mut self.trials {
+            trial.replay(request);
+        }
     }
 }
 
@@ -644,6 +727,7 @@ impl Cache for Strata {
         self.observe(request);
         let outcome = self.serve(request, effects);
         self.end_request(outcome.is_hit());
+        effects.promoted.append(&mut self.adopted);
         outcome
     }
     fn len(&self) -> usize {

@@ -2,12 +2,12 @@
 //! scores and switches the live cache to the candidate with the fewest expected misses (with the
 //! opt-in timing knobs `switch_cost`, `persist`, `dwell` and `reset`).
 
-use super::{Candidate, Strata, MAIN, STALE};
+use super::{Candidate, Strata, MAIN, SMALL, STALE};
 
 impl Strata {
     /// Makes `index` the leader. Following another policy, flash objects it does not hold become
     /// stale (evicted first); nothing is written or moved between media.
-    fn switch_to(&mut self, index: usize) {
+    pub(super) fn switch_to(&mut self, index: usize) {
         self.leader = index;
         match self.candidates[index] {
             Candidate::Shape {
@@ -20,6 +20,9 @@ impl Strata {
                 let current = self.small_target;
                 self.set_shape(small, threshold, gate);
                 self.splitting = self.config.split || split;
+                if self.config.adopt && self.sample_rate >= 1.0 {
+                    self.adopt_contents(index);
+                }
                 if self.config.split {
                     // Every shape adapts: the split goes on from where it is now.
                     self.small_target = current;
@@ -50,6 +53,45 @@ impl Strata {
                     self.lists.push_head(STALE, k);
                 }
             }
+        }
+    }
+
+    /// `adopt`: moves the live cache's contents toward those of the new leader's shadow (which
+    /// sees every key): flash objects the shadow no longer holds become stale (evicted first),
+    /// and buffer objects the shadow holds in main are written to flash now (cache writes,
+    /// within the budget, reported with the request's promotions) instead of when they reach
+    /// the buffer's tail. Nothing the live cache does not hold is fetched.
+    fn adopt_contents(&mut self, index: usize) {
+        let super::candidates::Shadow::Queues(shadow, _) = &self.shadows[index] else {
+            return;
+        };
+        let mut stale = Vec::new();
+        let mut promote = Vec::new();
+        for (list, out, wanted) in [(MAIN, &mut stale, false), (SMALL, &mut promote, true)] {
+            let mut key = self.lists.tail(list);
+            while let Some(k) = key {
+                let in_main = shadow.lists.in_list(k, MAIN) || shadow.lists.in_list(k, STALE);
+                let held = in_main || shadow.lists.in_list(k, SMALL);
+                if (wanted && in_main) || (!wanted && !held) {
+                    out.push(k);
+                }
+                let newer = self.lists.newer(k);
+                key = (newer != crate::list::NIL).then_some(newer);
+            }
+        }
+        for k in stale {
+            self.lists.remove(k);
+            self.lists.push_head(STALE, k);
+        }
+        for k in promote {
+            if !self.may_write() {
+                break;
+            }
+            self.lists.remove(k);
+            self.lists.push_head(MAIN, k);
+            *self.frequency_mut(k) = 0;
+            self.writes += 1;
+            self.adopted.push(k);
         }
     }
 
@@ -85,6 +127,11 @@ impl Strata {
         self.live_misses += u64::from(!hit);
         self.epoch_left -= 1;
         if self.epoch_left > 0 {
+            return;
+        }
+        if !self.trials.is_empty() {
+            self.epoch_left = self.epoch_len / 2;
+            self.end_tick();
             return;
         }
         self.epoch_left = self.epoch_len;

@@ -276,6 +276,125 @@ fn the_adaptive_split_grows_the_buffer_on_recency_and_stays_within_its_bounds() 
     );
 }
 
+#[test]
+fn the_default_trial_runs_the_live_selector_exactly() {
+    // With the default selector as its only trial, the live cache must switch when and as
+    // without trials: the trial's ticks, scores and choices copy the live selector's, or the
+    // replica the other trials are compared with would not be the live cache's.
+    let capacity = 200;
+    let mut keys: Vec<Key> = (0..40_000u64)
+        .map(|i| (mix64(i) % 600).min(mix64(i ^ 3) % 600) as Key)
+        .collect();
+    keys.extend(requests_twice(20_000, 60).iter().map(|k| k + 1_000));
+    keys.extend((0..40_000u64).map(|i| (mix64(i ^ 5) % 400) as Key));
+    let run = |trials: u32| {
+        let mut config = StrataConfig::new(capacity);
+        config.trials = trials;
+        config.epoch_min = 100;
+        let mut cache = Strata::new(config, 0);
+        let mut effects = Effects::default();
+        let mut trace = Vec::with_capacity(keys.len());
+        for (seq, &key) in keys.iter().enumerate() {
+            effects.clear();
+            let request = Request {
+                key,
+                seq: seq as u64,
+                ..Request::default()
+            };
+            let hit = cache.on_request(&request, &mut effects).is_hit();
+            trace.push((hit, cache.leader));
+        }
+        trace
+    };
+    let without = run(0);
+    let switches = without.windows(2).filter(|w| w[0].1 != w[1].1).count();
+    assert!(
+        switches >= 2,
+        "the trace must make the selector switch: {switches}"
+    );
+    assert_eq!(run(1), without);
+}
+
+#[test]
+fn the_live_cache_follows_another_trial_only_beyond_the_margin() {
+    let initial = |cache: &Strata| {
+        CANDIDATES.iter().position(|&c| {
+            c == Candidate::Shape {
+                small: cache.config.small,
+                threshold: cache.config.threshold,
+                gate: false,
+                split: false,
+            }
+        })
+    };
+    // The default selector's replica has switched to another shape and missed `followed`
+    // times; the one that never switches (the second trial) missed `never` times.
+    let end_tick_with = |followed: f64, never: f64| {
+        let mut cache = Strata::new(StrataConfig::new(100), 0);
+        assert_eq!(cache.trials.len(), 2);
+        let other = (initial(&cache).unwrap() + 1) % cache.candidates.len();
+        cache.trials[0].leader = other;
+        cache.switch_to(other);
+        cache.trials[0].score = followed;
+        cache.trials[1].score = never;
+        cache.end_tick();
+        (cache.trial, cache.leader, initial(&cache).unwrap(), other)
+    };
+    // 2% fewer misses: within the 3% margin, the live cache stays with the default selector.
+    let (trial, leader, _, other) = end_tick_with(1000.0, 980.0);
+    assert_eq!((trial, leader), (0, other));
+    // 4% fewer: it follows the selector that never switches, back to the initial shape.
+    let (trial, leader, initial, _) = end_tick_with(1000.0, 960.0);
+    assert_eq!((trial, leader), (1, initial));
+}
+
+#[test]
+fn adopting_a_shadow_moves_only_what_it_holds_and_reports_the_writes() {
+    let capacity = 100;
+    let mut config = StrataConfig::new(capacity);
+    config.adopt = true;
+    config.trials = 0;
+    config.budget = f64::INFINITY;
+    let mut cache = Strata::new(config, 0);
+    let keys: Vec<Key> = (0..5_000u64)
+        .map(|i| (mix64(i) % 400).min(mix64(i ^ 11) % 400) as Key)
+        .collect();
+    misses_and_writes(&mut cache, &keys);
+    // The 40% buffer with threshold 1: its shadow's main differs from the live one's.
+    let index = cache
+        .candidates
+        .iter()
+        .position(|&c| {
+            c == Candidate::Shape {
+                small: 0.40,
+                threshold: 1,
+                gate: false,
+                split: false,
+            }
+        })
+        .unwrap();
+    let before = cache.len();
+    let writes = cache.writes;
+    cache.adopted.clear();
+    cache.switch_to(index);
+    let candidates::Shadow::Queues(shadow, _) = &cache.shadows[index] else {
+        panic!("our shapes' shadows are queues");
+    };
+    let in_shadow_main = |k: Key| shadow.lists.in_list(k, MAIN);
+    let all: Vec<Key> = (0..400).collect();
+    for &k in &all {
+        if cache.lists.in_list(k, MAIN) {
+            assert!(shadow.contains(k), "{k} in live main but not in the shadow");
+        }
+        if cache.lists.in_list(k, SMALL) {
+            assert!(!in_shadow_main(k), "{k} still in the buffer");
+        }
+    }
+    assert_eq!(cache.len(), before);
+    assert_eq!(cache.writes - writes, cache.adopted.len() as u64);
+    assert!(!cache.adopted.is_empty());
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -306,6 +425,8 @@ mod properties {
             shadow_budget: bool,
             reset in prop::sample::select(vec![0.0, 1.0]),
             dwell in 0u32..2,
+            trials in prop::sample::select(vec![0u32, 2, 255]),
+            adopt: bool,
         ) {
             let mut config = StrataConfig::new(capacity);
             if let Candidate::Shape { small, threshold, .. } = CANDIDATES[shape] {
@@ -321,6 +442,8 @@ mod properties {
             config.shadow_budget = shadow_budget;
             config.reset = reset;
             config.dwell = dwell;
+            config.trials = trials;
+            config.adopt = adopt;
             config.epoch_min = 50;
             let mut cache = Strata::new(config, 0);
             let (_, writes) = misses_and_writes(&mut cache, &keys);

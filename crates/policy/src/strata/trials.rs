@@ -1,0 +1,202 @@
+//! Selector trials (`trials`): the shadows score fixed shapes, but the live cache is not a fixed
+//! shape: after a switch its contents follow the old shape for a while, so a selector that
+//! switches often pays misses no shadow shows (P12 5/10%, where the best fixed shape chosen in
+//! hindsight wins and the default selector loses). A trial is one selector setting (epoch
+//! length, decay) that reads the same shadows' misses and runs its choices on a *replica*: an
+//! id-only, non-adaptive copy of the live queues at the shadows' (sampled) capacity, whose shape
+//! it switches as the live cache would. The replica's misses therefore include the cost of that
+//! selector's switching. The live cache takes the shape chosen by the trial whose replica had
+//! the fewest decayed misses (`trials_decay`), and changes trial only for a lead of
+//! `trials_margin` (the replicas are sampled above 16,384 objects, so small leads are noise).
+//! The first trial is the default selector, followed from the start and kept on ties, so a
+//! trace on which the trials agree runs exactly as without them.
+//!
+//! By default the only other trial is the selector that never switches: the live cache stops
+//! adapting (and returns to the initial shape, S3-FIFO's 10% / threshold 2) when, summed since
+//! the start, switching has cost the default selector's replica 3% more misses than never
+//! switching. It met P12 1% and narrowed P12 5% and 10%; no other cell of the scorecard moved.
+//! A replica costs about one shadow; the two cost about 20% of the speed on P12 and
+//! cloudPhysicsIO 10%.
+//!
+//! `fixed_trial` (opt-in) adds one more choice without a replica: the shape whose shadow has
+//! missed least so far (a shadow *is* a replica that never switches, of its own shape). It
+//! narrowed P12 5% and MSR 1% but met no further cell, and with smaller margins lost P12 1%.
+
+use super::{Candidate, Strata, StrataConfig};
+use crate::{Cache, Effects, Request};
+
+/// Selector settings the trials can run: (ticks per epoch, decay per epoch); a tick is half the
+/// live epoch, and 0 ticks means a selector that never switches (the initial shape throughout).
+/// The first is the default selector (`epoch` = 2 x capacity, `decay` = 0.5) and always runs;
+/// the others run when their bit of [`StrataConfig::trials`] is set. By default only the second
+/// does: it asks whether switching has paid at all on this trace so far. The rest (slower
+/// memories: 0.9, and scores summed since the start, which tend to the best fixed shape in
+/// hindsight; shorter and longer epochs) are opt-in (see `crates/sim/RESULTS.md`).
+pub(super) const TRIALS: &[(u32, f64)] = &[
+    (2, 0.5),
+    (0, 0.0),
+    (2, 0.9),
+    (2, 1.0),
+    (1, std::f64::consts::FRAC_1_SQRT_2),
+    (4, 0.5),
+    (1, 0.5),
+    (4, 0.9),
+];
+
+/// One selector setting and the replica cache it steers.
+#[derive(Clone, Debug)]
+pub(super) struct Trial {
+    ticks_per_epoch: u32,
+    ticks_left: u32,
+    decay: f64,
+    /// Per candidate: misses of this trial's current epoch, and the decayed scores.
+    epoch_misses: Vec<u64>,
+    scores: Vec<f64>,
+    /// The candidate this trial follows.
+    pub(super) leader: usize,
+    replica: Box<Strata>,
+    effects: Effects,
+    /// The replica's misses in the current tick, and their decayed sum over ticks.
+    tick_misses: u64,
+    pub(super) score: f64,
+}
+
+impl Trial {
+    pub(super) fn new(
+        (ticks_per_epoch, decay): (u32, f64),
+        leader: usize,
+        capacity: usize,
+        key_space: usize,
+        live: &StrataConfig,
+        candidates: usize,
+    ) -> Trial {
+        let mut config = StrataConfig::new(capacity);
+        config.small = live.small;
+        config.threshold = live.threshold;
+        config.gate = live.gate;
+        config.ghost = live.ghost;
+        config.adapt = false;
+        config.trials = 0;
+        config.budget = f64::INFINITY;
+        let mut replica = Strata::new(config, key_space);
+        // A replica that switches must be able to take the gated shape: it keeps a sketch when
+        // the live cache does.
+        if ticks_per_epoch > 0 && live.gate_shapes && replica.sketch.is_none() {
+            replica.sketch = Some(super::Frequencies::new(super::sketch_period(&config)));
+            replica.sketch_left = super::sketch_period(&config);
+        }
+        Trial {
+            ticks_per_epoch,
+            ticks_left: ticks_per_epoch,
+            decay,
+            epoch_misses: vec![0; candidates],
+            scores: vec![0.0; candidates],
+            leader,
+            replica: Box::new(replica),
+            effects: Effects::default(),
+            tick_misses: 0,
+            score: 0.0,
+        }
+    }
+
+    /// Replays a (sampled) request in the replica.
+    pub(super) fn replay(&mut self, request: &Request) {
+        self.effects.clear();
+        let hit = self.replica.on_request(request, &mut self.effects).is_hit();
+        self.tick_misses += u64::from(!hit);
+    }
+
+    /// Ends a tick: adds the shadows' misses of the tick, and at the end of this trial's epoch
+    /// rescores the candidates and switches the replica as the default selector would.
+    fn end_tick(&mut self, tick_misses: &[u64], candidates: &[Candidate], meta_decay: f64) {
+        self.score = self.score * meta_decay + std::mem::take(&mut self.tick_misses) as f64;
+        for (sum, &misses) in self.epoch_misses.iter_mut().zip(tick_misses) {
+            *sum += misses;
+        }
+        if self.ticks_per_epoch == 0 {
+            // Never switches: the initial shape throughout.
+            return;
+        }
+        self.ticks_left -= 1;
+        if self.ticks_left > 0 {
+            return;
+        }
+        self.ticks_left = self.ticks_per_epoch;
+        for (score, misses) in self.scores.iter_mut().zip(&mut self.epoch_misses) {
+            *score = *score * self.decay + std::mem::take(misses) as f64;
+        }
+        let best = (0..self.scores.len())
+            .min_by(|&a, &b| self.scores[a].total_cmp(&self.scores[b]))
+            .unwrap_or(self.leader);
+        if self.scores[best] < self.scores[self.leader] {
+            self.leader = best;
+            if let Candidate::Shape {
+                small,
+                threshold,
+                gate,
+                ..
+            } = candidates[best]
+            {
+                self.replica.set_shape(small, threshold, gate);
+            }
+        }
+    }
+}
+
+impl Strata {
+    /// Whether the selector trials run: only over our plain shapes (a replica cannot follow
+    /// another policy or adapt its split), and only with the selector's own timing rules off
+    /// (`learn`, `margin`, `switch_cost`, `persist`, `dwell`, `reset`), which the trials'
+    /// replicas do not copy.
+    pub(super) fn trials_apply(config: &StrataConfig, candidates: &[Candidate]) -> bool {
+        config.trials != 0
+            && config.adapt
+            && !candidates.is_empty()
+            && !config.learn
+            && config.switch_margin == 0.0
+            && config.switch_cost == 0.0
+            && config.persist <= 1
+            && config.dwell == 0
+            && config.reset == 0.0
+            && candidates
+                .iter()
+                .all(|c| matches!(c, Candidate::Shape { split: false, .. }))
+    }
+
+    /// End of a tick (half an epoch) with trials: every trial takes the tick's shadow misses,
+    /// and the live cache takes the shape of the trial whose replica missed least (the current
+    /// one on ties).
+    pub(super) fn end_tick(&mut self) {
+        for trial in &mut self.trials {
+            trial.end_tick(
+                &self.epoch_misses,
+                &self.candidates,
+                self.config.trials_decay,
+            );
+        }
+        let decay = self.config.trials_decay;
+        for (score, &misses) in self.fixed_scores.iter_mut().zip(&self.epoch_misses) {
+            *score = *score * decay + misses as f64;
+        }
+        self.epoch_misses.iter_mut().for_each(|m| *m = 0);
+        // (score, shape) of each trial, then of the best fixed shape so far (`fixed_trial`).
+        let mut options: Vec<(f64, usize)> =
+            self.trials.iter().map(|t| (t.score, t.leader)).collect();
+        if let Some(best_fixed) = (0..self.fixed_scores.len())
+            .min_by(|&a, &b| self.fixed_scores[a].total_cmp(&self.fixed_scores[b]))
+        {
+            options.push((self.fixed_scores[best_fixed], best_fixed));
+        }
+        let current = self.trial.min(options.len() - 1);
+        let best = (0..options.len())
+            .min_by(|&a, &b| options[a].0.total_cmp(&options[b].0))
+            .unwrap_or(current);
+        if options[best].0 < options[current].0 * (1.0 - self.config.trials_margin) {
+            self.trial = best;
+        }
+        let leader = options[self.trial].1;
+        if leader != self.leader {
+            self.switch_to(leader);
+        }
+    }
+}
