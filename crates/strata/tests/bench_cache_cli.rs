@@ -1,5 +1,5 @@
 //! `strata bench cache` end to end on tiny regions: two rounds of the 4 KiB random jobs on
-//! the cache and the fast device through fio's nbd engine, so the table of medians and the
+//! the seed's cache, the fast device and the wt cache through fio's nbd engine, so the table of medians and the
 //! per-round ratios are printed from real measurements. Checks the shape, not the speed.
 
 use std::process::Command;
@@ -13,7 +13,7 @@ fn two_rounds_print_medians_and_ratios() {
     let dir = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["bench", "cache", "--rounds", "2", "--runtime-s", "1"])
-        .args(["--jobs", "randread,randwrite", "--targets", "cache,fast"])
+        .args(["--jobs", "randread,randwrite", "--targets", "cache,fast,wt"])
         .args([
             "--hdd-size",
             "64M",
@@ -54,4 +54,15 @@ fn two_rounds_print_medians_and_ratios() {
         .find(|line| line.starts_with("4k randread (100% hit)") && line.contains(">=0.80x fast"))
         .unwrap_or_else(|| panic!("no ratio row:\n{stdout}"));
     assert!(ratio_line.contains('x'), "{ratio_line}");
+    // The Open-CAS comparison is made with the target set up as its reference run was.
+    assert!(
+        stdout.contains("cache (wt, raw files) vs Open-CAS"),
+        "{stdout}"
+    );
+    // The run removes its device files.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

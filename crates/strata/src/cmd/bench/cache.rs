@@ -13,6 +13,12 @@
 //! ratio as the median of the ratios measured within a round. On a shared disk whose speed
 //! swings from minute to minute, a ratio between rows measured minutes apart carries the
 //! swing; two rows measured seconds apart, repeated, do not.
+//!
+//! The fast devices are emulated NVMe; on a file of this machine's one (virtual) disk they
+//! run at the disk's speed of the moment, not the profile's. The seed's experiment, an NVMe
+//! over an HDD: `strata bench cache --dir /var/tmp/bc --fast-dir /dev/shm/bc` (HDD and core
+//! on the disk, cache and fast device on tmpfs at the NVMe profile's speed). The `wt` target
+//! stays on raw files in --dir, as Open-CAS's reference run was.
 //! Quick variant for iteration:
 //! `strata bench cache --rounds 1 --runtime-s 3 --jobs randread,randwrite --targets cache,fast`.
 
@@ -33,6 +39,13 @@ pub struct Args {
     /// Directory for the device files (sparse).
     #[arg(long, default_value = "/tmp/strata-bench-cache")]
     pub dir: PathBuf,
+    /// Directory of the fast devices' files (the cache device and the raw fast device);
+    /// default: --dir. Both are emulated NVMe, whose timing model is only a floor: on a file
+    /// of this machine's disk they run at whatever the disk does at that moment (its random
+    /// 4 KiB speed swings several-fold from minute to minute here). On tmpfs (/dev/shm) they
+    /// run at the profile's speed, as an NVMe would, and the HDD and core stay in --dir.
+    #[arg(long)]
+    pub fast_dir: Option<PathBuf>,
     /// Seconds per job.
     #[arg(long, default_value_t = 10)]
     pub runtime_s: u32,
@@ -62,8 +75,15 @@ pub struct Args {
     /// Preset of the fast device (cache and limit).
     #[arg(long, default_value = "nvme")]
     pub fast: String,
-    /// Targets to run (hdd, cache, fast, nbdkit).
-    #[arg(long, value_delimiter = ',', default_value = "hdd,cache,fast,nbdkit")]
+    /// Targets to run: hdd (the baseline), cache (seed 001's configuration), fast (the
+    /// limit), nbdkit (the transport limit), wt (our cache as Open-CAS's reference run was
+    /// set up: wt, 4 KiB lines, Open-CAS's default cut-off, raw files in --dir without any
+    /// emulation; the Open-CAS ratios use it).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "hdd,cache,fast,nbdkit,wt"
+    )]
     pub targets: Vec<String>,
     /// Jobs to run, by fio rw name (randread, randwrite, randrw, read, write).
     #[arg(
@@ -218,6 +238,9 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
     let dir = &args.dir;
     let socket = dir.join(format!("{which}.sock"));
     let file = |name: &str, size: &str| format!("file:{}:{size}", dir.join(name).display());
+    let fast_dir = args.fast_dir.as_deref().unwrap_or(dir);
+    let fast_file =
+        |name: &str, size: &str| format!("file:{}:{size}", fast_dir.join(name).display());
     Ok(Some(match which {
         "hdd" => {
             let mut command = strata_command()?;
@@ -239,7 +262,7 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
                     "nbd",
                     "serve",
                     "--device",
-                    &format!("{}@{}", args.fast, file("fast.img", "4G")),
+                    &format!("{}@{}", args.fast, fast_file("fast.img", "4G")),
                     "--socket",
                 ])
                 .arg(&socket);
@@ -265,7 +288,7 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
                 ])
                 .args([
                     "--cache",
-                    &format!("{}@{}", args.fast, file("cache.img", "2G")),
+                    &format!("{}@{}", args.fast, fast_file("cache.img", "2G")),
                 ])
                 .args([
                     "--core",
@@ -302,7 +325,28 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
                 .args(["--foreground", "memory", &args.hdd_size]);
             spawn("nbdkit memory", command, socket, None)?
         }
-        other => bail!("unknown target {other:?} (hdd, cache, fast, nbdkit)"),
+        "wt" => {
+            let control = dir.join("wt.ctl");
+            let mut command = strata_command()?;
+            command
+                .args([
+                    "cache",
+                    "start",
+                    "--force",
+                    "--mode",
+                    "wt",
+                    "--line-size",
+                    "4k",
+                ])
+                .args(["--cache", &file("wt-cache.img", "2G")])
+                .args(["--core", &file("wt-core.img", &args.hdd_size)])
+                .arg("--socket")
+                .arg(&socket)
+                .arg("--control")
+                .arg(&control);
+            spawn("cache (wt, raw files)", command, socket, Some(control))?
+        }
+        other => bail!("unknown target {other:?} (hdd, cache, fast, nbdkit, wt)"),
     }))
 }
 
@@ -436,7 +480,13 @@ fn prefill(args: &Args, target: &Target, cached: bool) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     if cached {
-        set_seq_cutoff(target, "always")?;
+        // The seed's cut-off for its cache; Open-CAS's default for the wt target.
+        let policy = if target.name.contains("seed 001") {
+            "always"
+        } else {
+            "full"
+        };
+        set_seq_cutoff(target, policy)?;
         flush_cache(target, "after the prefill")?;
     }
     Ok(())
@@ -482,6 +532,29 @@ fn flush_cache(target: &Target, when: &str) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Removes the device files and sockets the run made (several GB of sparse files, and RAM
+/// when --fast-dir is on tmpfs); the directories stay.
+fn remove_files(args: &Args) {
+    let fast_dir = args.fast_dir.as_deref().unwrap_or(&args.dir);
+    for name in ["cache.img", "fast.img"] {
+        let _ = std::fs::remove_file(fast_dir.join(name));
+    }
+    for name in [
+        "hdd.img",
+        "core.img",
+        "wt-cache.img",
+        "wt-core.img",
+        "ioclass-config.csv",
+        "cache.ctl",
+        "wt.ctl",
+    ] {
+        let _ = std::fs::remove_file(args.dir.join(name));
+    }
+    for which in &args.targets {
+        let _ = std::fs::remove_file(args.dir.join(format!("{which}.sock")));
+    }
 }
 
 /// One target's figures: `rounds[round][job]` (a job left out with --jobs is not `ran`).
@@ -547,6 +620,14 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.dir)?;
+    if let Some(fast_dir) = &args.fast_dir {
+        std::fs::create_dir_all(fast_dir)?;
+    }
+    eprintln!(
+        "HDD and core files in {}, cache and fast device files in {}",
+        args.dir.display(),
+        args.fast_dir.as_deref().unwrap_or(&args.dir).display()
+    );
     for name in &args.jobs {
         if !JOBS.iter().any(|job| job.rw == name) {
             bail!("unknown job {name:?} (randread, randwrite, randrw, read, write)");
@@ -561,7 +642,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             continue;
         };
         eprintln!("== {} ({which}): started", target.name);
-        prefill(&args, &target, which == "cache")?;
+        prefill(&args, &target, target.control.is_some())?;
         targets.push((which.clone(), target));
     }
     let mut results: Vec<Measured> = targets
@@ -610,6 +691,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     drop(targets);
+    remove_files(&args);
     print_table(&results, args.rounds);
     Ok(ExitCode::SUCCESS)
 }
@@ -640,6 +722,20 @@ fn print_table(results: &[Measured], rounds: u32) {
         }
     }
     let find = |which: &str| results.iter().find(|measured| measured.which == which);
+    // Open-CAS's reference run: wt, 4 KiB lines, raw files on this disk, NBD, fio QD32.
+    // The `wt` target is set up the same way; without it, the seed's cache stands in.
+    if let Some(peer) = find("wt").or_else(|| find("cache")) {
+        let read = peer.summary(0);
+        let write = peer.summary(1);
+        if read.ran || write.ran {
+            println!(
+                "\n{} vs Open-CAS's engine on this machine (wt, raw files, QD32 via NBD: 19.7k randread, 16.4k randwrite): randread {:.2}x, randwrite {:.2}x (target >= 1.5x)",
+                peer.name,
+                read.iops / OPEN_CAS_RANDREAD_IOPS,
+                write.iops / OPEN_CAS_RANDWRITE_IOPS
+            );
+        }
+    }
     let Some(cache) = find("cache") else {
         return;
     };
@@ -688,15 +784,6 @@ fn print_table(results: &[Measured], rounds: u32) {
             show(ratio(hdd, index, bandwidth)),
             show(ratio(find("fast"), index, bandwidth)),
             show(ratio(find("nbdkit"), index, bandwidth)),
-        );
-    }
-    let read = cache.summary(0);
-    let write = cache.summary(1);
-    if read.ran || write.ran {
-        println!(
-            "\nvs Open-CAS on this machine (wt, QD32 via NBD: 19.7k rr, 16.4k rw): randread {:.2}x, randwrite {:.2}x (target >= 1.5x)",
-            read.iops / OPEN_CAS_RANDREAD_IOPS,
-            write.iops / OPEN_CAS_RANDWRITE_IOPS
         );
     }
     for (index, label) in [(3, "read"), (4, "write")] {
