@@ -234,6 +234,34 @@ fn strata_command() -> Result<Command> {
     Ok(Command::new(std::env::current_exe()?))
 }
 
+/// `strata cache start --force` in `mode` with 4 KiB lines over `cache` and `core` (device
+/// specs), exported on `socket`, controlled on `control`; the caller adds the tuning.
+fn cache_start(
+    mode: &str,
+    cache: &str,
+    core: &str,
+    socket: &Path,
+    control: &Path,
+) -> Result<Command> {
+    let mut command = strata_command()?;
+    command
+        .args([
+            "cache",
+            "start",
+            "--force",
+            "--mode",
+            mode,
+            "--line-size",
+            "4k",
+        ])
+        .args(["--cache", cache, "--core", core])
+        .arg("--socket")
+        .arg(socket)
+        .arg("--control")
+        .arg(control);
+    Ok(command)
+}
+
 fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
     let dir = &args.dir;
     let socket = dir.join(format!("{which}.sock"));
@@ -275,25 +303,14 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
                 "IO class id,IO class name,Eviction priority,Allocation\n0,unclassified,22,0.00\n1,request_size:le:131072&done,1,1.00\n",
             )?;
             let control = dir.join("cache.ctl");
-            let mut command = strata_command()?;
+            let mut command = cache_start(
+                "wb",
+                &format!("{}@{}", args.fast, fast_file("cache.img", "2G")),
+                &format!("{}@{}", args.hdd, file("core.img", &args.hdd_size)),
+                &socket,
+                &control,
+            )?;
             command
-                .args([
-                    "cache",
-                    "start",
-                    "--force",
-                    "--mode",
-                    "wb",
-                    "--line-size",
-                    "4k",
-                ])
-                .args([
-                    "--cache",
-                    &format!("{}@{}", args.fast, fast_file("cache.img", "2G")),
-                ])
-                .args([
-                    "--core",
-                    &format!("{}@{}", args.hdd, file("core.img", &args.hdd_size)),
-                ])
                 .args(["--seq-cutoff", "always", "--seq-cutoff-threshold", "16k"])
                 .args([
                     "--cleaning",
@@ -306,11 +323,7 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
                     "5000",
                 ])
                 .arg("--io-class")
-                .arg(&classes)
-                .arg("--socket")
-                .arg(&socket)
-                .arg("--control")
-                .arg(&control);
+                .arg(&classes);
             spawn("cache (wb, seed 001)", command, socket, Some(control))?
         }
         "nbdkit" => {
@@ -327,23 +340,13 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
         }
         "wt" => {
             let control = dir.join("wt.ctl");
-            let mut command = strata_command()?;
-            command
-                .args([
-                    "cache",
-                    "start",
-                    "--force",
-                    "--mode",
-                    "wt",
-                    "--line-size",
-                    "4k",
-                ])
-                .args(["--cache", &file("wt-cache.img", "2G")])
-                .args(["--core", &file("wt-core.img", &args.hdd_size)])
-                .arg("--socket")
-                .arg(&socket)
-                .arg("--control")
-                .arg(&control);
+            let command = cache_start(
+                "wt",
+                &file("wt-cache.img", "2G"),
+                &file("wt-core.img", &args.hdd_size),
+                &socket,
+                &control,
+            )?;
             spawn("cache (wt, raw files)", command, socket, Some(control))?
         }
         other => bail!("unknown target {other:?} (hdd, cache, fast, nbdkit, wt)"),
