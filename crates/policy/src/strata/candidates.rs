@@ -178,18 +178,11 @@ impl Shadow {
                 gate,
                 split,
             } => {
-                let mut config = StrataConfig::new(capacity);
-                config.small = small;
-                config.threshold = threshold;
-                config.gate = gate;
-                config.ghost = live.ghost;
+                let mut config = StrataConfig::fixed_shape(live, capacity, small, threshold, gate);
                 config.split = live.split || split;
                 config.split_max = live.split_max;
                 config.split_min = live.split_min;
                 config.main_ghost_admit = live.main_ghost_admit;
-                config.adapt = false;
-                config.trials = 0;
-                config.budget = f64::INFINITY;
                 Shadow::Queues(Box::new(Strata::new(config, key_space)), Effects::default())
             }
             Candidate::Follow(Foreign::Lru) => Shadow::Lru(Lru::new(capacity, key_space)),

@@ -209,6 +209,27 @@ pub struct StrataConfig {
 }
 
 impl StrataConfig {
+    /// What shadows and trial replicas run: `live`'s queues at `capacity` in one fixed shape
+    /// (`small`, `threshold`, `gate`), with `live`'s ghost share, no adaptation, no trials
+    /// and no write budget.
+    pub(super) fn fixed_shape(
+        live: &StrataConfig,
+        capacity: usize,
+        small: f64,
+        threshold: u8,
+        gate: bool,
+    ) -> Self {
+        let mut config = StrataConfig::new(capacity);
+        config.small = small;
+        config.threshold = threshold;
+        config.gate = gate;
+        config.ghost = live.ghost;
+        config.adapt = false;
+        config.trials = 0;
+        config.budget = f64::INFINITY;
+        config
+    }
+
     /// Defaults for a cache of `capacity` objects.
     pub fn new(capacity: usize) -> Self {
         StrataConfig {

@@ -70,14 +70,8 @@ impl Trial {
         live: &StrataConfig,
         candidates: usize,
     ) -> Trial {
-        let mut config = StrataConfig::new(capacity);
-        config.small = live.small;
-        config.threshold = live.threshold;
-        config.gate = live.gate;
-        config.ghost = live.ghost;
-        config.adapt = false;
-        config.trials = 0;
-        config.budget = f64::INFINITY;
+        let config =
+            StrataConfig::fixed_shape(live, capacity, live.small, live.threshold, live.gate);
         let mut replica = Strata::new(config, key_space);
         // A replica that switches must be able to take the gated shape: it keeps a sketch when
         // the live cache does.
