@@ -455,12 +455,13 @@ fn run_job(args: &Args, target: &Target, job: &Job) -> Result<Figures> {
 
 /// Writes every block of the random region once, so reads hit real data everywhere (a
 /// sparse hole reads faster than data) and the cache holds the whole region (4 KiB random
-/// writes are cached in wb; elsewhere a sequential 1 MiB pass is enough). On the cache the
-/// sequential cut-off is off during the fill: a few hundred of the random writes happen to
-/// be adjacent, look like a 16 KiB stream and would go to the HDD, and the "100% hit" read
-/// job would then wait ~75 ms on each of those misses. The seed's cut-off is restored, and
-/// the dirty lines flushed, before the jobs.
-fn prefill(args: &Args, target: &Target, cached: bool) -> Result<()> {
+/// writes are cached in wb; elsewhere a sequential 1 MiB pass is enough). A cache target
+/// (`seq_cutoff_after` given) fills with the sequential cut-off off: a few hundred of the
+/// random writes happen to be adjacent, look like a 16 KiB stream and would go to the HDD,
+/// and the "100% hit" read job would then wait ~75 ms on each of those misses. The cut-off
+/// policy `seq_cutoff_after` is then set, and the dirty lines flushed, before the jobs.
+fn prefill(args: &Args, target: &Target, seq_cutoff_after: Option<&str>) -> Result<()> {
+    let cached = seq_cutoff_after.is_some();
     let started = Instant::now();
     if cached {
         set_seq_cutoff(target, "never")?;
@@ -482,13 +483,7 @@ fn prefill(args: &Args, target: &Target, cached: bool) -> Result<()> {
         args.random_size,
         started.elapsed().as_secs_f64()
     );
-    if cached {
-        // The seed's cut-off for its cache; Open-CAS's default for the wt target.
-        let policy = if target.name.contains("seed 001") {
-            "always"
-        } else {
-            "full"
-        };
+    if let Some(policy) = seq_cutoff_after {
         set_seq_cutoff(target, policy)?;
         flush_cache(target, "after the prefill")?;
     }
@@ -645,7 +640,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             continue;
         };
         eprintln!("== {} ({which}): started", target.name);
-        prefill(&args, &target, target.control.is_some())?;
+        // Caches get their cut-off back after the prefill: the seed's for its cache,
+        // Open-CAS's default for the wt target.
+        let seq_cutoff_after = match which.as_str() {
+            "cache" => Some("always"),
+            "wt" => Some("full"),
+            _ => None,
+        };
+        prefill(&args, &target, seq_cutoff_after)?;
         targets.push((which.clone(), target));
     }
     let mut results: Vec<Measured> = targets
