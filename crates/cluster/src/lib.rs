@@ -175,7 +175,12 @@ fn sync_directory(dir: &Path) -> Result<()> {
 }
 
 fn remove_path(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
+    let removed = if path.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    match removed {
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
             Err(ClusterError::io(path, error))
         }

@@ -34,7 +34,7 @@ async fn main() -> anyhow::Result<()> {
     let store = Arc::new(
         Store::create(
             Arc::clone(&device),
-            dir.path().join("meta.redb"),
+            dir.path().join("meta"),
             StoreConfig::default(),
         )
         .await?,

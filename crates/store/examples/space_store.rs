@@ -39,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
                 min_alloc_size_bytes: unit,
                 ..StoreConfig::default()
             };
-            let store = Store::create(device, dir.path().join("meta.redb"), config).await?;
+            let store = Store::create(device, dir.path().join("meta"), config).await?;
             let mut batch = Transaction::new(0);
             for id in 0..objects {
                 let object =

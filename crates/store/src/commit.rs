@@ -3,8 +3,9 @@
 //! A flusher thread takes whatever transactions are queued (up to `batch_transactions_max`):
 //! 1. it flushes the device once, so the data of every transaction in the batch is durable,
 //!    and hands the batch to the committer thread, then goes on with the next batch;
-//! 2. the committer writes all the batch's metadata changes in one redb write transaction and
-//!    commits it (fsync), batches in order;
+//! 2. the committer appends all the batch's metadata changes (and the data of deferred
+//!    writes) as one record to the write-ahead log and fdatasyncs it, then applies them to
+//!    the metadata database without a sync, batches in order (`wal.rs`);
 //! 3. only then it returns the extents those transactions freed to the allocator, updates the
 //!    counters, answers the callers and releases their object locks.
 //!
@@ -12,19 +13,18 @@
 //! `Poisoned`, because what reached the media is unknown.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use redb::Durability;
 use tokio::sync::{mpsc, oneshot, OwnedRwLockWriteGuard};
 
 use crate::allocator::DeviceExtent;
 use crate::cache::Cached;
 use crate::error::{Result, StoreError};
-use crate::meta::{self, DEFERRED, OBJECTS, OMAP};
+use crate::meta::{self, Space, WAL_SEQUENCE_KEY};
 use crate::store::Inner;
 use crate::types::CommitStats;
+use crate::wal::{self, DEVICE_FLUSHED};
 use crate::write::Fresh;
 
 /// One omap change, applied in order.
@@ -295,11 +295,15 @@ fn run_committer(inner: &Inner, flushed: std::sync::mpsc::Receiver<Flushed>) {
 /// What the committer carries from batch to batch.
 #[derive(Default)]
 struct CommitterState {
-    /// Next key in `deferred`.
-    sequence: u64,
-    /// Deferred records in the table.
+    /// Deferred writes in the log not yet covered by a device flush.
     records: u64,
+    /// The encoded record, reused.
+    buffer: Vec<u8>,
 }
+
+/// A checkpoint (database persisted, log emptied) happens at the first batch after the log
+/// passes this size with no deferred data waiting for a device flush.
+const WAL_CHECKPOINT_BYTES: u64 = 32 << 20;
 
 /// Counters behind [`CommitStats`]; only the commit threads add to them.
 #[derive(Default)]
@@ -344,86 +348,57 @@ fn commit_batch(
     flushed: bool,
 ) -> Result<()> {
     let mut omap_delta = 0i64;
-    let mut records_after = state.records;
-    let mut transaction = inner.db.begin_write()?;
-    transaction.set_durability(if inner.config.durable {
-        Durability::Immediate
-    } else {
-        Durability::None
-    });
-    {
-        let mut objects = transaction.open_table(OBJECTS)?;
-        let mut omap = transaction.open_table(OMAP)?;
-        let mut deferred = transaction.open_table(DEFERRED)?;
-        if flushed || !inner.config.durable {
-            // The flush covered every earlier write: no record is needed any more.
-            if state.records > 0 {
-                deferred.retain(|_, _| false)?;
+    let mut changes = inner.meta.batch();
+    for pending in batch.iter_mut() {
+        for update in &pending.updates {
+            let omap_before = omap_delta;
+            match &update.onode {
+                Some(bytes) => changes.insert(Space::Objects, update.key.clone(), bytes.clone()),
+                None => changes.remove(Space::Objects, update.key.clone()),
             }
-            records_after = 0;
-        } else {
-            for pending in batch.iter() {
-                for (offset, data) in &pending.deferred {
-                    let record = [offset.to_le_bytes().as_slice(), data].concat();
-                    deferred.insert(state.sequence, record.as_slice())?;
-                    state.sequence += 1;
-                    records_after += 1;
-                }
-            }
-        }
-        for pending in batch.iter_mut() {
-            for update in &pending.updates {
-                let omap_before = omap_delta;
-                match &update.onode {
-                    Some(bytes) => {
-                        objects.insert(update.key.as_slice(), bytes.as_slice())?;
-                    }
-                    None => {
-                        objects.remove(update.key.as_slice())?;
-                    }
-                }
-                if update.omap_clear {
-                    let end = meta::prefix_end(&update.omap_prefix);
-                    let range = (
-                        Bound::Included(update.omap_prefix.as_slice()),
-                        Bound::Excluded(end.as_slice()),
-                    );
-                    omap.retain_in::<&[u8], _>(range, |key, value| {
-                        omap_delta -= (key.len() + value.len()) as i64;
-                        false
-                    })?;
-                }
-                for change in &update.omap {
-                    match change {
-                        OmapChange::Set(key, value) => {
-                            let full = [update.omap_prefix.as_slice(), key].concat();
-                            let old = omap.insert(full.as_slice(), value.as_slice())?;
-                            if let Some(old) = old {
-                                omap_delta -= (full.len() + old.value().len()) as i64;
-                            }
-                            omap_delta += (full.len() + value.len()) as i64;
-                        }
-                        OmapChange::Remove(key) => {
-                            let full = [update.omap_prefix.as_slice(), key].concat();
-                            if let Some(old) = omap.remove(full.as_slice())? {
-                                omap_delta -= (full.len() + old.value().len()) as i64;
-                            }
-                        }
-                    }
-                }
-                let delta = omap_delta - omap_before;
-                if delta != 0 {
-                    pending
-                        .deltas
-                        .collections
-                        .entry(update.collection.clone())
-                        .or_default()
-                        .metadata_bytes += delta;
-                }
+            omap_delta += stage_omap(inner, &mut changes, update)?;
+            let delta = omap_delta - omap_before;
+            if delta != 0 {
+                pending
+                    .deltas
+                    .collections
+                    .entry(update.collection.clone())
+                    .or_default()
+                    .metadata_bytes += delta;
             }
         }
     }
-    transaction.commit()?;
+    // The flush covered every earlier write: no deferred data is needed any more.
+    let retire = flushed || !inner.config.durable;
+    let deferred: Vec<&(u64, Vec<u8>)> = if retire {
+        Vec::new()
+    } else {
+        batch.iter().flat_map(|p| p.deferred.iter()).collect()
+    };
+    let records_after = if retire {
+        0
+    } else {
+        state.records + deferred.len() as u64
+    };
+    {
+        let mut log = inner.wal();
+        let sequence = log.next_sequence;
+        changes.insert(
+            Space::Super,
+            WAL_SEQUENCE_KEY.to_vec(),
+            sequence.to_le_bytes().to_vec(),
+        );
+        let flags = if flushed { DEVICE_FLUSHED } else { 0 };
+        wal::encode_record(&mut state.buffer, sequence, flags, &changes, &deferred);
+        log.append(&state.buffer, inner.config.durable)?;
+        log.next_sequence += 1;
+        changes.commit(&inner.meta)?;
+        state.records = records_after;
+        if state.records == 0 && log.len_bytes() > WAL_CHECKPOINT_BYTES {
+            inner.meta.persist()?;
+            log.reset()?;
+        }
+    }
     // Committed; the writers still hold their object locks, so the cache may follow.
     for pending in batch.iter_mut() {
         for update in &mut pending.updates {
@@ -435,7 +410,6 @@ fn commit_batch(
     }
     // Durable: the freed extents are referenced by no committed onode any more.
     {
-        state.records = records_after;
         // Extents freed while deferred records exist stay held: a replay could write stale
         // data into them, so they are reused only once the records are retired.
         let mut held = inner.held();
@@ -471,6 +445,45 @@ fn commit_batch(
         }
     }
     Ok(())
+}
+
+/// Adds one object's omap changes to the batch and returns the change of omap bytes. The
+/// object's lock is held, so what the database holds for it is what the batch changes.
+fn stage_omap(inner: &Inner, changes: &mut meta::MetaBatch, update: &ObjectUpdate) -> Result<i64> {
+    let mut delta = 0i64;
+    if update.omap_clear {
+        for entry in inner.meta.omap.prefix(&update.omap_prefix) {
+            let (key, value) = entry.into_inner()?;
+            delta -= (key.len() + value.len()) as i64;
+            changes.remove(Space::Omap, key.to_vec());
+        }
+    }
+    // The value a key holds before `change`: the batch's, else the database's (after a clear,
+    // every key the database held is a removal in the batch).
+    let old_bytes = |changes: &meta::MetaBatch, full: &[u8]| -> Result<Option<usize>> {
+        Ok(match changes.pending(Space::Omap, full) {
+            Some(value) => value.map(<[u8]>::len),
+            None => inner.meta.omap.size_of(full)?.map(|bytes| bytes as usize),
+        })
+    };
+    for change in &update.omap {
+        let full = match change {
+            OmapChange::Set(key, _) | OmapChange::Remove(key) => {
+                [update.omap_prefix.as_slice(), key].concat()
+            }
+        };
+        if let Some(old) = old_bytes(changes, &full)? {
+            delta -= (full.len() + old) as i64;
+        }
+        match change {
+            OmapChange::Set(_, value) => {
+                delta += (full.len() + value.len()) as i64;
+                changes.insert(Space::Omap, full, value.clone());
+            }
+            OmapChange::Remove(_) => changes.remove(Space::Omap, full),
+        }
+    }
+    Ok(delta)
 }
 
 fn add(value: u64, delta: i64) -> u64 {

@@ -105,23 +105,11 @@ impl StoreError {
     }
 }
 
-macro_rules! from_redb {
-    ($($t:ty),*) => {$(
-        impl From<$t> for StoreError {
-            fn from(error: $t) -> Self {
-                StoreError::metadata(error)
-            }
-        }
-    )*};
+impl From<fjall::Error> for StoreError {
+    fn from(error: fjall::Error) -> Self {
+        StoreError::metadata(error)
+    }
 }
-from_redb!(
-    redb::Error,
-    redb::DatabaseError,
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError
-);
 
 /// The store's result type.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -2,19 +2,20 @@
 //!
 //! Owns the objects of one OSD on one [`device::Device`]: an extent [`Allocator`] with a
 //! configurable allocation unit (`min_alloc_size`), data checksummed with crc32c per
-//! checksum block, and the metadata (object records, xattrs, omap) in a redb database in its
-//! own file. The API is RADOS-shaped: objects named inside collections (PGs) with data, xattrs
+//! checksum block, and the metadata (object records, xattrs, omap) in a write-ahead log and an
+//! fjall (LSM) database in its own directory. The API is RADOS-shaped: objects named inside collections (PGs) with data, xattrs
 //! and omap, changed by atomic [`Transaction`]s and read by [`Store`] methods.
 //!
 //! ## On-disk layout
 //! - **Data device**: raw extents, nothing else; no superblock, no journal. What is allocated
 //!   is whatever the committed metadata references.
-//! - **Metadata file** (redb, ACID, checksummed pages, fsync'd commits), tables:
-//!   `super` (format, min_alloc_size, checksum block, device size), `objects`
-//!   (`collection \0 name` -> onode: size, mtime, xattrs, extent map with one crc32c per
-//!   checksum block), `omap` (length-prefixed `collection, name` + key -> value) and
-//!   `deferred` (sequence -> device offset + data of deferred writes not yet known durable).
-//!   See `meta.rs` and the onode encoding in `onode.rs`.
+//! - **Metadata directory**: `wal`, the write-ahead log (one checksummed record per group
+//!   commit: the batch's key changes and deferred data, fdatasync'd; `wal.rs`), and `db/`, an
+//!   fjall database persisted only at checkpoints, keyspaces `super` (format, min_alloc_size,
+//!   checksum block, device size, last log record applied), `objects` (`collection \0 name`
+//!   -> onode: size, mtime, xattrs, extent map with one crc32c per checksum block) and `omap`
+//!   (length-prefixed `collection, name` + key -> value). See `meta.rs` and the onode
+//!   encoding in `onode.rs`.
 //!
 //! ## Commit protocol (copy-on-write, group commit)
 //! 1. `apply` locks the transaction's objects (sharded locks, sorted order), applies its
@@ -26,28 +27,33 @@
 //! 2. The prepared transaction goes to a bounded queue. A flusher thread takes every queued
 //!    transaction (a batch), makes the batch's write-behind writes on its own thread
 //!    (neighbouring extents as one write) and **flushes the device once**; a committer thread
-//!    then writes all their metadata in **one redb commit** (fsync), while the flusher
-//!    already flushes the next batch: many small writes share two syncs (one, when deferred,
-//!    below), and a small write costs no hop to the device's I/O threads.
+//!    then appends all their metadata as **one log record** and fdatasyncs it, and applies
+//!    the same changes to the database without a sync, while the flusher already flushes the
+//!    next batch: many small writes share two syncs (one, when deferred, below), and a small
+//!    write costs no hop to the device's I/O threads.
 //! 3. After that commit, the extents the batch stopped referencing go back to the allocator,
 //!    the callers get `Ok`, and the object locks are released.
 //!
-//! A crash before step 2's commit leaves the old metadata, which references only old extents,
-//! intact; the new extents are unreferenced and free at the next mount (the allocator is
-//! rebuilt from the onodes). A crash after it finds the data durable (flushed before). So a
-//! torn state is never visible and every acknowledged transaction survives. A failed flush
-//! or commit poisons the store ([`StoreError::Poisoned`]); reopen it.
+//! A crash before step 2's log record is durable leaves the old metadata, which references
+//! only old extents, intact (a torn record fails its checksum and ends the log); the new
+//! extents are unreferenced and free at the next mount (the allocator is rebuilt from the
+//! onodes). A crash after it finds the data durable (flushed before) and the record in the
+//! log: the mount applies every record the database had not persisted, then checkpoints. So
+//! a torn state is never visible and every acknowledged transaction survives. A failed
+//! flush or commit poisons the store ([`StoreError::Poisoned`]); reopen it. A checkpoint
+//! (database persisted, log emptied) happens when the log passes 32 MiB at a batch with no
+//! deferred data waiting for a device flush, and at `shutdown`.
 //!
 //! **Deferred writes** (BlueStore's path for small writes): a transaction writing at most
 //! `deferred_write_bytes_max` data bytes (default 64 KiB) still writes its fresh extents on
 //! the device at once, but its batch skips the device flush when every transaction in it is
-//! deferred: a copy of the data goes into the same redb commit (table `deferred`), so the
-//! batch costs one fsync instead of two. The next batch that flushes the device (a large
-//! write, or a backlog of `deferred_transactions_max` deferred or freeing transactions)
-//! deletes every record in its commit; `shutdown` retires them too; a mount after a crash
-//! rewrites them in commit order, flushes, and deletes them before the allocator is rebuilt.
-//! While records exist, extents freed by commits stay held (counted as free by `statfs`, not
-//! reusable), so a replay never writes stale data over reused space.
+//! deferred: a copy of the data goes into the same log record, so the batch costs one fsync
+//! instead of two. The next batch that flushes the device (a large write, or a backlog of
+//! `deferred_transactions_max` deferred or freeing transactions) marks its record "device
+//! flushed", which retires the copies before it; a mount after a crash rewrites the copies
+//! after the last such record in log order and flushes before the allocator is rebuilt.
+//! While unretired copies exist, extents freed by commits stay held (counted as free by
+//! `statfs`, not reusable), so a replay never writes stale data over reused space.
 //!
 //! ## Onode cache
 //! Committed onodes (and known absences) stay in memory (`cache.rs`, bounded by
@@ -89,6 +95,7 @@ mod meta;
 mod onode;
 mod store;
 mod types;
+mod wal;
 mod write;
 
 pub use allocator::{Allocator, DeviceExtent};

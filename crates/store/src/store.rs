@@ -3,12 +3,11 @@
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use device::Device;
-use redb::Database;
 use tokio::sync::{mpsc, oneshot, RwLock};
 
 use crate::allocator::{Allocator, DeviceExtent};
@@ -16,11 +15,12 @@ use crate::cache::{Cached, OnodeCache};
 use crate::commit::{self, CommitCounters, Pending};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
-use crate::meta::{self, Counters, Layout, OBJECTS, OMAP};
+use crate::meta::{self, Counters, Layout, Meta};
 use crate::onode::Onode;
 use crate::types::{
     validate_collection, validate_names, CommitStats, ObjectStat, Statfs, Transaction,
 };
+use crate::wal::{Wal, DEVICE_FLUSHED};
 use crate::write;
 
 /// Lock shards: objects hash onto them; a writer holds its objects' shards exclusively from
@@ -30,12 +30,14 @@ const LOCK_SHARDS: usize = 1024;
 /// State shared by the handle, the committer and in-flight transactions.
 pub(crate) struct Inner {
     pub device: Arc<dyn Device>,
-    pub db: Database,
+    pub meta: Meta,
     pub layout: Layout,
     pub config: StoreConfig,
     pub allocator: Mutex<Allocator>,
     /// Freed extents waiting for the deferred records to be retired (see `commit`).
     pub held: Mutex<Vec<DeviceExtent>>,
+    /// The write-ahead log; the committer appends to it, a checkpoint or `shutdown` empties it.
+    pub wal: Mutex<Wal>,
     pub counters: Mutex<Counters>,
     pub locks: Vec<Arc<RwLock<()>>>,
     /// Committed onodes by lock shard (see `cache`).
@@ -43,12 +45,15 @@ pub(crate) struct Inner {
     pub poisoned: AtomicBool,
     /// What [`Store::commit_stats`] reports.
     pub commit_counters: CommitCounters,
-    pub meta_path: PathBuf,
 }
 
 impl Inner {
     pub fn allocator(&self) -> MutexGuard<'_, Allocator> {
         self.allocator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn wal(&self) -> MutexGuard<'_, Wal> {
+        self.wal.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn held(&self) -> MutexGuard<'_, Vec<DeviceExtent>> {
@@ -73,16 +78,11 @@ impl Inner {
         if let Some(cached) = self.onodes.get(shard, &key) {
             return Ok(cached);
         }
-        let loaded = {
-            let transaction = self.db.begin_read()?;
-            let table = transaction.open_table(OBJECTS)?;
-            match table.get(key.as_slice())? {
-                None => None,
-                Some(value) => {
-                    let bytes = value.value();
-                    let onode = Onode::decode(bytes, self.layout.checksum_block_bytes)?;
-                    Some((Arc::new(onode), (key.len() + bytes.len()) as u64))
-                }
+        let loaded = match self.meta.object(&key)? {
+            None => None,
+            Some(bytes) => {
+                let onode = Onode::decode(&bytes, self.layout.checksum_block_bytes)?;
+                Some((Arc::new(onode), (key.len() + bytes.len()) as u64))
             }
         };
         self.onodes.insert(shard, key, loaded.clone());
@@ -125,10 +125,10 @@ impl Store {
             checksum_block_bytes: config.checksum_block_bytes,
             device_size_bytes: device.size_bytes(),
         };
-        let db =
+        let meta =
             open_database(meta_path, &config, true).map_err(|e| database_error(meta_path, e))?;
-        meta::initialize(&db, layout)?;
-        Self::mount(device, db, meta_path, config).await
+        meta.initialize(layout)?;
+        Self::mount(device, meta, meta_path, config).await
     }
 
     /// Opens an existing store. The layout recorded at create wins over `config`'s.
@@ -141,25 +141,25 @@ impl Store {
         // A handle dropped without `shutdown` on a current-thread runtime cannot wait for its
         // threads, which close the file a moment later: give them that moment.
         let mut attempts = 0;
-        let db = loop {
+        let meta = loop {
             match open_database(meta_path, &config, false) {
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) if attempts < 100 => {
+                Err(meta::OpenError::Locked) if attempts < 100 => {
                     attempts += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 }
                 other => break other.map_err(|e| database_error(meta_path, e))?,
             }
         };
-        Self::mount(device, db, meta_path, config).await
+        Self::mount(device, meta, meta_path, config).await
     }
 
     async fn mount(
         device: Arc<dyn Device>,
-        db: Database,
+        meta: Meta,
         meta_path: &Path,
         mut config: StoreConfig,
     ) -> Result<Store> {
-        let layout = meta::read_layout(&db)?;
+        let layout = meta.read_layout()?;
         config.min_alloc_size_bytes = layout.min_alloc_size_bytes;
         config.checksum_block_bytes = layout.checksum_block_bytes;
         config.validate(device.block_size_bytes())?;
@@ -170,8 +170,8 @@ impl Store {
                 layout.device_size_bytes
             )));
         }
-        replay_deferred(&device, &db).await?;
-        let scan = meta::scan(&db, layout.checksum_block_bytes)?;
+        let wal = replay(&device, &meta, meta_path).await?;
+        let scan = meta::scan(&meta, layout.checksum_block_bytes)?;
         let allocator = Allocator::from_allocated(
             layout.device_size_bytes,
             layout.min_alloc_size_bytes,
@@ -187,10 +187,11 @@ impl Store {
         let (sender, receiver) = mpsc::channel(config.queue_depth_max);
         let inner = Arc::new(Inner {
             device,
-            db,
+            meta,
             layout,
             allocator: Mutex::new(allocator),
             held: Mutex::new(Vec::new()),
+            wal: Mutex::new(wal),
             counters: Mutex::new(scan.counters),
             locks: (0..LOCK_SHARDS)
                 .map(|_| Arc::new(RwLock::new(())))
@@ -198,7 +199,6 @@ impl Store {
             onodes: OnodeCache::new(LOCK_SHARDS, config.onode_cache_objects_max),
             poisoned: AtomicBool::new(false),
             commit_counters: CommitCounters::default(),
-            meta_path: meta_path.to_path_buf(),
             config,
         });
         let committer = commit::spawn(Arc::clone(&inner), receiver, runtime)
@@ -333,26 +333,26 @@ impl Store {
         let prefix = meta::omap_prefix(collection, name);
         let end = meta::prefix_end(&prefix);
         let start = after.map(|after| [prefix.as_slice(), after].concat());
-        let transaction = self.inner.db.begin_read()?;
-        if transaction
-            .open_table(OBJECTS)?
-            .get(meta::object_key(collection, name).as_slice())?
-            .is_none()
-        {
+        let _guard = self.read_lock(collection, name).await;
+        if self.inner.load_onode(collection, name)?.is_none() {
             return Err(StoreError::not_found(collection, name));
         }
-        let table = transaction.open_table(OMAP)?;
         let lower = match &start {
             Some(start) => Bound::Excluded(start.as_slice()),
             None => Bound::Included(prefix.as_slice()),
         };
         let mut entries = Vec::new();
-        for entry in table.range::<&[u8]>((lower, Bound::Excluded(end.as_slice())))? {
+        for entry in self
+            .inner
+            .meta
+            .omap
+            .range::<&[u8], _>((lower, Bound::Excluded(end.as_slice())))
+        {
             if entries.len() >= max {
                 break;
             }
-            let (key, value) = entry?;
-            entries.push((key.value()[prefix.len()..].to_vec(), value.value().to_vec()));
+            let (key, value) = entry.into_inner()?;
+            entries.push((key[prefix.len()..].to_vec(), value.to_vec()));
         }
         Ok(entries)
     }
@@ -366,20 +366,15 @@ impl Store {
     ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
         validate_names(collection, name)?;
         let prefix = meta::omap_prefix(collection, name);
-        let transaction = self.inner.db.begin_read()?;
-        if transaction
-            .open_table(OBJECTS)?
-            .get(meta::object_key(collection, name).as_slice())?
-            .is_none()
-        {
+        let _guard = self.read_lock(collection, name).await;
+        if self.inner.load_onode(collection, name)?.is_none() {
             return Err(StoreError::not_found(collection, name));
         }
-        let table = transaction.open_table(OMAP)?;
         let mut found = BTreeMap::new();
         for key in keys {
             let full = [prefix.as_slice(), key].concat();
-            if let Some(value) = table.get(full.as_slice())? {
-                found.insert(key.clone(), value.value().to_vec());
+            if let Some(value) = self.inner.meta.omap.get(&full)? {
+                found.insert(key.clone(), value.to_vec());
             }
         }
         Ok(found)
@@ -402,15 +397,18 @@ impl Store {
             Some(start) => Bound::Excluded(start.as_slice()),
             None => Bound::Included(prefix.as_slice()),
         };
-        let transaction = self.inner.db.begin_read()?;
-        let table = transaction.open_table(OBJECTS)?;
         let mut names = Vec::new();
-        for entry in table.range::<&[u8]>((lower, Bound::Excluded(end.as_slice())))? {
+        for entry in self
+            .inner
+            .meta
+            .objects
+            .range::<&[u8], _>((lower, Bound::Excluded(end.as_slice())))
+        {
             if names.len() >= max {
                 break;
             }
-            let (key, _) = entry?;
-            names.push(meta::split_object_key(key.value())?.1);
+            let key = entry.key()?;
+            names.push(meta::split_object_key(&key)?.1);
         }
         Ok(names)
     }
@@ -444,9 +442,7 @@ impl Store {
             objects: counters.objects(),
             onode_bytes: counters.onode_bytes,
             omap_bytes: counters.omap_bytes,
-            metadata_file_bytes: std::fs::metadata(&self.inner.meta_path)
-                .map(|m| m.len())
-                .unwrap_or(0),
+            metadata_file_bytes: self.inner.meta.disk_bytes(),
             min_alloc_size_bytes: self.inner.layout.min_alloc_size_bytes,
             collections: counters.collections,
         }
@@ -470,7 +466,7 @@ impl Store {
     /// Checks that the allocator's free space is exactly what no onode references (a full scan;
     /// for tests and `fsck`-like checks). Wait for in-flight transactions first.
     pub fn check_consistency(&self) -> Result<()> {
-        let scan = meta::scan(&self.inner.db, self.inner.layout.checksum_block_bytes)?;
+        let scan = meta::scan(&self.inner.meta, self.inner.layout.checksum_block_bytes)?;
         let rebuilt = Allocator::from_allocated(
             self.inner.layout.device_size_bytes,
             self.inner.layout.min_alloc_size_bytes,
@@ -513,10 +509,10 @@ impl Store {
         if self.is_poisoned() {
             return Err(StoreError::Poisoned);
         }
-        // Retire the deferred records, so the next mount has nothing to replay.
+        // A checkpoint, so the next mount has nothing to replay.
         self.inner.device.flush().await?;
-        meta::clear_deferred(&self.inner.db)?;
-        Ok(())
+        self.inner.meta.persist()?;
+        self.inner.wal().reset()
     }
 }
 
@@ -544,35 +540,59 @@ impl Drop for Store {
     }
 }
 
-/// Rewrites the deferred writes whose device blocks may have been lost in a crash, in commit
-/// order, flushes, and retires the records. Idempotent: a crash during it replays again.
-async fn replay_deferred(device: &Arc<dyn Device>, db: &Database) -> Result<()> {
-    let records = meta::deferred_records(db)?;
+/// Opens the write-ahead log and brings the database and the device up to its last valid
+/// record: the metadata changes of every record the database has not taken, and the data of
+/// the deferred writes after the last record written behind a device flush, in log order.
+/// Then flushes the device, persists the database and empties the log. Idempotent: a crash
+/// during it replays again.
+async fn replay(device: &Arc<dyn Device>, meta: &Meta, meta_path: &Path) -> Result<Wal> {
+    let (mut wal, records) = Wal::open(&meta_path.join("wal"))?;
+    let applied = meta.wal_sequence()?;
+    wal.next_sequence = wal
+        .next_sequence
+        .max(applied.map_or(0, |sequence| sequence + 1));
     if records.is_empty() {
-        return Ok(());
+        return Ok(wal);
     }
-    tracing::info!(records = records.len(), "replaying deferred writes");
-    for (offset_bytes, data) in &records {
-        device.write_at(*offset_bytes, data).await?;
+    let last_flushed = records
+        .iter()
+        .rposition(|record| record.flags & DEVICE_FLUSHED != 0);
+    let mut rewritten = 0usize;
+    let mut reapplied = 0usize;
+    for (index, record) in records.into_iter().enumerate() {
+        if last_flushed.is_none_or(|flushed| index > flushed) {
+            for (offset_bytes, data) in &record.deferred {
+                device.write_at(*offset_bytes, data).await?;
+                rewritten += 1;
+            }
+        }
+        if applied.is_none_or(|sequence| record.sequence > sequence) {
+            let mut changes = meta.batch();
+            for (space, key, value) in record.changes {
+                match value {
+                    Some(value) => changes.insert(space, key, value),
+                    None => changes.remove(space, key),
+                }
+            }
+            changes.commit(meta)?;
+            reapplied += 1;
+        }
     }
+    tracing::info!(rewritten, reapplied, "replayed the metadata log");
     device.flush().await?;
-    meta::clear_deferred(db)
+    meta.persist()?;
+    wal.reset()?;
+    Ok(wal)
 }
 
 fn open_database(
     path: &Path,
     config: &StoreConfig,
     create: bool,
-) -> std::result::Result<Database, redb::DatabaseError> {
-    let mut builder = Database::builder();
-    builder.set_cache_size(config.metadata_cache_bytes);
-    if create {
-        builder.create(path)
-    } else {
-        builder.open(path)
-    }
+) -> std::result::Result<Meta, meta::OpenError> {
+    Meta::open(path, config.metadata_cache_bytes as u64, create)
 }
 
-fn database_error(path: &Path, error: redb::DatabaseError) -> StoreError {
+fn database_error(path: &Path, error: meta::OpenError) -> StoreError {
     StoreError::metadata(format!("{}: {error}", path.display()))
 }

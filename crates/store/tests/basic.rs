@@ -9,7 +9,7 @@ const MIB: u64 = 1 << 20;
 
 async fn new_store(dir: &tempfile::TempDir, config: StoreConfig) -> (Arc<dyn Device>, Store) {
     let device: Arc<dyn Device> = Arc::new(MemoryDevice::new("mem", 64 * MIB).expect("device"));
-    let store = Store::create(Arc::clone(&device), dir.path().join("meta.redb"), config)
+    let store = Store::create(Arc::clone(&device), dir.path().join("meta"), config)
         .await
         .expect("create");
     (device, store)
@@ -167,7 +167,7 @@ async fn xattrs_omap_listing_and_exclusive_create() {
     store.shutdown().await.expect("shutdown");
 
     // Everything survives a remount.
-    let store = Store::open(device, dir.path().join("meta.redb"), StoreConfig::default())
+    let store = Store::open(device, dir.path().join("meta"), StoreConfig::default())
         .await
         .expect("open");
     assert_eq!(store.list_collections()["2.1"], 26);
@@ -262,7 +262,7 @@ async fn reopen_right_after_drop_on_a_current_thread_runtime() {
     t.write_full(&ObjectId::new("4.0", "x"), vec![7u8; 5000]);
     store.apply(t).await.expect("write");
     drop(store);
-    let store = Store::open(device, dir.path().join("meta.redb"), StoreConfig::default())
+    let store = Store::open(device, dir.path().join("meta"), StoreConfig::default())
         .await
         .expect("reopen");
     assert_eq!(
@@ -318,7 +318,7 @@ async fn per_collection_usage_is_tracked_and_rebuilt_at_mount() {
     assert!(!before.contains_key("1.1"));
     store.check_consistency().expect("counters match a scan");
     store.shutdown().await.expect("shutdown");
-    let store = Store::open(device, dir.path().join("meta.redb"), StoreConfig::default())
+    let store = Store::open(device, dir.path().join("meta"), StoreConfig::default())
         .await
         .expect("open");
     assert_eq!(store.statfs().collections, before);

@@ -58,7 +58,7 @@ async fn concurrent_writes_share_flushes_and_commits() {
         ..StoreConfig::default()
     };
     let store = Arc::new(
-        Store::create(Arc::clone(&device), dir.path().join("meta.redb"), config)
+        Store::create(Arc::clone(&device), dir.path().join("meta"), config)
             .await
             .expect("create"),
     );
@@ -91,7 +91,7 @@ async fn deferred_batches_skip_the_device_flush() {
     let store = Arc::new(
         Store::create(
             Arc::clone(&device),
-            dir.path().join("meta.redb"),
+            dir.path().join("meta"),
             StoreConfig::default(),
         )
         .await

@@ -99,7 +99,7 @@ async fn verify(dir: &std::path::Path, acked: &BTreeMap<u64, u64>, check: &[u64]
     let device: Arc<dyn Device> = Arc::new(
         FileDevice::open(dir.join("data.img"), FileDeviceConfig::default()).expect("device"),
     );
-    let store = Store::open(device, dir.join("meta.redb"), StoreConfig::default())
+    let store = Store::open(device, dir.join("meta"), StoreConfig::default())
         .await
         .expect("reopen after kill");
     store

@@ -184,7 +184,7 @@ async fn compare(store: &Store, model: &Model) {
 
 async fn run_model(seed: u64, config: StoreConfig, steps: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let meta = dir.path().join("meta.redb");
+    let meta = dir.path().join("meta");
     let device: Arc<dyn Device> = Arc::new(MemoryDevice::new("mem", 16 << 20).expect("device"));
     let mut store = Store::create(Arc::clone(&device), &meta, config.clone())
         .await

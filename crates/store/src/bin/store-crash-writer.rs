@@ -2,7 +2,7 @@
 //! every acknowledged transaction, until it is killed. Used by the SIGKILL crash test.
 //!
 //! `store-crash-writer DIR START_ID SEED [CONCURRENCY]`: opens (or creates) the store in DIR
-//! (`data.img` + `meta.redb`), prints `ready`, then runs CONCURRENCY (default 8) writers: each
+//! (`data.img` + `meta`), prints `ready`, then runs CONCURRENCY (default 8) writers: each
 //! creates objects `START_ID, START_ID+1, ...` (generation 0) or updates one it created
 //! (partial overwrite + xattr + omap, next generation).
 
@@ -30,7 +30,7 @@ async fn main() -> Result<(), Error> {
     let seed: u64 = seed.parse()?;
     let concurrency: u64 = rest.first().map(|c| c.parse()).transpose()?.unwrap_or(8);
     let dir = std::path::Path::new(dir);
-    let meta = dir.join("meta.redb");
+    let meta = dir.join("meta");
     let device: Arc<dyn Device> = Arc::new(FileDevice::create(
         dir.join("data.img"),
         DEVICE_BYTES,
