@@ -139,6 +139,10 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "adopt" => config.adopt = number != 0.0,
             "fixed_trial" => config.fixed_trial = number != 0.0,
             "trials_margin" => config.trials_margin = number.clamp(0.0, 1.0),
+            "tiny" => config.tiny = number.clamp(0.0, 1e12) as usize,
+            "tiny_small" => config.tiny_small = number.clamp(0.0, 0.9),
+            "tiny_candidate" => config.tiny_candidate = number.clamp(0.0, 0.9),
+            "tiny_shapes" => config.tiny_shapes = number != 0.0,
             "trials_decay" => config.trials_decay = number.clamp(0.0, 1.0),
             _ => return Err(bad()),
         }

@@ -142,6 +142,19 @@ pub const CANDIDATES: &[Candidate] = &[
         gate: false,
         split: false,
     },
+    // Tiny caches only (`StrataConfig::tiny`): buffers of 80% of the capacity.
+    Candidate::Shape {
+        small: 0.80,
+        threshold: 1,
+        gate: false,
+        split: false,
+    },
+    Candidate::Shape {
+        small: 0.80,
+        threshold: 2,
+        gate: false,
+        split: false,
+    },
     Candidate::Follow(Foreign::Lru),
     Candidate::Follow(Foreign::Arc),
     Candidate::Follow(Foreign::TwoQ),
