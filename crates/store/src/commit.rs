@@ -124,9 +124,19 @@ pub(crate) fn spawn(
 /// A batch leaving stage 1.
 struct Flushed {
     batch: Vec<Pending>,
-    /// The device flush, if there was one: it covers every write of this batch and of all
-    /// earlier ones, so the batch retires every deferred record and writes none.
-    flush: Option<Result<()>>,
+    flush: Flush,
+}
+
+/// The device flush of a batch.
+enum Flush {
+    /// The batch needs none (every transaction in it is deferred, or writes no data).
+    None,
+    /// The flusher flushes the device now, while the committer writes the batch's log record,
+    /// and sends the outcome here. The flush covers every device write of this batch and of
+    /// all earlier ones.
+    Running(std::sync::mpsc::Receiver<Result<()>>),
+    /// The store was poisoned before the batch.
+    Refused,
 }
 
 /// Stage 1: takes what is queued (a batch) and flushes the device once for all of it, unless
@@ -163,29 +173,44 @@ fn run_flusher(
         let must_flush = undeferred
             || (deferred > 0 && unretired + deferred > backlog)
             || (unretired > 0 && freeing > backlog);
-        let flush = if inner.poisoned.load(Ordering::Acquire) {
-            Some(Err(StoreError::Poisoned))
+        if inner.poisoned.load(Ordering::Acquire) {
+            let flush = Flush::Refused;
+            if stage.send(Flushed { batch, flush }).is_err() {
+                return;
+            }
         } else if inner.config.durable && must_flush {
             unretired = 0;
             freeing = 0;
-            // On this thread: a file device's fdatasync needs no hop to its I/O threads.
-            let flushed = inner.device.flush_blocking(runtime);
-            if flushed.is_ok() {
-                inner
-                    .commit_counters
-                    .device_flushes
-                    .fetch_add(1, Ordering::Relaxed);
+            // The committer writes and syncs the batch's log record while this thread
+            // flushes the device: a batch waits for one sync, not two in a row. A record
+            // whose data did not reach the device before a crash fails its checksums at the
+            // mount and ends the log there (`store::replay`); it was never acknowledged.
+            let (outcome, running) = std::sync::mpsc::sync_channel(1);
+            let flush = Flush::Running(running);
+            if stage.send(Flushed { batch, flush }).is_err() {
+                return;
             }
-            Some(flushed.map_err(StoreError::from))
+            // On this thread: a file device's fdatasync needs no hop to its I/O threads.
+            let flushed = inner
+                .device
+                .flush_blocking(runtime)
+                .map_err(StoreError::from);
+            match &flushed {
+                Ok(()) => {
+                    inner
+                        .commit_counters
+                        .device_flushes
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => poison(inner, error),
+            }
+            let _ = outcome.send(flushed);
         } else {
             unretired += deferred;
-            None
-        };
-        if let Some(Err(error)) = &flush {
-            poison(inner, error);
-        }
-        if stage.send(Flushed { batch, flush }).is_err() {
-            return;
+            let flush = Flush::None;
+            if stage.send(Flushed { batch, flush }).is_err() {
+                return;
+            }
         }
     }
 }
@@ -265,13 +290,11 @@ fn write_behind(inner: &Inner, runtime: &tokio::runtime::Handle, batch: &mut Vec
 fn run_committer(inner: &Inner, flushed: std::sync::mpsc::Receiver<Flushed>) {
     let mut state = CommitterState::default();
     for Flushed { mut batch, flush } in flushed {
-        let flushed = flush.is_some();
-        let result = flush.unwrap_or(Ok(())).and_then(|()| {
-            if inner.poisoned.load(Ordering::Acquire) {
-                return Err(StoreError::Poisoned);
-            }
-            commit_batch(inner, &mut batch, &mut state, flushed)
-        });
+        let result = match flush {
+            Flush::Refused => Err(StoreError::Poisoned),
+            _ if inner.poisoned.load(Ordering::Acquire) => Err(StoreError::Poisoned),
+            flush => commit_batch(inner, &mut batch, &mut state, flush),
+        };
         match &result {
             Ok(()) => inner
                 .commit_counters
@@ -345,7 +368,7 @@ fn commit_batch(
     inner: &Inner,
     batch: &mut [Pending],
     state: &mut CommitterState,
-    flushed: bool,
+    flush: Flush,
 ) -> Result<()> {
     let mut omap_delta = 0i64;
     let mut changes = inner.meta.batch();
@@ -368,17 +391,11 @@ fn commit_batch(
             }
         }
     }
-    // The flush covered every earlier write: no deferred data is needed any more.
-    let retire = flushed || !inner.config.durable;
-    let deferred: Vec<&(u64, Vec<u8>)> = if retire {
-        Vec::new()
-    } else {
+    let durable = inner.config.durable;
+    let deferred: Vec<&(u64, Vec<u8>)> = if durable {
         batch.iter().flat_map(|p| p.deferred.iter()).collect()
-    };
-    let records_after = if retire {
-        0
     } else {
-        state.records + deferred.len() as u64
+        Vec::new()
     };
     {
         let mut log = inner.wal();
@@ -388,12 +405,35 @@ fn commit_batch(
             WAL_SEQUENCE_KEY.to_vec(),
             sequence.to_le_bytes().to_vec(),
         );
-        let flags = if flushed { DEVICE_FLUSHED } else { 0 };
+        // Every earlier record's data is on the device: a replay needs to rewrite or check
+        // nothing before this record.
+        let flags = if state.records == 0 {
+            DEVICE_FLUSHED
+        } else {
+            0
+        };
         wal::encode_record(&mut state.buffer, sequence, flags, &changes, &deferred);
-        log.append(&state.buffer, inner.config.durable)?;
+        let start_bytes = log.len_bytes();
+        log.append(&state.buffer, durable)?;
         log.next_sequence += 1;
+        match flush {
+            Flush::Running(outcome) => {
+                let flushed = outcome.recv().unwrap_or(Err(StoreError::Poisoned));
+                if let Err(error) = flushed {
+                    // The batch fails: take its record back, so that a mount does not make
+                    // it visible even if its data did reach the device.
+                    log.next_sequence -= 1;
+                    if let Err(cut) = log.truncate(start_bytes) {
+                        tracing::error!(%cut, "could not take back the record of a failed batch");
+                    }
+                    return Err(error);
+                }
+                state.records = 0;
+            }
+            Flush::None | Flush::Refused => state.records += deferred.len() as u64,
+        }
+        // Only now, with the data and the record durable, do readers see the batch.
         changes.commit(&inner.meta)?;
-        state.records = records_after;
         if state.records == 0 && log.len_bytes() > WAL_CHECKPOINT_BYTES {
             inner.meta.persist()?;
             log.reset()?;

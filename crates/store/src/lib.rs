@@ -26,19 +26,21 @@
 //!    checksums here and leaves its device writes to the flusher (**write-behind**).
 //! 2. The prepared transaction goes to a bounded queue. A flusher thread takes every queued
 //!    transaction (a batch), makes the batch's write-behind writes on its own thread
-//!    (neighbouring extents as one write) and **flushes the device once**; a committer thread
-//!    then appends all their metadata as **one log record** and fdatasyncs it, and applies
-//!    the same changes to the database without a sync, while the flusher already flushes the
-//!    next batch: many small writes share two syncs (one, when deferred, below), and a small
-//!    write costs no hop to the device's I/O threads.
+//!    (neighbouring extents as one write) and **flushes the device once**, while a committer
+//!    thread appends all their metadata as **one log record** and fdatasyncs it; once both
+//!    syncs are done, the committer applies the changes to the database without a sync:
+//!    many small writes share two syncs that run side by side (one, when deferred, below),
+//!    and a small write costs no hop to the device's I/O threads.
 //! 3. After that commit, the extents the batch stopped referencing go back to the allocator,
 //!    the callers get `Ok`, and the object locks are released.
 //!
 //! A crash before step 2's log record is durable leaves the old metadata, which references
 //! only old extents, intact (a torn record fails its checksum and ends the log); the new
 //! extents are unreferenced and free at the next mount (the allocator is rebuilt from the
-//! onodes). A crash after it finds the data durable (flushed before) and the record in the
-//! log: the mount applies every record the database had not persisted, then checkpoints. So
+//! onodes). A crash after it finds the record in the log: the mount applies every record the
+//! database had not persisted, then checkpoints; a record whose new extents fail their
+//! checksums (its data did not reach the device: the flush ran beside the record's sync and
+//! the batch was never acknowledged) ends the log there. So
 //! a torn state is never visible and every acknowledged transaction survives. A failed
 //! flush or commit poisons the store ([`StoreError::Poisoned`]); reopen it. A checkpoint
 //! (database persisted, log emptied) happens when the log passes 32 MiB at a batch with no

@@ -170,7 +170,7 @@ impl Store {
                 layout.device_size_bytes
             )));
         }
-        let wal = replay(&device, &meta, meta_path).await?;
+        let wal = replay(&device, &meta, meta_path, layout.checksum_block_bytes).await?;
         let scan = meta::scan(&meta, layout.checksum_block_bytes)?;
         let allocator = Allocator::from_allocated(
             layout.device_size_bytes,
@@ -541,11 +541,24 @@ impl Drop for Store {
 }
 
 /// Opens the write-ahead log and brings the database and the device up to its last valid
-/// record: the metadata changes of every record the database has not taken, and the data of
-/// the deferred writes after the last record written behind a device flush, in log order.
+/// record, in log order:
+/// - records the database already took only give back their deferred data, if needed;
+/// - every other record's metadata changes are applied again;
+/// - from the last record marked `DEVICE_FLUSHED` on (the data of the records before it is
+///   known to be on the device), deferred data is written again, and the extents that the
+///   record's onodes reference for the first time are read and checked against their
+///   crc32c: the device flush of a batch runs beside the sync of its record, so after a
+///   crash a record can be durable while its data is not. Such a record was never
+///   acknowledged (the committer waits for both), nor was any later one: the log ends there.
+///
 /// Then flushes the device, persists the database and empties the log. Idempotent: a crash
 /// during it replays again.
-async fn replay(device: &Arc<dyn Device>, meta: &Meta, meta_path: &Path) -> Result<Wal> {
+async fn replay(
+    device: &Arc<dyn Device>,
+    meta: &Meta,
+    meta_path: &Path,
+    checksum_block_bytes: u64,
+) -> Result<Wal> {
     let (mut wal, records) = Wal::open(&meta_path.join("wal"))?;
     let applied = meta.wal_sequence()?;
     wal.next_sequence = wal
@@ -554,35 +567,108 @@ async fn replay(device: &Arc<dyn Device>, meta: &Meta, meta_path: &Path) -> Resu
     if records.is_empty() {
         return Ok(wal);
     }
-    let last_flushed = records
+    let first_unflushed = records
         .iter()
-        .rposition(|record| record.flags & DEVICE_FLUSHED != 0);
+        .rposition(|record| record.flags & DEVICE_FLUSHED != 0)
+        .unwrap_or(0);
     let mut rewritten = 0usize;
     let mut reapplied = 0usize;
+    let mut dropped = 0usize;
+    let total = records.len();
     for (index, record) in records.into_iter().enumerate() {
-        if last_flushed.is_none_or(|flushed| index > flushed) {
+        let unflushed = index >= first_unflushed;
+        if unflushed {
             for (offset_bytes, data) in &record.deferred {
                 device.write_at(*offset_bytes, data).await?;
                 rewritten += 1;
             }
         }
-        if applied.is_none_or(|sequence| record.sequence > sequence) {
-            let mut changes = meta.batch();
-            for (space, key, value) in record.changes {
-                match value {
-                    Some(value) => changes.insert(space, key, value),
-                    None => changes.remove(space, key),
-                }
-            }
-            changes.commit(meta)?;
-            reapplied += 1;
+        if applied.is_some_and(|sequence| record.sequence <= sequence) {
+            continue;
         }
+        if unflushed && !data_is_intact(device, meta, &record, checksum_block_bytes).await? {
+            dropped = total - index;
+            break;
+        }
+        let mut changes = meta.batch();
+        for (space, key, value) in record.changes {
+            match value {
+                Some(value) => changes.insert(space, key, value),
+                None => changes.remove(space, key),
+            }
+        }
+        changes.commit(meta)?;
+        reapplied += 1;
+    }
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "metadata log records whose data never reached the device were dropped (never acknowledged)"
+        );
     }
     tracing::info!(rewritten, reapplied, "replayed the metadata log");
     device.flush().await?;
     meta.persist()?;
     wal.reset()?;
     Ok(wal)
+}
+
+/// Whether every extent that a record's onodes reference and the database's onodes (its
+/// state before the record) do not is on the device with its checksums.
+async fn data_is_intact(
+    device: &Arc<dyn Device>,
+    meta: &Meta,
+    record: &crate::wal::Record,
+    checksum_block_bytes: u64,
+) -> Result<bool> {
+    for (space, key, value) in &record.changes {
+        let (meta::Space::Objects, Some(value)) = (space, value) else {
+            continue;
+        };
+        let onode = Onode::decode(value, checksum_block_bytes)?;
+        let before = match meta.object(key)? {
+            Some(bytes) => Onode::decode(&bytes, checksum_block_bytes)?,
+            None => Onode::default(),
+        };
+        // Device start -> end of the extents the object had: a new extent inside one of them
+        // is old data (an extent split by a partial overwrite), checked when it was written.
+        let known: BTreeMap<u64, u64> = before
+            .extents
+            .values()
+            .map(|extent| {
+                (
+                    extent.device_offset_bytes,
+                    extent.device_offset_bytes + extent.length_bytes,
+                )
+            })
+            .collect();
+        for extent in onode.extents.values() {
+            let start = extent.device_offset_bytes;
+            let old = known
+                .range(..=start)
+                .next_back()
+                .is_some_and(|(_, &end)| start + extent.length_bytes <= end);
+            if old {
+                continue;
+            }
+            let mut data = vec![0u8; extent.length_bytes as usize];
+            if device
+                .read_at(extent.device_offset_bytes, &mut data)
+                .await
+                .is_err()
+            {
+                return Ok(false);
+            }
+            let intact = data
+                .chunks(checksum_block_bytes as usize)
+                .zip(&extent.crcs)
+                .all(|(block, &crc)| crc32c::crc32c(block) == crc);
+            if !intact {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 fn open_database(

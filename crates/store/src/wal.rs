@@ -98,6 +98,15 @@ impl Wal {
         Ok(())
     }
 
+    /// Cuts the log back to `end_bytes` (the length before a record whose batch failed),
+    /// durably, so a mount does not apply that record.
+    pub fn truncate(&mut self, end_bytes: u64) -> Result<()> {
+        self.file.set_len(end_bytes).map_err(|e| self.error(e))?;
+        self.file.sync_data().map_err(|e| self.error(e))?;
+        self.end_bytes = end_bytes;
+        Ok(())
+    }
+
     /// Empties the log, durably. The caller made everything it holds durable elsewhere.
     pub fn reset(&mut self) -> Result<()> {
         self.file.set_len(0).map_err(|e| self.error(e))?;
