@@ -18,6 +18,10 @@
 //! A replica costs about one shadow; the two cost about 20% of the speed on P12 and
 //! cloudPhysicsIO 10%.
 //!
+//! The LRU trial (`lru_trial`, default on) is the default selector again, on a replica whose
+//! buffer is LRU-ordered and reading the LRU-ordered shadows (the second half of the shadows'
+//! misses); changing between it and a FIFO-buffer trial needs only `lru_trial_margin` (0.5%).
+//!
 //! `fixed_trial` (opt-in) adds one more choice without a replica: the shape whose shadow has
 //! missed least so far (a shadow *is* a replica that never switches, of its own shape). It
 //! narrowed P12 5% and MSR 1% but met no further cell, and with smaller margins lost P12 1%.
