@@ -447,8 +447,10 @@ fn an_lru_ordered_buffer_keeps_an_object_hit_in_it_past_its_fifo_turn() {
 fn the_live_cache_orders_its_buffer_as_the_trial_it_follows() {
     // Default trials: the default selector, the one that never switches, and the default
     // selector on a replica with an LRU-ordered buffer, scored by LRU-ordered shadows.
-    let end_tick_with = |lru_trial_misses: f64| {
-        let mut cache = Strata::new(StrataConfig::new(100), 0);
+    let end_tick_with_sampling = |lru_trial_misses: f64, sample_objects: usize| {
+        let mut config = StrataConfig::new(100);
+        config.sample_objects = sample_objects;
+        let mut cache = Strata::new(config, 0);
         assert_eq!(cache.trials.len(), 3);
         assert!(cache.trials[2].lru && !cache.trials[0].lru && !cache.trials[1].lru);
         assert_eq!(cache.shadows.len(), 2 * cache.candidates.len());
@@ -458,10 +460,14 @@ fn the_live_cache_orders_its_buffer_as_the_trial_it_follows() {
         cache.end_tick();
         (cache.trial, cache.lru_now)
     };
+    let end_tick_with = |lru_trial_misses: f64| end_tick_with_sampling(lru_trial_misses, 16_384);
     // 0.4% fewer misses: within the 0.5% margin, the buffer stays a FIFO.
     assert_eq!(end_tick_with(996.0), (0, false));
     // 1% fewer: the live cache follows the LRU trial and orders its buffer by recency.
     assert_eq!(end_tick_with(990.0), (2, true));
+    // Sampled shadows and replicas (here half the keys) need a 1% lead: 1% is not enough, 1.5% is.
+    assert_eq!(end_tick_with_sampling(990.0, 50), (0, false));
+    assert_eq!(end_tick_with_sampling(985.0, 50), (2, true));
     // Without LRU trials there is one set of shadows and the buffer is a FIFO throughout.
     let mut config = StrataConfig::new(100);
     config.lru_trial = 0;

@@ -20,7 +20,8 @@
 //!
 //! The LRU trial (`lru_trial`, default on) is the default selector again, on a replica whose
 //! buffer is LRU-ordered and reading the LRU-ordered shadows (the second half of the shadows'
-//! misses); changing between it and a FIFO-buffer trial needs only `lru_trial_margin` (0.5%).
+//! misses); changing between it and a FIFO-buffer trial needs only `lru_trial_margin` (0.5%;
+//! `lru_trial_margin_sampled`, 1%, where the replicas are sampled).
 //!
 //! `fixed_trial` (opt-in) adds one more choice without a replica: the shape whose shadow has
 //! missed least so far (a shadow *is* a replica that never switches, of its own shape). It
@@ -201,6 +202,8 @@ impl Strata {
             .unwrap_or(current);
         let margin = if options[best].2 == options[current].2 {
             self.config.trials_margin
+        } else if self.sample_rate < 1.0 {
+            self.config.lru_trial_margin_sampled
         } else {
             self.config.lru_trial_margin
         };
