@@ -144,6 +144,12 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "tiny_candidate" => config.tiny_candidate = number.clamp(0.0, 0.9),
             "tiny_shapes" => config.tiny_shapes = number != 0.0,
             "trials_decay" => config.trials_decay = number.clamp(0.0, 1.0),
+            "lru_buffer" => config.lru_buffer = number != 0.0,
+            "lru_trial" => config.lru_trial = number.clamp(0.0, 3.0) as u32,
+            "lru_trial_margin" => config.lru_trial_margin = number.clamp(0.0, 1.0),
+            "lru_trial_margin_sampled" => config.lru_trial_margin_sampled = number.clamp(0.0, 1.0),
+            "lru_shadows" => config.lru_shadows = number != 0.0,
+            "lru_below" => config.lru_below = number.clamp(0.0, 1.0),
             _ => return Err(bad()),
         }
     }

@@ -359,6 +359,7 @@ fn the_default_trial_runs_the_live_selector_exactly() {
     let run = |trials: u32| {
         let mut config = StrataConfig::new(capacity);
         config.trials = trials;
+        config.lru_trial = 0;
         config.epoch_min = 100;
         let mut cache = Strata::new(config, 0);
         let mut effects = Effects::default();
@@ -399,7 +400,9 @@ fn the_live_cache_follows_another_trial_only_beyond_the_margin() {
     // The default selector's replica has switched to another shape and missed `followed`
     // times; the one that never switches (the second trial) missed `never` times.
     let end_tick_with = |followed: f64, never: f64| {
-        let mut cache = Strata::new(StrataConfig::new(100), 0);
+        let mut config = StrataConfig::new(100);
+        config.lru_trial = 0;
+        let mut cache = Strata::new(config, 0);
         assert_eq!(cache.trials.len(), 2);
         let other = (initial(&cache).unwrap() + 1) % cache.candidates.len();
         cache.trials[0].leader = other;
@@ -415,6 +418,64 @@ fn the_live_cache_follows_another_trial_only_beyond_the_margin() {
     // 4% fewer: it follows the selector that never switches, back to the initial shape.
     let (trial, leader, initial, _) = end_tick_with(1000.0, 960.0);
     assert_eq!((trial, leader), (1, initial));
+}
+
+#[test]
+fn an_lru_ordered_buffer_keeps_an_object_hit_in_it_past_its_fifo_turn() {
+    // Key 0 is hit once while 75 new keys enter, then 75 more enter: a FIFO buffer lets it go
+    // at the 101st insertion (one hit, below threshold 2: to the ghost, unwritten); an
+    // LRU-ordered one moved it to its head on the hit, so it is still there.
+    let held_after = |lru_buffer: bool| {
+        let mut config = StrataConfig::new(100);
+        config.adapt = false;
+        config.small = 0.4;
+        config.budget = f64::INFINITY;
+        config.lru_buffer = lru_buffer;
+        let mut cache = Strata::new(config, 0);
+        let mut keys = vec![0];
+        keys.extend(1..=75);
+        keys.push(0);
+        keys.extend(76..=150);
+        let (misses, writes) = misses_and_writes(&mut cache, &keys);
+        (cache.contains(0), misses, writes)
+    };
+    assert_eq!(held_after(false), (false, 151, 0));
+    assert_eq!(held_after(true), (true, 151, 0));
+}
+
+#[test]
+fn the_live_cache_orders_its_buffer_as_the_trial_it_follows() {
+    // Default trials: the default selector, the one that never switches, and the default
+    // selector on a replica with an LRU-ordered buffer, scored by LRU-ordered shadows.
+    let end_tick_with_sampling = |lru_trial_misses: f64, sample_objects: usize| {
+        let mut config = StrataConfig::new(100);
+        config.sample_objects = sample_objects;
+        let mut cache = Strata::new(config, 0);
+        assert_eq!(cache.trials.len(), 3);
+        assert!(cache.trials[2].lru && !cache.trials[0].lru && !cache.trials[1].lru);
+        assert_eq!(cache.shadows.len(), 2 * cache.candidates.len());
+        cache.trials[0].score = 1000.0;
+        cache.trials[1].score = 1000.0;
+        cache.trials[2].score = lru_trial_misses;
+        cache.end_tick();
+        (cache.trial, cache.lru_now)
+    };
+    let end_tick_with = |lru_trial_misses: f64| end_tick_with_sampling(lru_trial_misses, 16_384);
+    // 0.4% fewer misses: within the 0.5% margin, the buffer stays a FIFO.
+    assert_eq!(end_tick_with(996.0), (0, false));
+    // 1% fewer: the live cache follows the LRU trial and orders its buffer by recency.
+    assert_eq!(end_tick_with(990.0), (2, true));
+    // Sampled shadows and replicas (here half the keys) need a 1% lead: 1% is not enough, 1.5% is.
+    assert_eq!(end_tick_with_sampling(990.0, 50), (0, false));
+    assert_eq!(end_tick_with_sampling(985.0, 50), (2, true));
+    // Without LRU trials there is one set of shadows and the buffer is a FIFO throughout.
+    let mut config = StrataConfig::new(100);
+    config.lru_trial = 0;
+    let cache = Strata::new(config, 0);
+    assert_eq!(
+        (cache.trials.len(), cache.shadows.len()),
+        (2, cache.candidates.len())
+    );
 }
 
 #[test]

@@ -18,6 +18,11 @@
 //! A replica costs about one shadow; the two cost about 20% of the speed on P12 and
 //! cloudPhysicsIO 10%.
 //!
+//! The LRU trial (`lru_trial`, default on) is the default selector again, on a replica whose
+//! buffer is LRU-ordered and reading the LRU-ordered shadows (the second half of the shadows'
+//! misses); changing between it and a FIFO-buffer trial needs only `lru_trial_margin` (0.5%;
+//! `lru_trial_margin_sampled`, 1%, where the replicas are sampled).
+//!
 //! `fixed_trial` (opt-in) adds one more choice without a replica: the shape whose shadow has
 //! missed least so far (a shadow *is* a replica that never switches, of its own shape). It
 //! narrowed P12 5% and MSR 1% but met no further cell, and with smaller margins lost P12 1%.
@@ -55,6 +60,8 @@ pub(super) struct Trial {
     /// The candidate this trial follows.
     pub(super) leader: usize,
     replica: Box<Strata>,
+    /// Whether the replica's buffer is LRU-ordered (`lru_trial`).
+    pub(super) lru: bool,
     effects: Effects,
     /// The replica's misses in the current tick, and their decayed sum over ticks.
     tick_misses: u64,
@@ -64,14 +71,16 @@ pub(super) struct Trial {
 impl Trial {
     pub(super) fn new(
         (ticks_per_epoch, decay): (u32, f64),
+        lru: bool,
         leader: usize,
         capacity: usize,
         key_space: usize,
         live: &StrataConfig,
         candidates: usize,
     ) -> Trial {
-        let config =
+        let mut config =
             StrataConfig::fixed_shape(live, capacity, live.small, live.threshold, live.gate);
+        config.lru_buffer = lru;
         let mut replica = Strata::new(config, key_space);
         // A replica that switches must be able to take the gated shape: it keeps a sketch when
         // the live cache does.
@@ -87,6 +96,7 @@ impl Trial {
             scores: vec![0.0; candidates],
             leader,
             replica: Box::new(replica),
+            lru,
             effects: Effects::default(),
             tick_misses: 0,
             score: 0.0,
@@ -161,12 +171,14 @@ impl Strata {
     /// and the live cache takes the shape of the trial whose replica missed least (the current
     /// one on ties).
     pub(super) fn end_tick(&mut self) {
+        let n = self.candidates.len();
         for trial in &mut self.trials {
-            trial.end_tick(
-                &self.epoch_misses,
-                &self.candidates,
-                self.config.trials_decay,
-            );
+            let misses = if trial.lru && self.epoch_misses.len() >= 2 * n {
+                &self.epoch_misses[n..2 * n]
+            } else {
+                &self.epoch_misses[..n]
+            };
+            trial.end_tick(misses, &self.candidates, self.config.trials_decay);
         }
         let decay = self.config.trials_decay;
         for (score, &misses) in self.fixed_scores.iter_mut().zip(&self.epoch_misses) {
@@ -174,20 +186,31 @@ impl Strata {
         }
         self.epoch_misses.iter_mut().for_each(|m| *m = 0);
         // (score, shape) of each trial, then of the best fixed shape so far (`fixed_trial`).
-        let mut options: Vec<(f64, usize)> =
-            self.trials.iter().map(|t| (t.score, t.leader)).collect();
+        let mut options: Vec<(f64, usize, bool)> = self
+            .trials
+            .iter()
+            .map(|t| (t.score, t.leader, t.lru))
+            .collect();
         if let Some(best_fixed) = (0..self.fixed_scores.len())
             .min_by(|&a, &b| self.fixed_scores[a].total_cmp(&self.fixed_scores[b]))
         {
-            options.push((self.fixed_scores[best_fixed], best_fixed));
+            options.push((self.fixed_scores[best_fixed], best_fixed, false));
         }
         let current = self.trial.min(options.len() - 1);
         let best = (0..options.len())
             .min_by(|&a, &b| options[a].0.total_cmp(&options[b].0))
             .unwrap_or(current);
-        if options[best].0 < options[current].0 * (1.0 - self.config.trials_margin) {
+        let margin = if options[best].2 == options[current].2 {
+            self.config.trials_margin
+        } else if self.sample_rate < 1.0 {
+            self.config.lru_trial_margin_sampled
+        } else {
+            self.config.lru_trial_margin
+        };
+        if options[best].0 < options[current].0 * (1.0 - margin) {
             self.trial = best;
         }
+        self.lru_now = self.config.lru_buffer || options[self.trial].2;
         let leader = options[self.trial].1;
         if leader != self.leader {
             self.switch_to(leader);
