@@ -110,6 +110,7 @@ pub(crate) const WAL_SEQUENCE_KEY: &[u8] = b"wal_sequence";
 /// The open metadata database and its keyspaces.
 pub(crate) struct Meta {
     db: Database,
+    directory: std::path::PathBuf,
     superblock: Keyspace,
     pub objects: Keyspace,
     pub omap: Keyspace,
@@ -182,6 +183,7 @@ impl Meta {
             objects: open("objects", 16 << 20)?,
             omap: open("omap", 16 << 20)?,
             db,
+            directory: directory.to_path_buf(),
         })
     }
 
@@ -242,9 +244,10 @@ impl Meta {
         Ok(Some(u64::from_le_bytes(bytes)))
     }
 
-    /// Bytes of the database on disk (journal and tables).
+    /// Bytes the metadata directory (database and log) takes on disk: allocated blocks, not
+    /// apparent sizes (fjall's journal files are sparse, 64 MiB apparent each).
     pub fn disk_bytes(&self) -> u64 {
-        self.db.disk_space().unwrap_or(0)
+        allocated_bytes(&self.directory)
     }
 
     /// Makes everything committed so far durable (a checkpoint, a clean shutdown).
@@ -265,6 +268,22 @@ impl Meta {
             Space::Super => &self.superblock,
         }
     }
+}
+
+/// Bytes allocated on disk to the files below `path` (0 for what cannot be read).
+fn allocated_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(found) if found.is_dir() => allocated_bytes(&entry.path()),
+            Ok(found) => found.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// Changes committed atomically by [`MetaBatch::commit`]. A key changed twice keeps its last

@@ -111,8 +111,10 @@ async fn wait_for_signal() -> Result<()> {
 }
 
 fn init_logging() {
+    // The metadata database (fjall, lsm_tree) logs every keyspace it recovers at info: 80
+    // lines for the default cluster's start. Its warnings and errors still show.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
