@@ -311,29 +311,54 @@ impl Gateway {
         })
     }
 
+    /// What GET and HEAD share: the object (or version) the requester may read, its
+    /// preconditions checked, and the requested range resolved.
+    async fn object_to_read(
+        &self,
+        requester: &Requester,
+        (bucket_name, key, version_id): (&str, &str, Option<&str>),
+        conditions: Conditions<'_>,
+        range: Option<Range>,
+    ) -> Result<ObjectRead> {
+        let (bucket, entry) = self
+            .object_for(bucket_name, key, version_id, requester, Permission::Read)
+            .await?;
+        conditions.check(&entry, false)?;
+        let (start, end, content_range) = byte_range(range, entry.size)?;
+        Ok(ObjectRead {
+            bucket,
+            entry,
+            start,
+            end,
+            content_range,
+        })
+    }
+
     pub(super) async fn do_get_object(
         &self,
         req: S3Request<GetObjectInput>,
     ) -> Result<GetObjectOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
-        let (bucket, entry) = self
-            .object_for(
-                &input.bucket,
-                &input.key,
-                input.version_id.as_deref(),
+        let ObjectRead {
+            bucket,
+            entry,
+            start,
+            end,
+            content_range,
+        } = self
+            .object_to_read(
                 &requester,
-                Permission::Read,
+                (&input.bucket, &input.key, input.version_id.as_deref()),
+                Conditions {
+                    if_match: input.if_match.as_ref(),
+                    if_none_match: input.if_none_match.as_ref(),
+                    if_modified_since: input.if_modified_since.as_ref(),
+                    if_unmodified_since: input.if_unmodified_since.as_ref(),
+                },
+                input.range,
             )
             .await?;
-        Conditions {
-            if_match: input.if_match.as_ref(),
-            if_none_match: input.if_none_match.as_ref(),
-            if_modified_since: input.if_modified_since.as_ref(),
-            if_unmodified_since: input.if_unmodified_since.as_ref(),
-        }
-        .check(&entry, false)?;
-        let (start, end, content_range) = byte_range(input.range, entry.size)?;
         let stream = self.store.read_range(&entry.pieces, start, end);
         let body = ChannelStream::spawn(stream);
         Ok(GetObjectOutput {
@@ -375,23 +400,25 @@ impl Gateway {
     ) -> Result<HeadObjectOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
-        let (bucket, entry) = self
-            .object_for(
-                &input.bucket,
-                &input.key,
-                input.version_id.as_deref(),
+        let ObjectRead {
+            bucket,
+            entry,
+            start,
+            end,
+            content_range,
+        } = self
+            .object_to_read(
                 &requester,
-                Permission::Read,
+                (&input.bucket, &input.key, input.version_id.as_deref()),
+                Conditions {
+                    if_match: input.if_match.as_ref(),
+                    if_none_match: input.if_none_match.as_ref(),
+                    if_modified_since: input.if_modified_since.as_ref(),
+                    if_unmodified_since: input.if_unmodified_since.as_ref(),
+                },
+                input.range,
             )
             .await?;
-        Conditions {
-            if_match: input.if_match.as_ref(),
-            if_none_match: input.if_none_match.as_ref(),
-            if_modified_since: input.if_modified_since.as_ref(),
-            if_unmodified_since: input.if_unmodified_since.as_ref(),
-        }
-        .check(&entry, false)?;
-        let (start, end, content_range) = byte_range(input.range, entry.size)?;
         let length = end - start;
         Ok(HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
@@ -746,6 +773,16 @@ pub(super) fn new_version_id(entry: &ObjectEntry) -> Option<String> {
         .version_id
         .clone()
         .filter(|v| v != crate::versioning::NULL_VERSION_ID)
+}
+
+/// The object a GET or HEAD reads and the byte range `[start, end)` it returns.
+struct ObjectRead {
+    bucket: BucketRecord,
+    entry: ObjectEntry,
+    start: u64,
+    end: u64,
+    /// The Content-Range header, for a range request.
+    content_range: Option<String>,
 }
 
 /// The byte range `[start, end)` a GET or HEAD with an optional Range header covers, and the

@@ -122,7 +122,13 @@ impl Server {
         assert!(status.success());
         let exit = self.child.wait().unwrap();
         assert!(exit.success(), "strata serve exited with {exit}");
-        self.lines.try_iter().collect()
+        // The reader thread may not have passed on the last lines yet: take them until it
+        // reaches the end of the output (it then drops its sender).
+        let mut rest = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(10)) {
+            rest.push(line);
+        }
+        rest
     }
 
     /// SIGKILL.
