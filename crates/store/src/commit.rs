@@ -1,11 +1,13 @@
 //! The committer: group commit of prepared transactions.
 //!
 //! A flusher thread takes whatever transactions are queued (up to `batch_transactions_max`):
-//! 1. it flushes the device once, so the data of every transaction in the batch is durable,
-//!    and hands the batch to the committer thread, then goes on with the next batch;
-//! 2. the committer appends all the batch's metadata changes (and the data of deferred
-//!    writes) as one record to the write-ahead log and fdatasyncs it, then applies them to
-//!    the metadata database without a sync, batches in order (`wal.rs`);
+//! 1. it makes the batch's write-behind writes, hands the batch to the committer thread and
+//!    flushes the device once (unless every transaction in it is deferred), so the data of
+//!    every transaction in the batch is durable, then goes on with the next batch;
+//! 2. meanwhile the committer appends all the batch's metadata changes (and the data of
+//!    deferred writes) as one record to the write-ahead log and fdatasyncs it; once the flush
+//!    is done too, it applies the changes to the metadata database without a sync, batches
+//!    in order (`wal.rs`);
 //! 3. only then it returns the extents those transactions freed to the allocator, updates the
 //!    counters, answers the callers and releases their object locks.
 //!
@@ -173,23 +175,25 @@ fn run_flusher(
         let must_flush = undeferred
             || (deferred > 0 && unretired + deferred > backlog)
             || (unretired > 0 && freeing > backlog);
-        if inner.poisoned.load(Ordering::Acquire) {
-            let flush = Flush::Refused;
-            if stage.send(Flushed { batch, flush }).is_err() {
-                return;
-            }
+        let (flush, outcome) = if inner.poisoned.load(Ordering::Acquire) {
+            (Flush::Refused, None)
         } else if inner.config.durable && must_flush {
             unretired = 0;
             freeing = 0;
-            // The committer writes and syncs the batch's log record while this thread
-            // flushes the device: a batch waits for one sync, not two in a row. A record
-            // whose data did not reach the device before a crash fails its checksums at the
-            // mount and ends the log there (`store::replay`); it was never acknowledged.
             let (outcome, running) = std::sync::mpsc::sync_channel(1);
-            let flush = Flush::Running(running);
-            if stage.send(Flushed { batch, flush }).is_err() {
-                return;
-            }
+            (Flush::Running(running), Some(outcome))
+        } else {
+            unretired += deferred;
+            (Flush::None, None)
+        };
+        if stage.send(Flushed { batch, flush }).is_err() {
+            return;
+        }
+        // The committer writes and syncs the batch's log record while this thread flushes
+        // the device: a batch waits for one sync, not two in a row. A record whose data did
+        // not reach the device before a crash fails its checksums at the mount and ends the
+        // log there (`store::replay`); it was never acknowledged.
+        if let Some(outcome) = outcome {
             // On this thread: a file device's fdatasync needs no hop to its I/O threads.
             let flushed = inner
                 .device
@@ -205,12 +209,6 @@ fn run_flusher(
                 Err(error) => poison(inner, error),
             }
             let _ = outcome.send(flushed);
-        } else {
-            unretired += deferred;
-            let flush = Flush::None;
-            if stage.send(Flushed { batch, flush }).is_err() {
-                return;
-            }
         }
     }
 }
@@ -371,12 +369,12 @@ fn commit_batch(
     flush: Flush,
 ) -> Result<()> {
     let mut omap_delta = 0i64;
-    let mut changes = inner.meta.batch();
+    let mut changes = meta::MetaBatch::default();
     for pending in batch.iter_mut() {
-        for update in &pending.updates {
+        for update in &mut pending.updates {
             let omap_before = omap_delta;
-            match &update.onode {
-                Some(bytes) => changes.insert(Space::Objects, update.key.clone(), bytes.clone()),
+            match update.onode.take() {
+                Some(bytes) => changes.insert(Space::Objects, update.key.clone(), bytes),
                 None => changes.remove(Space::Objects, update.key.clone()),
             }
             omap_delta += stage_omap(inner, &mut changes, update)?;

@@ -160,8 +160,7 @@ impl Meta {
         }
         let db = Database::builder(&path)
             .cache_size(cache_bytes)
-            // Deferred records are device blocks: random bytes compress badly, and a
-            // compression pass in the single committer's way costs more than the bytes.
+            // Onodes are mostly crc32cs, which do not compress (lz4 is not built in either).
             .journal_compression(fjall::CompressionType::None)
             // Bounds the journal on disk (a memtable flush lets old journal files go).
             .max_journaling_size(64 << 20)
@@ -254,11 +253,6 @@ impl Meta {
     pub fn persist(&self) -> Result<()> {
         self.db.persist(PersistMode::SyncAll)?;
         Ok(())
-    }
-
-    /// An empty batch of changes.
-    pub fn batch(&self) -> MetaBatch {
-        MetaBatch::default()
     }
 
     fn keyspace(&self, space: Space) -> &Keyspace {

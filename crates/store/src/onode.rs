@@ -44,6 +44,22 @@ impl Extent {
     }
 }
 
+/// The first checksum block of `data` whose crc32c is not the one in `crcs` (a block without
+/// one counts as a mismatch): (block index, expected, found).
+pub(crate) fn first_bad_block(
+    data: &[u8],
+    crcs: &[u32],
+    checksum_block_bytes: u64,
+) -> Option<(usize, u32, u32)> {
+    data.chunks(checksum_block_bytes as usize)
+        .enumerate()
+        .find_map(|(index, block)| {
+            let found = crc32c::crc32c(block);
+            let expected = crcs.get(index).copied().unwrap_or(!found);
+            (found != expected).then_some((index, expected, found))
+        })
+}
+
 /// An object's metadata.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Onode {

@@ -16,7 +16,7 @@ use crate::commit::{self, CommitCounters, Pending};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 use crate::meta::{self, Counters, Layout, Meta};
-use crate::onode::Onode;
+use crate::onode::{first_bad_block, Onode};
 use crate::types::{
     validate_collection, validate_names, CommitStats, ObjectStat, Statfs, Transaction,
 };
@@ -590,7 +590,7 @@ async fn replay(
             dropped = total - index;
             break;
         }
-        let mut changes = meta.batch();
+        let mut changes = meta::MetaBatch::default();
         for (space, key, value) in record.changes {
             match value {
                 Some(value) => changes.insert(space, key, value),
@@ -659,11 +659,7 @@ async fn data_is_intact(
             {
                 return Ok(false);
             }
-            let intact = data
-                .chunks(checksum_block_bytes as usize)
-                .zip(&extent.crcs)
-                .all(|(block, &crc)| crc32c::crc32c(block) == crc);
-            if !intact {
+            if first_bad_block(&data, &extent.crcs, checksum_block_bytes).is_some() {
                 return Ok(false);
             }
         }

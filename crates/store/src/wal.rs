@@ -59,14 +59,15 @@ pub(crate) struct Wal {
 impl Wal {
     /// Opens (creating if missing) the log at `path` and reads its valid records.
     pub fn open(path: &Path) -> Result<(Wal, Vec<Record>)> {
-        let file = std::fs::OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
             .map_err(|e| StoreError::metadata(format!("{}: {e}", path.display())))?;
-        let bytes = std::fs::read(path)
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes)
             .map_err(|e| StoreError::metadata(format!("{}: {e}", path.display())))?;
         let records = decode_records(&bytes);
         let end_bytes = bytes.len() as u64;

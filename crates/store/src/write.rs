@@ -15,7 +15,7 @@ use crate::allocator::DeviceExtent;
 use crate::commit::{Deltas, ObjectUpdate, OmapChange, Pending};
 use crate::error::{Result, StoreError};
 use crate::meta;
-use crate::onode::{Extent, Onode};
+use crate::onode::{first_bad_block, Extent, Onode};
 use crate::store::Inner;
 use crate::types::{ObjectId, Op, Transaction};
 
@@ -542,24 +542,17 @@ pub(crate) async fn read_aligned(
         let slice = &mut buffer[(from - start) as usize..(to - start) as usize];
         inner.device.read_at(device_from, slice).await?;
         let first_crc = ((from - logical) / block) as usize;
-        for (index, chunk) in slice.chunks(block as usize).enumerate() {
-            let found = crc32c::crc32c(chunk);
-            let expected = extent
-                .crcs
-                .get(first_crc + index)
-                .copied()
-                .unwrap_or(!found);
-            if found != expected {
-                let offset_in_slice = index as u64 * block;
-                return Err(StoreError::Checksum {
-                    collection: collection.to_owned(),
-                    name: name.to_owned(),
-                    offset_bytes: from + offset_in_slice,
-                    device_offset_bytes: device_from + offset_in_slice,
-                    expected,
-                    found,
-                });
-            }
+        let crcs = extent.crcs.get(first_crc..).unwrap_or(&[]);
+        if let Some((index, expected, found)) = first_bad_block(slice, crcs, block) {
+            let offset_in_slice = index as u64 * block;
+            return Err(StoreError::Checksum {
+                collection: collection.to_owned(),
+                name: name.to_owned(),
+                offset_bytes: from + offset_in_slice,
+                device_offset_bytes: device_from + offset_in_slice,
+                expected,
+                found,
+            });
         }
     }
     Ok(buffer)
