@@ -20,6 +20,10 @@
 //! make every first write allocate filesystem blocks, which fio's peer never pays. `--dir`
 //! must not be tmpfs (O_DIRECT falls back to the page cache there).
 
+/// The allocator `strata` itself runs with (see its `main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -53,7 +53,7 @@ impl PoolHandle {
         let pg = map
             .object_to_pg(self.info.id, object)
             .map_err(|_| RadosError::NotFound(format!("pool {:?} was deleted", self.info.name)))?;
-        Ok((placement(&map, pg), collection_name(pg)))
+        Ok((inner.placement_cached(&map, pg), collection_name(pg)))
     }
 
     fn degraded(&self, placement: &Placement) -> RadosError {

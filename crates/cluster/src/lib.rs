@@ -82,7 +82,7 @@ pub mod state;
 pub mod stats;
 mod util;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -222,6 +222,8 @@ pub(crate) struct Inner {
     device_errors: BTreeMap<i32, AtomicU32>,
     state: Mutex<ClusterState>,
     map: RwLock<Arc<OsdMap>>,
+    /// Placements computed from one map (see `Inner::placement_cached`).
+    placements: Mutex<PlacementCache>,
     /// Client writes and single-object repairs hold their PG shared (plus their object's
     /// lock); recovery, backfill and scrub hold it exclusively. So writes to different
     /// objects of one PG overlap their durable commits (as Ceph pipelines a PG's ops), while
@@ -379,6 +381,7 @@ impl Cluster {
         state.save(&data_dir.join(STATE_FILE))?;
         let reserved = state.version_reserved;
         let device_errors = osds.keys().map(|&id| (id, AtomicU32::new(0))).collect();
+        let map = Arc::new(map);
         let inner = Arc::new(Inner {
             stats: stats::Stats::new(config.access_objects_max),
             data_dir,
@@ -387,7 +390,11 @@ impl Cluster {
             osds,
             device_errors,
             state: Mutex::new(state),
-            map: RwLock::new(Arc::new(map)),
+            placements: Mutex::new(PlacementCache {
+                map: Arc::clone(&map),
+                entries: HashMap::new(),
+            }),
+            map: RwLock::new(map),
             pg_locks: (0..PG_LOCK_SHARDS)
                 .map(|_| tokio::sync::RwLock::new(()))
                 .collect(),
@@ -654,7 +661,35 @@ pub fn placement(map: &OsdMap, pg: PgId) -> Placement {
     }
 }
 
+/// The placements of the PGs clients used, all computed from `map`: CRUSH and upmaps cost
+/// 3.5% of the CPU of a cluster writing 4 KiB objects when computed per operation, as a
+/// librados client does. Ceph's OSDs cache the same (`OSDMapMapping`).
+struct PlacementCache {
+    map: Arc<OsdMap>,
+    entries: HashMap<PgId, Placement>,
+}
+
 impl Inner {
+    /// `placement(map, pg)`, remembered for the newest map seen. Entries only ever come from
+    /// the map they are kept with (checked by pointer), so a map replaced while a caller
+    /// still holds the old one is never mixed with it; an older map is computed uncached.
+    pub(crate) fn placement_cached(&self, map: &Arc<OsdMap>, pg: PgId) -> Placement {
+        let mut cache = self.placements.lock().unwrap_or_else(|e| e.into_inner());
+        if !Arc::ptr_eq(&cache.map, map) {
+            if map.epoch() < cache.map.epoch() {
+                drop(cache);
+                return placement(map, pg);
+            }
+            cache.map = Arc::clone(map);
+            cache.entries.clear();
+        }
+        cache
+            .entries
+            .entry(pg)
+            .or_insert_with(|| placement(map, pg))
+            .clone()
+    }
+
     /// Counts an OSD's device failures: a success clears its count; `osd_device_errors_max`
     /// failures in a row, or one failed flush (a poisoned store cannot know what reached its
     /// media), mark it down and out, as Ceph does when an OSD's disk fails, so CRUSH places

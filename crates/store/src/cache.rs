@@ -12,9 +12,12 @@
 //!   their writers still hold their exclusive locks (they are released after the answer).
 //!
 //! A transaction abandoned before its commit never touches the cache. Bounded: a shard full
-//! at `onode_cache_objects_max / shards` drops one arbitrary entry per insertion.
+//! at `onode_cache_objects_max / shards` drops its oldest entry (first in, first out) per
+//! insertion of a new object. The drop is O(1): taking "any" entry of a `HashMap` instead
+//! (`keys().next()`) scans the table from its start past the slots earlier drops emptied, and
+//! held 2.5% of the CPU of a cluster writing 300,000 new 4 KiB objects.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::onode::Onode;
@@ -23,8 +26,15 @@ use crate::onode::Onode;
 /// size in bytes of its metadata record (key + encoded onode).
 pub(crate) type Cached = Option<(Arc<Onode>, u64)>;
 
+/// One shard: every key of `entries` is in `order` exactly once, oldest first.
+#[derive(Default)]
+struct Shard {
+    entries: HashMap<Vec<u8>, Cached>,
+    order: VecDeque<Vec<u8>>,
+}
+
 pub(crate) struct OnodeCache {
-    shards: Vec<Mutex<HashMap<Vec<u8>, Cached>>>,
+    shards: Vec<Mutex<Shard>>,
     entries_per_shard_max: usize,
 }
 
@@ -32,12 +42,12 @@ impl OnodeCache {
     /// A cache of at most `entries_max` objects (0: disabled) over `shards` shards.
     pub fn new(shards: usize, entries_max: usize) -> Self {
         Self {
-            shards: (0..shards).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
             entries_per_shard_max: entries_max.div_ceil(shards.max(1)),
         }
     }
 
-    fn shard(&self, shard: usize) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Cached>> {
+    fn shard(&self, shard: usize) -> std::sync::MutexGuard<'_, Shard> {
         self.shards[shard % self.shards.len()]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -48,7 +58,7 @@ impl OnodeCache {
         if self.entries_per_shard_max == 0 {
             return None;
         }
-        self.shard(shard).get(key).cloned()
+        self.shard(shard).entries.get(key).cloned()
     }
 
     /// Records the committed state of an object. The caller holds its lock shard (shared when
@@ -57,13 +67,25 @@ impl OnodeCache {
         if self.entries_per_shard_max == 0 {
             return;
         }
-        let mut map = self.shard(shard);
-        if map.len() >= self.entries_per_shard_max && !map.contains_key(&key) {
-            if let Some(victim) = map.keys().next().cloned() {
-                map.remove(&victim);
+        let evicted;
+        {
+            let mut shard = self.shard(shard);
+            if let Some(entry) = shard.entries.get_mut(&key) {
+                *entry = state;
+                return;
             }
+            evicted = if shard.entries.len() >= self.entries_per_shard_max {
+                let oldest = shard.order.pop_front();
+                oldest.and_then(|oldest| shard.entries.remove(&oldest))
+            } else {
+                None
+            };
+            shard.order.push_back(key.clone());
+            shard.entries.insert(key, state);
+            debug_assert_eq!(shard.entries.len(), shard.order.len());
         }
-        map.insert(key, state);
+        // Freed outside the shard's mutex.
+        drop(evicted);
     }
 }
 
@@ -78,9 +100,11 @@ mod tests {
             cache.insert(0, vec![index], None);
         }
         assert!(
-            cache.shard(0).len() <= 2,
+            cache.shard(0).entries.len() <= 2,
             "shard bound is entries_max / shards"
         );
+        assert_eq!(cache.get(0, &[9]), Some(None), "the newest entry stays");
+        assert_eq!(cache.get(0, &[0]), None, "the oldest entry went first");
         let onode = Arc::new(Onode {
             size_bytes: 7,
             ..Onode::default()

@@ -410,7 +410,14 @@ fn commit_batch(
         } else {
             0
         };
-        wal::encode_record(&mut state.buffer, sequence, flags, &changes, &deferred);
+        wal::encode_record(
+            &mut state.buffer,
+            log.generation,
+            sequence,
+            flags,
+            &changes,
+            &deferred,
+        );
         let start_bytes = log.len_bytes();
         log.append(&state.buffer, durable)?;
         log.next_sequence += 1;

@@ -10,7 +10,9 @@
 //! - **Data device**: raw extents, nothing else; no superblock, no journal. What is allocated
 //!   is whatever the committed metadata references.
 //! - **Metadata directory**: `wal`, the write-ahead log (one checksummed record per group
-//!   commit: the batch's key changes and deferred data, fdatasync'd; `wal.rs`), and `db/`, an
+//!   commit: the batch's key changes and deferred data, fdatasync'd; a file of zeroed 4 MiB
+//!   chunks that is rewound, not truncated, so its syncs change no file size; `wal.rs`), and
+//!   `db/`, an
 //!   fjall database persisted only at checkpoints, keyspaces `super` (format, min_alloc_size,
 //!   checksum block, device size, last log record applied), `objects` (`collection \0 name`
 //!   -> onode: size, mtime, xattrs, extent map with one crc32c per checksum block) and `omap`

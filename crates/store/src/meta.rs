@@ -30,8 +30,9 @@ use crate::error::{Result, StoreError};
 use crate::onode::Onode;
 use crate::types::CollectionUsage;
 
-/// On-disk format version, bumped on incompatible changes (2: fjall; 1 was redb).
-pub(crate) const FORMAT_VERSION: u64 = 2;
+/// On-disk format version, bumped on incompatible changes (3: log records carry a generation
+/// id and the log file is recycled; 2: fjall; 1 was redb).
+pub(crate) const FORMAT_VERSION: u64 = 3;
 
 /// The layout a store was created with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -68,6 +68,14 @@ enum Command {
     Debug(cmd::debug::Args),
 }
 
+/// mimalloc instead of glibc's malloc, as Ceph links tcmalloc: the store's write path allocates
+/// and frees small buffers on several threads, and glibc's free lists (`_int_free`,
+/// `malloc_consolidate`) held about a fifth of its CPU. Measured with
+/// `crates/cluster/examples/bench_cluster.rs --replicas 1 --concurrency 16 --no-durable`,
+/// alternating builds: 17.8-22.3 µs of CPU per 4 KiB write against 23.5-34.2 with glibc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
