@@ -911,3 +911,82 @@ impl Inner {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cached placement of every PG equals the one computed from the current map, after
+    /// each map change (down, out, in), and an older map is never mixed into the cache.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cached_placements_follow_the_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = ClusterConfig::empty();
+        config.scrub_interval_s = 0;
+        for host in 0..3 {
+            let name = format!("host{host}");
+            config.hosts.push(HostConfig { name: name.clone() });
+            for slot in 0..2 {
+                config.osds.push(OsdConfig {
+                    id: host * 2 + slot,
+                    host: name.clone(),
+                    device: "mem:16M".into(),
+                    size: None,
+                    class: "ssd".into(),
+                    weight: Some(1.0),
+                    min_alloc_size: 4096,
+                    emulation: None,
+                });
+            }
+        }
+        config.pools.push(PoolConfig {
+            name: "data".into(),
+            size: 2,
+            min_size: Some(1),
+            pg_num: 32,
+            device_class: None,
+            crush_rule: None,
+        });
+        let options = ClusterOptions {
+            background: false,
+            ..ClusterOptions::default()
+        };
+        let cluster = Cluster::create(dir.path(), config, options).await.unwrap();
+        let inner = &cluster.inner;
+        let pool = inner.pool_info("data").unwrap().id;
+        let check = |when: &str| {
+            let map = inner.map();
+            for seed in 0..32 {
+                let pg = PgId::new(pool, seed);
+                assert_eq!(
+                    inner.placement_cached(&map, pg),
+                    placement(&map, pg),
+                    "{when}: pg {pg}"
+                );
+            }
+            map
+        };
+        let first = check("fresh");
+        cluster.mark_down(0).unwrap();
+        let down = check("osd.0 down");
+        assert_ne!(
+            (0..32)
+                .map(|seed| placement(&first, PgId::new(pool, seed)).acting)
+                .collect::<Vec<_>>(),
+            (0..32)
+                .map(|seed| placement(&down, PgId::new(pool, seed)).acting)
+                .collect::<Vec<_>>(),
+            "marking an OSD down changes some placement"
+        );
+        // A caller still holding the first map gets that map's placements, uncached.
+        for seed in 0..32 {
+            let pg = PgId::new(pool, seed);
+            assert_eq!(inner.placement_cached(&first, pg), placement(&first, pg));
+        }
+        check("after a lookup with an older map");
+        cluster.mark_out(0).unwrap();
+        check("osd.0 out");
+        cluster.mark_in(0).unwrap();
+        check("osd.0 in");
+    }
+}
