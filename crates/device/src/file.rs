@@ -291,9 +291,7 @@ impl FileDevice {
         if data.is_empty() {
             return Ok(None);
         }
-        let mut bounce = AlignedBuffer::zeroed(data.len(), self.alignment());
-        bounce.as_mut_slice().copy_from_slice(data);
-        Ok(Some(bounce))
+        Ok(Some(AlignedBuffer::gathered(&[data], self.alignment())))
     }
 
     /// After a failed `fdatasync` what reached the medium is unknown: refuse further writes.
@@ -499,6 +497,25 @@ impl Device for FileDevice {
     ) -> Result<(), DeviceError> {
         let guard = self.stats.begin(OpKind::Write);
         let length_bytes = data.len() as u64;
+        if (data.as_ptr() as usize).is_multiple_of(self.alignment()) {
+            // Memory already aligned (an `AlignedBuffer` of the caller's): O_DIRECT takes it
+            // as it is, on this thread, no bounce copy.
+            let result = check_request(
+                offset_bytes,
+                length_bytes,
+                self.size_bytes,
+                self.block_size_bytes,
+            )
+            .and_then(|()| {
+                if self.poisoned.load(Ordering::Acquire) {
+                    return Err(DeviceError::Poisoned);
+                }
+                self.file
+                    .write_all_at(data, offset_bytes)
+                    .map_err(|e| DeviceError::io("pwrite", e))
+            });
+            return guard.finish(length_bytes, result);
+        }
         let result = self
             .checked_write(offset_bytes, data)
             .and_then(|bounce| match bounce {
@@ -627,6 +644,24 @@ mod tests {
         assert_eq!(read_back, block);
         assert!(matches!(
             device.write_blocking(100, &block, &runtime),
+            Err(DeviceError::Misaligned { .. })
+        ));
+        // Memory aligned by the caller goes to the file as it is (no bounce), same contract.
+        let aligned = AlignedBuffer::gathered(&[&[0x5au8; 4096], &[0xa5u8; 4096]], 4096);
+        let writes_before = device.stats().write.ops;
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| device.write_blocking(5 * 4096, aligned.as_slice(), &runtime))
+                .join()
+                .unwrap()
+        })
+        .unwrap();
+        assert_eq!(device.stats().write.ops, writes_before + 1);
+        let mut read_back = vec![0u8; 8192];
+        device.read_at(5 * 4096, &mut read_back).await.unwrap();
+        assert_eq!(read_back, aligned.as_slice());
+        assert!(matches!(
+            device.write_blocking(100, &aligned.as_slice()[..4096], &runtime),
             Err(DeviceError::Misaligned { .. })
         ));
         assert_eq!(device.stats().flush.ops, flushes + 1);

@@ -64,6 +64,7 @@
 use async_trait::async_trait;
 
 mod aligned;
+pub use aligned::AlignedBuffer;
 mod emulated;
 mod error;
 mod faulty;
