@@ -106,6 +106,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.seconds,
         &args.dir,
     )?;
+    let steal = load::StealMeter::start();
     let rows = runtime.block_on(async {
         tokio::select! {
             rows = run_all(&args, &sizes, temp.path().to_path_buf()) => rows,
@@ -113,11 +114,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     })?;
     println!(
-        "\nobjects: concurrency {}, replicas {}, {} s per phase; load average at the end {}",
+        "\nobjects: concurrency {}, replicas {}, {} s per phase; load average at the end {}; CPU stolen by the hypervisor during the run {}",
         args.concurrency,
         args.replicas,
         args.seconds,
-        load::load_average()
+        load::load_average(),
+        steal.percent()
     );
     load::print_table(
         &rows,

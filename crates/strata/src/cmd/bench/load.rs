@@ -216,6 +216,45 @@ pub fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// CPU time the hypervisor gave other guests (`steal` in /proc/stat) since `start`, as a
+/// share of all CPU time: on a shared virtual machine a run with much steal measures the
+/// neighbours as much as the system, so every table says how much there was.
+pub struct StealMeter {
+    start: Option<(u64, u64)>,
+}
+
+impl StealMeter {
+    pub fn start() -> Self {
+        Self { start: cpu_times() }
+    }
+
+    /// "12.3%", or "unknown" without /proc/stat.
+    pub fn percent(&self) -> String {
+        match (self.start, cpu_times()) {
+            (Some((steal_start, total_start)), Some((steal, total))) if total > total_start => {
+                let share = (steal - steal_start) as f64 / (total - total_start) as f64;
+                format!("{:.1}%", share * 100.0)
+            }
+            _ => "unknown".into(),
+        }
+    }
+}
+
+/// (steal, total) jiffies of all CPUs from /proc/stat's `cpu` line.
+fn cpu_times() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|line| line.starts_with("cpu "))?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|field| field.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice, inside user/nice]
+    let steal = *fields.get(7)?;
+    let total = fields.iter().take(8).sum();
+    Some((steal, total))
+}
+
 fn optional_ms(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |ms| format!("{ms:.2}"))
 }
@@ -340,6 +379,21 @@ pub fn setup(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_is_a_share_of_cpu_time() {
+        let (steal, total) = cpu_times().expect("/proc/stat on Linux");
+        assert!(steal <= total, "steal {steal} of {total}");
+        let meter = StealMeter::start();
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(60) {}
+        let percent = meter.percent();
+        let value: f64 = percent
+            .strip_suffix('%')
+            .and_then(|number| number.parse().ok())
+            .unwrap_or_else(|| panic!("{percent}"));
+        assert!((0.0..=100.0).contains(&value), "{percent}");
+    }
 
     #[test]
     fn sizes_parse_and_print() {

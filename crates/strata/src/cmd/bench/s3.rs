@@ -93,6 +93,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.seconds,
         &args.dir,
     )?;
+    let steal = load::StealMeter::start();
     let rows = runtime.block_on(async {
         tokio::select! {
             rows = run_all(&args, &sizes, temp.path()) => rows,
@@ -100,11 +101,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     })?;
     println!(
-        "\nS3: concurrency {}, replicas {}, {} s per phase; load average at the end {}",
+        "\nS3: concurrency {}, replicas {}, {} s per phase; load average at the end {}; CPU stolen by the hypervisor during the run {}",
         args.concurrency,
         args.replicas,
         args.seconds,
-        load::load_average()
+        load::load_average(),
+        steal.percent()
     );
     load::print_table(&rows, &[("strata/rgw", RADOSGW)]);
     if let Some(path) = &args.json {
