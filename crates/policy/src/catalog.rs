@@ -153,6 +153,8 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "main_frequency_cap" => config.main_frequency_cap = number.clamp(1.0, 255.0) as u8,
             "lru_frequency_cap" => config.lru_frequency_cap = number.clamp(0.0, 255.0) as u8,
             "lru_frequency_cap_tiny" => config.lru_frequency_cap_tiny = number != 0.0,
+            "lru_trial_threshold" => config.lru_trial_threshold = number.clamp(0.0, 255.0) as u8,
+            "lru_trial_threshold_sampled" => config.lru_trial_threshold_sampled = number != 0.0,
             "never_frequency_cap" => config.never_frequency_cap = number.clamp(0.0, 255.0) as u8,
             _ => return Err(bad()),
         }

@@ -76,6 +76,17 @@
 //! cap everywhere (`main_frequency_cap`, with `never_frequency_cap=3` keeping the never-switching
 //! trial at 3) met P12 5% too but lost late seed 32 (`crates/sim/RESULTS.md`).
 //!
+//! **The LRU trial starts from threshold 1** (`lru_trial_threshold`, default 1; session
+//! `policy-s7`), where the shadows are not sampled (at most 16,384 objects): its replica and
+//! its selector start from 10% / threshold 1 while the live cache and the other trials start
+//! from 10% / threshold 2. A main built with threshold 1 from the first request pays only
+//! later (request 10%, cloudPhysicsIO 10%: the fixed 10% / threshold 1 shape beats every
+//! selector there), and no selector leaves threshold 2 before the shadows separate the two;
+//! this replica has run threshold 1 from the start, and the live cache can follow it once it has
+//! led by the LRU trial's margin. It met MSR 10% (.7986 -> .7950, ARC .7974) and moved no other
+//! cell between met and not met; request 10% narrowed (+.00096 -> +.00078). Where sampled it
+//! lost P12 10% (+.0068; `lru_trial_threshold_sampled`), hence the restriction.
+//!
 //! `adopt` (opt-in): on a switch, where the shadows see every key, the live contents move toward
 //! the new leader's shadow (flash objects it does not hold are evicted first, buffer objects it
 //! holds in main are written to flash at once, counted as cache writes); it met no further cell.
@@ -285,6 +296,15 @@ pub struct StrataConfig {
     pub lru_frequency_cap_tiny: bool,
     /// The never-switching trial's cap (0 = `main_frequency_cap`). Default 0.
     pub never_frequency_cap: u8,
+    /// Initial promotion threshold of the LRU trials' replicas and selectors, where the
+    /// shadows are not sampled (0 = `threshold`, the previous policy cell for cell). Default 1:
+    /// the LRU trial starts from 10% / threshold 1 while the others start from 10% /
+    /// threshold 2, so the live cache can follow a main built with threshold 1 from the first
+    /// request when that has paid.
+    pub lru_trial_threshold: u8,
+    /// Whether `lru_trial_threshold` applies where the shadows and replicas are sampled too.
+    /// Default false.
+    pub lru_trial_threshold_sampled: bool,
 }
 
 impl StrataConfig {
@@ -361,6 +381,8 @@ impl StrataConfig {
             lru_frequency_cap: 8,
             lru_frequency_cap_tiny: false,
             never_frequency_cap: 0,
+            lru_trial_threshold: 1,
+            lru_trial_threshold_sampled: false,
         }
     }
 }
@@ -560,13 +582,33 @@ impl Strata {
                         .map(|(_, (ticks, decay))| (ticks, decay, true)),
                 )
                 .map(|(ticks, decay, lru)| {
+                    // `lru_trial_threshold`: the LRU trials start from the initial share with
+                    // that threshold (when it is a candidate).
+                    let mut start = config;
+                    let mut first = leader;
+                    if lru
+                        && config.lru_trial_threshold != 0
+                        && (sample_rate >= 1.0 || config.lru_trial_threshold_sampled)
+                    {
+                        let shape = Candidate::Shape {
+                            small: config.small,
+                            threshold: config.lru_trial_threshold,
+                            gate: false,
+                            split: false,
+                        };
+                        if let Some(index) = candidates.iter().position(|&c| c == shape) {
+                            start.threshold = config.lru_trial_threshold;
+                            start.gate = false;
+                            first = index;
+                        }
+                    }
                     Trial::new(
                         (ticks, decay),
                         lru,
-                        leader,
+                        first,
                         shadow_capacity,
                         key_space,
-                        &config,
+                        &start,
                         candidates.len(),
                     )
                 })

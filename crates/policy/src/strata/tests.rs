@@ -550,6 +550,34 @@ fn the_live_cache_takes_the_frequency_cap_of_the_trial_it_follows() {
 }
 
 #[test]
+fn the_lru_trial_starts_at_its_own_threshold_where_not_sampled() {
+    let start = |sample_objects: usize| {
+        let mut config = StrataConfig::new(100);
+        config.sample_objects = sample_objects;
+        config.lru_trial_threshold = 1;
+        let cache = Strata::new(config, 0);
+        let shape = |t: &Trial| (t.replica.threshold, cache.candidates[t.leader]);
+        let shapes: Vec<_> = cache.trials.iter().map(shape).collect();
+        (shapes, cache.threshold, cache.candidates[cache.leader])
+    };
+    let at = |threshold: u8| Candidate::Shape {
+        small: 0.1,
+        threshold,
+        gate: false,
+        split: false,
+    };
+    // Not sampled: the LRU trial's replica and selector start from 10% / threshold 1; the
+    // other trials and the live cache from the initial 10% / threshold 2.
+    let (shapes, threshold, leader) = start(16_384);
+    assert_eq!(shapes, vec![(2, at(2)), (2, at(2)), (1, at(1))]);
+    assert_eq!(threshold, 2);
+    assert_eq!(leader, at(2));
+    // Sampled (shadows at half the keys): every trial starts from the initial shape.
+    let (shapes, _, _) = start(50);
+    assert_eq!(shapes, vec![(2, at(2)), (2, at(2)), (2, at(2))]);
+}
+
+#[test]
 fn adopting_a_shadow_moves_only_what_it_holds_and_reports_the_writes() {
     let capacity = 100;
     let mut config = StrataConfig::new(capacity);
