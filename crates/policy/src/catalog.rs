@@ -150,6 +150,12 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "lru_trial_margin_sampled" => config.lru_trial_margin_sampled = number.clamp(0.0, 1.0),
             "lru_shadows" => config.lru_shadows = number != 0.0,
             "lru_below" => config.lru_below = number.clamp(0.0, 1.0),
+            "main_frequency_cap" => config.main_frequency_cap = number.clamp(1.0, 255.0) as u8,
+            "lru_frequency_cap" => config.lru_frequency_cap = number.clamp(0.0, 255.0) as u8,
+            "lru_frequency_cap_tiny" => config.lru_frequency_cap_tiny = number != 0.0,
+            "lru_trial_threshold" => config.lru_trial_threshold = number.clamp(0.0, 255.0) as u8,
+            "lru_trial_threshold_sampled" => config.lru_trial_threshold_sampled = number != 0.0,
+            "never_frequency_cap" => config.never_frequency_cap = number.clamp(0.0, 255.0) as u8,
             _ => return Err(bad()),
         }
     }

@@ -479,6 +479,105 @@ fn the_live_cache_orders_its_buffer_as_the_trial_it_follows() {
 }
 
 #[test]
+fn main_remembers_frequencies_up_to_its_cap() {
+    // Key 0, hit ten times in main, reaches main's tail: it is reinserted with its frequency
+    // capped and less one, so it survives `cap` passes unrequested; the key behind it goes.
+    let after_one_pass = |cap: u8| {
+        let mut config = StrataConfig::new(100);
+        config.adapt = false;
+        config.budget = f64::INFINITY;
+        config.main_frequency_cap = cap;
+        let mut cache = Strata::new(config, 0);
+        for key in 0..20 {
+            cache.lists.push_head(MAIN, key);
+        }
+        *cache.frequency_mut(0) = 10;
+        let mut effects = Effects::default();
+        cache.evict_main(&mut effects);
+        (cache.frequency[0], effects.evicted)
+    };
+    assert_eq!(after_one_pass(3), (2, vec![1]));
+    assert_eq!(after_one_pass(8), (7, vec![1]));
+}
+
+#[test]
+fn the_live_cache_takes_the_frequency_cap_of_the_trial_it_follows() {
+    // Default trials: the default selector and the never-switching one with main's 2-bit cap
+    // (3), the LRU trial with `lru_frequency_cap` (8), as are the LRU shadows.
+    let caps = |config: StrataConfig| {
+        let cache = Strata::new(config, 0);
+        let trials: Vec<u8> = cache
+            .trials
+            .iter()
+            .map(|t| t.replica.frequency_cap)
+            .collect();
+        let shadows: Vec<u8> = cache
+            .shadows
+            .iter()
+            .map(|s| match s {
+                candidates::Shadow::Queues(queues, _) => queues.frequency_cap,
+                _ => 0,
+            })
+            .collect();
+        (trials, shadows, cache)
+    };
+    let (trials, shadows, mut cache) = caps(StrataConfig::new(100));
+    assert_eq!(trials, vec![3, 3, 8]);
+    let n = cache.candidates.len();
+    assert!(shadows[..n].iter().all(|&c| c == 3) && shadows[n..].iter().all(|&c| c == 8));
+    assert_eq!(cache.frequency_cap, 3);
+    cache.trials[0].score = 1000.0;
+    cache.trials[1].score = 1000.0;
+    cache.trials[2].score = 900.0;
+    cache.end_tick();
+    assert_eq!(
+        (cache.trial, cache.lru_now, cache.frequency_cap),
+        (2, true, 8)
+    );
+    cache.trials[0].score = 800.0;
+    cache.end_tick();
+    assert_eq!(
+        (cache.trial, cache.lru_now, cache.frequency_cap),
+        (0, false, 3)
+    );
+    // Tiny caches keep the 2-bit cap everywhere, and so does `lru_frequency_cap=0`.
+    let (trials, shadows, _) = caps(StrataConfig::new(50));
+    assert!(trials.iter().chain(&shadows).all(|&c| c == 3));
+    let mut config = StrataConfig::new(100);
+    config.lru_frequency_cap = 0;
+    let (trials, shadows, _) = caps(config);
+    assert!(trials.iter().chain(&shadows).all(|&c| c == 3));
+}
+
+#[test]
+fn the_lru_trial_starts_at_its_own_threshold_where_not_sampled() {
+    let start = |sample_objects: usize| {
+        let mut config = StrataConfig::new(100);
+        config.sample_objects = sample_objects;
+        config.lru_trial_threshold = 1;
+        let cache = Strata::new(config, 0);
+        let shape = |t: &Trial| (t.replica.threshold, cache.candidates[t.leader]);
+        let shapes: Vec<_> = cache.trials.iter().map(shape).collect();
+        (shapes, cache.threshold, cache.candidates[cache.leader])
+    };
+    let at = |threshold: u8| Candidate::Shape {
+        small: 0.1,
+        threshold,
+        gate: false,
+        split: false,
+    };
+    // Not sampled: the LRU trial's replica and selector start from 10% / threshold 1; the
+    // other trials and the live cache from the initial 10% / threshold 2.
+    let (shapes, threshold, leader) = start(16_384);
+    assert_eq!(shapes, vec![(2, at(2)), (2, at(2)), (1, at(1))]);
+    assert_eq!(threshold, 2);
+    assert_eq!(leader, at(2));
+    // Sampled (shadows at half the keys): every trial starts from the initial shape.
+    let (shapes, _, _) = start(50);
+    assert_eq!(shapes, vec![(2, at(2)), (2, at(2)), (2, at(2))]);
+}
+
+#[test]
 fn adopting_a_shadow_moves_only_what_it_holds_and_reports_the_writes() {
     let capacity = 100;
     let mut config = StrataConfig::new(capacity);
@@ -557,6 +656,7 @@ mod properties {
             dwell in 0u32..2,
             trials in prop::sample::select(vec![0u32, 2, 255]),
             adopt: bool,
+            frequency_caps in prop::sample::select(vec![(3u8, 0u8), (3, 8), (8, 3), (1, 0)]),
         ) {
             let mut config = StrataConfig::new(capacity);
             if let Candidate::Shape { small, threshold, .. } = CANDIDATES[shape] {
@@ -574,6 +674,8 @@ mod properties {
             config.dwell = dwell;
             config.trials = trials;
             config.adopt = adopt;
+            (config.main_frequency_cap, config.lru_frequency_cap) = frequency_caps;
+            config.lru_frequency_cap_tiny = true;
             config.epoch_min = 50;
             let mut cache = Strata::new(config, 0);
             let (_, writes) = misses_and_writes(&mut cache, &keys);

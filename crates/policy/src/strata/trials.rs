@@ -59,7 +59,7 @@ pub(super) struct Trial {
     scores: Vec<f64>,
     /// The candidate this trial follows.
     pub(super) leader: usize,
-    replica: Box<Strata>,
+    pub(super) replica: Box<Strata>,
     /// Whether the replica's buffer is LRU-ordered (`lru_trial`).
     pub(super) lru: bool,
     effects: Effects,
@@ -81,6 +81,12 @@ impl Trial {
         let mut config =
             StrataConfig::fixed_shape(live, capacity, live.small, live.threshold, live.gate);
         config.lru_buffer = lru;
+        if lru && live.lru_frequency_cap != 0 {
+            config.main_frequency_cap = live.lru_frequency_cap;
+        }
+        if ticks_per_epoch == 0 && live.never_frequency_cap != 0 {
+            config.main_frequency_cap = live.never_frequency_cap;
+        }
         let mut replica = Strata::new(config, key_space);
         // A replica that switches must be able to take the gated shape: it keeps a sketch when
         // the live cache does.
@@ -185,16 +191,18 @@ impl Strata {
             *score = *score * decay + misses as f64;
         }
         self.epoch_misses.iter_mut().for_each(|m| *m = 0);
-        // (score, shape) of each trial, then of the best fixed shape so far (`fixed_trial`).
-        let mut options: Vec<(f64, usize, bool)> = self
+        // (score, shape, LRU-ordered buffer, main's frequency cap) of each trial, then of the
+        // best fixed shape so far (`fixed_trial`).
+        let mut options: Vec<(f64, usize, bool, u8)> = self
             .trials
             .iter()
-            .map(|t| (t.score, t.leader, t.lru))
+            .map(|t| (t.score, t.leader, t.lru, t.replica.frequency_cap))
             .collect();
         if let Some(best_fixed) = (0..self.fixed_scores.len())
             .min_by(|&a, &b| self.fixed_scores[a].total_cmp(&self.fixed_scores[b]))
         {
-            options.push((self.fixed_scores[best_fixed], best_fixed, false));
+            let cap = self.config.main_frequency_cap;
+            options.push((self.fixed_scores[best_fixed], best_fixed, false, cap));
         }
         let current = self.trial.min(options.len() - 1);
         let best = (0..options.len())
@@ -211,6 +219,7 @@ impl Strata {
             self.trial = best;
         }
         self.lru_now = self.config.lru_buffer || options[self.trial].2;
+        self.frequency_cap = options[self.trial].3;
         let leader = options[self.trial].1;
         if leader != self.leader {
             self.switch_to(leader);
