@@ -146,10 +146,28 @@ impl PoolHandle {
     ) -> Result<Plan> {
         let store = primary.store();
         let failed = |error: StoreError| store_to_rados(primary.id, &error);
-        let mut xattrs = match store.get_xattrs(collection, object).await {
-            Ok(xattrs) => Some(xattrs),
-            Err(StoreError::NotFound { .. }) => None,
-            Err(error) => return Err(failed(error)),
+        // Only guards, appends and removals depend on what the object holds now; a plan of
+        // other steps (a write_full, the usual case) skips the lookup, which for a new object
+        // was a metadata database read (the store's own preparation looks it up anyway).
+        let reads_state = op.ops().iter().any(|step| {
+            matches!(
+                step,
+                Op::AssertExists
+                    | Op::Create { exclusive: true }
+                    | Op::CompareXattr { .. }
+                    | Op::CompareOmap { .. }
+                    | Op::Append(_)
+                    | Op::Remove
+            )
+        });
+        let mut xattrs = if reads_state {
+            match store.get_xattrs(collection, object).await {
+                Ok(xattrs) => Some(xattrs),
+                Err(StoreError::NotFound { .. }) => None,
+                Err(error) => return Err(failed(error)),
+            }
+        } else {
+            None
         };
         let mut size_bytes = match (&xattrs, op.ops().iter().any(|o| matches!(o, Op::Append(_)))) {
             (Some(_), true) => {
