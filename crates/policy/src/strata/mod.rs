@@ -94,9 +94,10 @@
 //! On the SYSTOR samples, where almost nothing is requested twice, plain LRU or FIFO beats
 //! every shape with a flash main. Followed from the start (`scan_start`) and left on the first
 //! request on which another trial's replica leads (`scan_watch`), taking that replica's
-//! placement (`scan_adopt`), it ties LRU on SYSTOR additional 5% and 10%, but a start that is
-//! not S3-FIFO costs misses wherever S3-FIFO ties or wins narrowly (MSR 5%, cloud_photos 10%,
-//! request 10%): not adopted (`crates/sim/RESULTS.md`, session `policy-s8`).
+//! placement (`scan_adopt`), it ties LRU on SYSTOR additional 5% and 10%, but the LRU start
+//! costs misses wherever the default shape ties or wins narrowly from the first eviction on
+//! (MSR 5% lost by 2 misses, cloud_photos 10% lost, request 10% worse): not adopted
+//! (`crates/sim/RESULTS.md`, session `policy-s8`).
 //!
 //! `adopt` (opt-in): on a switch, where the shadows see every key, the live contents move toward
 //! the new leader's shadow (flash objects it does not hold are evicted first, buffer objects it
