@@ -87,6 +87,18 @@
 //! cell between met and not met; request 10% narrowed (+.00096 -> +.00078). Where sampled it
 //! lost P12 10% (+.0068; `lru_trial_threshold_sampled`), hence the restriction.
 //!
+//! **Scan trials** (`scan_trial`, `scan_start`, `scan_watch`, `scan_adopt`, `scan_trial_margin`,
+//! `scan_leave_margin`, `scan_below`; opt-in, session `policy-s8`): never-switching trials
+//! whose replica holds the whole capacity as a DRAM buffer (`dram_only`: LRU- or FIFO-ordered,
+//! nothing written to flash; a property test checks it is LRU or FIFO request for request).
+//! On the SYSTOR samples, where almost nothing is requested twice, plain LRU or FIFO beats
+//! every shape with a flash main. Followed from the start (`scan_start`) and left on the first
+//! request on which another trial's replica leads (`scan_watch`), taking that replica's
+//! placement (`scan_adopt`), it ties LRU on SYSTOR additional 5% and 10%, but the LRU start
+//! costs misses wherever the default shape ties or wins narrowly from the first eviction on
+//! (MSR 5% lost by 2 misses, cloud_photos 10% lost, request 10% worse): not adopted
+//! (`crates/sim/RESULTS.md`, session `policy-s8`).
+//!
 //! `adopt` (opt-in): on a switch, where the shadows see every key, the live contents move toward
 //! the new leader's shadow (flash objects it does not hold are evicted first, buffer objects it
 //! holds in main are written to flash at once, counted as cache writes); it met no further cell.
@@ -305,6 +317,34 @@ pub struct StrataConfig {
     /// Whether `lru_trial_threshold` applies where the shadows and replicas are sampled too.
     /// Default false.
     pub lru_trial_threshold_sampled: bool,
+    /// *Scan trials* (a bit set; needs `trials`): 1 = a never-switching trial whose replica
+    /// holds the whole capacity in an LRU-ordered DRAM buffer (admit-all LRU, nothing written
+    /// to flash), 2 = the same FIFO-ordered (FIFO). Where almost nothing is requested twice
+    /// (the SYSTOR samples), plain LRU or FIFO beats every shape with a flash main: they hit
+    /// the first re-reference of an object anywhere in the cache. 0 = none. Default 0.
+    pub scan_trial: u32,
+    /// The live cache starts by following a scan trial (1: the LRU one if it runs, 2: the FIFO
+    /// one if it runs; 0: none), and leaves it for a lead of `scan_trial_margin`. Before the
+    /// cache first fills no shape evicts, so the start costs nothing until then. Default 0.
+    pub scan_start: u8,
+    /// Lead (share of the followed trial's replica misses) needed to change between a scan
+    /// trial and another trial. Default 0.005.
+    pub scan_trial_margin: f64,
+    /// Lead a trial needs to take over from a followed scan trial (below 0: the same as
+    /// `scan_trial_margin`). Default -1.
+    pub scan_leave_margin: f64,
+    /// On leaving a scan trial where the replicas see every key, the live cache takes the new
+    /// trial's replica's order and placement for the objects it holds (see
+    /// `Strata::adopt_replica`). Default false.
+    pub scan_adopt: bool,
+    /// While following a scan trial, leave it on any request on which another trial's
+    /// replica leads (see `Strata::watch_scan`), not only at a tick's end. Default false.
+    pub scan_watch: bool,
+    /// Scan trials only in caches of at most this many objects (0 = any size). Default 0.
+    pub scan_below: usize,
+    /// The whole capacity is a DRAM buffer and nothing is written to flash (fixed; what the
+    /// scan trials' replicas run). Default false.
+    pub dram_only: bool,
 }
 
 impl StrataConfig {
@@ -383,6 +423,14 @@ impl StrataConfig {
             never_frequency_cap: 0,
             lru_trial_threshold: 1,
             lru_trial_threshold_sampled: false,
+            scan_trial: 0,
+            scan_start: 0,
+            scan_trial_margin: 0.005,
+            scan_below: 0,
+            scan_watch: false,
+            scan_adopt: false,
+            scan_leave_margin: -1.0,
+            dram_only: false,
         }
     }
 }
@@ -466,6 +514,11 @@ pub struct Strata {
     /// Highest frequency main's CLOCK remembers now (`main_frequency_cap`, or the cap of the
     /// followed trial's replica).
     frequency_cap: u8,
+    /// Whether the whole capacity is a DRAM buffer now and nothing is written to flash
+    /// (`dram_only`, or a followed scan trial).
+    dram_only_now: bool,
+    /// Objects dropped by `adopt_replica`, reported with the request's evictions.
+    dropped: Vec<Key>,
 }
 
 impl Strata {
@@ -612,6 +665,30 @@ impl Strata {
                         candidates.len(),
                     )
                 })
+                .chain(
+                    [true, false]
+                        .into_iter()
+                        .enumerate()
+                        .filter(|&(i, _)| {
+                            config.scan_trial & (1 << i) != 0
+                                && (config.scan_below == 0 || capacity <= config.scan_below)
+                        })
+                        .map(|(_, lru)| {
+                            // The scan trials never switch: their replica is LRU or FIFO.
+                            let mut start = config;
+                            start.small = 1.0;
+                            start.dram_only = true;
+                            Trial::new(
+                                TRIALS[1],
+                                lru,
+                                trials::SCAN,
+                                shadow_capacity,
+                                key_space,
+                                &start,
+                                candidates.len(),
+                            )
+                        }),
+                )
                 .collect()
         } else {
             Vec::new()
@@ -680,9 +757,25 @@ impl Strata {
             trial: 0,
             lru_now: config.lru_buffer,
             frequency_cap: config.main_frequency_cap,
+            dram_only_now: config.dram_only,
+            dropped: Vec::new(),
             config,
         };
         strata.set_shape(config.small, config.threshold, config.gate);
+        if config.scan_start != 0 {
+            let scans = || strata.trials.iter().filter(|t| t.leader == trials::SCAN);
+            let lru = scans().any(|t| t.lru) && (config.scan_start == 1 || scans().all(|t| t.lru));
+            if let Some(index) = strata
+                .trials
+                .iter()
+                .position(|t| t.leader == trials::SCAN && t.lru == lru)
+            {
+                strata.trial = index;
+                strata.lru_now = config.lru_buffer || strata.trials[index].lru;
+                strata.dram_only_now = true;
+                strata.set_shape(1.0, config.threshold, false);
+            }
+        }
         strata
     }
 
@@ -692,7 +785,8 @@ impl Strata {
     }
 
     fn set_shape(&mut self, small: f64, threshold: u8, gate: bool) {
-        self.small_target = (self.config.capacity as f64 * small.clamp(0.0, 0.9)) as usize;
+        let largest = if self.dram_only_now { 1.0 } else { 0.9 };
+        self.small_target = (self.config.capacity as f64 * small.clamp(0.0, largest)) as usize;
         self.threshold = threshold;
         self.gate = gate && self.sketch.is_some();
     }
@@ -752,6 +846,9 @@ impl Strata {
 
     /// Whether an object leaving the buffer is written to flash.
     fn promotes(&self, key: Key, frequency: u8) -> bool {
+        if self.dram_only_now {
+            return false;
+        }
         let wanted = if self.following {
             frequency >= 1 && self.shadows[self.leader].contains(key)
         } else {
@@ -906,8 +1003,9 @@ impl Strata {
         match self.lists.list_of(key) {
             Some(SMALL) | Some(MAIN) => {
                 if self.lru_now
-                    && (self.small_target as f64)
-                        < self.config.lru_below * self.config.capacity as f64
+                    && (self.dram_only_now
+                        || (self.small_target as f64)
+                            < self.config.lru_below * self.config.capacity as f64)
                     && self.lists.in_list(key, SMALL)
                 {
                     self.lists.move_to_head(SMALL, key);
@@ -939,7 +1037,7 @@ impl Strata {
         let direct = ghost_hit
             || (main_ghost_hit && self.splitting && self.config.main_ghost_admit)
             || (self.following && self.leader_hit);
-        if direct && self.may_write() {
+        if direct && !self.dram_only_now && self.may_write() {
             self.writes += 1;
             self.lists.push_head(MAIN, key);
             Outcome::Admitted
@@ -956,6 +1054,7 @@ impl Cache for Strata {
         let outcome = self.serve(request, effects);
         self.end_request(outcome.is_hit());
         effects.promoted.append(&mut self.adopted);
+        effects.evicted.append(&mut self.dropped);
         outcome
     }
     fn len(&self) -> usize {

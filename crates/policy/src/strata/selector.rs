@@ -125,6 +125,9 @@ impl Strata {
             return;
         }
         self.live_misses += u64::from(!hit);
+        if self.dram_only_now && self.config.scan_watch {
+            self.watch_scan();
+        }
         self.epoch_left -= 1;
         if self.epoch_left > 0 {
             return;

@@ -657,6 +657,9 @@ mod properties {
             trials in prop::sample::select(vec![0u32, 2, 255]),
             adopt: bool,
             frequency_caps in prop::sample::select(vec![(3u8, 0u8), (3, 8), (8, 3), (1, 0)]),
+            scan in prop::sample::select(vec![(0u32, 0u8), (1, 0), (1, 1), (3, 2)]),
+            scan_watch: bool,
+            scan_adopt: bool,
         ) {
             let mut config = StrataConfig::new(capacity);
             if let Candidate::Shape { small, threshold, .. } = CANDIDATES[shape] {
@@ -675,6 +678,9 @@ mod properties {
             config.trials = trials;
             config.adopt = adopt;
             (config.main_frequency_cap, config.lru_frequency_cap) = frequency_caps;
+            (config.scan_trial, config.scan_start) = scan;
+            config.scan_watch = scan_watch;
+            config.scan_adopt = scan_adopt;
             config.lru_frequency_cap_tiny = true;
             config.epoch_min = 50;
             let mut cache = Strata::new(config, 0);
@@ -684,6 +690,7 @@ mod properties {
                 crate::admission::AdmitAll,
             );
             let (_, lru_writes) = misses_and_writes(&mut lru, &keys);
+            prop_assert!(cache.len() <= capacity);
             prop_assert!(
                 writes as f64 <= config.budget * lru_writes as f64 + 1.0,
                 "{} writes vs LRU {}", writes, lru_writes
@@ -725,6 +732,43 @@ mod properties {
                     s3.on_hit(&request, &mut evicted);
                 } else {
                     s3.insert(&request, &mut evicted);
+                }
+            }
+        }
+
+        /// A DRAM-only shape (what the scan trials' replicas run) is admit-all LRU with an
+        /// LRU-ordered buffer and FIFO with a FIFO one, request for request, and writes
+        /// nothing to flash.
+        #[test]
+        fn a_dram_only_shape_is_lru_or_fifo(
+            keys in skewed_keys(),
+            capacity in 1usize..80,
+            lru: bool,
+        ) {
+            let mut config = StrataConfig::new(capacity);
+            config.adapt = false;
+            config.small = 1.0;
+            config.dram_only = true;
+            config.lru_buffer = lru;
+            config.budget = f64::INFINITY;
+            let mut cache = Strata::new(config, 0);
+            let mut other: Box<dyn Eviction> = if lru {
+                Box::new(Lru::new(capacity, 0))
+            } else {
+                Box::new(crate::eviction::Fifo::new(capacity, 0))
+            };
+            let (mut effects, mut evicted) = (Effects::default(), Vec::new());
+            for (seq, &key) in keys.iter().enumerate() {
+                effects.clear();
+                let request = Request { key, seq: seq as u64, ..Request::default() };
+                let hit = cache.on_request(&request, &mut effects).is_hit();
+                prop_assert_eq!(hit, other.contains(key), "request {}", seq);
+                prop_assert!(effects.promoted.is_empty());
+                evicted.clear();
+                if hit {
+                    other.on_hit(&request, &mut evicted);
+                } else {
+                    other.insert(&request, &mut evicted);
                 }
             }
         }

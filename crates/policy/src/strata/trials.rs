@@ -37,6 +37,10 @@ use crate::{Cache, Effects, Request};
 /// does: it asks whether switching has paid at all on this trace so far. The rest (slower
 /// memories: 0.9, and scores summed since the start, which tend to the best fixed shape in
 /// hindsight; shorter and longer epochs) are opt-in (see `crates/sim/RESULTS.md`).
+/// The shape index a scan trial follows (see `StrataConfig::scan_trial`): no candidate, the
+/// whole capacity as a DRAM buffer.
+pub(super) const SCAN: usize = usize::MAX;
+
 pub(super) const TRIALS: &[(u32, f64)] = &[
     (2, 0.5),
     (0, 0.0),
@@ -64,7 +68,7 @@ pub(super) struct Trial {
     pub(super) lru: bool,
     effects: Effects,
     /// The replica's misses in the current tick, and their decayed sum over ticks.
-    tick_misses: u64,
+    pub(super) tick_misses: u64,
     pub(super) score: f64,
 }
 
@@ -81,6 +85,7 @@ impl Trial {
         let mut config =
             StrataConfig::fixed_shape(live, capacity, live.small, live.threshold, live.gate);
         config.lru_buffer = lru;
+        config.dram_only = live.dram_only;
         if lru && live.lru_frequency_cap != 0 {
             config.main_frequency_cap = live.lru_frequency_cap;
         }
@@ -208,7 +213,11 @@ impl Strata {
         let best = (0..options.len())
             .min_by(|&a, &b| options[a].0.total_cmp(&options[b].0))
             .unwrap_or(current);
-        let margin = if options[best].2 == options[current].2 {
+        let margin = if options[current].1 == SCAN && self.config.scan_leave_margin >= 0.0 {
+            self.config.scan_leave_margin
+        } else if options[best].1 == SCAN || options[current].1 == SCAN {
+            self.config.scan_trial_margin
+        } else if options[best].2 == options[current].2 {
             self.config.trials_margin
         } else if self.sample_rate < 1.0 {
             self.config.lru_trial_margin_sampled
@@ -218,11 +227,146 @@ impl Strata {
         if options[best].0 < options[current].0 * (1.0 - margin) {
             self.trial = best;
         }
-        self.lru_now = self.config.lru_buffer || options[self.trial].2;
-        self.frequency_cap = options[self.trial].3;
-        let leader = options[self.trial].1;
-        if leader != self.leader {
+        let (_, leader, lru, cap) = options[self.trial];
+        self.take_trial(leader, lru, cap);
+    }
+
+    /// `scan_watch`: while the live cache follows a scan trial, every request, it leaves for
+    /// the trial whose replica has missed least so far as soon as that one leads by
+    /// `scan_leave_margin` (0 when unset), not only at the end of a tick: a scan trial that
+    /// falls behind costs misses on every request until it is left.
+    pub(super) fn watch_scan(&mut self) {
+        let running = |t: &Trial| t.score + t.tick_misses as f64;
+        let scan = running(&self.trials[self.trial]);
+        let Some(best) = (0..self.trials.len())
+            .filter(|&i| self.trials[i].leader != SCAN)
+            .min_by(|&a, &b| running(&self.trials[a]).total_cmp(&running(&self.trials[b])))
+        else {
+            return;
+        };
+        let margin = self.config.scan_leave_margin.max(0.0);
+        if running(&self.trials[best]) < scan * (1.0 - margin) {
+            self.trial = best;
+            let trial = &self.trials[best];
+            let (leader, lru, cap) = (trial.leader, trial.lru, trial.replica.frequency_cap);
+            self.take_trial(leader, lru, cap);
+        }
+    }
+
+    /// The live cache takes the shape, buffer order and frequency cap of the trial it now
+    /// follows (`self.trial`, or the best fixed shape when that is past the trials).
+    fn take_trial(&mut self, leader: usize, lru: bool, cap: u8) {
+        self.lru_now = self.config.lru_buffer || lru;
+        self.frequency_cap = cap;
+        if leader == SCAN {
+            if !self.dram_only_now {
+                self.dram_only_now = true;
+                self.set_shape(1.0, self.threshold, false);
+            }
+        } else if std::mem::replace(&mut self.dram_only_now, self.config.dram_only) {
             self.switch_to(leader);
+            // The trial may still run the initial shape, which need not be a candidate: take
+            // its replica's shape.
+            if let Some(trial) = self.trials.get(self.trial) {
+                let replica = &trial.replica;
+                let (share, threshold, gate) = (
+                    replica.small_target as f64 / replica.config.capacity as f64,
+                    replica.threshold,
+                    replica.gate,
+                );
+                let same = replica.config.capacity == self.config.capacity;
+                let exact = same.then_some(replica.small_target);
+                self.set_shape(share, threshold, gate);
+                if let Some(target) = exact {
+                    self.small_target = target;
+                }
+                if self.config.scan_adopt && self.sample_rate >= 1.0 {
+                    self.adopt_replica(self.trial);
+                }
+            }
+        } else if leader != self.leader {
+            self.switch_to(leader);
+        }
+    }
+}
+
+impl Strata {
+    /// `scan_adopt`: on leaving a scan trial (the whole cache a DRAM buffer), the live cache
+    /// holds every object in its buffer in LRU or FIFO order, far from any flash shape; left to
+    /// drift, it pays misses no replica shows. Where the replicas see every key, the live cache
+    /// takes the placement of trial `index`'s replica for the objects it holds: those the
+    /// replica holds in main are written to flash now (cache writes, within the budget), those
+    /// it holds in its buffer stay in the buffer, in the replica's order, and the rest are
+    /// dropped; the ghost (ids of requests the live cache has seen) becomes the replica's.
+    /// Nothing the live cache does not hold is fetched.
+    pub(super) fn adopt_replica(&mut self, index: usize) {
+        use super::{GHOST, MAIN, SMALL, STALE};
+        let replica = &self.trials[index].replica;
+        let walk = |list: u8| {
+            let mut keys = Vec::new();
+            let mut key = replica.lists.tail(list);
+            while let Some(k) = key {
+                let frequency = replica.frequency.get(k as usize).copied().unwrap_or(0);
+                keys.push((k, frequency));
+                let newer = replica.lists.newer(k);
+                key = (newer != crate::list::NIL).then_some(newer);
+            }
+            keys
+        };
+        let (main, small, ghost) = (walk(MAIN), walk(SMALL), walk(GHOST));
+        // Flash objects the replica does not hold in main are evicted first.
+        let mut key = self.lists.tail(MAIN);
+        let mut stale = Vec::new();
+        while let Some(k) = key {
+            if !replica.lists.in_list(k, MAIN) {
+                stale.push(k);
+            }
+            let newer = self.lists.newer(k);
+            key = (newer != crate::list::NIL).then_some(newer);
+        }
+        // Buffer objects the replica holds nowhere are dropped.
+        let mut dropped = Vec::new();
+        let mut key = self.lists.tail(SMALL);
+        while let Some(k) = key {
+            if !replica.lists.in_list(k, MAIN) && !replica.lists.in_list(k, SMALL) {
+                dropped.push(k);
+            }
+            let newer = self.lists.newer(k);
+            key = (newer != crate::list::NIL).then_some(newer);
+        }
+        for k in stale {
+            self.lists.remove(k);
+            self.lists.push_head(STALE, k);
+        }
+        for &k in &dropped {
+            self.lists.remove(k);
+        }
+        self.dropped.extend(dropped);
+        for (k, frequency) in main {
+            match self.lists.list_of(k) {
+                Some(MAIN) => {}
+                Some(SMALL) if self.may_write() => {
+                    self.writes += 1;
+                    self.adopted.push(k);
+                }
+                _ => continue,
+            }
+            self.lists.remove(k);
+            self.lists.push_head(MAIN, k);
+            *self.frequency_mut(k) = frequency;
+        }
+        for (k, frequency) in small {
+            if self.lists.in_list(k, SMALL) {
+                self.lists.remove(k);
+                self.lists.push_head(SMALL, k);
+                *self.frequency_mut(k) = frequency;
+            }
+        }
+        while self.lists.pop_tail(GHOST).is_some() {}
+        for (k, _) in ghost {
+            if self.lists.list_of(k).is_none() {
+                self.lists.push_head(GHOST, k);
+            }
         }
     }
 }
