@@ -273,25 +273,18 @@ impl FileDevice {
         }
     }
 
-    /// Checks a write and copies its data into an aligned buffer; `None` for an empty one.
-    fn checked_write(
-        &self,
-        offset_bytes: u64,
-        data: &[u8],
-    ) -> Result<Option<AlignedBuffer>, DeviceError> {
+    /// Checks a write against the device contract and a poisoned device.
+    fn check_write(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError> {
         check_request(
             offset_bytes,
-            data.len() as u64,
+            length_bytes,
             self.size_bytes,
             self.block_size_bytes,
         )?;
         if self.poisoned.load(Ordering::Acquire) {
             return Err(DeviceError::Poisoned);
         }
-        if data.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(AlignedBuffer::gathered(&[data], self.alignment())))
+        Ok(())
     }
 
     /// After a failed `fdatasync` what reached the medium is unknown: refuse further writes.
@@ -460,12 +453,13 @@ impl Device for FileDevice {
         let guard = self.stats.begin(OpKind::Write);
         let length_bytes = data.len() as u64;
         let result = async {
-            let Some(buffer) = self.checked_write(offset_bytes, data)? else {
+            self.check_write(offset_bytes, length_bytes)?;
+            if data.is_empty() {
                 return Ok(());
-            };
+            }
             self.run(Job::Write {
                 offset_bytes,
-                buffer,
+                buffer: AlignedBuffer::gathered(&[data], self.alignment()),
             })
             .await
             .map(|_| ())
@@ -497,38 +491,16 @@ impl Device for FileDevice {
     ) -> Result<(), DeviceError> {
         let guard = self.stats.begin(OpKind::Write);
         let length_bytes = data.len() as u64;
-        if (data.as_ptr() as usize).is_multiple_of(self.alignment()) {
-            // Memory already aligned (an `AlignedBuffer` of the caller's): O_DIRECT takes it
-            // as it is, on this thread, no bounce copy.
-            let result = check_request(
-                offset_bytes,
-                length_bytes,
-                self.size_bytes,
-                self.block_size_bytes,
-            )
-            .and_then(|()| {
-                if self.poisoned.load(Ordering::Acquire) {
-                    return Err(DeviceError::Poisoned);
-                }
-                self.file
-                    .write_all_at(data, offset_bytes)
-                    .map_err(|e| DeviceError::io("pwrite", e))
-            });
-            return guard.finish(length_bytes, result);
-        }
-        let result = self
-            .checked_write(offset_bytes, data)
-            .and_then(|bounce| match bounce {
-                Some(buffer) => execute(
-                    &self.file,
-                    Job::Write {
-                        offset_bytes,
-                        buffer,
-                    },
-                )
-                .map(|_| ()),
-                None => Ok(()),
-            });
+        let result = self.check_write(offset_bytes, length_bytes).and_then(|()| {
+            // Memory the caller already aligned (an `AlignedBuffer`) goes to O_DIRECT as it
+            // is; anything else through one bounce copy.
+            let bounce = (!(data.as_ptr() as usize).is_multiple_of(self.alignment()))
+                .then(|| AlignedBuffer::gathered(&[data], self.alignment()));
+            let aligned = bounce.as_ref().map_or(data, AlignedBuffer::as_slice);
+            self.file
+                .write_all_at(aligned, offset_bytes)
+                .map_err(|e| DeviceError::io("pwrite", e))
+        });
         guard.finish(length_bytes, result)
     }
 
