@@ -68,6 +68,14 @@ impl Lists {
         (key != NIL).then_some(key)
     }
 
+    /// The keys of `list`, oldest (tail) first.
+    pub(crate) fn oldest_first(&self, list: u8) -> impl Iterator<Item = Key> + '_ {
+        std::iter::successors(self.tail(list), |&key| {
+            let newer = self.newer(key);
+            (newer != NIL).then_some(newer)
+        })
+    }
+
     /// Next key toward the head (newer), `NIL` at the head.
     #[inline]
     pub(crate) fn newer(&self, key: Key) -> Key {

@@ -39,14 +39,12 @@ impl Strata {
                 self.splitting = self.config.split;
                 self.set_shape(self.config.follow_small, 1, false);
                 self.scratch.clear();
-                let mut key = self.lists.tail(MAIN);
-                while let Some(k) = key {
-                    if !self.shadows[index].contains(k) {
-                        self.scratch.push(k);
-                    }
-                    let newer = self.lists.newer(k);
-                    key = (newer != crate::list::NIL).then_some(newer);
-                }
+                let shadow = &self.shadows[index];
+                self.scratch.extend(
+                    self.lists
+                        .oldest_first(MAIN)
+                        .filter(|&k| !shadow.contains(k)),
+                );
                 for i in 0..self.scratch.len() {
                     let k = self.scratch[i];
                     self.lists.remove(k);
@@ -68,16 +66,11 @@ impl Strata {
         let mut stale = Vec::new();
         let mut promote = Vec::new();
         for (list, out, wanted) in [(MAIN, &mut stale, false), (SMALL, &mut promote, true)] {
-            let mut key = self.lists.tail(list);
-            while let Some(k) = key {
+            out.extend(self.lists.oldest_first(list).filter(|&k| {
                 let in_main = shadow.lists.in_list(k, MAIN) || shadow.lists.in_list(k, STALE);
                 let held = in_main || shadow.lists.in_list(k, SMALL);
-                if (wanted && in_main) || (!wanted && !held) {
-                    out.push(k);
-                }
-                let newer = self.lists.newer(k);
-                key = (newer != crate::list::NIL).then_some(newer);
-            }
+                (wanted && in_main) || (!wanted && !held)
+            }));
         }
         for k in stale {
             self.lists.remove(k);

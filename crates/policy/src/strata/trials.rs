@@ -28,7 +28,7 @@
 //! narrowed P12 5% and MSR 1% but met no further cell, and with smaller margins lost P12 1%.
 
 use super::{Candidate, Strata, StrataConfig};
-use crate::{Cache, Effects, Request};
+use crate::{Cache, Effects, Key, Request};
 
 /// Selector settings the trials can run: (ticks per epoch, decay per epoch); a tick is half the
 /// live epoch, and 0 ticks means a selector that never switches (the initial shape throughout).
@@ -302,38 +302,26 @@ impl Strata {
     pub(super) fn adopt_replica(&mut self, index: usize) {
         use super::{GHOST, MAIN, SMALL, STALE};
         let replica = &self.trials[index].replica;
-        let walk = |list: u8| {
-            let mut keys = Vec::new();
-            let mut key = replica.lists.tail(list);
-            while let Some(k) = key {
-                let frequency = replica.frequency.get(k as usize).copied().unwrap_or(0);
-                keys.push((k, frequency));
-                let newer = replica.lists.newer(k);
-                key = (newer != crate::list::NIL).then_some(newer);
-            }
-            keys
+        let walk = |list: u8| -> Vec<(Key, u8)> {
+            replica
+                .lists
+                .oldest_first(list)
+                .map(|k| (k, replica.frequency.get(k as usize).copied().unwrap_or(0)))
+                .collect()
         };
         let (main, small, ghost) = (walk(MAIN), walk(SMALL), walk(GHOST));
         // Flash objects the replica does not hold in main are evicted first.
-        let mut key = self.lists.tail(MAIN);
-        let mut stale = Vec::new();
-        while let Some(k) = key {
-            if !replica.lists.in_list(k, MAIN) {
-                stale.push(k);
-            }
-            let newer = self.lists.newer(k);
-            key = (newer != crate::list::NIL).then_some(newer);
-        }
+        let stale: Vec<Key> = self
+            .lists
+            .oldest_first(MAIN)
+            .filter(|&k| !replica.lists.in_list(k, MAIN))
+            .collect();
         // Buffer objects the replica holds nowhere are dropped.
-        let mut dropped = Vec::new();
-        let mut key = self.lists.tail(SMALL);
-        while let Some(k) = key {
-            if !replica.lists.in_list(k, MAIN) && !replica.lists.in_list(k, SMALL) {
-                dropped.push(k);
-            }
-            let newer = self.lists.newer(k);
-            key = (newer != crate::list::NIL).then_some(newer);
-        }
+        let dropped: Vec<Key> = self
+            .lists
+            .oldest_first(SMALL)
+            .filter(|&k| !replica.lists.in_list(k, MAIN) && !replica.lists.in_list(k, SMALL))
+            .collect();
         for k in stale {
             self.lists.remove(k);
             self.lists.push_head(STALE, k);
