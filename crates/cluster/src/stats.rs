@@ -33,8 +33,13 @@ pub struct AccessCounts {
     pub untracked: ObjectAccess,
 }
 
+/// By pool, then object name: an access to an object already in the table is counted
+/// without allocating its name (a `(pool, String)` key needed one per lookup, 1.9% of the CPU
+/// samples of a cluster writing new 4 KiB objects).
 struct AccessTable {
-    objects: HashMap<(i64, String), ObjectAccess>,
+    objects: HashMap<i64, HashMap<String, ObjectAccess>>,
+    /// Objects in `objects`, all pools.
+    tracked: usize,
     untracked: ObjectAccess,
 }
 
@@ -61,6 +66,7 @@ impl Stats {
         Self {
             access: Mutex::new(AccessTable {
                 objects: HashMap::new(),
+                tracked: 0,
                 untracked: ObjectAccess::default(),
             }),
             objects_max,
@@ -82,12 +88,20 @@ impl Stats {
             return;
         }
         let mut table = self.access.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (pool, object.to_string());
-        let full = table.objects.len() >= self.objects_max;
-        let entry = match table.objects.get_mut(&key) {
+        let AccessTable {
+            objects,
+            tracked,
+            untracked,
+        } = &mut *table;
+        let full = *tracked >= self.objects_max;
+        let pool_objects = objects.entry(pool).or_default();
+        let entry = match pool_objects.get_mut(object) {
             Some(entry) => entry,
-            None if full => &mut table.untracked,
-            None => table.objects.entry(key).or_default(),
+            None if full => untracked,
+            None => {
+                *tracked += 1;
+                pool_objects.entry(object.to_string()).or_default()
+            }
         };
         if read {
             entry.reads += 1;
@@ -101,8 +115,16 @@ impl Stats {
     pub(crate) fn take_access_counts(&self) -> AccessCounts {
         let mut table = self.access.lock().unwrap_or_else(|e| e.into_inner());
         let objects = std::mem::take(&mut table.objects);
+        table.tracked = 0;
         AccessCounts {
-            objects: objects.into_iter().collect(),
+            objects: objects
+                .into_iter()
+                .flat_map(|(pool, names)| {
+                    names
+                        .into_iter()
+                        .map(move |(name, access)| ((pool, name), access))
+                })
+                .collect(),
             untracked: std::mem::take(&mut table.untracked),
         }
     }
@@ -241,4 +263,49 @@ pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
     stats.objects = pools.values().map(|pool| pool.objects).sum();
     stats.pools = pools.into_values().collect();
     stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_counts_are_bounded_attributed_and_reset() {
+        let stats = Stats::new(3);
+        stats.record_access(1, "a", true, 10);
+        stats.record_access(1, "a", false, 4);
+        stats.record_access(2, "a", true, 1);
+        stats.record_access(1, "b", true, 2);
+        // The table is full (three objects): a fourth is counted, not attributed; a known
+        // object still is.
+        stats.record_access(2, "c", false, 7);
+        stats.record_access(1, "b", true, 3);
+        let counts = stats.take_access_counts();
+        assert_eq!(counts.objects.len(), 3);
+        assert_eq!(
+            counts.objects[&(1, "a".to_string())],
+            ObjectAccess {
+                reads: 1,
+                writes: 1,
+                read_bytes: 10,
+                write_bytes: 4
+            }
+        );
+        assert_eq!(counts.objects[&(2, "a".to_string())].read_bytes, 1);
+        assert_eq!(counts.objects[&(1, "b".to_string())].reads, 2);
+        assert_eq!(counts.objects[&(1, "b".to_string())].read_bytes, 5);
+        assert!(!counts.objects.contains_key(&(2, "c".to_string())));
+        assert_eq!(counts.untracked.writes, 1);
+        assert_eq!(counts.untracked.write_bytes, 7);
+        // A new period starts empty, with room for three objects again.
+        stats.record_access(2, "c", false, 7);
+        let next = stats.take_access_counts();
+        assert_eq!(next.objects.len(), 1);
+        assert_eq!(next.objects[&(2, "c".to_string())].writes, 1);
+        assert_eq!(next.untracked, ObjectAccess::default());
+        // A zero bound turns the table off.
+        let off = Stats::new(0);
+        off.record_access(1, "a", true, 1);
+        assert_eq!(off.take_access_counts(), AccessCounts::default());
+    }
 }

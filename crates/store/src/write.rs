@@ -127,7 +127,8 @@ pub(crate) async fn prepare(
         let slot = match index.get(&id) {
             Some(&slot) => slot,
             None => {
-                let loaded = inner.load_onode(&id.collection, &id.name)?;
+                // Not cached here: the commit caches the new state.
+                let loaded = inner.lookup_onode(&id.collection, &id.name, false)?;
                 let (onode, record) = match loaded {
                     Some((onode, record)) => (Some(Arc::unwrap_or_clone(onode)), record),
                     None => (None, 0),
@@ -411,20 +412,14 @@ async fn place(
     };
     let mut at = 0u64;
     let mut placed = Vec::with_capacity(pieces.len());
+    let single = pieces.len() == 1;
+    let mut buffer = Some(buffer);
     for piece in pieces {
-        let slice = &buffer[at as usize..(at + piece.length_bytes) as usize];
+        let Some(data) = buffer.as_ref() else {
+            unreachable!("the buffer is taken only with the last piece");
+        };
+        let slice = &data[at as usize..(at + piece.length_bytes) as usize];
         let crcs: Vec<u32> = slice.chunks(block as usize).map(crc32c::crc32c).collect();
-        let behind = &mut *context.behind;
-        if behind.budget_bytes >= piece.length_bytes {
-            behind.budget_bytes -= piece.length_bytes;
-            behind.writes.push((piece.offset_bytes, slice.to_vec()));
-        } else {
-            context
-                .inner
-                .device
-                .write_at(piece.offset_bytes, slice)
-                .await?;
-        }
         if let Some(deferred) = context.deferred.as_mut() {
             if deferred.budget_bytes >= piece.length_bytes {
                 deferred.budget_bytes -= piece.length_bytes;
@@ -432,6 +427,23 @@ async fn place(
             } else {
                 *context.deferred = None;
             }
+        }
+        let behind = &mut *context.behind;
+        if behind.budget_bytes >= piece.length_bytes {
+            behind.budget_bytes -= piece.length_bytes;
+            // A single piece is the whole buffer: the flusher takes it as it is.
+            let write = if single {
+                buffer.take().unwrap_or_default()
+            } else {
+                slice.to_vec()
+            };
+            behind.writes.push((piece.offset_bytes, write));
+        } else {
+            context
+                .inner
+                .device
+                .write_at(piece.offset_bytes, slice)
+                .await?;
         }
         placed.push((
             logical + at,
