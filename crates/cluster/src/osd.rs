@@ -91,7 +91,6 @@ impl Osd {
         let store_config = StoreConfig {
             min_alloc_size_bytes: config.min_alloc_size,
             durable,
-            deferred_write_bytes_max: deferred_write_bytes_max(config),
             ..StoreConfig::default()
         };
         let store = if create && !meta.exists() {
@@ -251,26 +250,6 @@ impl Osd {
             .shutdown()
             .await
             .map_err(|source| ClusterError::Store { osd: id, source })
-    }
-}
-
-/// Small writes deferred into the metadata commit (see `store`'s crate docs): on HDDs only,
-/// as Ceph does (`bluestore_prefer_deferred_size_hdd` = 64 KiB, `_ssd` = 0). Deferral saves a
-/// data-device flush per batch, which pays where a flush costs a seek; on an SSD or a file the
-/// flush is cheap and overlaps the previous batch's metadata commit, while copying every
-/// small write into the metadata database costs the single commit thread more than it saves:
-/// measured with `examples/bench_cluster.rs` (4 KiB objects, 1 replica, file devices), 7-10k
-/// writes/s deferred against 14-17k not deferred in the same run.
-fn deferred_write_bytes_max(config: &OsdConfig) -> u64 {
-    let hdd = config.class == "hdd"
-        || config
-            .emulation
-            .as_deref()
-            .is_some_and(|profile| profile.starts_with("hdd"));
-    if hdd {
-        64 << 10
-    } else {
-        0
     }
 }
 

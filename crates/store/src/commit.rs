@@ -1,14 +1,14 @@
 //! The committer: group commit of prepared transactions.
 //!
-//! A flusher thread takes whatever transactions are queued (up to `batch_transactions_max`):
-//! 1. it makes the batch's write-behind writes, hands the batch to the committer thread and
-//!    flushes the device once (unless every transaction in it is deferred), so the data of
-//!    every transaction in the batch is durable, then goes on with the next batch;
-//! 2. meanwhile the committer appends all the batch's metadata changes (and the data of
-//!    deferred writes) as one record to the write-ahead log and fdatasyncs it; once the flush
-//!    is done too, it applies the changes to the metadata database without a sync, batches
-//!    in order (`wal.rs`);
-//! 3. only then it returns the extents those transactions freed to the allocator, updates the
+//! A flusher thread takes whatever transactions are queued (up to `batch_transactions_max`),
+//! makes the batch's write-behind writes and hands the batch to the committer thread, then
+//! goes on with the next batch. The committer:
+//! 1. appends all the batch's metadata changes (and the data of deferred writes) as one
+//!    record to the write-ahead log, which lives on the same device (`wal.rs`);
+//! 2. flushes the device once: the flush covers the batch's data, written before, and its
+//!    record;
+//! 3. applies the changes to the metadata database without a sync, batches in order;
+//! 4. only then it returns the extents those transactions freed to the allocator, updates the
 //!    counters, answers the callers and releases their object locks.
 //!
 //! A failure in 1 or 2 poisons the store: the batch's callers get the error, later writes get
@@ -78,8 +78,6 @@ pub(crate) struct Pending {
     pub freed: Vec<DeviceExtent>,
     /// Extents allocated for the new data: given back if the transaction never commits.
     pub fresh: Fresh,
-    /// Whether the transaction wrote to the device.
-    pub has_data: bool,
     /// (device offset, data) of every extent it wrote, when it is small enough to defer;
     /// empty otherwise.
     pub deferred: Vec<(u64, Vec<u8>)>,
@@ -102,18 +100,19 @@ pub(crate) fn spawn(
     queue: mpsc::Receiver<Pending>,
     runtime: tokio::runtime::Handle,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    // A rendezvous: the device flush of batch N + 1 overlaps the metadata commit of batch N,
-    // but the flusher takes batch N + 2 only once the committer took N + 1. With a slot for
-    // one more flushed batch, three batches were in flight and each held fewer transactions:
-    // 3.4 per batch against 4.7, and 220-260 µs of CPU per replicated 4 KiB write against
-    // 185-210 (`bench_cluster --replicas 3 --concurrency 16`, back-to-back runs), the commit's
-    // fixed cost being most of a small batch's.
+    // A rendezvous: the writes of batch N + 1 overlap the commit of batch N, but the flusher
+    // takes batch N + 2 only once the committer took N + 1. With a slot for one more batch,
+    // three batches were in flight and each held fewer transactions: 3.4 per batch against
+    // 4.7, and 220-260 µs of CPU per replicated 4 KiB write against 185-210
+    // (`bench_cluster --replicas 3 --concurrency 16`, back-to-back runs), the commit's fixed
+    // cost being most of a small batch's.
     let (stage, flushed) = std::sync::mpsc::sync_channel::<Flushed>(0);
     let committer = {
         let inner = Arc::clone(&inner);
+        let runtime = runtime.clone();
         std::thread::Builder::new()
             .name("store-commit".into())
-            .spawn(move || run_committer(&inner, flushed))?
+            .spawn(move || run_committer(&inner, flushed, &runtime))?
     };
     std::thread::Builder::new()
         .name("store-flush".into())
@@ -126,23 +125,12 @@ pub(crate) fn spawn(
 /// A batch leaving stage 1.
 struct Flushed {
     batch: Vec<Pending>,
-    flush: Flush,
+    /// The store was poisoned before the batch: it is refused.
+    refused: bool,
 }
 
-/// The device flush of a batch.
-enum Flush {
-    /// The batch needs none (every transaction in it is deferred, or writes no data).
-    None,
-    /// The flusher flushes the device now, while the committer writes the batch's log record,
-    /// and sends the outcome here. The flush covers every device write of this batch and of
-    /// all earlier ones.
-    Running(std::sync::mpsc::Receiver<Result<()>>),
-    /// The store was poisoned before the batch.
-    Refused,
-}
-
-/// Stage 1: takes what is queued (a batch) and flushes the device once for all of it, unless
-/// every transaction in it is deferred and the deferred backlog is short.
+/// Stage 1: takes what is queued (a batch), makes its write-behind writes and hands it to
+/// the committer.
 fn run_flusher(
     inner: &Inner,
     mut queue: mpsc::Receiver<Pending>,
@@ -150,9 +138,6 @@ fn run_flusher(
     stage: std::sync::mpsc::SyncSender<Flushed>,
 ) {
     let batch_max = inner.config.batch_transactions_max;
-    // Deferred transactions and freeing transactions since the last flush.
-    let mut unretired = 0usize;
-    let mut freeing = 0usize;
     while let Some(first) = queue.blocking_recv() {
         let mut batch: Vec<Pending> = Vec::with_capacity(batch_max.min(64));
         batch.push(first);
@@ -162,53 +147,15 @@ fn run_flusher(
                 Err(_) => break,
             }
         }
-        if !inner.poisoned.load(Ordering::Acquire) {
+        let refused = inner.poisoned.load(Ordering::Acquire);
+        if !refused {
             write_behind(inner, runtime, &mut batch);
             if batch.is_empty() {
                 continue;
             }
         }
-        let undeferred = batch.iter().any(|p| p.has_data && p.deferred.is_empty());
-        let deferred = batch.iter().filter(|p| !p.deferred.is_empty()).count();
-        freeing += batch.iter().filter(|p| !p.freed.is_empty()).count();
-        let backlog = inner.config.deferred_transactions_max;
-        let must_flush = undeferred
-            || (deferred > 0 && unretired + deferred > backlog)
-            || (unretired > 0 && freeing > backlog);
-        let (flush, outcome) = if inner.poisoned.load(Ordering::Acquire) {
-            (Flush::Refused, None)
-        } else if inner.config.durable && must_flush {
-            unretired = 0;
-            freeing = 0;
-            let (outcome, running) = std::sync::mpsc::sync_channel(1);
-            (Flush::Running(running), Some(outcome))
-        } else {
-            unretired += deferred;
-            (Flush::None, None)
-        };
-        if stage.send(Flushed { batch, flush }).is_err() {
+        if stage.send(Flushed { batch, refused }).is_err() {
             return;
-        }
-        // The committer writes and syncs the batch's log record while this thread flushes
-        // the device: a batch waits for one sync, not two in a row. A record whose data did
-        // not reach the device before a crash fails its checksums at the mount and ends the
-        // log there (`store::replay`); it was never acknowledged.
-        if let Some(outcome) = outcome {
-            // On this thread: a file device's fdatasync needs no hop to its I/O threads.
-            let flushed = inner
-                .device
-                .flush_blocking(runtime)
-                .map_err(StoreError::from);
-            match &flushed {
-                Ok(()) => {
-                    inner
-                        .commit_counters
-                        .device_flushes
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                Err(error) => poison(inner, error),
-            }
-            let _ = outcome.send(flushed);
         }
     }
 }
@@ -288,13 +235,17 @@ fn write_behind(inner: &Inner, runtime: &tokio::runtime::Handle, batch: &mut Vec
 }
 
 /// Stage 2: commits each flushed batch's metadata, frees, counts and answers.
-fn run_committer(inner: &Inner, flushed: std::sync::mpsc::Receiver<Flushed>) {
+fn run_committer(
+    inner: &Inner,
+    flushed: std::sync::mpsc::Receiver<Flushed>,
+    runtime: &tokio::runtime::Handle,
+) {
     let mut state = CommitterState::default();
-    for Flushed { mut batch, flush } in flushed {
-        let result = match flush {
-            Flush::Refused => Err(StoreError::Poisoned),
-            _ if inner.poisoned.load(Ordering::Acquire) => Err(StoreError::Poisoned),
-            flush => commit_batch(inner, &mut batch, &mut state, flush),
+    for Flushed { mut batch, refused } in flushed {
+        let result = if refused || inner.poisoned.load(Ordering::Acquire) {
+            Err(StoreError::Poisoned)
+        } else {
+            commit_batch(inner, &mut batch, &mut state, runtime)
         };
         match &result {
             Ok(()) => inner
@@ -325,9 +276,8 @@ struct CommitterState {
     buffer: Vec<u8>,
 }
 
-/// A checkpoint (database persisted, log emptied) happens at the first batch after the log
-/// passes this size with no deferred data waiting for a device flush.
-const WAL_CHECKPOINT_BYTES: u64 = 32 << 20;
+/// Times a batch's log record is written before a failure poisons the store.
+const RECORD_WRITE_ATTEMPTS: u32 = 8;
 
 /// Counters behind [`CommitStats`]; only the commit threads add to them.
 #[derive(Default)]
@@ -369,7 +319,7 @@ fn commit_batch(
     inner: &Inner,
     batch: &mut [Pending],
     state: &mut CommitterState,
-    flush: Flush,
+    runtime: &tokio::runtime::Handle,
 ) -> Result<()> {
     let mut omap_delta = 0i64;
     let mut changes = meta::MetaBatch::default();
@@ -408,43 +358,74 @@ fn commit_batch(
         );
         // Every earlier record's data is on the device: a replay needs to rewrite or check
         // nothing before this record.
-        let flags = if state.records == 0 {
-            DEVICE_FLUSHED
-        } else {
-            0
-        };
+        let flags = |records: u64| if records == 0 { DEVICE_FLUSHED } else { 0 };
         wal::encode_record(
             &mut state.buffer,
             log.generation,
             sequence,
-            flags,
+            flags(state.records),
             &changes,
             &deferred,
         );
-        let start_bytes = log.len_bytes();
-        log.append(&state.buffer, durable)?;
-        log.next_sequence += 1;
-        match flush {
-            Flush::Running(outcome) => {
-                let flushed = outcome.recv().unwrap_or(Err(StoreError::Poisoned));
-                if let Err(error) = flushed {
-                    // The batch fails: take its record back, so that a mount does not make
-                    // it visible even if its data did reach the device.
-                    log.next_sequence -= 1;
-                    if let Err(cut) = log.truncate(start_bytes) {
-                        tracing::error!(%cut, "could not take back the record of a failed batch");
-                    }
-                    return Err(error);
-                }
-                state.records = 0;
+        if !log.fits(state.buffer.len()) {
+            // Checkpoint first: every earlier batch is in the database, which is persisted,
+            // and its data is on the device once flushed (the log's emptying flushes).
+            inner.meta.persist()?;
+            log.reset_blocking(runtime)?;
+            state.records = 0;
+            wal::encode_record(
+                &mut state.buffer,
+                log.generation,
+                sequence,
+                flags(state.records),
+                &changes,
+                &deferred,
+            );
+            if !log.fits(state.buffer.len()) {
+                return Err(StoreError::metadata(format!(
+                    "the batch's {}-byte metadata record exceeds the {}-byte metadata log",
+                    state.buffer.len(),
+                    log.region_bytes()
+                )));
             }
-            Flush::None | Flush::Refused => state.records += deferred.len() as u64,
+        }
+        let start_bytes = log.len_bytes();
+        // A failed (or torn) record write is written again over itself: nothing after it
+        // exists yet, and until the flush nothing of it counts. Only a device that keeps
+        // failing poisons the store.
+        let mut attempts = 0;
+        while let Err(error) = log.append_blocking(&state.buffer, runtime) {
+            attempts += 1;
+            if attempts >= RECORD_WRITE_ATTEMPTS {
+                return Err(error);
+            }
+            tracing::warn!(%error, attempts, "metadata log write failed; writing it again");
+        }
+        log.next_sequence += 1;
+        if durable {
+            // One flush: the batch's data (written before the record) and its record.
+            if let Err(error) = inner.device.flush_blocking(runtime) {
+                // The batch fails: take its record back, so that a mount does not make it
+                // visible even if it and its data did reach the device.
+                log.next_sequence -= 1;
+                if let Err(cut) = log.truncate_blocking(start_bytes, runtime) {
+                    tracing::error!(%cut, "could not take back the record of a failed batch");
+                }
+                return Err(error.into());
+            }
+            inner
+                .commit_counters
+                .device_flushes
+                .fetch_add(1, Ordering::Relaxed);
+            state.records = 0;
+        } else {
+            state.records += deferred.len() as u64;
         }
         // Only now, with the data and the record durable, do readers see the batch.
         changes.commit(&inner.meta)?;
-        if state.records == 0 && log.len_bytes() > WAL_CHECKPOINT_BYTES {
+        if state.records == 0 && log.len_bytes() > log.region_bytes() / 2 {
             inner.meta.persist()?;
-            log.reset()?;
+            log.reset_blocking(runtime)?;
         }
     }
     // Committed; the writers still hold their object locks, so the cache may follow.

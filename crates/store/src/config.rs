@@ -23,14 +23,12 @@ pub struct StoreConfig {
     pub batch_transactions_max: usize,
     /// Page cache of the metadata database in bytes. Default 64 MiB.
     pub metadata_cache_bytes: usize,
-    /// Transactions writing at most this many data bytes are *deferred*: their data also goes
-    /// into the metadata commit, so their batch needs no device flush (one fsync instead of
-    /// two); a later flush retires the copies. 0 turns deferral off. Default 65536 (BlueStore's
-    /// `bluestore_prefer_deferred_size_hdd`).
+    /// Transactions writing at most this many data bytes are *deferred*: a copy of their data
+    /// also goes into the batch's log record, and a mount after a crash writes it again.
+    /// Default 0 (off): the log lives on the data device and every durable batch flushes the
+    /// device once for its data and its record, so a copy saves nothing (it saved a second
+    /// flush when the log was a file of its own). Kept for experiments.
     pub deferred_write_bytes_max: u64,
-    /// Deferred transactions not yet covered by a device flush at most; the batch that would
-    /// pass it flushes the device and retires them all. Default 512.
-    pub deferred_transactions_max: usize,
     /// Transactions writing at most this many data bytes leave their device writes to the
     /// flusher thread, which makes them (adjacent extents of a batch as one write) just before
     /// the batch's flush: no hop to the device's I/O threads and back per write. Larger ones
@@ -53,8 +51,7 @@ impl Default for StoreConfig {
             queue_depth_max: 1024,
             batch_transactions_max: 256,
             metadata_cache_bytes: 64 << 20,
-            deferred_write_bytes_max: 65536,
-            deferred_transactions_max: 512,
+            deferred_write_bytes_max: 0,
             write_behind_bytes_max: 65536,
             onode_cache_objects_max: 65536,
             durable: true,

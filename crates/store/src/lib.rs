@@ -2,22 +2,20 @@
 //!
 //! Owns the objects of one OSD on one [`device::Device`]: an extent [`Allocator`] with a
 //! configurable allocation unit (`min_alloc_size`), data checksummed with crc32c per
-//! checksum block, and the metadata (object records, xattrs, omap) in a write-ahead log and an
-//! fjall (LSM) database in its own directory. The API is RADOS-shaped: objects named inside collections (PGs) with data, xattrs
+//! checksum block, and the metadata (object records, xattrs, omap) in a write-ahead log on the
+//! device and an fjall (LSM) database in its own directory. The API is RADOS-shaped: objects named inside collections (PGs) with data, xattrs
 //! and omap, changed by atomic [`Transaction`]s and read by [`Store`] methods.
 //!
 //! ## On-disk layout
-//! - **Data device**: raw extents, nothing else; no superblock, no journal. What is allocated
-//!   is whatever the committed metadata references.
-//! - **Metadata directory**: `wal`, the write-ahead log (one checksummed record per group
-//!   commit: the batch's key changes and deferred data, fdatasync'd; a file of zeroed 4 MiB
-//!   chunks that is rewound, not truncated, so its syncs change no file size; `wal.rs`), and
-//!   `db/`, an
-//!   fjall database persisted only at checkpoints, keyspaces `super` (format, min_alloc_size,
-//!   checksum block, device size, last log record applied), `objects` (`collection \0 name`
-//!   -> onode: size, mtime, xattrs, extent map with one crc32c per checksum block) and `omap`
-//!   (length-prefixed `collection, name` + key -> value). See `meta.rs` and the onode
-//!   encoding in `onode.rs`.
+//! - **Data device**: raw extents from offset 0, then the **write-ahead log**'s region, the
+//!   device's last 1/16 (1 to 64 MiB; `wal.rs`): one checksummed record per group commit, the
+//!   batch's key changes, block-aligned, rewritten from the region's start after each
+//!   checkpoint. What is allocated is whatever the committed metadata references.
+//! - **Metadata directory**: `db/`, an fjall database persisted only at checkpoints,
+//!   keyspaces `super` (format, min_alloc_size, checksum block, data and log sizes, last log
+//!   record applied), `objects` (`collection \0 name` -> onode: size, mtime, xattrs, extent
+//!   map with one crc32c per checksum block) and `omap` (length-prefixed `collection, name` +
+//!   key -> value). See `meta.rs` and the onode encoding in `onode.rs`.
 //!
 //! ## Commit protocol (copy-on-write, group commit)
 //! 1. `apply` locks the transaction's objects (sharded locks, sorted order), applies its
@@ -27,37 +25,33 @@
 //!    A small transaction (at most `write_behind_bytes_max` data bytes) only allocates and
 //!    checksums here and leaves its device writes to the flusher (**write-behind**).
 //! 2. The prepared transaction goes to a bounded queue. A flusher thread takes every queued
-//!    transaction (a batch), makes the batch's write-behind writes on its own thread
-//!    (neighbouring extents as one write) and **flushes the device once**, while a committer
-//!    thread appends all their metadata as **one log record** and fdatasyncs it; once both
-//!    syncs are done, the committer applies the changes to the database without a sync:
-//!    many small writes share two syncs that run side by side (one, when deferred, below),
-//!    and a small write costs no hop to the device's I/O threads.
+//!    transaction (a batch) and makes the batch's write-behind writes on its own thread
+//!    (neighbouring extents as one write); a committer thread then writes all their metadata
+//!    as **one log record** on the device and **flushes the device once**, which makes the
+//!    batch's data and its record durable together, and applies the changes to the database
+//!    without a sync: many small writes share one flush, and a small write costs no hop to the
+//!    device's I/O threads.
 //! 3. After that commit, the extents the batch stopped referencing go back to the allocator,
 //!    the callers get `Ok`, and the object locks are released.
 //!
-//! A crash before step 2's log record is durable leaves the old metadata, which references
-//! only old extents, intact (a torn record fails its checksum and ends the log); the new
-//! extents are unreferenced and free at the next mount (the allocator is rebuilt from the
-//! onodes). A crash after it finds the record in the log: the mount applies every record the
-//! database had not persisted, then checkpoints; a record whose new extents fail their
-//! checksums (its data did not reach the device: the flush ran beside the record's sync and
-//! the batch was never acknowledged) ends the log there. So
-//! a torn state is never visible and every acknowledged transaction survives. A failed
-//! flush or commit poisons the store ([`StoreError::Poisoned`]); reopen it. A checkpoint
-//! (database persisted, log emptied) happens when the log passes 32 MiB at a batch with no
-//! deferred data waiting for a device flush, and at `shutdown`.
+//! A crash before step 2's flush may leave the record durable and the data not, or the other
+//! way round (a disk's cache writes back in any order). Old metadata references only old
+//! extents, so new extents are unreferenced and free at the next mount (the allocator is
+//! rebuilt from the onodes); a torn record fails its checksum and ends the log. The mount
+//! applies every record the database had not persisted, then checkpoints; the last record
+//! (the one whose flush may not have completed) has its new extents' checksums verified, and
+//! ends the log if they fail: its batch was never acknowledged. So a torn state is never
+//! visible and every acknowledged transaction survives. A failed flush or commit poisons the
+//! store ([`StoreError::Poisoned`]); reopen it. A checkpoint (database persisted, log
+//! emptied) happens when the log passes half its region, before a record that would not fit,
+//! and at `shutdown`.
 //!
-//! **Deferred writes** (BlueStore's path for small writes): a transaction writing at most
-//! `deferred_write_bytes_max` data bytes (default 64 KiB) still writes its fresh extents on
-//! the device at once, but its batch skips the device flush when every transaction in it is
-//! deferred: a copy of the data goes into the same log record, so the batch costs one fsync
-//! instead of two. The next batch that flushes the device (a large write, or a backlog of
-//! `deferred_transactions_max` deferred or freeing transactions) marks its record "device
-//! flushed", which retires the copies before it; a mount after a crash rewrites the copies
-//! after the last such record in log order and flushes before the allocator is rebuilt.
-//! While unretired copies exist, extents freed by commits stay held (counted as free by
-//! `statfs`, not reusable), so a replay never writes stale data over reused space.
+//! **Deferred writes** (off by default, `deferred_write_bytes_max`): a copy of a small
+//! transaction's data also rides in its record, and a mount rewrites the copies of the
+//! records from the last one marked "device flushed" on. With the log on the data device
+//! every durable batch flushes anyway, so the copies save nothing; the mechanism stays for
+//! experiments. While unretired copies exist, extents freed by commits stay held (counted as
+//! free by `statfs`, not reusable), so a replay never writes stale data over reused space.
 //!
 //! ## Onode cache
 //! Committed onodes (and known absences) stay in memory (`cache.rs`, bounded by
@@ -86,7 +80,7 @@
 //!   writer process (`src/bin/store-crash-writer.rs`) SIGKILLed 50 times (a process crash: the
 //!   page cache survives it; power loss is what the faulty-device tests model);
 //!   `tests/group_commit.rs`: concurrent transactions share a batch's one device flush and one
-//!   metadata commit ([`Store::commit_stats`] counts them).
+//!   log record ([`Store::commit_stats`] counts them).
 //! - `examples/bench_store.rs`: 4 KiB write_full/read ops/s at several queue depths beside fio;
 //!   `examples/space_store.rs`: seed 002's data-hole rate and metadata bytes per object.
 

@@ -9,13 +9,12 @@
 //! writes as the cluster makes them (a microbenchmark of 20,000 batches); redb
 //! capped replica-1 writes at about 20k/s.)
 //!
-//! The metadata path is a directory: `db/` holds the database, `wal` the write-ahead log
-//! (`wal.rs`) that makes each commit durable; the database itself is persisted only at
-//! checkpoints.
+//! The metadata path is a directory: `db/` holds the database, persisted only at checkpoints;
+//! the write-ahead log that makes each commit durable lives on the data device (`wal.rs`).
 //!
 //! Keyspaces (all keys and values are bytes):
 //! - `super`: layout recorded at create (`format`, `min_alloc_size`, `checksum_block`,
-//!   `device_size`), and `wal_sequence`, the last log record applied, as u64 little endian;
+//!   `device_size` (the data part), `log_size`), and `wal_sequence`, the last log record applied, as u64 little endian;
 //! - `objects`: `collection \0 name` -> encoded [`Onode`]; sorted by collection, then name;
 //! - `omap`: `u16 BE len, collection, u16 BE len, name, key` -> value; one object's keys are
 //!   contiguous and sorted.
@@ -30,16 +29,20 @@ use crate::error::{Result, StoreError};
 use crate::onode::Onode;
 use crate::types::CollectionUsage;
 
-/// On-disk format version, bumped on incompatible changes (3: log records carry a generation
-/// id and the log file is recycled; 2: fjall; 1 was redb).
-pub(crate) const FORMAT_VERSION: u64 = 3;
+/// On-disk format version, bumped on incompatible changes (4: the log lives on the data
+/// device; 3: log records carry a generation id and the log file is recycled; 2: fjall; 1 was
+/// redb).
+pub(crate) const FORMAT_VERSION: u64 = 4;
 
 /// The layout a store was created with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
     pub min_alloc_size_bytes: u64,
     pub checksum_block_bytes: u64,
+    /// Bytes of the device that hold data: from offset 0.
     pub device_size_bytes: u64,
+    /// Bytes of the metadata log's region, right after the data (`wal.rs`).
+    pub log_bytes: u64,
 }
 
 /// Key of an object in `objects`.
@@ -195,6 +198,7 @@ impl Meta {
             ("min_alloc_size", layout.min_alloc_size_bytes),
             ("checksum_block", layout.checksum_block_bytes),
             ("device_size", layout.device_size_bytes),
+            ("log_size", layout.log_bytes),
         ] {
             batch.insert(&self.superblock, key, value.to_le_bytes().to_vec());
         }
@@ -225,6 +229,7 @@ impl Meta {
             min_alloc_size_bytes: get("min_alloc_size")?,
             checksum_block_bytes: get("checksum_block")?,
             device_size_bytes: get("device_size")?,
+            log_bytes: get("log_size")?,
         })
     }
 

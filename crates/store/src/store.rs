@@ -133,15 +133,29 @@ impl Store {
                 meta_path.display()
             )));
         }
+        // The metadata log takes the device's last blocks (`wal.rs`), whole allocation units
+        // before it hold data.
+        let log_bytes =
+            crate::wal::region_bytes_for(device.size_bytes(), device.block_size_bytes());
+        let data_bytes = device.size_bytes().saturating_sub(log_bytes)
+            / config.min_alloc_size_bytes
+            * config.min_alloc_size_bytes;
+        if data_bytes == 0 {
+            return Err(StoreError::InvalidArgument(format!(
+                "a device of {} bytes leaves no room for data beside the {log_bytes}-byte metadata log",
+                device.size_bytes()
+            )));
+        }
         let layout = Layout {
             min_alloc_size_bytes: config.min_alloc_size_bytes,
             checksum_block_bytes: config.checksum_block_bytes,
-            device_size_bytes: device.size_bytes(),
+            device_size_bytes: data_bytes,
+            log_bytes,
         };
         let meta =
             open_database(meta_path, &config, true).map_err(|e| database_error(meta_path, e))?;
         meta.initialize(layout)?;
-        Self::mount(device, meta, meta_path, config).await
+        Self::mount(device, meta, config).await
     }
 
     /// Opens an existing store. The layout recorded at create wins over `config`'s.
@@ -163,27 +177,22 @@ impl Store {
                 other => break other.map_err(|e| database_error(meta_path, e))?,
             }
         };
-        Self::mount(device, meta, meta_path, config).await
+        Self::mount(device, meta, config).await
     }
 
-    async fn mount(
-        device: Arc<dyn Device>,
-        meta: Meta,
-        meta_path: &Path,
-        mut config: StoreConfig,
-    ) -> Result<Store> {
+    async fn mount(device: Arc<dyn Device>, meta: Meta, mut config: StoreConfig) -> Result<Store> {
         let layout = meta.read_layout()?;
         config.min_alloc_size_bytes = layout.min_alloc_size_bytes;
         config.checksum_block_bytes = layout.checksum_block_bytes;
         config.validate(device.block_size_bytes())?;
-        if device.size_bytes() < layout.device_size_bytes {
+        if device.size_bytes() < layout.device_size_bytes + layout.log_bytes {
             return Err(StoreError::InvalidArgument(format!(
                 "device of {} bytes is smaller than the {} the store was created on",
                 device.size_bytes(),
-                layout.device_size_bytes
+                layout.device_size_bytes + layout.log_bytes
             )));
         }
-        let wal = replay(&device, &meta, meta_path, layout.checksum_block_bytes).await?;
+        let wal = replay(&device, &meta, &layout).await?;
         let scan = meta::scan(&meta, layout.checksum_block_bytes)?;
         let allocator = Allocator::from_allocated(
             layout.device_size_bytes,
@@ -455,7 +464,7 @@ impl Store {
             objects: counters.objects(),
             onode_bytes: counters.onode_bytes,
             omap_bytes: counters.omap_bytes,
-            metadata_file_bytes: self.inner.meta.disk_bytes(),
+            metadata_file_bytes: self.inner.meta.disk_bytes() + self.inner.layout.log_bytes,
             min_alloc_size_bytes: self.inner.layout.min_alloc_size_bytes,
             collections: counters.collections,
         }
@@ -525,7 +534,18 @@ impl Store {
         // A checkpoint, so the next mount has nothing to replay.
         self.inner.device.flush().await?;
         self.inner.meta.persist()?;
-        self.inner.wal().reset()
+        let inner = Arc::clone(&self.inner);
+        let runtime = tokio::runtime::Handle::current();
+        // The log's mutex is a std one: emptied on a thread that may block. Everything it
+        // holds is in the persisted database now, so a log that cannot be emptied (a device
+        // failing its writes) only costs the next mount a replay that skips every record.
+        let emptied = tokio::task::spawn_blocking(move || inner.wal().reset_blocking(&runtime))
+            .await
+            .map_err(|e| StoreError::metadata(format!("empty the metadata log: {e}")))?;
+        if let Err(error) = emptied {
+            tracing::warn!(%error, "could not empty the metadata log at shutdown");
+        }
+        Ok(())
     }
 }
 
@@ -566,13 +586,14 @@ impl Drop for Store {
 ///
 /// Then flushes the device, persists the database and empties the log. Idempotent: a crash
 /// during it replays again.
-async fn replay(
-    device: &Arc<dyn Device>,
-    meta: &Meta,
-    meta_path: &Path,
-    checksum_block_bytes: u64,
-) -> Result<Wal> {
-    let (mut wal, records) = Wal::open(&meta_path.join("wal"))?;
+async fn replay(device: &Arc<dyn Device>, meta: &Meta, layout: &Layout) -> Result<Wal> {
+    let checksum_block_bytes = layout.checksum_block_bytes;
+    let (mut wal, records) = Wal::open(
+        Arc::clone(device),
+        layout.device_size_bytes,
+        layout.log_bytes,
+    )
+    .await?;
     let applied = meta.wal_sequence()?;
     wal.next_sequence = wal
         .next_sequence
@@ -622,7 +643,7 @@ async fn replay(
     tracing::info!(rewritten, reapplied, "replayed the metadata log");
     device.flush().await?;
     meta.persist()?;
-    wal.reset()?;
+    wal.reset().await?;
     Ok(wal)
 }
 

@@ -265,7 +265,8 @@ pub struct Statfs {
     pub onode_bytes: u64,
     /// Key + value bytes of all omap entries.
     pub omap_bytes: u64,
-    /// Size of the metadata database file.
+    /// Bytes metadata takes on disk: the database's files and the metadata log's region on
+    /// the device.
     pub metadata_file_bytes: u64,
     /// Allocation unit.
     pub min_alloc_size_bytes: u64,

@@ -114,7 +114,6 @@ pub(crate) async fn prepare(
     let mut freed: Vec<DeviceExtent> = Vec::new();
     let mut works: Vec<Work> = Vec::new();
     let mut index: HashMap<ObjectId, usize> = HashMap::new();
-    let mut has_data = false;
     let mut deferred = Some(Deferred {
         budget_bytes: inner.config.deferred_write_bytes_max,
         records: Vec::new(),
@@ -159,7 +158,7 @@ pub(crate) async fn prepare(
             deferred: &mut deferred,
             behind: &mut behind,
         };
-        has_data |= apply_op(&mut context, work, op).await?;
+        apply_op(&mut context, work, op).await?;
         if let Some(onode) = work.onode.as_mut() {
             onode.mtime_ns = transaction.mtime_ns;
         }
@@ -209,7 +208,6 @@ pub(crate) async fn prepare(
         updates,
         freed,
         fresh,
-        has_data,
         deferred: deferred.map(|d| d.records).unwrap_or_default(),
         writes: behind.writes,
         deltas,
