@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::aligned::AlignedBuffer;
+use crate::initialize::Initializer;
 use crate::stats::StatsRecorder;
 use crate::workqueue::WorkQueue;
 use crate::{
@@ -81,6 +82,8 @@ enum Job {
     Write {
         offset_bytes: u64,
         buffer: AlignedBuffer,
+        /// Fills the holes of the chunks written first (regular files).
+        initializer: Option<Arc<Initializer>>,
     },
     Sync,
     Discard {
@@ -107,6 +110,9 @@ pub struct FileDevice {
     /// Alignment of the bounce buffers in memory.
     memory_alignment_bytes: u64,
     is_block_device: bool,
+    /// Fills a regular file's holes ahead of writes (`initialize.rs`); `None` for a block
+    /// device.
+    initializer: Option<Arc<Initializer>>,
     poisoned: AtomicBool,
     admission: Semaphore,
     engine: Engine,
@@ -216,6 +222,16 @@ impl FileDevice {
             }
             IoEngine::TokioBlocking => Engine::TokioBlocking,
         };
+        let initializer = if is_block_device {
+            None
+        } else {
+            let started = Initializer::start(
+                Arc::clone(&file),
+                size_bytes,
+                memory_alignment_bytes as usize,
+            );
+            Some(started.map_err(|error| DeviceError::io("spawn the fill thread", error))?)
+        };
         let name = config.name.unwrap_or_else(|| path.display().to_string());
         let kind = if is_block_device {
             DeviceKind::BlockDevice
@@ -230,6 +246,7 @@ impl FileDevice {
             direct,
             memory_alignment_bytes,
             is_block_device,
+            initializer,
             poisoned: AtomicBool::new(false),
             admission: Semaphore::new(config.queue_depth_max),
             engine,
@@ -309,6 +326,9 @@ impl Drop for FileDevice {
         if let Engine::Threads { queue } = &self.engine {
             queue.close();
         }
+        if let Some(initializer) = &self.initializer {
+            initializer.stop();
+        }
     }
 }
 
@@ -366,10 +386,18 @@ fn execute(file: &File, job: Job) -> JobResult {
         Job::Write {
             offset_bytes,
             buffer,
-        } => file
-            .write_all_at(buffer.as_slice(), offset_bytes)
+            initializer,
+        } => {
+            let write = || file.write_all_at(buffer.as_slice(), offset_bytes);
+            match initializer {
+                Some(initializer) => {
+                    initializer.write(offset_bytes, buffer.as_slice().len() as u64, write)
+                }
+                None => write(),
+            }
             .map(|()| None)
-            .map_err(|e| DeviceError::io("pwrite", e)),
+            .map_err(|e| DeviceError::io("pwrite", e))
+        }
         Job::Sync => file
             .sync_data()
             .map(|()| None)
@@ -460,6 +488,7 @@ impl Device for FileDevice {
             self.run(Job::Write {
                 offset_bytes,
                 buffer: AlignedBuffer::gathered(&[data], self.alignment()),
+                initializer: self.initializer.clone(),
             })
             .await
             .map(|_| ())
@@ -497,9 +526,12 @@ impl Device for FileDevice {
             let bounce = (!(data.as_ptr() as usize).is_multiple_of(self.alignment()))
                 .then(|| AlignedBuffer::gathered(&[data], self.alignment()));
             let aligned = bounce.as_ref().map_or(data, AlignedBuffer::as_slice);
-            self.file
-                .write_all_at(aligned, offset_bytes)
-                .map_err(|e| DeviceError::io("pwrite", e))
+            let write = || self.file.write_all_at(aligned, offset_bytes);
+            match &self.initializer {
+                Some(initializer) => initializer.write(offset_bytes, length_bytes, write),
+                None => write(),
+            }
+            .map_err(|e| DeviceError::io("pwrite", e))
         });
         guard.finish(length_bytes, result)
     }
@@ -530,13 +562,18 @@ impl Device for FileDevice {
                 return Ok(());
             }
             let punch = !self.is_block_device;
-            self.run(Job::Discard {
-                offset_bytes,
-                length_bytes,
-                punch,
-            })
-            .await
-            .map(|_| ())
+            let result = self
+                .run(Job::Discard {
+                    offset_bytes,
+                    length_bytes,
+                    punch,
+                })
+                .await
+                .map(|_| ());
+            if let Some(initializer) = &self.initializer {
+                initializer.forget(offset_bytes, length_bytes);
+            }
+            result
         }
         .await;
         guard.finish(length_bytes, result)

@@ -4,7 +4,9 @@
 //! implementations:
 //!
 //! - [`FileDevice`]: a regular file or a block device, with O_DIRECT where the filesystem allows
-//!   it, through a dedicated pool of I/O threads;
+//!   it, through a dedicated pool of I/O threads; a sparse file's holes are filled with zeros
+//!   a chunk ahead of the writes (`initialize.rs`), so a flush after writes into fresh space
+//!   is a flush of the disk's cache, not also a filesystem journal commit;
 //! - [`MemoryDevice`]: sparse memory, for tests and as the backing of emulated devices;
 //! - [`EmulatedDevice`]: any device slowed down by a documented timing model ([`model`]): HDD
 //!   (seek by distance, rotation, transfer, one actuator, command queueing) or SSD/NVMe
@@ -70,6 +72,7 @@ mod error;
 mod faulty;
 mod file;
 pub mod histogram;
+mod initialize;
 mod memory;
 pub mod model;
 mod realtime;
