@@ -12,17 +12,18 @@
 //! How: the file is cut into chunks (16 MiB). The first small write (under 1 MiB) into a
 //! chunk not known to be written throughout first fills the chunk's holes with zeros (holes read as zeros, so the
 //! fill changes no byte a read returns), then goes on; a background thread fills the next
-//! chunks ahead, so a writer moving through the file rarely waits. The fill and every write
-//! into a chunk being filled are serialized by one lock, so a fill never writes over data
-//! written meanwhile; writes into filled chunks take no lock. A discard (hole punch) marks its
-//! chunks unfilled again. Nothing here needs to be durable: zeros that a crash loses leave
+//! chunks ahead, so a writer moving through the file rarely waits. Each chunk has a
+//! reader-writer lock: a fill holds it exclusively, every write (small or large) shares it
+//! for its duration, so a fill never writes zeros over data written meanwhile; writes to
+//! other chunks never wait for a fill. A discard (hole punch) marks its chunks unfilled
+//! again. Nothing here needs to be durable: zeros that a crash loses leave
 //! holes, which read the same.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crate::aligned::AlignedBuffer;
 
@@ -44,8 +45,8 @@ pub(crate) struct Initializer {
     filled: Vec<AtomicBool>,
     /// Per chunk: handed to the background thread (once).
     requested: Vec<AtomicBool>,
-    /// Held while filling, and by writers into a chunk not yet filled.
-    lock: Mutex<()>,
+    /// Per chunk: exclusive while filling or forgetting, shared by every write into it.
+    locks: Vec<RwLock<()>>,
     zeros: AlignedBuffer,
     ahead: Mutex<Option<std::sync::mpsc::Sender<u64>>>,
 }
@@ -61,7 +62,7 @@ impl Initializer {
             size_bytes,
             filled: (0..chunks).map(|_| AtomicBool::new(false)).collect(),
             requested: (0..chunks).map(|_| AtomicBool::new(false)).collect(),
-            lock: Mutex::new(()),
+            locks: (0..chunks).map(|_| RwLock::new(())).collect(),
             zeros: AlignedBuffer::zeroed(ZEROS_BYTES, alignment.max(1)),
             ahead: Mutex::new(Some(ahead)),
         });
@@ -91,20 +92,27 @@ impl Initializer {
         length_bytes: u64,
         write: impl FnOnce() -> io::Result<T>,
     ) -> io::Result<T> {
-        if length_bytes == 0 || length_bytes >= LARGE_WRITE_BYTES {
-            // A large write pays its own metadata commit over many bytes; filling around it
-            // would write the bytes twice (4 MiB object writes fell from 633 to 288/s).
+        if length_bytes == 0 {
             return write();
         }
         let first = offset_bytes / CHUNK_BYTES;
         let last = (offset_bytes + length_bytes - 1) / CHUNK_BYTES;
-        self.request_ahead(last);
-        let all_filled = (first..=last).all(|chunk| self.is_filled(chunk));
-        if !all_filled {
+        // A large write pays its own metadata commit over many bytes; filling around it
+        // would write the bytes twice (4 MiB object writes fell from 633 to 288/s).
+        if length_bytes < LARGE_WRITE_BYTES {
+            self.request_ahead(last);
             for chunk in first..=last {
-                self.fill(chunk)?;
+                if !self.is_filled(chunk) {
+                    self.fill(chunk)?;
+                }
             }
         }
+        // Shared with other writes, exclusive of a fill of these chunks (in ascending order;
+        // a fill holds one chunk's lock and waits for nothing else).
+        let _guards: Vec<_> = (first..=last)
+            .filter_map(|chunk| self.locks.get(chunk as usize))
+            .map(|lock| lock.read().unwrap_or_else(|e| e.into_inner()))
+            .collect();
         write()
     }
 
@@ -113,11 +121,13 @@ impl Initializer {
         if length_bytes == 0 {
             return;
         }
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let first = offset_bytes / CHUNK_BYTES;
         let last = (offset_bytes + length_bytes - 1) / CHUNK_BYTES;
         for chunk in first..=last {
             if let Some(filled) = self.filled.get(chunk as usize) {
+                let _guard = self.locks[chunk as usize]
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner());
                 filled.store(false, Ordering::Release);
                 self.requested[chunk as usize].store(false, Ordering::Release);
             }
@@ -154,7 +164,10 @@ impl Initializer {
 
     /// Fills the holes of `chunk` with zeros, unless it is known filled.
     fn fill(&self, chunk: u64) -> io::Result<()> {
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(lock) = self.locks.get(chunk as usize) else {
+            return Ok(());
+        };
+        let _guard = lock.write().unwrap_or_else(|e| e.into_inner());
         if self.is_filled(chunk) {
             return Ok(());
         }
@@ -238,5 +251,94 @@ mod tests {
         initializer.forget(CHUNK_BYTES, 4096);
         assert!(!initializer.is_filled(1));
         assert!(initializer.is_filled(2));
+    }
+
+    /// Writers racing fills (small writes that fill, large ones that skip, the background
+    /// thread ahead of them): no written block is ever zeroed by a fill. A stress test: with
+    /// the writes' shared locks removed it still passed three runs out of three here (the
+    /// window, between a fill finding a hole and zeroing it, is short), so it guards the
+    /// outcome, not that lock.
+    #[test]
+    fn concurrent_writes_survive_fills() {
+        use rand::{Rng, SeedableRng};
+        for round in 0..4u64 {
+            let directory = tempfile::tempdir().unwrap();
+            let path = directory.path().join("sparse");
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            let size = 4 * CHUNK_BYTES;
+            file.set_len(size).unwrap();
+            let file = Arc::new(file);
+            let initializer = Initializer::start(Arc::clone(&file), size, 4096).unwrap();
+            // Small writes in chunks 0-2, each thread its own blocks; they ask for chunk 3
+            // ahead, where large writes (which skip filling) land meanwhile.
+            let small_blocks = 3 * CHUNK_BYTES / 4096;
+            let threads = 4u64;
+            let large_count = 8u64;
+            let written: Vec<Vec<u64>> = std::thread::scope(|scope| {
+                let large = {
+                    let file = Arc::clone(&file);
+                    let initializer = Arc::clone(&initializer);
+                    scope.spawn(move || {
+                        for index in 0..large_count {
+                            let offset = 3 * CHUNK_BYTES + index * LARGE_WRITE_BYTES;
+                            let data = vec![0xe0 + index as u8; LARGE_WRITE_BYTES as usize];
+                            initializer
+                                .write(offset, LARGE_WRITE_BYTES, || {
+                                    file.write_all_at(&data, offset)
+                                })
+                                .unwrap();
+                        }
+                    })
+                };
+                let handles: Vec<_> = (0..threads)
+                    .map(|thread| {
+                        let file = Arc::clone(&file);
+                        let initializer = Arc::clone(&initializer);
+                        scope.spawn(move || {
+                            let mut rng = rand::rngs::StdRng::seed_from_u64(round * 16 + thread);
+                            let mut mine = Vec::new();
+                            for _ in 0..200 {
+                                let block =
+                                    rng.gen_range(0..small_blocks / threads) * threads + thread;
+                                let offset = block * 4096;
+                                let pattern = [(block % 251) as u8 + 1; 4096];
+                                initializer
+                                    .write(offset, 4096, || file.write_all_at(&pattern, offset))
+                                    .unwrap();
+                                mine.push(block);
+                            }
+                            mine
+                        })
+                    })
+                    .collect();
+                large.join().unwrap();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            // Whatever the background thread was asked for, done.
+            for chunk in 0..4 {
+                initializer.fill(chunk).unwrap();
+            }
+            initializer.stop();
+            let mut block = vec![0u8; 4096];
+            for &b in written.iter().flatten() {
+                file.read_exact_at(&mut block, b * 4096).unwrap();
+                assert!(block.iter().all(|&x| x == (b % 251) as u8 + 1), "block {b}");
+            }
+            let mut back = vec![0u8; LARGE_WRITE_BYTES as usize];
+            for index in 0..large_count {
+                let offset = 3 * CHUNK_BYTES + index * LARGE_WRITE_BYTES;
+                file.read_exact_at(&mut back, offset).unwrap();
+                assert!(
+                    back.iter().all(|&x| x == 0xe0 + index as u8),
+                    "large write {index} of round {round} zeroed by a fill"
+                );
+            }
+        }
     }
 }
