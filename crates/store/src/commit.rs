@@ -358,29 +358,18 @@ fn commit_batch(
         );
         // Every earlier record's data is on the device: a replay needs to rewrite or check
         // nothing before this record.
-        let flags = |records: u64| if records == 0 { DEVICE_FLUSHED } else { 0 };
-        wal::encode_record(
-            &mut state.buffer,
-            log.generation,
-            sequence,
-            flags(state.records),
-            &changes,
-            &deferred,
-        );
+        let encode = |buffer: &mut Vec<u8>, generation: u64, records: u64| {
+            let flags = if records == 0 { DEVICE_FLUSHED } else { 0 };
+            wal::encode_record(buffer, generation, sequence, flags, &changes, &deferred);
+        };
+        encode(&mut state.buffer, log.generation, state.records);
         if !log.fits(state.buffer.len()) {
             // Checkpoint first: every earlier batch is in the database, which is persisted,
             // and its data is on the device once flushed (the log's emptying flushes).
             inner.meta.persist()?;
             log.reset_blocking(runtime)?;
             state.records = 0;
-            wal::encode_record(
-                &mut state.buffer,
-                log.generation,
-                sequence,
-                flags(state.records),
-                &changes,
-                &deferred,
-            );
+            encode(&mut state.buffer, log.generation, state.records);
             if !log.fits(state.buffer.len()) {
                 return Err(StoreError::metadata(format!(
                     "the batch's {}-byte metadata record exceeds the {}-byte metadata log",
