@@ -310,6 +310,21 @@ fn commit_stats(cluster: &Cluster, replicas: u32) -> store::CommitStats {
     total
 }
 
+/// Where a phase's time went on osd.0's device: its writes' and flushes' latencies.
+fn device_row(stats: &device::DeviceStats) -> String {
+    format!(
+        "  osd.0 device: {} writes p50/p99 {:.0}/{:.0} µs, {} flushes p50/p99 {:.0}/{:.0} µs, \
+         queue depth max {}",
+        stats.write.ops,
+        stats.write.latency_us_p50(),
+        stats.write.latency_us_p99(),
+        stats.flush.ops,
+        stats.flush.latency_us_p50(),
+        stats.flush.latency_us_p99(),
+        stats.queue_depth_at_arrival.max(),
+    )
+}
+
 /// How the replica writes of a phase shared their syncs.
 fn commit_row(before: store::CommitStats, after: store::CommitStats) -> String {
     let transactions = (after.transactions - before.transactions).max(1) as f64;
@@ -351,6 +366,7 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
     let payload = Arc::new(vec![0x5au8; args.size_bytes]);
     for (round, &concurrency) in args.concurrency.iter().enumerate() {
         let commits_before = commit_stats(&cluster, replicas);
+        let device_before = cluster.osd(0).map(|osd| osd.device().stats());
         let writer = pool.clone();
         let data = Arc::clone(&payload);
         let mut write = phase(concurrency, args.seconds, args.objects, move |index| {
@@ -370,6 +386,9 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
             "{}",
             commit_row(commits_before, commit_stats(&cluster, replicas))
         );
+        if let (Some(before), Some(osd)) = (device_before, cluster.osd(0)) {
+            println!("{}", device_row(&osd.device().stats().since(&before)));
+        }
         let written = write.latencies_us.len() as u64;
         let reader = pool.clone();
         let size_bytes = args.size_bytes;

@@ -14,7 +14,9 @@
 //! [`DeviceError::Crashed`] until [`FaultyDevice::restart`]; with
 //! `FaultConfig::unflushed_loss_probability > 0`, each block written since the last successful
 //! flush independently reverts to its content at that flush, as a volatile write cache losing
-//! power would leave it.
+//! power would leave it. A flush makes durable what was written before it started, not what
+//! is written while it runs (its latency spike included), and a flush still running when the
+//! device crashes fails: the store runs several flushes at once and relies on exactly that.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -157,8 +159,11 @@ struct State {
     rng: ChaCha8Rng,
     /// Per rule: matching operations seen, times fired.
     rule_counts: Vec<(u64, u64)>,
-    /// Block index -> content at the last flush, for blocks written since.
-    unflushed: BTreeMap<u64, Vec<u8>>,
+    /// Block index -> (content at the last flush, number of the last write to it), for
+    /// blocks written since.
+    unflushed: BTreeMap<u64, (Vec<u8>, u64)>,
+    /// Writes remembered in `unflushed` so far (numbers them).
+    writes: u64,
     counts: FaultCounts,
 }
 
@@ -196,6 +201,7 @@ impl FaultyDevice {
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             rule_counts: vec![(0, 0); config.rules.len()],
             unflushed: BTreeMap::new(),
+            writes: 0,
             counts: FaultCounts::default(),
             config,
         }
@@ -262,7 +268,7 @@ impl FaultyDevice {
             let probability = state.config.unflushed_loss_probability.clamp(0.0, 1.0);
             let unflushed = std::mem::take(&mut state.unflushed);
             let mut reverts = Vec::new();
-            for (block, content) in unflushed {
+            for (block, (content, _)) in unflushed {
                 if state.rng.gen_bool(probability) {
                     reverts.push((block, content));
                 }
@@ -366,12 +372,25 @@ impl FaultyDevice {
         }
         let block = self.inner.block_size_bytes();
         for index in offset_bytes / block..(offset_bytes + length_bytes) / block {
-            if self.lock().unflushed.contains_key(&index) {
-                continue;
+            {
+                let mut state = self.lock();
+                state.writes += 1;
+                let write = state.writes;
+                if let Some(entry) = state.unflushed.get_mut(&index) {
+                    entry.1 = write;
+                    continue;
+                }
             }
             let mut content = vec![0u8; block as usize];
             self.inner.read_at(index * block, &mut content).await?;
-            self.lock().unflushed.entry(index).or_insert(content);
+            let mut state = self.lock();
+            state.writes += 1;
+            let write = state.writes;
+            state
+                .unflushed
+                .entry(index)
+                .and_modify(|entry| entry.1 = write)
+                .or_insert((content, write));
         }
         Ok(())
     }
@@ -473,6 +492,13 @@ impl FaultyDevice {
         if self.is_crashed() {
             return Err(DeviceError::Crashed);
         }
+        // What this flush covers: the blocks written before it started.
+        let covered: Vec<(u64, u64)> = self
+            .lock()
+            .unflushed
+            .iter()
+            .map(|(&block, &(_, write))| (block, write))
+            .collect();
         match self.decide(OpKind::Flush, 0, 0) {
             Decision::Fault(
                 FaultKind::Error | FaultKind::TornWrite { .. } | FaultKind::BitFlip,
@@ -483,19 +509,31 @@ impl FaultyDevice {
             }
             Decision::Fault(FaultKind::LatencySpike { duration_us }) => {
                 self.spike(duration_us).await;
-                self.flush_now().await
+                self.flush_now(covered).await
             }
-            Decision::Pass => self.flush_now().await,
+            Decision::Pass => self.flush_now(covered).await,
         }
     }
 
-    async fn flush_now(&self) -> Result<(), DeviceError> {
-        // Blocks written before the flush started are durable once it succeeds.
-        let snapshot: Vec<u64> = self.lock().unflushed.keys().copied().collect();
+    async fn flush_now(&self, covered: Vec<(u64, u64)>) -> Result<(), DeviceError> {
         self.inner.flush().await?;
         let mut state = self.lock();
-        for block in snapshot {
-            state.unflushed.remove(&block);
+        // Checked under the state's lock, which a crash takes to revert blocks: a flush that
+        // ends after a power loss never reports success.
+        if self.is_crashed() {
+            return Err(DeviceError::Crashed);
+        }
+        for (block, write) in covered {
+            // A block written again since the flush started keeps its older content as the
+            // one a crash reverts to (pessimistic: the flush may have made the first write
+            // durable, never the second).
+            if state
+                .unflushed
+                .get(&block)
+                .is_some_and(|entry| entry.1 == write)
+            {
+                state.unflushed.remove(&block);
+            }
         }
         Ok(())
     }

@@ -27,28 +27,34 @@
 //! 2. The prepared transaction goes to a bounded queue. A flusher thread takes every queued
 //!    transaction (a batch) and makes the batch's write-behind writes on its own thread
 //!    (neighbouring extents as one write); a committer thread then writes all their metadata
-//!    as **one log record** on the device and **flushes the device once**, which makes the
-//!    batch's data and its record durable together, and applies the changes to the database
-//!    without a sync: many small writes share one flush, and a small write costs no hop to the
-//!    device's I/O threads.
-//! 3. After that commit, the extents the batch stopped referencing go back to the allocator,
-//!    the callers get `Ok`, and the object locks are released.
+//!    as **one log record** on the device and hands the batch to one of
+//!    `flushes_in_flight_max` sync threads, which **flushes the device once** for it: the
+//!    flush makes the batch's data and its record durable together. Many small writes share
+//!    one flush, a small write costs no hop to the device's I/O threads, and the flushes of
+//!    several batches run at once (a flush takes several times a write's latency here).
+//! 3. In batch order, after its flush: the changes go into the database without a sync, the
+//!    extents the batch stopped referencing go back to the allocator, the callers get `Ok`,
+//!    and the object locks are released. A batch is acknowledged only once every earlier one
+//!    is.
 //!
 //! A crash before step 2's flush may leave the record durable and the data not, or the other
 //! way round (a disk's cache writes back in any order). Old metadata references only old
 //! extents, so new extents are unreferenced and free at the next mount (the allocator is
 //! rebuilt from the onodes); a torn record fails its checksum and ends the log. The mount
-//! applies every record the database had not persisted, then checkpoints; the last record
-//! (the one whose flush may not have completed) has its new extents' checksums verified, and
-//! ends the log if they fail: its batch was never acknowledged. So a torn state is never
-//! visible and every acknowledged transaction survives. A failed flush or commit poisons the
-//! store ([`StoreError::Poisoned`]); reopen it. A checkpoint (database persisted, log
-//! emptied) happens when the log passes half its region, before a record that would not fit,
-//! and at `shutdown`.
+//! applies every record the database had not persisted, then checkpoints; the records whose
+//! flush may not have completed (from the largest `flushed_before` a record carries: the
+//! first record whose flush had not completed when it was written) have their new extents'
+//! checksums verified, and the first that fails ends the log: neither its batch nor any
+//! later one was acknowledged. So a torn state is never visible and every acknowledged
+//! transaction survives. A failed flush or commit poisons the store
+//! ([`StoreError::Poisoned`]), and takes back the batch's record and with it every later
+//! one; reopen it. A checkpoint (every batch in flight finished, database persisted, log
+//! emptied) happens when the log passes half its region, before a record that would not
+//! fit, and at `shutdown`.
 //!
 //! **Deferred writes** (off by default, `deferred_write_bytes_max`): a copy of a small
 //! transaction's data also rides in its record, and a mount rewrites the copies of the
-//! records from the last one marked "device flushed" on. With the log on the data device
+//! records from the largest `flushed_before` on. With the log on the data device
 //! every durable batch flushes anyway, so the copies save nothing; the mechanism stays for
 //! experiments. While unretired copies exist, extents freed by commits stay held (counted as
 //! free by `statfs`, not reusable), so a replay never writes stale data over reused space.
@@ -80,7 +86,8 @@
 //!   writer process (`src/bin/store-crash-writer.rs`) SIGKILLed 50 times (a process crash: the
 //!   page cache survives it; power loss is what the faulty-device tests model);
 //!   `tests/group_commit.rs`: concurrent transactions share a batch's one device flush and one
-//!   log record ([`Store::commit_stats`] counts them).
+//!   log record ([`Store::commit_stats`] counts them), later batches flush beside earlier
+//!   ones up to the limit, and a failed flush fails its batch and every later one only.
 //! - `examples/bench_store.rs`: 4 KiB write_full/read ops/s at several queue depths beside fio;
 //!   `examples/space_store.rs`: seed 002's data-hole rate and metadata bytes per object.
 

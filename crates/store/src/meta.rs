@@ -29,10 +29,13 @@ use crate::error::{Result, StoreError};
 use crate::onode::Onode;
 use crate::types::CollectionUsage;
 
-/// On-disk format version, bumped on incompatible changes (4: the log lives on the data
-/// device; 3: log records carry a generation id and the log file is recycled; 2: fjall; 1 was
+/// On-disk format version, bumped on incompatible changes (5: log records say which earlier
+/// records are known flushed, as several batches flush at once; format 4 stores are read and
+/// upgraded at mount; 4: the log lives on the data device; 3: log records carry a generation id and the log file is recycled; 2: fjall; 1 was
 /// redb).
-pub(crate) const FORMAT_VERSION: u64 = 4;
+pub(crate) const FORMAT_VERSION: u64 = 5;
+/// Older formats this build reads (and upgrades to [`FORMAT_VERSION`] when it mounts them).
+const FORMAT_VERSIONS_UPGRADED: [u64; 1] = [4];
 
 /// The layout a store was created with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,6 +210,25 @@ impl Meta {
         Ok(())
     }
 
+    /// Records [`FORMAT_VERSION`] in the superblock, durably, if an older format is there:
+    /// called at mount once the log (the only part that changed) has been replayed and
+    /// emptied, so an older build then refuses the store instead of misreading new records.
+    pub fn upgrade_format(&self) -> Result<()> {
+        let current = self.superblock.get("format")?;
+        if current.as_deref() == Some(&FORMAT_VERSION.to_le_bytes()[..]) {
+            return Ok(());
+        }
+        let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
+        batch.insert(
+            &self.superblock,
+            "format",
+            FORMAT_VERSION.to_le_bytes().to_vec(),
+        );
+        batch.commit()?;
+        self.db.persist(PersistMode::SyncAll)?;
+        Ok(())
+    }
+
     /// Reads the layout of an existing store.
     pub fn read_layout(&self) -> Result<Layout> {
         let get = |key: &str| -> Result<u64> {
@@ -220,7 +242,7 @@ impl Meta {
             Ok(u64::from_le_bytes(bytes))
         };
         let format = get("format")?;
-        if format != FORMAT_VERSION {
+        if format != FORMAT_VERSION && !FORMAT_VERSIONS_UPGRADED.contains(&format) {
             return Err(StoreError::Metadata(format!(
                 "format {format} is not {FORMAT_VERSION}"
             )));

@@ -20,7 +20,7 @@ use crate::onode::{first_bad_block, Onode};
 use crate::types::{
     validate_collection, validate_names, CommitStats, ObjectStat, Statfs, Transaction,
 };
-use crate::wal::{Wal, DEVICE_FLUSHED};
+use crate::wal::Wal;
 use crate::write;
 
 /// Lock shards: objects hash onto them; a writer holds its objects' shards exclusively from
@@ -193,6 +193,7 @@ impl Store {
             )));
         }
         let wal = replay(&device, &meta, &layout).await?;
+        meta.upgrade_format()?;
         let scan = meta::scan(&meta, layout.checksum_block_bytes)?;
         let allocator = Allocator::from_allocated(
             layout.device_size_bytes,
@@ -577,12 +578,14 @@ impl Drop for Store {
 /// record, in log order:
 /// - records the database already took only give back their deferred data, if needed;
 /// - every other record's metadata changes are applied again;
-/// - from the last record marked `DEVICE_FLUSHED` on (the data of the records before it is
-///   known to be on the device), deferred data is written again, and the extents that the
-///   record's onodes reference for the first time are read and checked against their
-///   crc32c: the device flush of a batch runs beside the sync of its record, so after a
-///   crash a record can be durable while its data is not. Such a record was never
-///   acknowledged (the committer waits for both), nor was any later one: the log ends there.
+/// - from the largest `flushed_before` of the records on (the records before it, and their
+///   data, are known to be on the device), deferred data is written again, and the extents
+///   that the record's onodes reference for the first time are read and checked against
+///   their crc32c: the record and the data of a batch are made durable by one flush after
+///   both, and several batches' flushes run at once, so after a crash a record can be on
+///   the device while its data is not. Such a record was never acknowledged (a batch is
+///   answered after its flush and every earlier batch's), nor was any later one: the log
+///   ends there.
 ///
 /// Then flushes the device, persists the database and empties the log. Idempotent: a crash
 /// during it replays again.
@@ -601,16 +604,17 @@ async fn replay(device: &Arc<dyn Device>, meta: &Meta, layout: &Layout) -> Resul
     if records.is_empty() {
         return Ok(wal);
     }
-    let first_unflushed = records
+    let flushed_before = records
         .iter()
-        .rposition(|record| record.flags & DEVICE_FLUSHED != 0)
+        .map(|record| record.flushed_before)
+        .max()
         .unwrap_or(0);
     let mut rewritten = 0usize;
     let mut reapplied = 0usize;
     let mut dropped = 0usize;
     let total = records.len();
     for (index, record) in records.into_iter().enumerate() {
-        let unflushed = index >= first_unflushed;
+        let unflushed = record.sequence >= flushed_before;
         if unflushed {
             for (offset_bytes, data) in &record.deferred {
                 device.write_at(*offset_bytes, data).await?;

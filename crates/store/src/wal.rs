@@ -22,13 +22,18 @@
 //! the device, between 1 and 64 MiB); the allocator never hands it out. Records start at
 //! multiples of the device's block size (writes are whole blocks, for O_DIRECT), each
 //! `u32 magic | u32 payload length | u32 crc32c(payload) | payload`, zero padding after it;
-//! payload: `u64 generation | u64 sequence | u8 flags | u32 changes | per change: u8
+//! payload: `u64 generation | u64 sequence | u8 flags | [u64 flushed before] | u32 changes |
+//! per change: u8
 //! keyspace, u8 kind (0 remove, 1 insert), u32 key length, key, [u32 value length, value] |
 //! u32 deferred | per deferred write: u64 device offset, u32 length, data`. Reading stops at
 //! the first record that is short, has a bad magic or checksum, belongs to another
 //! generation than the first record or breaks the sequence: a torn tail is never applied.
-//! Flag 1 (`DEVICE_FLUSHED`): the device was flushed after every earlier record was written,
-//! so the data of every earlier record is on the device.
+//! Flag 2 (`FLUSHED_BEFORE`, set by every record since format 5): the `u64` after the flags
+//! is a sequence number S such that, when this record was written, a device flush had
+//! completed after the records before S (and their data) were written: only the records from
+//! S on may have a record or data that is not on the device. Several batches are flushed at
+//! once (see `commit`), so S is usually a few records back. Flag 1 (`DEVICE_FLUSHED`, format
+//! 4's records, still read): S is the record's own sequence.
 //!
 //! ## Old records after the end
 //! The region is rewritten from its start after every checkpoint: emptying the log zeroes
@@ -41,8 +46,8 @@
 //!   after a failed batch's record was taken back) cannot do once the store is poisoned.
 //!
 //! Recovery (at mount, see `replay`): metadata changes of the records newer than the sequence
-//! the database holds are applied again; deferred data of the records from the last
-//! `DEVICE_FLUSHED` one on is written again; then the device is flushed, the database
+//! the database holds are applied again; deferred data of the records from the largest
+//! `flushed before` on is written again; then the device is flushed, the database
 //! persisted and the log emptied. A checkpoint (database persisted, log emptied) also happens
 //! when the log passes half its region, and before a record that would not fit.
 
@@ -55,8 +60,10 @@ use crate::meta::{MetaBatch, Space};
 
 const MAGIC: u32 = 0x4c41_5753; // "SWAL" little endian
 const HEADER_BYTES: usize = 12;
-/// The device was flushed after every earlier record was written.
-pub(crate) const DEVICE_FLUSHED: u8 = 1;
+/// Format 4: the device was flushed after every earlier record was written.
+const DEVICE_FLUSHED: u8 = 1;
+/// A `u64` "flushed before" sequence follows the flags.
+const FLUSHED_BEFORE: u8 = 2;
 
 /// One change of a record: (keyspace, key, new value or `None` for a removal).
 pub(crate) type Change = (Space, Vec<u8>, Option<Vec<u8>>);
@@ -73,7 +80,9 @@ pub(crate) fn region_bytes_for(device_bytes: u64, block_bytes: u64) -> u64 {
 pub(crate) struct Record {
     pub generation: u64,
     pub sequence: u64,
-    pub flags: u8,
+    /// The records before this sequence, and their data, were on the device (flushed) when
+    /// this one was written; 0 when nothing was known to be.
+    pub flushed_before: u64,
     pub changes: Vec<Change>,
     pub deferred: Vec<(u64, Vec<u8>)>,
 }
@@ -244,7 +253,7 @@ pub(crate) fn encode_record(
     out: &mut Vec<u8>,
     generation: u64,
     sequence: u64,
-    flags: u8,
+    flushed_before: u64,
     changes: &MetaBatch,
     deferred: &[&(u64, Vec<u8>)],
 ) {
@@ -252,7 +261,8 @@ pub(crate) fn encode_record(
     out.extend_from_slice(&[0u8; HEADER_BYTES]);
     out.extend_from_slice(&generation.to_le_bytes());
     out.extend_from_slice(&sequence.to_le_bytes());
-    out.push(flags);
+    out.push(FLUSHED_BEFORE);
+    out.extend_from_slice(&flushed_before.to_le_bytes());
     out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
     for (space, key, value) in changes.iter() {
         out.push(space as u8);
@@ -349,6 +359,12 @@ fn decode_payload(payload: &[u8]) -> Option<Record> {
     let generation = reader.u64()?;
     let sequence = reader.u64()?;
     let flags = reader.u8()?;
+    let flushed_before = match flags {
+        0 => 0,
+        DEVICE_FLUSHED => sequence,
+        FLUSHED_BEFORE => reader.u64()?,
+        _ => return None,
+    };
     let count = reader.u32()? as usize;
     let mut changes = Vec::with_capacity(count.min(payload.len()));
     for _ in 0..count {
@@ -374,7 +390,7 @@ fn decode_payload(payload: &[u8]) -> Option<Record> {
     Some(Record {
         generation,
         sequence,
-        flags,
+        flushed_before,
         changes,
         deferred,
     })
@@ -413,7 +429,7 @@ mod tests {
                         0..5,
                     ),
                     prop::collection::vec((any::<u64>(), prop::collection::vec(any::<u8>(), 0..16)), 0..3),
-                    any::<bool>(),
+                    any::<u64>(),
                 ),
                 1..6,
             ),
@@ -424,20 +440,19 @@ mod tests {
             let mut starts = Vec::new();
             let mut expected = Vec::new();
             let mut out = Vec::new();
-            for (number, (changes, deferred, flushed)) in records.iter().enumerate() {
+            for (number, (changes, deferred, flushed_before)) in records.iter().enumerate() {
                 let changes: Vec<_> = changes
                     .iter()
                     .map(|((space, key), value)| (*space, key.clone(), value.clone()))
                     .collect();
-                let flags = if *flushed { DEVICE_FLUSHED } else { 0 };
                 let deferred_refs: Vec<_> = deferred.iter().collect();
-                encode_record(&mut out, 3, 7 + number as u64, flags, &batch(&changes), &deferred_refs);
+                encode_record(&mut out, 3, 7 + number as u64, *flushed_before, &batch(&changes), &deferred_refs);
                 starts.push(log.len());
                 log.extend_from_slice(&out);
                 expected.push(Record {
                     generation: 3,
                     sequence: 7 + number as u64,
-                    flags,
+                    flushed_before: *flushed_before,
                     changes,
                     deferred: deferred.clone(),
                 });
@@ -455,6 +470,36 @@ mod tests {
             prop_assert_eq!(decoded.len(), damaged_record);
             prop_assert_eq!(&decoded[..], &expected[..damaged_record]);
         }
+    }
+
+    /// Format 4 wrote a flags byte only (1: flushed after every earlier record); a mount of
+    /// such a store after a crash still reads its records.
+    #[test]
+    fn format_4_records_still_read() {
+        let mut changes = MetaBatch::default();
+        changes.insert(Space::Objects, b"key".to_vec(), b"value".to_vec());
+        let mut log = Vec::new();
+        let mut out = Vec::new();
+        for (sequence, old_flags) in [(9u64, 0u8), (10, DEVICE_FLUSHED), (11, 0)] {
+            encode_record(&mut out, 4, sequence, 0, &changes, &[]);
+            // Format 4's layout: the flags byte without the u64 after it.
+            let flags_at = HEADER_BYTES + 16;
+            let mut payload = out[HEADER_BYTES..flags_at].to_vec();
+            payload.push(old_flags);
+            payload.extend_from_slice(&out[flags_at + 9..]);
+            log.extend_from_slice(&MAGIC.to_le_bytes());
+            log.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            log.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+            log.extend_from_slice(&payload);
+        }
+        let (decoded, end) = decode_records(&log, 1);
+        assert_eq!(end, log.len());
+        let flushed: Vec<(u64, u64)> = decoded
+            .iter()
+            .map(|record| (record.sequence, record.flushed_before))
+            .collect();
+        assert_eq!(flushed, vec![(9, 0), (10, 10), (11, 0)]);
+        assert_eq!(decoded[2].changes, decoded[0].changes);
     }
 
     #[test]

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use device::{
-    Device, FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice, MemoryDevice, OpKind,
+    Device, DeviceError, FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice,
+    MemoryDevice, OpKind,
 };
-use store::{CommitStats, ObjectId, Store, StoreConfig, Transaction};
+use store::{CommitStats, ObjectId, Store, StoreConfig, StoreError, Transaction};
 
 const MIB: u64 = 1 << 20;
 
@@ -110,4 +111,193 @@ async fn deferred_copies_ride_in_the_batch_that_flushes_once() {
         "the log is on the device: one flush per batch, deferred or not"
     );
     assert!(stats.batches >= 1);
+}
+
+/// A device whose flushes take `flush_ms` and that counts how many run at once.
+struct OverlapCountingDevice {
+    inner: MemoryDevice,
+    flush_ms: u64,
+    flushing: std::sync::atomic::AtomicU64,
+    flushing_max: std::sync::atomic::AtomicU64,
+}
+
+impl OverlapCountingDevice {
+    fn new(flush_ms: u64) -> Self {
+        Self {
+            inner: MemoryDevice::new("mem", 64 * MIB).expect("device"),
+            flush_ms,
+            flushing: Default::default(),
+            flushing_max: Default::default(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Device for OverlapCountingDevice {
+    async fn read_at(&self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        self.inner.read_at(offset_bytes, buffer).await
+    }
+    async fn write_at(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.inner.write_at(offset_bytes, data).await
+    }
+    async fn flush(&self) -> Result<(), DeviceError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.flushing.fetch_add(1, SeqCst) + 1;
+        self.flushing_max.fetch_max(now, SeqCst);
+        // A blocking sleep: the store flushes from threads of its own, never from a task.
+        std::thread::sleep(std::time::Duration::from_millis(self.flush_ms));
+        self.flushing.fetch_sub(1, SeqCst);
+        self.inner.flush().await
+    }
+    async fn discard(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError> {
+        self.inner.discard(offset_bytes, length_bytes).await
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn block_size_bytes(&self) -> u64 {
+        self.inner.block_size_bytes()
+    }
+    fn name(&self) -> &str {
+        "overlap-counting"
+    }
+    fn kind(&self) -> device::DeviceKind {
+        self.inner.kind()
+    }
+    fn stats(&self) -> device::DeviceStats {
+        self.inner.stats()
+    }
+}
+
+/// 16 writers, each writing its objects one after another: with slow flushes, the batches
+/// formed while one flushes are sealed and flushed beside it, up to `flushes_in_flight_max`
+/// at once, and never more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushes_of_later_batches_run_beside_earlier_ones_up_to_the_limit() {
+    for (in_flight_max, expected) in [(1u64, 1..=1u64), (4, 2..=4)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let device = Arc::new(OverlapCountingDevice::new(10));
+        let config = StoreConfig {
+            flushes_in_flight_max: in_flight_max as usize,
+            ..StoreConfig::default()
+        };
+        let store = Arc::new(
+            Store::create(
+                Arc::clone(&device) as Arc<dyn Device>,
+                dir.path().join("meta"),
+                config,
+            )
+            .await
+            .expect("create"),
+        );
+        let writers: Vec<_> = (0..16)
+            .map(|writer| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    for step in 0..5 {
+                        let mut transaction = Transaction::new(1);
+                        let id = ObjectId::new("1.0", format!("object-{writer}-{step}"));
+                        transaction.write_full(&id, vec![writer as u8; 4096]);
+                        store.apply(transaction).await.expect("apply");
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.expect("join");
+        }
+        let overlapped = device
+            .flushing_max
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            expected.contains(&overlapped),
+            "{overlapped} flushes at once with flushes_in_flight_max {in_flight_max}"
+        );
+        for writer in 0..16u8 {
+            let data = store
+                .read("1.0", &format!("object-{writer}-4"), 0, 4096)
+                .await
+                .expect("read");
+            assert_eq!(data, vec![writer; 4096]);
+        }
+        Arc::into_inner(store)
+            .expect("last handle")
+            .shutdown()
+            .await
+            .expect("shutdown");
+    }
+}
+
+/// A flush that fails while later batches are sealed or flushing behind it: that batch and
+/// every later one fail (their records, after the failed one's, are taken back with it), the
+/// earlier ones were acknowledged, and after a remount exactly the acknowledged objects
+/// exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_flush_fails_every_batch_behind_it_and_only_those() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = dir.path().join("meta");
+    let memory: Arc<dyn Device> = Arc::new(MemoryDevice::new("mem", 64 * MIB).expect("device"));
+    let slow = FaultRule {
+        op: Some(OpKind::Flush),
+        trigger: FaultTrigger::Always,
+        fault: FaultKind::LatencySpike { duration_us: 5_000 },
+        times: None,
+    };
+    let device = Arc::new(FaultyDevice::new(
+        "fails-one-flush",
+        memory,
+        FaultConfig {
+            rules: vec![FaultRule::fail_nth(OpKind::Flush, 6), slow],
+            ..FaultConfig::default()
+        },
+    ));
+    let store = Arc::new(
+        Store::create(
+            Arc::clone(&device) as Arc<dyn Device>,
+            &meta,
+            StoreConfig::default(),
+        )
+        .await
+        .expect("create"),
+    );
+    let acknowledged = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let writers: Vec<_> = (0..16)
+        .map(|writer| {
+            let store = Arc::clone(&store);
+            let acknowledged = Arc::clone(&acknowledged);
+            tokio::spawn(async move {
+                for step in 0.. {
+                    let name = format!("object-{writer}-{step}");
+                    let mut transaction = Transaction::new(1);
+                    transaction.write_full(&ObjectId::new("1.0", name.clone()), vec![7; 4096]);
+                    match store.apply(transaction).await {
+                        Ok(()) => acknowledged.lock().expect("lock").push(name),
+                        Err(StoreError::Poisoned) => return step,
+                        Err(other) => panic!("{other}"),
+                    }
+                }
+                unreachable!()
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.expect("join");
+    }
+    assert!(store.is_poisoned());
+    let mut acknowledged = acknowledged.lock().expect("lock").clone();
+    assert!(!acknowledged.is_empty());
+    drop(Arc::into_inner(store).expect("last handle"));
+    device.set_config(FaultConfig::default());
+    let store = Store::open(
+        Arc::clone(&device) as Arc<dyn Device>,
+        &meta,
+        StoreConfig::default(),
+    )
+    .await
+    .expect("reopen");
+    let mut present = store.list("1.0", None, usize::MAX).await.expect("list");
+    acknowledged.sort();
+    present.sort();
+    assert_eq!(present, acknowledged);
+    store.check_consistency().expect("consistent");
 }
