@@ -1,15 +1,21 @@
-//! The committer: group commit of prepared transactions, in three stages on threads of their
+//! The committer: group commit of prepared transactions, in two stages on threads of their
 //! own, each batch moving through them in order:
-//! 1. the flusher takes whatever transactions are queued (up to `batch_transactions_max`, a
-//!    batch) and makes their write-behind writes (adjacent extents as one write);
-//! 2. the committer (`seal`) encodes all the batch's metadata changes (and the data of
-//!    deferred writes) as one record and appends it to the write-ahead log, which lives on
-//!    the same device (`wal.rs`);
-//! 3. one of `flushes_in_flight_max` sync threads (`finish`) flushes the device once, which
-//!    makes the batch's data (written before) and its record durable; then, in batch order,
-//!    it applies the changes to the metadata database without a sync, returns the extents
-//!    the batch freed to the allocator, updates the counters, answers the callers and
-//!    releases their object locks.
+//! 1. the writer takes whatever transactions are queued (up to `batch_transactions_max`, a
+//!    batch) and seals it (`seal`): it encodes all the batch's metadata changes (and the
+//!    data of deferred writes) as one record of the write-ahead log, which lives on the same
+//!    device (`wal.rs`), and writes that record (on the log writer's thread) while it makes
+//!    the batch's write-behind writes (adjacent extents as one write);
+//! 2. one of `flushes_in_flight_max` sync threads (`finish`) flushes the device once, which
+//!    makes the batch's data and its record durable; then, in batch order, it applies the
+//!    changes to the metadata database without a sync, returns the extents the batch freed
+//!    to the allocator, updates the counters, answers the callers and releases their object
+//!    locks.
+//!
+//! Why the record beside the data: the two writes need not be ordered (a mount checks the
+//! data of every record whose flush may not have completed), and one after the other they
+//! were two write latencies of a batch's path (`examples/bench_cluster.rs --replicas 1`,
+//! alternating: 27.3k and 29.9k writes/s against 23.3k and 27.3k with a flusher thread
+//! writing the data before a committer thread wrote the record).
 //!
 //! Why several flushes at once: a flush here takes 100-1000 µs, a 4 KiB write 50-100. With
 //! one flush at a time the committer waited for each, so a batch was all the writes that
@@ -30,7 +36,7 @@
 //!   earlier record with deferred data for it, was flushed;
 //! - a checkpoint (database persisted, log emptied) first waits for every batch in flight.
 //!
-//! A failure in 2 or 3 poisons the store: the batch's callers get the error, later writes get
+//! A failure to write a record, flush or commit poisons the store: the batch's callers get the error, later writes get
 //! `Poisoned`, because what reached the media is unknown.
 
 use std::collections::BTreeMap;
@@ -100,7 +106,7 @@ pub(crate) struct Pending {
     /// (device offset, data) of every extent it wrote, when it is small enough to defer;
     /// empty otherwise.
     pub deferred: Vec<(u64, Vec<u8>)>,
-    /// (device offset, data) of the extents it left to the flusher to write (write-behind).
+    /// (device offset, data) of the extents it left to the writer stage (write-behind).
     pub writes: Vec<(u64, Vec<u8>)>,
     pub deltas: Deltas,
     /// The object locks, released after the answer.
@@ -112,65 +118,44 @@ pub(crate) struct Pending {
     pub reply: Option<oneshot::Sender<Result<()>>>,
 }
 
-/// Starts the commit stages; the returned thread (the flusher) ends when every sender of
+/// Starts the commit stages; the returned thread (the writer) ends when every sender of
 /// `queue` is gone, the queue is drained and every batch has been answered.
 pub(crate) fn spawn(
     inner: Arc<Inner>,
     queue: mpsc::Receiver<Pending>,
     runtime: tokio::runtime::Handle,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    // A rendezvous: the writes of batch N + 1 overlap the sealing of batch N, but the flusher
-    // takes batch N + 2 only once the committer took N + 1. With a slot for one more batch,
-    // three batches were in flight and each held fewer transactions: 3.4 per batch against
-    // 4.7, and 220-260 µs of CPU per replicated 4 KiB write against 185-210
-    // (`bench_cluster --replicas 3 --concurrency 16`, back-to-back runs), the commit's fixed
-    // cost being most of a small batch's.
-    let (stage, flushed) = std::sync::mpsc::sync_channel::<Flushed>(0);
-    // Another rendezvous: a sealed batch waits for a free sync thread, so at most
-    // `flushes_in_flight_max` flushes run at once and the committer stops sealing meanwhile.
+    // A rendezvous: a sealed batch waits for a free sync thread, so at most
+    // `flushes_in_flight_max` flushes run at once and the writer stops sealing meanwhile.
     let (to_sync, sealed) = std::sync::mpsc::sync_channel::<Sealed>(0);
     let sealed = Arc::new(Mutex::new(sealed));
     let pipeline = Arc::new(Pipeline::default());
-    let mut syncers = Vec::with_capacity(inner.config.flushes_in_flight_max);
+    let mut threads = Vec::with_capacity(inner.config.flushes_in_flight_max + 1);
     for index in 0..inner.config.flushes_in_flight_max {
         let inner = Arc::clone(&inner);
         let sealed = Arc::clone(&sealed);
         let pipeline = Arc::clone(&pipeline);
         let runtime = runtime.clone();
-        syncers.push(
+        threads.push(
             std::thread::Builder::new()
                 .name(format!("store-sync-{index}"))
                 .spawn(move || run_syncer(&inner, &sealed, &pipeline, &runtime))?,
         );
     }
-    let committer = {
-        let inner = Arc::clone(&inner);
-        let runtime = runtime.clone();
-        std::thread::Builder::new()
-            .name("store-commit".into())
-            .spawn(move || {
-                run_committer(&inner, flushed, to_sync, &pipeline, &runtime);
-                for syncer in syncers {
-                    let _ = syncer.join();
-                }
-            })?
-    };
+    let (record_writer, record_thread) = RecordWriter::start(&inner, &runtime)?;
+    threads.push(record_thread);
     std::thread::Builder::new()
-        .name("store-flush".into())
+        .name("store-commit".into())
         .spawn(move || {
-            run_flusher(&inner, queue, &runtime, stage);
-            let _ = committer.join();
+            run_writer(&inner, queue, &record_writer, to_sync, &pipeline, &runtime);
+            drop(record_writer);
+            for thread in threads {
+                let _ = thread.join();
+            }
         })
 }
 
-/// A batch leaving stage 1.
-struct Flushed {
-    batch: Vec<Pending>,
-    /// The store was poisoned before the batch: it is refused.
-    refused: bool,
-}
-
-/// A batch whose record is written, on its way to its flush (stage 3).
+/// A batch whose data and record are written, on its way to its flush (stage 2).
 struct Sealed {
     batch: Vec<Pending>,
     /// Its place in the pipeline: batches finish in ticket order.
@@ -186,47 +171,64 @@ struct Sealed {
     release_held: bool,
 }
 
-/// Stage 1: takes what is queued (a batch), makes its write-behind writes and hands it to
-/// the committer.
-fn run_flusher(
-    inner: &Inner,
-    mut queue: mpsc::Receiver<Pending>,
-    runtime: &tokio::runtime::Handle,
-    stage: std::sync::mpsc::SyncSender<Flushed>,
-) {
-    let batch_max = inner.config.batch_transactions_max;
-    while let Some(first) = queue.blocking_recv() {
-        let mut batch: Vec<Pending> = Vec::with_capacity(batch_max.min(64));
-        batch.push(first);
-        while batch.len() < batch_max {
-            match queue.try_recv() {
-                Ok(pending) => batch.push(pending),
-                Err(_) => break,
-            }
-        }
-        let refused = inner.poisoned.load(Ordering::Acquire);
-        if !refused {
-            write_behind(inner, runtime, &mut batch);
-            if batch.is_empty() {
-                continue;
-            }
-        }
-        if stage.send(Flushed { batch, refused }).is_err() {
-            return;
-        }
+/// Writes log records on a thread of its own, so that the writer stage writes a batch's
+/// data beside its record (one hop each way, no runtime in between).
+struct RecordWriter {
+    requests: std::sync::mpsc::Sender<wal::PlacedRecord>,
+    results: std::sync::mpsc::Receiver<(wal::PlacedRecord, DeviceResult)>,
+}
+
+type DeviceResult = std::result::Result<(), device::DeviceError>;
+
+impl RecordWriter {
+    fn start(
+        inner: &Arc<Inner>,
+        runtime: &tokio::runtime::Handle,
+    ) -> std::io::Result<(RecordWriter, std::thread::JoinHandle<()>)> {
+        let (requests, requested) = std::sync::mpsc::channel::<wal::PlacedRecord>();
+        let (answer, results) = std::sync::mpsc::channel();
+        let device = Arc::clone(&inner.device);
+        let runtime = runtime.clone();
+        let thread = std::thread::Builder::new()
+            .name("store-log".into())
+            .spawn(move || {
+                for placed in requested {
+                    let written = device.write_blocking(
+                        placed.offset_bytes,
+                        placed.buffer.as_slice(),
+                        &runtime,
+                    );
+                    if answer.send((placed, written)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok((RecordWriter { requests, results }, thread))
+    }
+
+    /// Writes a placed record; [`RecordWriter::wait`] gives it back with the outcome.
+    fn begin(&self, placed: wal::PlacedRecord) -> std::result::Result<(), wal::PlacedRecord> {
+        self.requests.send(placed).map_err(|unsent| unsent.0)
+    }
+
+    /// The outcome of the write [`RecordWriter::begin`] started.
+    fn wait(&self) -> Option<(wal::PlacedRecord, DeviceResult)> {
+        self.results.recv().ok()
     }
 }
 
 /// Adjacent write-behind extents are joined into one device write of at most this many bytes.
 const RUN_BYTES_MAX: usize = 1 << 20;
 
-/// Makes the device writes the batch's transactions left to the flusher (write-behind), on
+/// Makes the device writes the batch's transactions left to the writer (write-behind), on
 /// this thread, extents that follow each other on the device as one write (the allocator
-/// hands out neighbouring space to transactions prepared one after another). A transaction
-/// whose data cannot be written is answered with the error and leaves the batch (dropping it
-/// gives its fresh extents back and releases its locks); the others go on, as when `apply`
-/// made its own writes.
-fn write_behind(inner: &Inner, runtime: &tokio::runtime::Handle, batch: &mut Vec<Pending>) {
+/// hands out neighbouring space to transactions prepared one after another). Returns, per
+/// transaction, the error that kept its data from the device, if any (empty if none did).
+fn write_behind(
+    inner: &Inner,
+    runtime: &tokio::runtime::Handle,
+    batch: &[Pending],
+) -> Vec<Option<StoreError>> {
     // (device offset, transaction, write) of every extent to write, in device order.
     let mut pieces: Vec<(u64, usize, usize)> = Vec::new();
     for (transaction, pending) in batch.iter().enumerate() {
@@ -235,7 +237,7 @@ fn write_behind(inner: &Inner, runtime: &tokio::runtime::Handle, batch: &mut Vec
         }
     }
     if pieces.is_empty() {
-        return;
+        return Vec::new();
     }
     pieces.sort_unstable();
     let data = |&(_, transaction, write): &(u64, usize, usize)| -> &[u8] {
@@ -277,18 +279,9 @@ fn write_behind(inner: &Inner, runtime: &tokio::runtime::Handle, batch: &mut Vec
         start = end;
     }
     if failed.iter().all(Option::is_none) {
-        return;
+        return Vec::new();
     }
-    let mut failed = failed.into_iter();
-    batch.retain_mut(|pending| match failed.next().flatten() {
-        None => true,
-        Some(error) => {
-            if let Some(reply) = pending.reply.take() {
-                let _ = reply.send(Err(error));
-            }
-            false
-        }
-    });
+    failed
 }
 
 /// The order of stage 3: which ticket finishes next, and what is known flushed.
@@ -340,23 +333,41 @@ impl Pipeline {
     }
 }
 
-/// Stage 2: seals each batch (its record written) and hands it to a sync thread.
-fn run_committer(
+/// Stage 1: takes whatever transactions are queued (a batch), seals it (writes its data and
+/// its record) and hands it to a sync thread.
+fn run_writer(
     inner: &Inner,
-    flushed: std::sync::mpsc::Receiver<Flushed>,
+    mut queue: mpsc::Receiver<Pending>,
+    record_writer: &RecordWriter,
     to_sync: std::sync::mpsc::SyncSender<Sealed>,
     pipeline: &Pipeline,
     runtime: &tokio::runtime::Handle,
 ) {
+    let batch_max = inner.config.batch_transactions_max;
     let mut state = CommitterState::default();
-    for Flushed { mut batch, refused } in flushed {
-        let sealed = if refused || inner.poisoned.load(Ordering::Acquire) {
-            Err(StoreError::Poisoned)
-        } else {
-            seal(inner, &mut batch, &mut state, pipeline, runtime)
-        };
-        match sealed {
-            Ok(sealed) => {
+    while let Some(first) = queue.blocking_recv() {
+        let mut batch: Vec<Pending> = Vec::with_capacity(batch_max.min(64));
+        batch.push(first);
+        while batch.len() < batch_max {
+            match queue.try_recv() {
+                Ok(pending) => batch.push(pending),
+                Err(_) => break,
+            }
+        }
+        if inner.poisoned.load(Ordering::Acquire) {
+            answer(batch, &Err(StoreError::Poisoned));
+            continue;
+        }
+        match seal(
+            inner,
+            &mut batch,
+            &mut state,
+            record_writer,
+            pipeline,
+            runtime,
+        ) {
+            Ok(None) => {}
+            Ok(Some(sealed)) => {
                 state.sent += 1;
                 if let Err(returned) = to_sync.send(sealed) {
                     // The sync threads are gone (they never return early): refuse it.
@@ -371,7 +382,7 @@ fn run_committer(
     }
 }
 
-/// Stage 3: flushes the device for a sealed batch, then, in turn, applies, frees, counts and
+/// Stage 2: flushes the device for a sealed batch, then, in turn, applies, frees, counts and
 /// answers.
 fn run_syncer(
     inner: &Inner,
@@ -496,41 +507,65 @@ fn checkpoint(
     Ok(())
 }
 
-/// Stages a batch's metadata changes and writes its log record.
+/// A batch's metadata changes, ready for its record.
+struct Staged {
+    changes: meta::MetaBatch,
+    /// Change of omap bytes, in total and per (transaction, collection) where not zero.
+    omap_delta: i64,
+    omap_deltas: Vec<(usize, String, i64)>,
+}
+
+/// Stages the metadata changes of a batch whose record gets `sequence` (the transactions'
+/// onodes and omap changes, and the log sequence the database will have applied).
+fn stage(inner: &Inner, batch: &[Pending], sequence: u64) -> Result<Staged> {
+    let mut staged = Staged {
+        changes: meta::MetaBatch::default(),
+        omap_delta: 0,
+        omap_deltas: Vec::new(),
+    };
+    for (index, pending) in batch.iter().enumerate() {
+        for update in &pending.updates {
+            match &update.onode {
+                Some(bytes) => {
+                    staged
+                        .changes
+                        .insert(Space::Objects, update.key.clone(), bytes.clone())
+                }
+                None => staged.changes.remove(Space::Objects, update.key.clone()),
+            }
+            let delta = stage_omap(inner, &mut staged.changes, update)?;
+            staged.omap_delta += delta;
+            if delta != 0 {
+                staged
+                    .omap_deltas
+                    .push((index, update.collection.clone(), delta));
+            }
+        }
+    }
+    staged.changes.insert(
+        Space::Super,
+        WAL_SEQUENCE_KEY.to_vec(),
+        sequence.to_le_bytes().to_vec(),
+    );
+    Ok(staged)
+}
+
+/// Writes a batch's data and its log record, at once: the record goes to the log writer's
+/// thread while this one makes the batch's write-behind writes. Neither needs the other
+/// first, since a mount checks the data of every record whose flush may not have completed.
+/// A transaction whose data cannot be written is answered with the error and leaves the
+/// batch (dropping it gives its fresh extents back and releases its locks), and the record
+/// is written again over itself without it: nothing after it exists yet. `None`: every
+/// transaction failed.
 fn seal(
     inner: &Inner,
     batch: &mut Vec<Pending>,
     state: &mut CommitterState,
+    record_writer: &RecordWriter,
     pipeline: &Pipeline,
     runtime: &tokio::runtime::Handle,
-) -> Result<Sealed> {
-    let mut omap_delta = 0i64;
-    let mut changes = meta::MetaBatch::default();
-    for pending in batch.iter_mut() {
-        for update in &mut pending.updates {
-            let omap_before = omap_delta;
-            match update.onode.take() {
-                Some(bytes) => changes.insert(Space::Objects, update.key.clone(), bytes),
-                None => changes.remove(Space::Objects, update.key.clone()),
-            }
-            omap_delta += stage_omap(inner, &mut changes, update)?;
-            let delta = omap_delta - omap_before;
-            if delta != 0 {
-                pending
-                    .deltas
-                    .collections
-                    .entry(update.collection.clone())
-                    .or_default()
-                    .metadata_bytes += delta;
-            }
-        }
-    }
+) -> Result<Option<Sealed>> {
     let durable = inner.config.durable;
-    let deferred: Vec<&(u64, Vec<u8>)> = if durable {
-        batch.iter().flat_map(|p| p.deferred.iter()).collect()
-    } else {
-        Vec::new()
-    };
     let half_full = {
         let log = inner.wal();
         log.len_bytes() > log.region_bytes() / 2
@@ -545,28 +580,29 @@ fn seal(
         return Err(StoreError::Poisoned);
     }
     let sequence = log.next_sequence;
-    changes.insert(
-        Space::Super,
-        WAL_SEQUENCE_KEY.to_vec(),
-        sequence.to_le_bytes().to_vec(),
-    );
-    let encode = |buffer: &mut Vec<u8>, generation: u64| {
+    let mut staged = stage(inner, batch, sequence)?;
+    let encode = |buffer: &mut Vec<u8>, generation: u64, staged: &Staged, batch: &[Pending]| {
+        let deferred: Vec<&(u64, Vec<u8>)> = if durable {
+            batch.iter().flat_map(|p| p.deferred.iter()).collect()
+        } else {
+            Vec::new()
+        };
         let flushed_before = pipeline.flushed_before();
         wal::encode_record(
             buffer,
             generation,
             sequence,
             flushed_before,
-            &changes,
+            &staged.changes,
             &deferred,
         );
     };
-    encode(&mut state.buffer, log.generation);
+    encode(&mut state.buffer, log.generation, &staged, batch);
     if !log.fits(state.buffer.len()) {
         drop(log);
         checkpoint(inner, state, pipeline, runtime)?;
         log = inner.wal();
-        encode(&mut state.buffer, log.generation);
+        encode(&mut state.buffer, log.generation, &staged, batch);
         if !log.fits(state.buffer.len()) {
             return Err(StoreError::metadata(format!(
                 "the batch's {}-byte metadata record exceeds the {}-byte metadata log",
@@ -576,35 +612,91 @@ fn seal(
         }
     }
     let record_start_bytes = log.len_bytes();
+    let gone = || {
+        device::DeviceError::io(
+            "metadata log write",
+            std::io::Error::other("the log writer thread is gone"),
+        )
+    };
+    let (mut placed, first, failed) = match record_writer.begin(log.place(&state.buffer)?) {
+        Ok(()) => {
+            let failed = write_behind(inner, runtime, batch);
+            let (placed, written) = record_writer.wait().ok_or_else(gone)?;
+            (placed, written, failed)
+        }
+        Err(unsent) => (unsent, Err(gone()), write_behind(inner, runtime, batch)),
+    };
+    // `None`: the record must be written (again).
+    let mut written = Some(first);
+    if !failed.is_empty() {
+        let mut failed = failed.into_iter();
+        batch.retain_mut(|pending| match failed.next().flatten() {
+            None => true,
+            Some(error) => {
+                if let Some(reply) = pending.reply.take() {
+                    let _ = reply.send(Err(error));
+                }
+                false
+            }
+        });
+        if batch.is_empty() {
+            // The record stays unreferenced behind the end: the next batch's goes over it.
+            return Ok(None);
+        }
+        staged = stage(inner, batch, sequence)?;
+        encode(&mut state.buffer, log.generation, &staged, batch);
+        placed = log.place(&state.buffer)?;
+        written = None;
+    }
     // A failed (or torn) record write is written again over itself: nothing after it exists
     // yet, and until the flush nothing of it counts. Only a device that keeps failing
     // poisons the store.
     let mut attempts = 0;
-    while let Err(error) = log.append_blocking(&state.buffer, runtime) {
-        attempts += 1;
-        if attempts >= RECORD_WRITE_ATTEMPTS {
-            return Err(error);
+    loop {
+        match written.take() {
+            Some(Ok(())) => break,
+            Some(Err(error)) => {
+                attempts += 1;
+                if attempts >= RECORD_WRITE_ATTEMPTS {
+                    return Err(error.into());
+                }
+                tracing::warn!(%error, attempts, "metadata log write failed; writing it again");
+            }
+            None => {}
         }
-        tracing::warn!(%error, attempts, "metadata log write failed; writing it again");
+        written = Some(inner.device.write_blocking(
+            placed.offset_bytes,
+            placed.buffer.as_slice(),
+            runtime,
+        ));
     }
+    log.advance(&placed);
     log.next_sequence += 1;
     drop(log);
-    if !durable {
-        state.records += deferred.len() as u64;
+    for (index, collection, delta) in staged.omap_deltas.drain(..) {
+        batch[index]
+            .deltas
+            .collections
+            .entry(collection)
+            .or_default()
+            .metadata_bytes += delta;
     }
-    drop(deferred);
-    Ok(Sealed {
+    if !durable {
+        let deferred: usize = batch.iter().map(|p| p.deferred.len()).sum();
+        state.records += deferred as u64;
+    }
+    Ok(Some(Sealed {
         batch: std::mem::take(batch),
         ticket: state.sent,
         sequence,
         record_start_bytes,
-        changes,
-        omap_delta,
+        changes: staged.changes,
+        omap_delta: staged.omap_delta,
         release_held: durable || state.records == 0,
-    })
+    }))
 }
 
-/// Stage 3 of a sealed batch, in its turn, after its flush (`flushed`): on success makes the
+/// Stage 2 of a sealed batch, in its turn, after its flush (`flushed`): on success makes the
 /// batch visible (database, onode cache), frees what it freed and updates the counters; a
 /// failed flush takes the batch's record back.
 fn finish(

@@ -37,7 +37,8 @@ pub struct StoreConfig {
     /// flush when the log was a file of its own). Kept for experiments.
     pub deferred_write_bytes_max: u64,
     /// Transactions writing at most this many data bytes leave their device writes to the
-    /// flusher thread, which makes them (adjacent extents of a batch as one write) just before
+    /// committer's writer thread, which makes them (adjacent extents of a batch as one write,
+    /// beside the batch's log record) just before
     /// the batch's flush: no hop to the device's I/O threads and back per write. Larger ones
     /// write from `apply`, in parallel. 0 turns it off. Default 65536.
     pub write_behind_bytes_max: u64,

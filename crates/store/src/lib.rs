@@ -23,11 +23,11 @@
 //!    extents: a partial overwrite reads the old allocation unit, verifies it, merges and
 //!    writes the unit elsewhere. No committed byte is overwritten in place.
 //!    A small transaction (at most `write_behind_bytes_max` data bytes) only allocates and
-//!    checksums here and leaves its device writes to the flusher (**write-behind**).
-//! 2. The prepared transaction goes to a bounded queue. A flusher thread takes every queued
-//!    transaction (a batch) and makes the batch's write-behind writes on its own thread
-//!    (neighbouring extents as one write); a committer thread then writes all their metadata
-//!    as **one log record** on the device and hands the batch to one of
+//!    checksums here and leaves its device writes to the committer (**write-behind**).
+//! 2. The prepared transaction goes to a bounded queue. The committer's writer thread takes
+//!    every queued transaction (a batch), makes the batch's write-behind writes on its own
+//!    thread (neighbouring extents as one write) and, at the same time, writes all their
+//!    metadata as **one log record** on the device; it then hands the batch to one of
 //!    `flushes_in_flight_max` sync threads, which **flushes the device once** for it: the
 //!    flush makes the batch's data and its record durable together. Many small writes share
 //!    one flush, a small write costs no hop to the device's I/O threads, and the flushes of

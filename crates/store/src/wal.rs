@@ -75,6 +75,12 @@ pub(crate) fn region_bytes_for(device_bytes: u64, block_bytes: u64) -> u64 {
     wanted / block_bytes.max(1) * block_bytes.max(1)
 }
 
+/// A record's padded bytes and the device offset they go to (see [`Wal::place`]).
+pub(crate) struct PlacedRecord {
+    pub offset_bytes: u64,
+    pub buffer: AlignedBuffer,
+}
+
 /// One decoded record.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Record {
@@ -180,12 +186,24 @@ impl Wal {
 
     /// Writes an encoded record (see [`encode_record`]) after the valid ones, from a thread
     /// that may block; it is durable after the device's next flush. The caller checked
-    /// [`Wal::fits`].
+    /// [`Wal::fits`]. (The committer writes records itself: [`Wal::place`].)
+    #[cfg(test)]
     pub fn append_blocking(
         &mut self,
         record: &[u8],
         runtime: &tokio::runtime::Handle,
     ) -> Result<()> {
+        let placed = self.place(record)?;
+        self.device
+            .write_blocking(placed.offset_bytes, placed.buffer.as_slice(), runtime)?;
+        self.advance(&placed);
+        Ok(())
+    }
+
+    /// Where an encoded record goes after the valid ones (a device offset) and the
+    /// block-padded bytes to write there, for a caller that writes them itself (beside other
+    /// writes) and then calls [`Wal::advance`].
+    pub fn place(&self, record: &[u8]) -> Result<PlacedRecord> {
         let padded = self.padded(record.len());
         if self.end_bytes + padded > self.region_bytes {
             return Err(StoreError::metadata(format!(
@@ -196,14 +214,15 @@ impl Wal {
             )));
         }
         let zeros = vec![0u8; (padded - record.len() as u64) as usize];
-        let buffer = AlignedBuffer::gathered(&[record, &zeros], self.block_bytes as usize);
-        self.device.write_blocking(
-            self.start_bytes + self.end_bytes,
-            buffer.as_slice(),
-            runtime,
-        )?;
-        self.end_bytes += padded;
-        Ok(())
+        Ok(PlacedRecord {
+            offset_bytes: self.start_bytes + self.end_bytes,
+            buffer: AlignedBuffer::gathered(&[record, &zeros], self.block_bytes as usize),
+        })
+    }
+
+    /// Takes a placed record, written, into the log: the next one goes after it.
+    pub fn advance(&mut self, placed: &PlacedRecord) {
+        self.end_bytes += placed.buffer.as_slice().len() as u64;
     }
 
     /// Cuts the log back to `end_bytes` (the length before a record whose batch failed),

@@ -223,11 +223,11 @@ struct Context<'a> {
     freed: &'a mut Vec<DeviceExtent>,
     /// Copies of the data written so far, while the transaction is small enough to defer.
     deferred: &'a mut Option<Deferred>,
-    /// Device writes left to the flusher.
+    /// Device writes left to the committer's writer.
     behind: &'a mut Behind,
 }
 
-/// The device writes of a small transaction, made by the flusher before its batch's flush.
+/// The device writes of a small transaction, made by the committer's writer before its batch's flush.
 struct Behind {
     budget_bytes: u64,
     /// (device offset, data), not yet on the device.
@@ -235,7 +235,7 @@ struct Behind {
 }
 
 /// Reads `[start, end)` of an object being changed: the writes this transaction left to the
-/// flusher are made first, so a unit it wrote earlier reads back as written.
+/// writer are made first, so a unit it wrote earlier reads back as written.
 async fn read_for_write(
     context: &mut Context<'_>,
     onode: &Onode,
@@ -429,7 +429,7 @@ async fn place(
         let behind = &mut *context.behind;
         if behind.budget_bytes >= piece.length_bytes {
             behind.budget_bytes -= piece.length_bytes;
-            // A single piece is the whole buffer: the flusher takes it as it is.
+            // A single piece is the whole buffer: the writer takes it as it is.
             let write = if single {
                 buffer.take().unwrap_or_default()
             } else {
