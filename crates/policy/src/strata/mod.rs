@@ -116,6 +116,12 @@
 //! (MSR 5% lost by 2 misses, cloud_photos 10% lost, request 10% worse): not adopted
 //! (`crates/sim/RESULTS.md`, session `policy-s8`).
 //!
+//! `trials_adopt` (opt-in, session `policy-s9`): on any change of trial where the replicas see
+//! every key, the live cache takes the new trial's replica's placement for what it holds (as
+//! `scan_adopt` on leaving a scan trial), so that it does not pay the old shape's contents for
+//! thousands of requests after the change (cloudPhysicsIO at 20%, a size the scorecard does
+//! not score: +.024 -> +.018 against S3-FIFO). It lost request 10% (+.00009): not adopted.
+//!
 //! `adopt` (opt-in): on a switch, where the shadows see every key, the live contents move toward
 //! the new leader's shadow (flash objects it does not hold are evicted first, buffer objects it
 //! holds in main are written to flash at once, counted as cache writes); it met no further cell.
@@ -374,6 +380,10 @@ pub struct StrataConfig {
     /// Fewest requests on which the two replicas differed before `trials_z` may change trial
     /// (the normal approximation of a sign test is poor below it). Default 16.
     pub trials_z_min: u64,
+    /// On any change of trial where the replicas see every key, the live cache takes the new
+    /// trial's replica's placement for the objects it holds (see `Strata::adopt_replica`), so
+    /// that it does not pay the old shape's contents again. Default false.
+    pub trials_adopt: bool,
 }
 
 impl StrataConfig {
@@ -462,6 +472,7 @@ impl StrataConfig {
             dram_only: false,
             trials_z: 1.5,
             trials_z_min: 16,
+            trials_adopt: false,
         }
     }
 }

@@ -631,6 +631,55 @@ fn replicas_count_the_requests_on_which_they_differed() {
 }
 
 #[test]
+fn adopting_the_replica_on_a_change_of_trial_keeps_capacity_and_budget() {
+    // `trials_adopt`: on a change of trial, the live cache takes the new replica's placement
+    // for what it holds. After that change its main holds only what that replica's main does,
+    // and at every step it stays within its capacity and write budget.
+    let capacity = 100;
+    let mut config = StrataConfig::new(capacity);
+    config.trials_adopt = true;
+    config.epoch_min = 100;
+    let mut cache = Strata::new(config, 0);
+    let mut keys: Vec<Key> = (0..20_000u64)
+        .map(|i| (mix64(i) % 600).min(mix64(i ^ 3) % 600) as Key)
+        .collect();
+    keys.extend(requests_twice(10_000, 60).iter().map(|k| k + 1_000));
+    let mut effects = Effects::default();
+    let (mut changes, mut lru_misses, mut lru) = (0, 0u64, Lru::new(capacity, 0));
+    let mut scratch = Vec::new();
+    for (seq, &key) in keys.iter().enumerate() {
+        effects.clear();
+        let request = Request {
+            key,
+            seq: seq as u64,
+            ..Request::default()
+        };
+        let before = cache.trial;
+        cache.on_request(&request, &mut effects);
+        scratch.clear();
+        if lru.contains(key) {
+            lru.on_hit(&request, &mut scratch);
+        } else {
+            lru.insert(&request, &mut scratch);
+            lru_misses += 1;
+        }
+        assert!(cache.len() <= capacity);
+        assert!(cache.writes as f64 <= cache.config.budget * lru_misses as f64 + 1.0);
+        if cache.trial != before {
+            changes += 1;
+            let replica = &cache.trials[cache.trial].replica;
+            for k in cache.lists.oldest_first(MAIN) {
+                assert!(
+                    replica.lists.in_list(k, MAIN) || k == key,
+                    "{k} not in the replica's main"
+                );
+            }
+        }
+    }
+    assert!(changes >= 1, "the trace must change trial");
+}
+
+#[test]
 fn adopting_a_shadow_moves_only_what_it_holds_and_reports_the_writes() {
     let capacity = 100;
     let mut config = StrataConfig::new(capacity);

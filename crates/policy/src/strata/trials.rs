@@ -231,6 +231,7 @@ impl Strata {
         } else {
             self.config.lru_trial_margin
         };
+        let before = self.trial;
         if options[best].0 < options[current].0 * (1.0 - margin)
             || self.significant_lead(current, best, options[current].0 - options[best].0)
         {
@@ -238,6 +239,15 @@ impl Strata {
         }
         let (_, leader, lru, cap) = options[self.trial];
         self.take_trial(leader, lru, cap);
+        if self.trial != before
+            && self.config.trials_adopt
+            && self.sample_rate >= 1.0
+            && self.trial < self.trials.len()
+            && leader != SCAN
+            && !self.config.scan_adopt
+        {
+            self.adopt_replica(self.trial);
+        }
     }
 
     /// `trials_z`: whether trial `best`'s replica leads trial `current`'s by more than
