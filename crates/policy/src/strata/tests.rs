@@ -445,17 +445,19 @@ fn an_lru_ordered_buffer_keeps_an_object_hit_in_it_past_its_fifo_turn() {
 
 #[test]
 fn the_live_cache_orders_its_buffer_as_the_trial_it_follows() {
-    // Default trials: the default selector, the one that never switches, and the default
-    // selector on a replica with an LRU-ordered buffer, scored by LRU-ordered shadows.
+    // Default trials: the default selector, the one that never switches, and both again on
+    // replicas with an LRU-ordered buffer (the switching one scored by LRU-ordered shadows).
     let end_tick_with_sampling = |lru_trial_misses: f64, sample_objects: usize| {
         let mut config = StrataConfig::new(100);
         config.sample_objects = sample_objects;
         let mut cache = Strata::new(config, 0);
-        assert_eq!(cache.trials.len(), 3);
+        assert_eq!(cache.trials.len(), 4);
         assert!(cache.trials[2].lru && !cache.trials[0].lru && !cache.trials[1].lru);
+        assert!(cache.trials[3].lru && cache.trials[3].ticks_per_epoch == 0);
         assert_eq!(cache.shadows.len(), 2 * cache.candidates.len());
         cache.trials[0].score = 1000.0;
         cache.trials[1].score = 1000.0;
+        cache.trials[3].score = 1000.0;
         cache.trials[2].score = lru_trial_misses;
         cache.end_tick();
         (cache.trial, cache.lru_now)
@@ -522,13 +524,14 @@ fn the_live_cache_takes_the_frequency_cap_of_the_trial_it_follows() {
         (trials, shadows, cache)
     };
     let (trials, shadows, mut cache) = caps(StrataConfig::new(100));
-    assert_eq!(trials, vec![3, 3, 8]);
+    assert_eq!(trials, vec![3, 3, 8, 8]);
     let n = cache.candidates.len();
     assert!(shadows[..n].iter().all(|&c| c == 3) && shadows[n..].iter().all(|&c| c == 8));
     assert_eq!(cache.frequency_cap, 3);
     cache.trials[0].score = 1000.0;
     cache.trials[1].score = 1000.0;
     cache.trials[2].score = 900.0;
+    cache.trials[3].score = 1000.0;
     cache.end_tick();
     assert_eq!(
         (cache.trial, cache.lru_now, cache.frequency_cap),
@@ -569,12 +572,111 @@ fn the_lru_trial_starts_at_its_own_threshold_where_not_sampled() {
     // Not sampled: the LRU trial's replica and selector start from 10% / threshold 1; the
     // other trials and the live cache from the initial 10% / threshold 2.
     let (shapes, threshold, leader) = start(16_384);
-    assert_eq!(shapes, vec![(2, at(2)), (2, at(2)), (1, at(1))]);
+    assert_eq!(shapes, vec![(2, at(2)), (2, at(2)), (1, at(1)), (1, at(1))]);
     assert_eq!(threshold, 2);
     assert_eq!(leader, at(2));
     // Sampled (shadows at half the keys): every trial starts from the initial shape.
     let (shapes, _, _) = start(50);
-    assert_eq!(shapes, vec![(2, at(2)), (2, at(2)), (2, at(2))]);
+    assert_eq!(shapes, vec![(2, at(2)), (2, at(2)), (2, at(2)), (2, at(2))]);
+}
+
+#[test]
+fn the_live_cache_follows_a_trial_whose_lead_is_beyond_the_noise_between_their_replicas() {
+    // Two trials of the same buffer order (the default selector and the never-switching one):
+    // the never-switching replica missed 20 times less than the followed one's 1,000, a 2%
+    // lead, within the 3% margin. The paired test asks 1.5 x sqrt(requests on which the two
+    // replicas differed), on at least 16 of them.
+    let end_tick_with = |trials_z: f64, differed: u64| {
+        let mut config = StrataConfig::new(100);
+        config.lru_trial = 0;
+        config.trials_z = trials_z;
+        let mut cache = Strata::new(config, 0);
+        assert_eq!(cache.trials.len(), 2);
+        cache.differed = vec![0, differed, differed, 0];
+        cache.trials[0].score = 1000.0;
+        cache.trials[1].score = 980.0;
+        cache.end_tick();
+        cache.trial
+    };
+    // 100 differing requests: 20 > 1.5 x 10, significant.
+    assert_eq!(end_tick_with(1.5, 100), 1);
+    // 400: 20 < 1.5 x 20, noise.
+    assert_eq!(end_tick_with(1.5, 400), 0);
+    // 10: below the 16 the test needs.
+    assert_eq!(end_tick_with(1.5, 10), 0);
+    // Off: the margin alone decides.
+    assert_eq!(end_tick_with(0.0, 100), 0);
+}
+
+#[test]
+fn replicas_count_the_requests_on_which_they_differed() {
+    let mut config = StrataConfig::new(50);
+    config.tiny = 0;
+    config.epoch_min = 100;
+    let mut cache = Strata::new(config, 0);
+    let keys: Vec<Key> = (0..20_000u64)
+        .map(|i| (mix64(i) % 400).min(mix64(i ^ 7) % 400) as Key)
+        .collect();
+    misses_and_writes(&mut cache, &keys);
+    let n = cache.trials.len();
+    assert_eq!(cache.differed.len(), n * n);
+    for a in 0..n {
+        assert_eq!(cache.differed[a * n + a], 0);
+        for b in 0..n {
+            assert_eq!(cache.differed[a * n + b], cache.differed[b * n + a]);
+        }
+    }
+    // The LRU-ordered never-switching replica runs another shape than the FIFO one.
+    assert!(cache.differed[n + 3] > 0);
+}
+
+#[test]
+fn adopting_the_replica_on_a_change_of_trial_keeps_capacity_and_budget() {
+    // `trials_adopt`: on a change of trial, the live cache takes the new replica's placement
+    // for what it holds. After that change its main holds only what that replica's main does,
+    // and at every step it stays within its capacity and write budget.
+    let capacity = 100;
+    let mut config = StrataConfig::new(capacity);
+    config.trials_adopt = true;
+    config.epoch_min = 100;
+    let mut cache = Strata::new(config, 0);
+    let mut keys: Vec<Key> = (0..20_000u64)
+        .map(|i| (mix64(i) % 600).min(mix64(i ^ 3) % 600) as Key)
+        .collect();
+    keys.extend(requests_twice(10_000, 60).iter().map(|k| k + 1_000));
+    let mut effects = Effects::default();
+    let (mut changes, mut lru_misses, mut lru) = (0, 0u64, Lru::new(capacity, 0));
+    let mut scratch = Vec::new();
+    for (seq, &key) in keys.iter().enumerate() {
+        effects.clear();
+        let request = Request {
+            key,
+            seq: seq as u64,
+            ..Request::default()
+        };
+        let before = cache.trial;
+        cache.on_request(&request, &mut effects);
+        scratch.clear();
+        if lru.contains(key) {
+            lru.on_hit(&request, &mut scratch);
+        } else {
+            lru.insert(&request, &mut scratch);
+            lru_misses += 1;
+        }
+        assert!(cache.len() <= capacity);
+        assert!(cache.writes as f64 <= cache.config.budget * lru_misses as f64 + 1.0);
+        if cache.trial != before {
+            changes += 1;
+            let replica = &cache.trials[cache.trial].replica;
+            for k in cache.lists.oldest_first(MAIN) {
+                assert!(
+                    replica.lists.in_list(k, MAIN) || k == key,
+                    "{k} not in the replica's main"
+                );
+            }
+        }
+    }
+    assert!(changes >= 1, "the trace must change trial");
 }
 
 #[test]

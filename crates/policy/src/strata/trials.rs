@@ -23,6 +23,12 @@
 //! misses); changing between it and a FIFO-buffer trial needs only `lru_trial_margin` (0.5%;
 //! `lru_trial_margin_sampled`, 1%, where the replicas are sampled).
 //!
+//! The live cache also changes trial on a *paired test* (`trials_z`, default on since session
+//! `policy-s9`): when the best replica leads the followed one by more than `trials_z` x the
+//! square root of the requests on which the two replicas differed (at least `trials_z_min`
+//! of them), whatever the margins say; with it a fourth trial runs by default, the
+//! never-switching one on an LRU-ordered replica (`lru_trial=3`).
+//!
 //! `fixed_trial` (opt-in) adds one more choice without a replica: the shape whose shadow has
 //! missed least so far (a shadow *is* a replica that never switches, of its own shape). It
 //! narrowed P12 5% and MSR 1% but met no further cell, and with smaller margins lost P12 1%.
@@ -55,7 +61,7 @@ pub(super) const TRIALS: &[(u32, f64)] = &[
 /// One selector setting and the replica cache it steers.
 #[derive(Clone, Debug)]
 pub(super) struct Trial {
-    ticks_per_epoch: u32,
+    pub(super) ticks_per_epoch: u32,
     ticks_left: u32,
     decay: f64,
     /// Per candidate: misses of this trial's current epoch, and the decayed scores.
@@ -115,10 +121,11 @@ impl Trial {
     }
 
     /// Replays a (sampled) request in the replica.
-    pub(super) fn replay(&mut self, request: &Request) {
+    pub(super) fn replay(&mut self, request: &Request) -> bool {
         self.effects.clear();
         let hit = self.replica.on_request(request, &mut self.effects).is_hit();
         self.tick_misses += u64::from(!hit);
+        hit
     }
 
     /// Ends a tick: adds the shadows' misses of the tick, and at the end of this trial's epoch
@@ -224,11 +231,42 @@ impl Strata {
         } else {
             self.config.lru_trial_margin
         };
-        if options[best].0 < options[current].0 * (1.0 - margin) {
+        let before = self.trial;
+        if options[best].0 < options[current].0 * (1.0 - margin)
+            || self.significant_lead(current, best, options[current].0 - options[best].0)
+        {
             self.trial = best;
         }
         let (_, leader, lru, cap) = options[self.trial];
         self.take_trial(leader, lru, cap);
+        if self.trial != before
+            && self.config.trials_adopt
+            && self.sample_rate >= 1.0
+            && self.trial < self.trials.len()
+            && leader != SCAN
+            && !self.config.scan_adopt
+        {
+            self.adopt_replica(self.trial);
+        }
+    }
+
+    /// `trials_z`: whether trial `best`'s replica leads trial `current`'s by more than
+    /// `trials_z` x the square root of the requests on which the two differed (and they
+    /// differed on at least `trials_z_min`): neither may be a scan trial, or the best fixed
+    /// shape (`fixed_trial`, which has no replica).
+    fn significant_lead(&self, current: usize, best: usize, lead: f64) -> bool {
+        let n = self.trials.len();
+        if self.config.trials_z <= 0.0
+            || current >= n
+            || best >= n
+            || self.trials[current].leader == SCAN
+            || self.trials[best].leader == SCAN
+        {
+            return false;
+        }
+        let differed = self.differed.get(current * n + best).copied().unwrap_or(0);
+        differed >= self.config.trials_z_min
+            && lead > self.config.trials_z * (differed as f64).sqrt()
     }
 
     /// `scan_watch`: while the live cache follows a scan trial, every request, it leaves for
