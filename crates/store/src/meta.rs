@@ -480,7 +480,10 @@ mod tests {
         );
         set_format(3);
         let refused = meta.read_layout().expect_err("format 3 refused");
-        assert!(refused.to_string().contains("format 3 is not 5"), "{refused}");
+        assert!(
+            refused.to_string().contains("format 3 is not 5"),
+            "{refused}"
+        );
     }
 
     #[test]
