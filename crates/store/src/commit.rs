@@ -36,8 +36,8 @@
 //!   earlier record with deferred data for it, was flushed;
 //! - a checkpoint (database persisted, log emptied) first waits for every batch in flight.
 //!
-//! A failure to write a record, flush or commit poisons the store: the batch's callers get the error, later writes get
-//! `Poisoned`, because what reached the media is unknown.
+//! A failure to write a record, flush or commit poisons the store: the batch's callers get
+//! the error, later writes get `Poisoned`, because what reached the media is unknown.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
