@@ -167,6 +167,14 @@ struct State {
     counts: FaultCounts,
 }
 
+impl State {
+    /// Numbers a write remembered in `unflushed`.
+    fn next_write(&mut self) -> u64 {
+        self.writes += 1;
+        self.writes
+    }
+}
+
 /// A device that injects faults into the operations on `inner`.
 pub struct FaultyDevice {
     inner: Arc<dyn Device>,
@@ -374,8 +382,7 @@ impl FaultyDevice {
         for index in offset_bytes / block..(offset_bytes + length_bytes) / block {
             {
                 let mut state = self.lock();
-                state.writes += 1;
-                let write = state.writes;
+                let write = state.next_write();
                 if let Some(entry) = state.unflushed.get_mut(&index) {
                     entry.1 = write;
                     continue;
@@ -384,8 +391,7 @@ impl FaultyDevice {
             let mut content = vec![0u8; block as usize];
             self.inner.read_at(index * block, &mut content).await?;
             let mut state = self.lock();
-            state.writes += 1;
-            let write = state.writes;
+            let write = state.next_write();
             state
                 .unflushed
                 .entry(index)

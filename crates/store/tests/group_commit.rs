@@ -11,18 +11,23 @@ use store::{CommitStats, ObjectId, Store, StoreConfig, StoreError, Transaction};
 
 const MIB: u64 = 1 << 20;
 
-/// A memory device whose every flush takes `flush_us`, so transactions submitted meanwhile
-/// queue behind it.
-fn slow_flushing_device(flush_us: u64) -> Arc<dyn Device> {
-    let memory: Arc<dyn Device> = Arc::new(MemoryDevice::new("mem", 64 * MIB).expect("device"));
-    let rule = FaultRule {
+/// Every flush takes `flush_us` more.
+fn slow_flushes(flush_us: u64) -> FaultRule {
+    FaultRule {
         op: Some(OpKind::Flush),
         trigger: FaultTrigger::Always,
         fault: FaultKind::LatencySpike {
             duration_us: flush_us,
         },
         times: None,
-    };
+    }
+}
+
+/// A memory device whose every flush takes `flush_us`, so transactions submitted meanwhile
+/// queue behind it.
+fn slow_flushing_device(flush_us: u64) -> Arc<dyn Device> {
+    let memory: Arc<dyn Device> = Arc::new(MemoryDevice::new("mem", 64 * MIB).expect("device"));
+    let rule = slow_flushes(flush_us);
     Arc::new(FaultyDevice::new(
         "slow-flush",
         memory,
@@ -76,7 +81,7 @@ async fn concurrent_writes_share_flushes_and_commits() {
     // The 63 writes submitted during the first 20 ms flush wait for it and share the next
     // ones: a handful of batches, not one per write.
     assert!(stats.batches <= 8, "{stats:?}");
-    // Write-behind: the flusher wrote each batch's neighbouring 4 KiB extents as one write.
+    // Write-behind: the committer wrote each batch's neighbouring 4 KiB extents as one write.
     assert!(device.stats().write.ops < 64, "{:?}", device.stats().write);
     Arc::into_inner(store)
         .expect("last handle")
@@ -237,17 +242,11 @@ async fn a_failed_flush_fails_every_batch_behind_it_and_only_those() {
     let dir = tempfile::tempdir().expect("tempdir");
     let meta = dir.path().join("meta");
     let memory: Arc<dyn Device> = Arc::new(MemoryDevice::new("mem", 64 * MIB).expect("device"));
-    let slow = FaultRule {
-        op: Some(OpKind::Flush),
-        trigger: FaultTrigger::Always,
-        fault: FaultKind::LatencySpike { duration_us: 5_000 },
-        times: None,
-    };
     let device = Arc::new(FaultyDevice::new(
         "fails-one-flush",
         memory,
         FaultConfig {
-            rules: vec![FaultRule::fail_nth(OpKind::Flush, 6), slow],
+            rules: vec![FaultRule::fail_nth(OpKind::Flush, 6), slow_flushes(5_000)],
             ..FaultConfig::default()
         },
     ));
