@@ -82,12 +82,16 @@ fn bench_cluster_prints_every_row_without_peers() {
             "4",
             "--osd-size",
             "1G",
+            "--osd-layout",
+            "32M",
             "--seconds",
             "60",
         ],
         dir.path(),
     );
     check(&stdout, &json, ["write", "read"]);
+    assert_eq!(json["settings"]["osd_layout_bytes"], 32 << 20);
+    assert!(stdout.contains("laid out for their first 32M"), "{stdout}");
     assert!(stdout.contains("strata/ceph"));
     // The run's temporary directory is removed at the end: only the JSON file remains.
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
