@@ -46,7 +46,7 @@ impl AlignedBuffer {
         for piece in pieces {
             storage.extend_from_slice(piece);
         }
-        debug_assert_eq!(storage.as_ptr() as usize % alignment, 0);
+        debug_assert_eq!(storage[start..].as_ptr() as usize % alignment, 0);
         Self {
             storage,
             start,

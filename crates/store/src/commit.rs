@@ -46,7 +46,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::{mpsc, oneshot, OwnedRwLockWriteGuard};
 
 use crate::allocator::DeviceExtent;
-use crate::cache::Cached;
 use crate::error::{Result, StoreError};
 use crate::meta::{self, Space, WAL_SEQUENCE_KEY};
 use crate::store::Inner;
@@ -73,9 +72,8 @@ pub(crate) struct ObjectUpdate {
     pub onode: Option<Vec<u8>>,
     /// Remove every omap key first.
     pub omap_clear: bool,
-    /// The object's lock shard and its state once committed, for the onode cache.
+    /// The object's lock shard, for the onode cache (which takes `onode` once committed).
     pub shard: usize,
-    pub cached: Cached,
     pub omap: Vec<OmapChange>,
 }
 
@@ -742,10 +740,10 @@ fn finish(
     // Committed; the writers still hold their object locks, so the cache may follow.
     for pending in batch.iter_mut() {
         for update in &mut pending.updates {
-            let cached = update.cached.take();
+            let encoded = update.onode.take().map(Arc::<[u8]>::from);
             inner
                 .onodes
-                .insert(update.shard, std::mem::take(&mut update.key), cached);
+                .insert(update.shard, std::mem::take(&mut update.key), encoded);
         }
     }
     // Durable: the freed extents are referenced by no committed onode any more.

@@ -42,10 +42,11 @@ pub struct StoreConfig {
     /// the batch's flush: no hop to the device's I/O threads and back per write. Larger ones
     /// write from `apply`, in parallel. 0 turns it off. Default 65536.
     pub write_behind_bytes_max: u64,
-    /// Objects whose committed onode (or absence) is kept in memory at most, so reads and
-    /// writes of them skip the metadata database lookup. 0 turns the cache off. Default
-    /// 65536 (a few hundred bytes each for small objects).
-    pub onode_cache_objects_max: usize,
+    /// Memory for committed onodes (and known-absent objects) kept encoded, so reads and
+    /// writes of them skip the metadata database lookup, in bytes (about 300 per small
+    /// object). 0 turns the cache off. Default 128 MiB (about 400,000 small objects; BlueStore
+    /// gives its onode cache a share of `osd_memory_target`, 4 GiB per OSD by default).
+    pub onode_cache_bytes: usize,
     /// Flush the device and fsync the metadata at every commit. Default true. `false` is only
     /// for benchmarks that want the cost of the rest: acknowledged writes may be lost.
     pub durable: bool,
@@ -62,7 +63,7 @@ impl Default for StoreConfig {
             metadata_cache_bytes: 64 << 20,
             deferred_write_bytes_max: 0,
             write_behind_bytes_max: 65536,
-            onode_cache_objects_max: 65536,
+            onode_cache_bytes: 128 << 20,
             durable: true,
         }
     }

@@ -60,8 +60,8 @@
 //! free by `statfs`, not reusable), so a replay never writes stale data over reused space.
 //!
 //! ## Onode cache
-//! Committed onodes (and known absences) stay in memory (`cache.rs`, bounded by
-//! `onode_cache_objects_max`), so a small read is one hash lookup and one device read, and a
+//! Committed onodes (and known absences) stay in memory, encoded (`cache.rs`, bounded by
+//! `onode_cache_bytes`), so a small read is one hash lookup, a decode and one device read, and a
 //! write does not search the database for an object its caller just looked at. Entries change
 //! only under the object's lock shard: filled by lock holders from committed metadata, replaced
 //! by the committer after the commit while the writers still hold their locks.

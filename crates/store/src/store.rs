@@ -86,20 +86,21 @@ impl Inner {
     pub fn lookup_onode(&self, collection: &str, name: &str, fill_cache: bool) -> Result<Cached> {
         let shard = self.shard(collection, name);
         let key = meta::object_key(collection, name);
-        if let Some(cached) = self.onodes.get(shard, &key) {
+        if let Some(cached) = self.onodes.get(shard, &key)? {
             return Ok(cached);
         }
-        let loaded = match self.meta.object(&key)? {
-            None => None,
-            Some(bytes) => {
-                let onode = Onode::decode(&bytes, self.layout.checksum_block_bytes)?;
-                Some((Arc::new(onode), (key.len() + bytes.len()) as u64))
+        let Some(bytes) = self.meta.object(&key)? else {
+            if fill_cache {
+                self.onodes.insert(shard, key, None);
             }
+            return Ok(None);
         };
+        let onode = Onode::decode(&bytes, self.layout.checksum_block_bytes)?;
+        let record_bytes = (key.len() + bytes.len()) as u64;
         if fill_cache {
-            self.onodes.insert(shard, key, loaded.clone());
+            self.onodes.insert(shard, key, Some(Arc::from(&bytes[..])));
         }
-        Ok(loaded)
+        Ok(Some((Arc::new(onode), record_bytes)))
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -219,7 +220,11 @@ impl Store {
             locks: (0..LOCK_SHARDS)
                 .map(|_| Arc::new(RwLock::new(())))
                 .collect(),
-            onodes: OnodeCache::new(LOCK_SHARDS, config.onode_cache_objects_max),
+            onodes: OnodeCache::new(
+                LOCK_SHARDS,
+                config.onode_cache_bytes,
+                layout.checksum_block_bytes,
+            ),
             poisoned: AtomicBool::new(false),
             commit_counters: CommitCounters::default(),
             config,

@@ -192,7 +192,6 @@ pub(crate) async fn prepare(
         usage.allocated_bytes += new_allocated as i64 - work.old_allocated_bytes as i64;
         usage.metadata_bytes += new_record as i64 - work.old_record_bytes as i64;
         let shard = inner.shard(&work.id.collection, &work.id.name);
-        let cached = work.onode.map(|onode| (Arc::new(onode), new_record));
         updates.push(ObjectUpdate {
             collection: work.id.collection.clone(),
             omap_prefix: meta::omap_prefix(&work.id.collection, &work.id.name),
@@ -201,7 +200,6 @@ pub(crate) async fn prepare(
             omap_clear: work.omap_clear,
             omap: work.omap,
             shard,
-            cached,
         });
     }
     Ok(Some(Pending {

@@ -249,3 +249,16 @@ async fn model_16k_units_4k_checksums() {
         run_model(seed, config.clone(), 400).await;
     }
 }
+
+/// An onode cache of about one entry per lock shard: objects leave it and come back from the
+/// database all the time, and every read must still see the last committed state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_with_a_tiny_onode_cache() {
+    let config = StoreConfig {
+        onode_cache_bytes: 200 * 1024,
+        ..StoreConfig::default()
+    };
+    for seed in 200..203 {
+        run_model(seed, config.clone(), 400).await;
+    }
+}
