@@ -538,4 +538,30 @@ mod tests {
         let (live, replica) = followed(false);
         assert!(live.0 < replica.0, "{live:?} vs {replica:?}");
     }
+
+    #[test]
+    fn where_sampled_the_paired_test_runs_only_if_asked() {
+        // A sampled cache (the shadows and replicas see half the keys): the never-switching
+        // replica leads by 2% of the followed one's misses, within the 3% margin, and by more
+        // than 1.5 x the square root of the requests on which the two differed. The paired
+        // test makes the live cache change trial only with `trials_z_sampled`.
+        let end_tick_with = |sampled: bool| {
+            let mut config = StrataConfig::new(100);
+            config.lru_trial = 0;
+            config.sample_objects = 50;
+            config.trials_z_sampled = sampled;
+            let mut cache = Strata::new(config, 0);
+            assert!(cache.sample_rate < 1.0);
+            assert_eq!(cache.trials.len(), 2);
+            let differed = 100;
+            cache.differed = vec![0, differed, differed, 0];
+            cache.trials[0].score = 1000.0;
+            cache.trials[1].score = 980.0;
+            assert!(20.0 > cache.config.trials_z * (differed as f64).sqrt());
+            cache.end_tick();
+            cache.trial
+        };
+        assert_eq!(end_tick_with(true), 1);
+        assert_eq!(end_tick_with(false), 0);
+    }
 }
