@@ -166,6 +166,9 @@ fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataCo
             "trials_z" => config.trials_z = number.max(0.0),
             "trials_z_min" => config.trials_z_min = number.clamp(0.0, 1e12) as u64,
             "trials_adopt" => config.trials_adopt = number != 0.0,
+            "trials_z_sampled" => config.trials_z_sampled = number != 0.0,
+            "trials_shape" => config.trials_shape = number != 0.0,
+            "trials_converge" => config.trials_converge = number != 0.0,
             "never_frequency_cap" => config.never_frequency_cap = number.clamp(0.0, 255.0) as u8,
             _ => return Err(bad()),
         }

@@ -122,6 +122,25 @@
 //! thousands of requests after the change (cloudPhysicsIO at 20%, a size the scorecard does
 //! not score: +.024 -> +.018 against S3-FIFO). It lost request 10% (+.00009): not adopted.
 //!
+//! **Following a replica more closely** (opt-in, session `policy-s10`; each off is the default
+//! cell for cell). A change of trial costs the live cache misses its new replica never had: the
+//! live cache holds the old shape's contents, and main, which grows only by promotions and
+//! ghost hits, takes many cache turnovers to hold what the replica's main holds (cloudPhysicsIO
+//! at 20%: 2,774 misses after one change, against a lead of 669 that made it).
+//! - `trials_converge`: where the replicas see every key, a live miss for an object the
+//!   followed replica holds in main is written straight into main (within the budget). While
+//!   the live cache runs as its replica it never happens. Of the 44 cells it moves (scorecard,
+//!   2% and 20%, fresh seeds) 32 get better (cloudPhysicsIO 10%: -.0002 -> -.0042; 20%: +.024
+//!   -> +.018) and 12 a little worse (cloudPhysicsIO 5%: -.00037 -> -.00018); it meets no
+//!   further cell.
+//! - `trials_shape`: the live cache runs the shape its followed replica runs, not the candidate
+//!   that trial's selector names; they differ for the tiny caches' never-switching trial, whose
+//!   replica keeps the 70% buffer while the named candidate is the 1% buffer (MSR at 2%, 38
+//!   objects: +.0024 -> +.0004). No scored cell moves.
+//! - `trials_z_sampled=0`: the paired test only where the replicas are not sampled; narrows
+//!   P12 and cloud_storage at 20% and widens P12 1%, but leaves P12 10% won by less than
+//!   .00001 and narrows OLTP 10% (`crates/sim/RESULTS.md`, session `policy-s10`).
+//!
 //! `adopt` (opt-in): on a switch, where the shadows see every key, the live contents move toward
 //! the new leader's shadow (flash objects it does not hold are evicted first, buffer objects it
 //! holds in main are written to flash at once, counted as cache writes); it met no further cell.
@@ -384,6 +403,21 @@ pub struct StrataConfig {
     /// trial's replica's placement for the objects it holds (see `Strata::adopt_replica`), so
     /// that it does not pay the old shape's contents again. Default false.
     pub trials_adopt: bool,
+    /// *Convergence on the followed replica* (where the replicas see every key): a live miss
+    /// for an object the followed trial's replica holds in main is written straight into main
+    /// (within the budget), as a ghost hit is, so that after a change of trial the live cache
+    /// takes the new replica's main as its objects are requested instead of waiting for its own
+    /// promotions. While the live cache runs as its replica (no change of trial, the budget not
+    /// binding) it never happens. Default false.
+    pub trials_converge: bool,
+    /// The live cache takes the shape its followed trial's replica runs, not only the
+    /// candidate that trial's selector names: they differ while a never-switching trial keeps
+    /// an initial shape that is not a candidate (the tiny caches' 70% buffer, for which the
+    /// named candidate is the first, 1% / threshold 1). Default false.
+    pub trials_shape: bool,
+    /// Whether the paired test (`trials_z`) also runs where the replicas are sampled (above
+    /// `sample_objects`). Default true.
+    pub trials_z_sampled: bool,
 }
 
 impl StrataConfig {
@@ -473,6 +507,9 @@ impl StrataConfig {
             trials_z: 1.5,
             trials_z_min: 16,
             trials_adopt: false,
+            trials_converge: false,
+            trials_shape: false,
+            trials_z_sampled: true,
         }
     }
 }
@@ -565,6 +602,8 @@ pub struct Strata {
     /// other missed (`trials_z`); and the current request's hits, one per trial.
     differed: Vec<u64>,
     trial_hits: Vec<bool>,
+    /// Whether the followed replica held the current request's key in main (`trials_converge`).
+    replica_main_hit: bool,
 }
 
 impl Strata {
@@ -807,6 +846,7 @@ impl Strata {
             dropped: Vec::new(),
             differed: Vec::new(),
             trial_hits: Vec::new(),
+            replica_main_hit: false,
             config,
         };
         strata.set_shape(config.small, config.threshold, config.gate);
@@ -1046,6 +1086,18 @@ impl Strata {
         if self.config.trials_z > 0.0 {
             self.count_differences();
         }
+        if self.config.trials_converge && self.sample_rate >= 1.0 {
+            self.converge(request.key);
+        }
+    }
+
+    /// `trials_converge`: whether the followed trial's replica holds `key` in main after this
+    /// request (its replica has just replayed it).
+    fn converge(&mut self, key: Key) {
+        self.replica_main_hit = self.trials.get(self.trial).is_some_and(|trial| {
+            self.trial_hits.get(self.trial).copied().unwrap_or(false)
+                && trial.replica.lists.in_list(key, MAIN)
+        });
     }
 
     /// `trials_z`: counts, per pair of trials, whether their replicas differed on this request.
@@ -1100,7 +1152,8 @@ impl Strata {
         *self.frequency_mut(key) = 0;
         let direct = ghost_hit
             || (main_ghost_hit && self.splitting && self.config.main_ghost_admit)
-            || (self.following && self.leader_hit);
+            || (self.following && self.leader_hit)
+            || std::mem::take(&mut self.replica_main_hit);
         if direct && !self.dram_only_now && self.may_write() {
             self.writes += 1;
             self.lists.push_head(MAIN, key);

@@ -257,6 +257,7 @@ impl Strata {
     fn significant_lead(&self, current: usize, best: usize, lead: f64) -> bool {
         let n = self.trials.len();
         if self.config.trials_z <= 0.0
+            || (self.sample_rate < 1.0 && !self.config.trials_z_sampled)
             || current >= n
             || best >= n
             || self.trials[current].leader == SCAN
@@ -305,25 +306,41 @@ impl Strata {
             self.switch_to(leader);
             // The trial may still run the initial shape, which need not be a candidate: take
             // its replica's shape.
-            if let Some(trial) = self.trials.get(self.trial) {
-                let replica = &trial.replica;
-                let (share, threshold, gate) = (
-                    replica.small_target as f64 / replica.config.capacity as f64,
-                    replica.threshold,
-                    replica.gate,
-                );
-                let same = replica.config.capacity == self.config.capacity;
-                let exact = same.then_some(replica.small_target);
-                self.set_shape(share, threshold, gate);
-                if let Some(target) = exact {
-                    self.small_target = target;
-                }
+            if self.trial < self.trials.len() {
+                self.take_replica_shape(self.trial);
                 if self.config.scan_adopt && self.sample_rate >= 1.0 {
                     self.adopt_replica(self.trial);
                 }
             }
+        } else if self.config.trials_shape
+            && self.sample_rate >= 1.0
+            && self.trial < self.trials.len()
+        {
+            if leader != self.leader {
+                self.switch_to(leader);
+            }
+            self.take_replica_shape(self.trial);
         } else if leader != self.leader {
             self.switch_to(leader);
+        }
+    }
+
+    /// The live cache takes the shape (buffer share, threshold, gate) trial `index`'s replica
+    /// runs, which is not a candidate while the replica keeps an initial shape outside
+    /// [`super::CANDIDATES`] (the tiny caches' 70% buffer); the exact buffer target when the
+    /// replica has the live capacity.
+    fn take_replica_shape(&mut self, index: usize) {
+        let replica = &self.trials[index].replica;
+        let (share, threshold, gate) = (
+            replica.small_target as f64 / replica.config.capacity as f64,
+            replica.threshold,
+            replica.gate,
+        );
+        let same = replica.config.capacity == self.config.capacity;
+        let exact = same.then_some(replica.small_target);
+        self.set_shape(share, threshold, gate);
+        if let Some(target) = exact {
+            self.small_target = target;
         }
     }
 }
@@ -394,5 +411,157 @@ impl Strata {
                 self.lists.push_head(GHOST, k);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{MAIN, SMALL};
+    use super::*;
+    use crate::{mix64, Outcome};
+
+    fn request(seq: usize, key: Key) -> Request {
+        Request {
+            key,
+            seq: seq as u64,
+            ..Request::default()
+        }
+    }
+
+    /// Per request: the outcome and the shape the live cache follows.
+    fn run(cache: &mut Strata, keys: &[Key]) -> Vec<(Outcome, usize)> {
+        let mut effects = Effects::default();
+        keys.iter()
+            .enumerate()
+            .map(|(seq, &key)| {
+                effects.clear();
+                let outcome = cache.on_request(&request(seq, key), &mut effects);
+                assert!(cache.len() <= cache.capacity());
+                (outcome, cache.leader)
+            })
+            .collect()
+    }
+
+    fn skewed(requests: u64, keys: u64, salt: u64) -> Vec<Key> {
+        (0..requests)
+            .map(|i| (mix64(i ^ salt) % keys).min(mix64(i ^ (salt + 1)) % keys) as Key)
+            .collect()
+    }
+
+    #[test]
+    fn converging_changes_nothing_while_the_live_cache_runs_as_its_replica() {
+        // With the default selector as the only trial and no write budget, the live cache is
+        // its replica request for request, so the replica never holds in main what the live
+        // cache misses: `trials_converge` must not move one outcome, however often the shape
+        // changes.
+        let mut keys = skewed(30_000, 600, 3);
+        keys.extend(skewed(30_000, 300, 11).iter().map(|k| k + 1_000));
+        let outcomes = |converge: bool| {
+            let mut config = StrataConfig::new(200);
+            config.trials = 1;
+            config.lru_trial = 0;
+            config.budget = f64::INFINITY;
+            config.epoch_min = 100;
+            config.trials_converge = converge;
+            run(&mut Strata::new(config, 0), &keys)
+        };
+        let without = outcomes(false);
+        let switches = without.windows(2).filter(|w| w[0].1 != w[1].1).count();
+        assert!(switches >= 2, "the trace must change shape: {switches}");
+        assert_eq!(outcomes(true), without);
+    }
+
+    #[test]
+    fn converging_writes_into_main_what_the_followed_replica_holds_there() {
+        // The live cache loses an object its replica holds in main (as after a change of
+        // trial, when their contents differ): with `trials_converge` the next request for it
+        // writes it straight into main; without, it enters the buffer as any miss.
+        let keys = skewed(20_000, 400, 5);
+        let after_a_loss = |converge: bool| {
+            let mut config = StrataConfig::new(100);
+            config.epoch_min = 100;
+            config.budget = f64::INFINITY;
+            config.trials_converge = converge;
+            let mut cache = Strata::new(config, 0);
+            run(&mut cache, &keys);
+            let replica = &cache.trials[cache.trial].replica;
+            let key = replica
+                .lists
+                .oldest_first(MAIN)
+                .find(|&k| cache.lists.in_list(k, MAIN))
+                .expect("the live cache and its replica share main objects");
+            cache.lists.remove(key);
+            let mut effects = Effects::default();
+            let outcome = cache.on_request(&request(keys.len(), key), &mut effects);
+            (
+                outcome,
+                cache.lists.in_list(key, MAIN),
+                cache.lists.in_list(key, SMALL),
+            )
+        };
+        assert_eq!(after_a_loss(true), (Outcome::Admitted, true, false));
+        assert_eq!(after_a_loss(false), (Outcome::Bypassed, false, true));
+    }
+
+    #[test]
+    fn a_tiny_cache_following_the_never_switching_trial_runs_its_replica_s_shape() {
+        // The never-switching trial of a tiny cache keeps the initial 70% buffer, which is no
+        // candidate: its selector names the first candidate (1% / threshold 1). A live cache
+        // that changes to it from another shape runs, with `trials_shape`, the replica's 70%
+        // buffer; without, the named candidate's.
+        let followed = |shape: bool| {
+            let mut config = StrataConfig::new(50);
+            config.lru_trial = 0;
+            config.trials_shape = shape;
+            let mut cache = Strata::new(config, 0);
+            assert_eq!(cache.trials.len(), 2);
+            // The default selector has moved to another candidate, and the live cache with it.
+            let other = cache.candidates.len() - 1;
+            cache.trials[0].leader = other;
+            cache.switch_to(other);
+            cache.trials[0].score = 1000.0;
+            cache.trials[1].score = 900.0;
+            cache.end_tick();
+            assert_eq!(cache.trial, 1);
+            let replica = &cache.trials[1].replica;
+            assert_eq!(
+                replica.small_target,
+                (50.0 * cache.config.tiny_small) as usize
+            );
+            (
+                (cache.small_target, cache.threshold),
+                (replica.small_target, replica.threshold),
+            )
+        };
+        let (live, replica) = followed(true);
+        assert_eq!(live, replica);
+        let (live, replica) = followed(false);
+        assert!(live.0 < replica.0, "{live:?} vs {replica:?}");
+    }
+
+    #[test]
+    fn where_sampled_the_paired_test_runs_only_if_asked() {
+        // A sampled cache (the shadows and replicas see half the keys): the never-switching
+        // replica leads by 2% of the followed one's misses, within the 3% margin, and by more
+        // than 1.5 x the square root of the requests on which the two differed. The paired
+        // test makes the live cache change trial only with `trials_z_sampled`.
+        let end_tick_with = |sampled: bool| {
+            let mut config = StrataConfig::new(100);
+            config.lru_trial = 0;
+            config.sample_objects = 50;
+            config.trials_z_sampled = sampled;
+            let mut cache = Strata::new(config, 0);
+            assert!(cache.sample_rate < 1.0);
+            assert_eq!(cache.trials.len(), 2);
+            let differed = 100;
+            cache.differed = vec![0, differed, differed, 0];
+            cache.trials[0].score = 1000.0;
+            cache.trials[1].score = 980.0;
+            assert!(20.0 > cache.config.trials_z * (differed as f64).sqrt());
+            cache.end_tick();
+            cache.trial
+        };
+        assert_eq!(end_tick_with(true), 1);
+        assert_eq!(end_tick_with(false), 0);
     }
 }
