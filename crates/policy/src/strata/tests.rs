@@ -1,5 +1,5 @@
 use super::*;
-use crate::eviction::{S3Fifo, S3FifoConfig};
+use crate::eviction::{Eviction, S3Fifo, S3FifoConfig};
 use crate::mix64;
 
 #[test]
