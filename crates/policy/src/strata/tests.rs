@@ -82,6 +82,14 @@ fn requests_twice(keys: u32, gap: u32) -> Vec<Key> {
     out
 }
 
+/// `count` requests for keys below `range`, skewed towards the small ones (the smaller of
+/// two hashes of the request's index, the second salted with `salt`).
+fn skewed_trace(count: u64, range: u64, salt: u64) -> Vec<Key> {
+    (0..count)
+        .map(|i| (mix64(i) % range).min(mix64(i ^ salt) % range) as Key)
+        .collect()
+}
+
 fn misses_and_writes(cache: &mut dyn Cache, keys: &[Key]) -> (u64, u64) {
     let mut effects = Effects::default();
     let (mut misses, mut writes) = (0u64, 0u64);
@@ -351,9 +359,7 @@ fn the_default_trial_runs_the_live_selector_exactly() {
     // without trials: the trial's ticks, scores and choices copy the live selector's, or the
     // replica the other trials are compared with would not be the live cache's.
     let capacity = 200;
-    let mut keys: Vec<Key> = (0..40_000u64)
-        .map(|i| (mix64(i) % 600).min(mix64(i ^ 3) % 600) as Key)
-        .collect();
+    let mut keys: Vec<Key> = skewed_trace(40_000, 600, 3);
     keys.extend(requests_twice(20_000, 60).iter().map(|k| k + 1_000));
     keys.extend((0..40_000u64).map(|i| (mix64(i ^ 5) % 400) as Key));
     let run = |trials: u32| {
@@ -614,9 +620,7 @@ fn replicas_count_the_requests_on_which_they_differed() {
     config.tiny = 0;
     config.epoch_min = 100;
     let mut cache = Strata::new(config, 0);
-    let keys: Vec<Key> = (0..20_000u64)
-        .map(|i| (mix64(i) % 400).min(mix64(i ^ 7) % 400) as Key)
-        .collect();
+    let keys: Vec<Key> = skewed_trace(20_000, 400, 7);
     misses_and_writes(&mut cache, &keys);
     let n = cache.trials.len();
     assert_eq!(cache.differed.len(), n * n);
@@ -640,9 +644,7 @@ fn adopting_the_replica_on_a_change_of_trial_keeps_capacity_and_budget() {
     config.trials_adopt = true;
     config.epoch_min = 100;
     let mut cache = Strata::new(config, 0);
-    let mut keys: Vec<Key> = (0..20_000u64)
-        .map(|i| (mix64(i) % 600).min(mix64(i ^ 3) % 600) as Key)
-        .collect();
+    let mut keys: Vec<Key> = skewed_trace(20_000, 600, 3);
     keys.extend(requests_twice(10_000, 60).iter().map(|k| k + 1_000));
     let mut effects = Effects::default();
     let (mut changes, mut lru_misses, mut lru) = (0, 0u64, Lru::new(capacity, 0));
@@ -687,9 +689,7 @@ fn adopting_a_shadow_moves_only_what_it_holds_and_reports_the_writes() {
     config.trials = 0;
     config.budget = f64::INFINITY;
     let mut cache = Strata::new(config, 0);
-    let keys: Vec<Key> = (0..5_000u64)
-        .map(|i| (mix64(i) % 400).min(mix64(i ^ 11) % 400) as Key)
-        .collect();
+    let keys: Vec<Key> = skewed_trace(5_000, 400, 11);
     misses_and_writes(&mut cache, &keys);
     // The 40% buffer with threshold 1: its shadow's main differs from the live one's.
     let index = cache
