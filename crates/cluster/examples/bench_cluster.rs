@@ -235,21 +235,6 @@ where
     })
 }
 
-/// Writes `path` in full with zeros and syncs it.
-fn prefill(path: &Path, size_bytes: u64) -> Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::File::create(path).with_context(|| path.display().to_string())?;
-    let chunk = vec![0u8; 8 << 20];
-    let mut left = size_bytes;
-    while left > 0 {
-        let length = left.min(chunk.len() as u64) as usize;
-        file.write_all(&chunk[..length])?;
-        left -= length as u64;
-    }
-    file.sync_all()?;
-    Ok(())
-}
-
 /// fio's IOPS for 4 KiB random I/O at `depth` (libaio, O_DIRECT) on a 1 GiB file in `dir`.
 fn fio(dir: &Path, depth: usize, seconds: f64, rw: &str) -> Option<f64> {
     let output = Command::new("fio")
@@ -355,7 +340,8 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
                 .and_then(|file| file.set_len(args.device_size_bytes))
                 .with_context(|| path.display().to_string())?;
         } else {
-            prefill(&path, args.device_size_bytes)?;
+            device::lay_out(&path, args.device_size_bytes)
+                .with_context(|| path.display().to_string())?;
         }
     }
     let options = ClusterOptions {

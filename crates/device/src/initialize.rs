@@ -27,6 +27,23 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crate::aligned::AlignedBuffer;
 
+/// Creates (or truncates) the file at `path` and writes its first `length_bytes` with zeros,
+/// durably: what fio does to its file before a job, so that a benchmark's writes into it
+/// change no filesystem metadata (and the fill above never runs there). A device opened on
+/// the file afterwards keeps these bytes and sets its own size.
+pub fn lay_out(path: &std::path::Path, length_bytes: u64) -> io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    let zeros = vec![0u8; 8 << 20];
+    let mut left_bytes = length_bytes;
+    while left_bytes > 0 {
+        let piece = left_bytes.min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..piece])?;
+        left_bytes -= piece as u64;
+    }
+    file.sync_all()
+}
+
 /// Bytes of one chunk.
 pub(crate) const CHUNK_BYTES: u64 = 16 << 20;
 /// Chunks the background thread fills past the last one a write needed.
@@ -206,6 +223,21 @@ impl Initializer {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn lay_out_writes_zeros_without_holes_over_old_content() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("laid-out");
+        std::fs::write(&path, vec![5u8; 4096]).unwrap();
+        let length = (8 << 20) + 12288;
+        lay_out(&path, length).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len() as u64, length);
+        assert!(bytes.iter().all(|&b| b == 0), "old content is gone");
+        let file = File::open(&path).unwrap();
+        let hole = rustix::fs::seek(&file, rustix::fs::SeekFrom::Hole(0)).unwrap();
+        assert_eq!(hole, length, "no hole before the end");
+    }
 
     #[test]
     fn fills_holes_keeps_data_and_forgets_punched_chunks() {

@@ -85,6 +85,7 @@ pub use emulated::EmulatedDevice;
 pub use error::{DeviceError, EIO};
 pub use faulty::{FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice};
 pub use file::{FileDevice, FileDeviceConfig, IoEngine};
+pub use initialize::lay_out;
 pub use memory::MemoryDevice;
 pub use model::{EmulationProfile, HddProfile, Scheduler, SsdProfile};
 pub use spec::{parse_size_bytes, Backing, DeviceSpec};

@@ -227,7 +227,9 @@ async fn strata(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec
         );
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         for id in 0..args.replicas {
-            lay_out(&dir.join(format!("osd.{id}.img")), layout_bytes)?;
+            let path = dir.join(format!("osd.{id}.img"));
+            device::lay_out(&path, layout_bytes)
+                .with_context(|| format!("laying out {}", path.display()))?;
         }
     }
     let cluster = Arc::new(
@@ -325,28 +327,6 @@ pub(super) async fn shutdown(mut cluster: Arc<Cluster>, dir: &std::path::Path) -
     eprintln!("warning: the strata cluster is still in use; removing its files without a shutdown");
     drop(cluster);
     std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))
-}
-
-/// Writes the first `length_bytes` of `path` with zeros and makes them durable (the store
-/// opens the file as it is and sets its size).
-fn lay_out(path: &std::path::Path, length_bytes: u64) -> Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    let zeros = vec![0u8; 8 << 20];
-    let mut left_bytes = length_bytes;
-    while left_bytes > 0 {
-        let piece = left_bytes.min(zeros.len() as u64) as usize;
-        file.write_all(&zeros[..piece])
-            .with_context(|| format!("writing {}", path.display()))?;
-        left_bytes -= piece as u64;
-    }
-    file.sync_all()
-        .with_context(|| format!("syncing {}", path.display()))
 }
 
 fn object_name(size_bytes: u64, number: u64) -> String {
