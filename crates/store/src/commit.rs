@@ -31,9 +31,11 @@
 //!   earlier one is durable too (a mount reads the log up to its first invalid record);
 //! - a record carries `flushed_before`, the first sequence whose flush had not completed when
 //!   it was written: a mount checks the data (and rewrites the deferred data) of the records
-//!   from the largest such value on only, and a freed extent is reused only after its batch's
-//!   flush, so a later record that reuses it always says that the record freeing it, and any
-//!   earlier record with deferred data for it, was flushed;
+//!   from the largest such value on only. A batch's flush moves it past the batch before the
+//!   batch frees any extent or answers, so a record that reuses a freed extent, or changes an
+//!   object the batch changed, always says that the batch was flushed: a mount never checks
+//!   a record whose data was legitimately overwritten since (when the value moved after the
+//!   answer, a record sealed in between could omit it);
 //! - a checkpoint (database persisted, log emptied) first waits for every batch in flight.
 //!
 //! A failure to write a record, flush or commit poisons the store: the batch's callers get
@@ -106,6 +108,8 @@ pub(crate) struct Pending {
     pub deferred: Vec<(u64, Vec<u8>)>,
     /// (device offset, data) of the extents it left to the writer stage (write-behind).
     pub writes: Vec<(u64, Vec<u8>)>,
+    /// Digests of the ranges it wrote and still references, for its record (see `wal`).
+    pub digests: Vec<wal::DataDigest>,
     pub deltas: Deltas,
     /// The object locks, released after the answer.
     #[expect(
@@ -317,14 +321,9 @@ impl Pipeline {
         }
     }
 
-    /// Ends the current ticket's turn; `flushed_before` (if known) moves forward.
-    fn finish_turn(&self, flushed_before: Option<u64>) {
-        let mut state = self.lock();
-        state.finished += 1;
-        if let Some(sequence) = flushed_before {
-            state.flushed_before = state.flushed_before.max(sequence);
-        }
-        drop(state);
+    /// Ends the current ticket's turn.
+    fn finish_turn(&self) {
+        self.lock().finished += 1;
         self.changed.notify_all();
     }
 
@@ -408,6 +407,14 @@ fn run_syncer(
             Ok(())
         };
         pipeline.wait_for_turn(sealed.ticket);
+        if durable && flushed.is_ok() {
+            // Every earlier batch is finished, so this flush made every record up to this
+            // one durable. Said before the batch frees extents or is answered: a record
+            // sealed after either (one reusing an extent this batch freed, or the next
+            // transaction on one of its objects) must carry it, or a mount could check this
+            // batch's data after it was legitimately overwritten (see `wal`, `replay`).
+            pipeline.set_flushed_before(sealed.sequence + 1);
+        }
         let result = finish(inner, &mut sealed, flushed, runtime);
         match &result {
             Ok(()) => inner
@@ -415,9 +422,8 @@ fn run_syncer(
                 .count_batch(sealed.batch.len(), durable),
             Err(error) => poison(inner, error),
         }
-        let flushed_before = (durable && result.is_ok()).then_some(sealed.sequence + 1);
         answer(std::mem::take(&mut sealed.batch), &result);
-        pipeline.finish_turn(flushed_before);
+        pipeline.finish_turn();
     }
 }
 
@@ -592,6 +598,7 @@ fn seal(
         } else {
             Vec::new()
         };
+        let digests: Vec<&wal::DataDigest> = batch.iter().flat_map(|p| p.digests.iter()).collect();
         let flushed_before = pipeline.flushed_before();
         wal::encode_record(
             buffer,
@@ -600,6 +607,7 @@ fn seal(
             flushed_before,
             &staged.changes,
             &deferred,
+            &digests,
         );
     };
     encode(&mut state.buffer, log.generation, &staged, batch);

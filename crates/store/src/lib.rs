@@ -43,9 +43,11 @@
 //! rebuilt from the onodes); a torn record fails its checksum and ends the log. The mount
 //! applies every record the database had not persisted, then checkpoints; the records whose
 //! flush may not have completed (from the largest `flushed_before` a record carries: the
-//! first record whose flush had not completed when it was written) have their new extents'
-//! checksums verified, and the first that fails ends the log: neither its batch nor any
-//! later one was acknowledged. So a torn state is never visible and every acknowledged
+//! first record whose flush had not completed when it was written) have the data their batch
+//! wrote checked against the digests (xxh3) the record carries, and the first that fails
+//! ends the log: neither its batch nor any later one was acknowledged. (Not against the
+//! onodes' crc32c: a lost write leaves old data in a reused extent, and old data can have
+//! the new data's crc32c; see `wal`.) So a torn state is never visible and every acknowledged
 //! transaction survives. A failed flush or commit poisons the store
 //! ([`StoreError::Poisoned`]), and takes back the batch's record and with it every later
 //! one; reopen it. A checkpoint (every batch in flight finished, database persisted, log

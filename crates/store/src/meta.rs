@@ -29,13 +29,14 @@ use crate::error::{Result, StoreError};
 use crate::onode::Onode;
 use crate::types::CollectionUsage;
 
-/// On-disk format version, bumped on incompatible changes (5: log records say which earlier
-/// records are known flushed, as several batches flush at once; format 4 stores are read and
-/// upgraded at mount; 4: the log lives on the data device; 3: log records carry a generation id and the log file is recycled; 2: fjall; 1 was
+/// On-disk format version, bumped on incompatible changes (6: log records carry digests of
+/// the data their batch wrote; 5: log records say which earlier records are known flushed,
+/// as several batches flush at once; format 4 and 5 stores are read and upgraded at mount;
+/// 4: the log lives on the data device; 3: log records carry a generation id and the log file is recycled; 2: fjall; 1 was
 /// redb).
-pub(crate) const FORMAT_VERSION: u64 = 5;
+pub(crate) const FORMAT_VERSION: u64 = 6;
 /// Older formats this build reads (and upgrades to [`FORMAT_VERSION`] when it mounts them).
-const FORMAT_VERSIONS_UPGRADED: [u64; 1] = [4];
+const FORMAT_VERSIONS_UPGRADED: [u64; 2] = [4, 5];
 
 /// The layout a store was created with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -453,10 +454,10 @@ mod tests {
         assert_eq!(names[3], ("1.b".into(), "a".into()));
     }
 
-    /// A format 4 store (whose log records a mount of this build still reads) opens and is
-    /// marked format 5 by the upgrade; an older format is refused with its number.
+    /// A format 4 or 5 store (whose log records a mount of this build still reads) opens and
+    /// is marked format 6 by the upgrade; an older format is refused with its number.
     #[test]
-    fn format_4_is_upgraded_and_older_formats_refused() {
+    fn formats_4_and_5_are_upgraded_and_older_formats_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let meta = Meta::open(dir.path(), 1 << 20, true).expect("create");
         let layout = Layout {
@@ -471,17 +472,19 @@ mod tests {
                 .insert("format", format.to_le_bytes().to_vec())
                 .expect("insert");
         };
-        set_format(4);
-        assert_eq!(meta.read_layout().expect("format 4 reads"), layout);
-        meta.upgrade_format().expect("upgrade");
-        assert_eq!(
-            meta.superblock.get("format").expect("get").as_deref(),
-            Some(&5u64.to_le_bytes()[..])
-        );
+        for old in [4u64, 5] {
+            set_format(old);
+            assert_eq!(meta.read_layout().expect("older format reads"), layout);
+            meta.upgrade_format().expect("upgrade");
+            assert_eq!(
+                meta.superblock.get("format").expect("get").as_deref(),
+                Some(&6u64.to_le_bytes()[..])
+            );
+        }
         set_format(3);
         let refused = meta.read_layout().expect_err("format 3 refused");
         assert!(
-            refused.to_string().contains("format 3 is not 5"),
+            refused.to_string().contains("format 3 is not 6"),
             "{refused}"
         );
     }

@@ -18,6 +18,7 @@ use crate::meta;
 use crate::onode::{first_bad_block, Extent, Onode};
 use crate::store::Inner;
 use crate::types::{ObjectId, Op, Transaction};
+use crate::wal::{self, DataDigest};
 
 /// Largest object offset the store accepts (1 TiB).
 pub const OBJECT_BYTES_MAX: u64 = 1 << 40;
@@ -122,6 +123,7 @@ pub(crate) async fn prepare(
         budget_bytes: inner.config.write_behind_bytes_max,
         writes: Vec::new(),
     };
+    let mut written = Vec::new();
     for (id, op) in transaction.ops {
         let slot = match index.get(&id) {
             Some(&slot) => slot,
@@ -157,6 +159,7 @@ pub(crate) async fn prepare(
             freed: &mut freed,
             deferred: &mut deferred,
             behind: &mut behind,
+            written: &mut written,
         };
         apply_op(&mut context, work, op).await?;
         if let Some(onode) = work.onode.as_mut() {
@@ -202,16 +205,63 @@ pub(crate) async fn prepare(
             shard,
         });
     }
+    let digests = digests(&written, &freed, inner.layout.checksum_block_bytes);
     Ok(Some(Pending {
         updates,
         freed,
         fresh,
         deferred: deferred.map(|d| d.records).unwrap_or_default(),
         writes: behind.writes,
+        digests,
         deltas,
         guards,
         reply: Some(reply),
     }))
+}
+
+/// The digests of what a transaction wrote and still references: the blocks of `written`
+/// (device offset, per-block hashes) outside `freed`, each run of consecutive blocks as one
+/// digest.
+fn digests(
+    written: &[(u64, Vec<u64>)],
+    freed: &[DeviceExtent],
+    block_bytes: u64,
+) -> Vec<DataDigest> {
+    let freed: std::collections::BTreeMap<u64, u64> = freed
+        .iter()
+        .map(|extent| {
+            (
+                extent.offset_bytes,
+                extent.offset_bytes + extent.length_bytes,
+            )
+        })
+        .collect();
+    let is_freed = |offset: u64| {
+        freed
+            .range(..=offset)
+            .next_back()
+            .is_some_and(|(_, &end)| offset < end)
+    };
+    let mut digests = Vec::with_capacity(written.len());
+    for (start, hashes) in written {
+        let mut run_start: Option<usize> = None;
+        for index in 0..=hashes.len() {
+            let kept = index < hashes.len() && !is_freed(start + index as u64 * block_bytes);
+            match (kept, run_start) {
+                (true, None) => run_start = Some(index),
+                (false, Some(first)) => {
+                    digests.push(DataDigest {
+                        offset_bytes: start + first as u64 * block_bytes,
+                        length_bytes: (index - first) as u64 * block_bytes,
+                        hash: wal::combine(&hashes[first..index]),
+                    });
+                    run_start = None;
+                }
+                _ => {}
+            }
+        }
+    }
+    digests
 }
 
 struct Context<'a> {
@@ -223,6 +273,8 @@ struct Context<'a> {
     deferred: &'a mut Option<Deferred>,
     /// Device writes left to the committer's writer.
     behind: &'a mut Behind,
+    /// (device offset, per-block hashes) of every extent written (see `digests`).
+    written: &'a mut Vec<(u64, Vec<u64>)>,
 }
 
 /// The device writes of a small transaction, made by the committer's writer before its batch's flush.
@@ -416,6 +468,9 @@ async fn place(
         };
         let slice = &data[at as usize..(at + piece.length_bytes) as usize];
         let crcs: Vec<u32> = slice.chunks(block as usize).map(crc32c::crc32c).collect();
+        context
+            .written
+            .push((piece.offset_bytes, wal::block_hashes(slice, block as usize)));
         if let Some(deferred) = context.deferred.as_mut() {
             if deferred.budget_bytes >= piece.length_bytes {
                 deferred.budget_bytes -= piece.length_bytes;
@@ -564,4 +619,55 @@ pub(crate) async fn read_aligned(
         }
     }
     Ok(buffer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks a transaction wrote and freed again itself get no digest (the extent may be
+    /// reused before a mount checks the record); the others get one per run of blocks.
+    #[test]
+    fn digests_skip_freed_blocks_and_split_runs() {
+        let block = 4096u64;
+        let hashes: Vec<u64> = (1..=4).collect();
+        let written = vec![(0u64, hashes.clone()), (1 << 20, vec![9])];
+        let freed = vec![
+            DeviceExtent {
+                offset_bytes: block,
+                length_bytes: block,
+            },
+            // Not written by the transaction (an old extent): no effect.
+            DeviceExtent {
+                offset_bytes: 8 << 20,
+                length_bytes: block,
+            },
+        ];
+        let found = digests(&written, &freed, block);
+        let expected = vec![
+            DataDigest {
+                offset_bytes: 0,
+                length_bytes: block,
+                hash: wal::combine(&hashes[..1]),
+            },
+            DataDigest {
+                offset_bytes: 2 * block,
+                length_bytes: 2 * block,
+                hash: wal::combine(&hashes[2..]),
+            },
+            DataDigest {
+                offset_bytes: 1 << 20,
+                length_bytes: block,
+                hash: wal::combine(&[9]),
+            },
+        ];
+        assert_eq!(found, expected);
+        let data = vec![5u8; 3 * block as usize];
+        assert_eq!(
+            wal::digest(&data, block as usize),
+            wal::combine(&wal::block_hashes(&data, block as usize)),
+            "a mount's digest of a range is the combination of its blocks' hashes"
+        );
+        assert_eq!(digests(&written, &[], block).len(), 2, "whole extents");
+    }
 }

@@ -1,4 +1,4 @@
-//! Object API behaviour on a memory device.
+//! Object API behaviour on a memory device (and a file device where its timing matters).
 
 use std::sync::Arc;
 
@@ -322,4 +322,45 @@ async fn per_collection_usage_is_tracked_and_rebuilt_at_mount() {
         .await
         .expect("open");
     assert_eq!(store.statfs().collections, before);
+}
+
+/// A transaction whose caller goes away (its future dropped after the first poll, as when a
+/// client disconnects) still runs to its end: nothing is abandoned half way through its
+/// device writes, and the store stays consistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_apply_still_commits_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A file device: its writes complete on I/O threads, so the first poll stops in one.
+    let device: Arc<dyn Device> = Arc::new(
+        device::FileDevice::create(
+            dir.path().join("data.img"),
+            64 * MIB,
+            device::FileDeviceConfig::default(),
+        )
+        .expect("device"),
+    );
+    let store = Store::create(device, dir.path().join("meta"), StoreConfig::default())
+        .await
+        .expect("create");
+    let id = ObjectId::new("1.0", "large");
+    // Larger than the write-behind limit: its data is written during the preparation.
+    let data = pattern(3, 1 << 20);
+    let mut t = Transaction::new(1);
+    t.write_full(&id, data.clone());
+    let dropped = tokio::time::timeout(std::time::Duration::ZERO, store.apply(t)).await;
+    assert!(dropped.is_err(), "the caller gave up before the commit");
+    let mut waited_ms = 0;
+    while !store.exists("1.0", "large").await.expect("exists") {
+        assert!(
+            waited_ms < 10_000,
+            "the dropped transaction never committed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        waited_ms += 10;
+    }
+    assert_eq!(
+        store.read("1.0", "large", 0, 2 << 20).await.expect("read"),
+        data
+    );
+    store.check_consistency().expect("consistent");
 }

@@ -121,10 +121,33 @@ async fn verify(dir: &std::path::Path, acked: &BTreeMap<u64, u64>, check: &[u64]
             .read(&collection, &name, 0, u64::MAX / 4)
             .await
             .unwrap_or_else(|e| panic!("object {id}: {e}"));
-        assert!(
-            data == crash_format::content(id, generation),
-            "object {id}: content is not generation {generation} (torn or lost write)"
-        );
+        if data != crash_format::content(id, generation) {
+            let mut found = vec![format!(
+                "object {id}: {:?}",
+                store.describe_onode(&collection, &name).await
+            )];
+            // The objects whose blocks it holds.
+            for block in data.chunks(crash_format::BLOCK_BYTES) {
+                if block.len() >= 8 {
+                    let other = u64::from_le_bytes(block[..8].try_into().expect("8 bytes"));
+                    if other != id && other != 0 {
+                        let (collection, name) =
+                            (crash_format::collection(other), crash_format::name(other));
+                        found.push(format!(
+                            "object {other} (acknowledged generation {:?}): {:?}",
+                            acked.get(&other),
+                            store.describe_onode(&collection, &name).await
+                        ));
+                    }
+                }
+            }
+            found.dedup();
+            panic!(
+                "object {id}: content is not generation {generation} (torn or lost write): {}\n{}",
+                describe_blocks(id, generation, &data),
+                found.join("\n")
+            );
+        }
         if generation > 0 {
             let omap = store
                 .omap_get_keys(&collection, &name, &[b"gen".to_vec()])
@@ -138,4 +161,44 @@ async fn verify(dir: &std::path::Path, acked: &BTreeMap<u64, u64>, check: &[u64]
         }
     }
     store.shutdown().await.expect("shutdown");
+}
+
+/// Which generation each block of an object's content holds, against the expected one: the
+/// blocks describe themselves (id, index, generation), so a mismatch says what was read.
+fn describe_blocks(id: u64, generation: u64, data: &[u8]) -> String {
+    let expected = crash_format::content(id, generation);
+    let mut parts = vec![format!(
+        "{} bytes read, {} expected",
+        data.len(),
+        expected.len()
+    )];
+    for (index, block) in data.chunks(crash_format::BLOCK_BYTES).enumerate() {
+        let start = index * crash_format::BLOCK_BYTES;
+        let wanted = expected.get(start..start + block.len());
+        let state = if wanted == Some(block) {
+            "ok".to_string()
+        } else if block.iter().all(|&b| b == 0) {
+            "zeros".to_string()
+        } else if block.len() >= 16 {
+            let field = |at: usize, bytes: usize| {
+                let mut value = [0u8; 8];
+                value[..bytes].copy_from_slice(&block[at..at + bytes]);
+                u64::from_le_bytes(value)
+            };
+            format!(
+                "holds id {} block {} generation {}",
+                field(0, 8),
+                field(8, 4),
+                field(12, 4)
+            )
+        } else {
+            "short".to_string()
+        };
+        parts.push(format!("block {index}: {state}"));
+    }
+    let ranges: Vec<String> = (1..=generation)
+        .map(|g| format!("{g}:{:?}", crash_format::range(id, g)))
+        .collect();
+    parts.push(format!("generation ranges {}", ranges.join(" ")));
+    parts.join("; ")
 }
