@@ -693,19 +693,27 @@ async fn data_matches(
     block_bytes: u64,
 ) -> Result<bool> {
     for digest in digests {
-        let mut data = vec![0u8; digest.length_bytes as usize];
-        if device
-            .read_at(digest.offset_bytes, &mut data)
-            .await
-            .is_err()
-        {
+        let Some(data) = read_or_none(device, digest.offset_bytes, digest.length_bytes).await
+        else {
             return Ok(false);
-        }
+        };
         if crate::wal::digest(&data, block_bytes as usize) != digest.hash {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// `length_bytes` read at `offset_bytes`, or `None` if the device fails the read (to a
+/// mount, data it cannot read did not reach it).
+async fn read_or_none(
+    device: &Arc<dyn Device>,
+    offset_bytes: u64,
+    length_bytes: u64,
+) -> Option<Vec<u8>> {
+    let mut data = vec![0u8; length_bytes as usize];
+    device.read_at(offset_bytes, &mut data).await.ok()?;
+    Some(data)
 }
 
 /// For a record of format 5 or older (no digests): whether every extent that its onodes
@@ -748,14 +756,11 @@ async fn data_is_intact(
             if old {
                 continue;
             }
-            let mut data = vec![0u8; extent.length_bytes as usize];
-            if device
-                .read_at(extent.device_offset_bytes, &mut data)
-                .await
-                .is_err()
-            {
+            let Some(data) =
+                read_or_none(device, extent.device_offset_bytes, extent.length_bytes).await
+            else {
                 return Ok(false);
-            }
+            };
             if first_bad_block(&data, &extent.crcs, checksum_block_bytes).is_some() {
                 return Ok(false);
             }

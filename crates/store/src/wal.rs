@@ -571,6 +571,14 @@ mod tests {
         }
     }
 
+    /// Appends a payload with its header (magic, length, crc32c) to `log`.
+    fn frame(log: &mut Vec<u8>, payload: &[u8]) {
+        log.extend_from_slice(&MAGIC.to_le_bytes());
+        log.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        log.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        log.extend_from_slice(payload);
+    }
+
     /// Format 4 wrote a flags byte only (1: flushed after every earlier record), format 5 no
     /// digests; a mount of such a store after a crash still reads their records (without
     /// digests: their data is checked against the onodes' crc32c).
@@ -588,10 +596,7 @@ mod tests {
             payload.push(old_flags);
             // And without format 6's digest count at the end.
             payload.extend_from_slice(&out[flags_at + 9..out.len() - 4]);
-            log.extend_from_slice(&MAGIC.to_le_bytes());
-            log.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-            log.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-            log.extend_from_slice(&payload);
+            frame(&mut log, &payload);
         }
         let (decoded, end) = decode_records(&log, 1);
         assert_eq!(end, log.len());
@@ -607,10 +612,7 @@ mod tests {
         let flags_at = HEADER_BYTES + 16;
         let mut payload = out[HEADER_BYTES..out.len() - 4].to_vec();
         payload[flags_at - HEADER_BYTES] = FLUSHED_BEFORE;
-        log.extend_from_slice(&MAGIC.to_le_bytes());
-        log.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        log.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-        log.extend_from_slice(&payload);
+        frame(&mut log, &payload);
         let (decoded, end) = decode_records(&log, 1);
         assert_eq!(end, log.len());
         assert_eq!(decoded[3].flushed_before, 3);
