@@ -36,18 +36,26 @@ impl ObjectImage {
             .map_or(0, |v| decode_version(v))
     }
 
-    /// A digest of data, xattrs and omap (crc32c chained), for scrub comparisons.
-    pub fn digest(&self) -> u32 {
-        let mut crc = crc32c::crc32c(&self.data);
+    /// A digest of data, xattrs and omap (xxh3, 64 bits, every field length-prefixed), for
+    /// scrub comparisons. Not a crc32c: a crc is linear, so data made of pieces that each end
+    /// with their own crc32c has one crc32c whatever the pieces hold, and two replicas that
+    /// diverged (one missed a write) would compare equal.
+    pub fn digest(&self) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut field = |bytes: &[u8]| {
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        field(&self.data);
         for (key, value) in &self.xattrs {
-            crc = crc32c::crc32c_append(crc, key.as_bytes());
-            crc = crc32c::crc32c_append(crc, value);
+            field(key.as_bytes());
+            field(value);
         }
         for (key, value) in &self.omap {
-            crc = crc32c::crc32c_append(crc, key);
-            crc = crc32c::crc32c_append(crc, value);
+            field(key);
+            field(value);
         }
-        crc
+        hasher.digest()
     }
 }
 
@@ -277,4 +285,50 @@ fn open_device(config: &OsdConfig, data_dir: &Path, create: bool) -> Result<Arc<
         }
     }
     spec.open(&format!("osd.{}", config.id)).map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(data: Vec<u8>, xattrs: &[(&str, &[u8])]) -> ObjectImage {
+        ObjectImage {
+            data,
+            xattrs: xattrs
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_vec()))
+                .collect(),
+            omap: Vec::new(),
+            mtime_ns: 0,
+        }
+    }
+
+    /// Pieces that each end with their own crc32c: the whole has one crc32c, whatever the
+    /// pieces hold.
+    fn self_checked(fill: u8) -> Vec<u8> {
+        let mut data = Vec::new();
+        for index in 0..4u8 {
+            let mut piece = vec![fill.wrapping_add(index); 1020];
+            let crc = crc32c::crc32c(&piece);
+            piece.extend_from_slice(&crc.to_le_bytes());
+            data.extend_from_slice(&piece);
+        }
+        data
+    }
+
+    #[test]
+    fn digests_tell_apart_what_a_crc32c_does_not() {
+        let (old, new) = (self_checked(1), self_checked(9));
+        assert_eq!(crc32c::crc32c(&old), crc32c::crc32c(&new), "the premise");
+        assert_ne!(image(old, &[]).digest(), image(new, &[]).digest());
+        // Field boundaries count: ("ab", "c") is not ("a", "bc").
+        assert_ne!(
+            image(Vec::new(), &[("ab", b"c")]).digest(),
+            image(Vec::new(), &[("a", b"bc")]).digest()
+        );
+        assert_eq!(
+            image(b"same".to_vec(), &[("k", b"v")]).digest(),
+            image(b"same".to_vec(), &[("k", b"v")]).digest()
+        );
+    }
 }

@@ -1,5 +1,5 @@
-//! Deep scrub: compare every replica of every object of a PG (data crc, xattrs, omap,
-//! version), report inconsistencies, and repair them from the authoritative copy: the value
+//! Deep scrub: compare every replica of every object of a PG (an xxh3 of data, xattrs, omap;
+//! the version), report inconsistencies, and repair them from the authoritative copy: the value
 //! most acting replicas agree on; on a tie, the primary's (a replica that cannot be read has
 //! no vote).
 
@@ -81,7 +81,7 @@ pub(crate) async fn scrub(inner: &Inner, pool: Option<&str>, repair: bool) -> Re
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Copy {
     Missing,
-    Present { version: u64, digest: u32 },
+    Present { version: u64, digest: u64 },
 }
 
 /// Scrubs one PG under its lock.
