@@ -122,8 +122,8 @@
 //! thousands of requests after the change (cloudPhysicsIO at 20%, a size the scorecard does
 //! not score: +.024 -> +.018 against S3-FIFO). It lost request 10% (+.00009): not adopted.
 //!
-//! **Following a replica more closely** (opt-in, session `policy-s10`; each off is the default
-//! cell for cell). A change of trial costs the live cache misses its new replica never had: the
+//! **Following a replica more closely** (session `policy-s10`; opt-in but `trials_shape`,
+//! default since; each off is the default cell for cell). A change of trial costs the live cache misses its new replica never had: the
 //! live cache holds the old shape's contents, and main, which grows only by promotions and
 //! ghost hits, takes many cache turnovers to hold what the replica's main holds (cloudPhysicsIO
 //! at 20%: 2,774 misses after one change, against a lead of 669 that made it).
@@ -133,10 +133,11 @@
 //!   2% and 20%, fresh seeds) 32 get better (cloudPhysicsIO 10%: -.0002 -> -.0042; 20%: +.024
 //!   -> +.018) and 12 a little worse (cloudPhysicsIO 5%: -.00037 -> -.00018); it meets no
 //!   further cell.
-//! - `trials_shape`: the live cache runs the shape its followed replica runs, not the candidate
-//!   that trial's selector names; they differ for the tiny caches' never-switching trial, whose
-//!   replica keeps the 70% buffer while the named candidate is the 1% buffer (MSR at 2%, 38
-//!   objects: +.0024 -> +.0004). No scored cell moves.
+//! - `trials_shape` (default on since it was measured, a fix): the live cache runs the shape
+//!   its followed replica runs, not the candidate that trial's selector names; they differ for
+//!   the tiny caches' never-switching trial, whose replica keeps the 70% buffer while the
+//!   named candidate is the 1% buffer (MSR at 2%, 38 objects: +.0024 -> +.0004). No scored
+//!   cell moves.
 //! - `trials_z_sampled=0`: the paired test only where the replicas are not sampled; narrows
 //!   P12 and cloud_storage at 20% and widens P12 1%, but leaves P12 10% won by less than
 //!   .00001 and narrows OLTP 10% (`crates/sim/RESULTS.md`, session `policy-s10`).
