@@ -78,9 +78,13 @@ async fn concurrent_writes_share_flushes_and_commits() {
         "every batch wrote data"
     );
     assert_eq!(device.stats().flush.ops, stats.device_flushes);
-    // The 63 writes submitted during the first 20 ms flush wait for it and share the next
-    // ones: a handful of batches, not one per write.
-    assert!(stats.batches <= 8, "{stats:?}");
+    // While the first 20 ms flush runs, at most 7 batches fill the pipeline (4 flushing, 2
+    // queued for a sync thread, 1 in the writer's hands); the writes submitted meanwhile wait
+    // and share the next ones. A few more: 64 objects hash onto 1,024 lock shards (about two
+    // collisions expected), and a write whose shard an earlier one holds waits for that
+    // one's commit, then makes or joins a later batch (with each transaction on a task of
+    // its own, CI saw 10). A handful of batches, not one per write.
+    assert!(stats.batches <= 16, "{stats:?}");
     // Write-behind: the committer wrote each batch's neighbouring 4 KiB extents as one write.
     assert!(device.stats().write.ops < 64, "{:?}", device.stats().write);
     Arc::into_inner(store)
