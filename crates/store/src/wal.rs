@@ -96,15 +96,22 @@ pub(crate) struct DataDigest {
 /// wrote and then replaced itself is free once its batch is flushed, and may be reused
 /// before a mount checks the record).
 pub(crate) fn block_hashes(data: &[u8], block_bytes: usize) -> Vec<u64> {
-    data.chunks(block_bytes.max(1))
-        .map(xxhash_rust::xxh3::xxh3_64)
-        .collect()
+    data.chunks(block_bytes.max(1)).map(block_hash).collect()
 }
 
-/// The digest of consecutive blocks from their [`block_hashes`].
+/// The xxh3 (64 bits) of one block (see [`block_hashes`]).
+pub(crate) fn block_hash(block: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(block)
+}
+
+/// The digest of consecutive blocks from their [`block_hashes`]: the xxh3 of their hashes,
+/// little endian, one after the other (streamed, not gathered first).
 pub(crate) fn combine(hashes: &[u64]) -> u64 {
-    let bytes: Vec<u8> = hashes.iter().flat_map(|hash| hash.to_le_bytes()).collect();
-    xxhash_rust::xxh3::xxh3_64(&bytes)
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for hash in hashes {
+        hasher.update(&hash.to_le_bytes());
+    }
+    hasher.digest()
 }
 
 /// The digest of data written to a range (blocks of `block_bytes`; see the module

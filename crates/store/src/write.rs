@@ -467,10 +467,13 @@ async fn place(
             unreachable!("the buffer is taken only with the last piece");
         };
         let slice = &data[at as usize..(at + piece.length_bytes) as usize];
-        let crcs: Vec<u32> = slice.chunks(block as usize).map(crc32c::crc32c).collect();
-        context
-            .written
-            .push((piece.offset_bytes, wal::block_hashes(slice, block as usize)));
+        // One pass over the data for both: the crc32c each read checks, the hash the record's
+        // digest is built from.
+        let (crcs, hashes): (Vec<u32>, Vec<u64>) = slice
+            .chunks(block as usize)
+            .map(|chunk| (crc32c::crc32c(chunk), wal::block_hash(chunk)))
+            .unzip();
+        context.written.push((piece.offset_bytes, hashes));
         if let Some(deferred) = context.deferred.as_mut() {
             if deferred.budget_bytes >= piece.length_bytes {
                 deferred.budget_bytes -= piece.length_bytes;
