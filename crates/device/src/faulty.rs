@@ -612,6 +612,10 @@ impl Device for FaultyDevice {
         DeviceKind::Faulty
     }
 
+    fn interrupt_cpus(&self) -> Option<Vec<usize>> {
+        self.inner.interrupt_cpus()
+    }
+
     fn stats(&self) -> DeviceStats {
         self.stats.snapshot()
     }

@@ -110,6 +110,8 @@ pub struct FileDevice {
     /// Alignment of the bounce buffers in memory.
     memory_alignment_bytes: u64,
     is_block_device: bool,
+    /// The CPUs of its completion interrupts, found at open (`affinity`).
+    interrupt_cpus: Option<Vec<usize>>,
     /// Fills a regular file's holes ahead of writes (`initialize.rs`); `None` for a block
     /// device.
     initializer: Option<Arc<Initializer>>,
@@ -246,6 +248,7 @@ impl FileDevice {
             direct,
             memory_alignment_bytes,
             is_block_device,
+            interrupt_cpus: crate::affinity::interrupt_cpus_of_path(path),
             initializer,
             poisoned: AtomicBool::new(false),
             admission: Semaphore::new(config.queue_depth_max),
@@ -597,6 +600,10 @@ impl Device for FileDevice {
         } else {
             DeviceKind::File
         }
+    }
+
+    fn interrupt_cpus(&self) -> Option<Vec<usize>> {
+        self.interrupt_cpus.clone()
     }
 
     fn stats(&self) -> DeviceStats {

@@ -15,6 +15,8 @@
 //! - [`FaultyDevice`]: any device with seeded or scripted faults (EIO, torn writes, bit flips,
 //!   latency spikes, crashes);
 //! - per-device statistics ([`DeviceStats`]) kept by every device;
+//! - [`affinity`]: which CPUs take a device's completion interrupts
+//!   ([`Device::interrupt_cpus`]), and pinning a thread there;
 //! - [`DeviceSpec`]: a device described by one string (`hdd-10k@file:/srv/hdd0.img:100G`),
 //!   for configuration files and command lines.
 //!
@@ -65,6 +67,7 @@
 
 use async_trait::async_trait;
 
+pub mod affinity;
 mod aligned;
 pub use aligned::AlignedBuffer;
 mod emulated;
@@ -183,6 +186,14 @@ pub trait Device: Send + Sync {
 
     /// What kind of device this is.
     fn kind(&self) -> DeviceKind;
+
+    /// The CPUs that take this device's completion interrupts, when known ([`affinity`]):
+    /// threads that spend their time waiting for its requests run best there. The default
+    /// (and devices whose completions come from elsewhere, such as a timing model's timer
+    /// thread) say nothing.
+    fn interrupt_cpus(&self) -> Option<Vec<usize>> {
+        None
+    }
 
     /// A snapshot of the device's statistics.
     fn stats(&self) -> DeviceStats;

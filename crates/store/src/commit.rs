@@ -11,6 +11,9 @@
 //!    to the allocator, updates the counters, answers the callers and releases their object
 //!    locks.
 //!
+//! These threads run on the CPU that takes the device's completion interrupts when there is
+//! one such CPU (`StoreConfig::pin_to_interrupt_cpu`): they spend their time waiting for it.
+//!
 //! Why the record beside the data: the two writes need not be ordered (a mount checks the
 //! data of every record whose flush may not have completed), and one after the other they
 //! were two write latencies of a batch's path (`examples/bench_cluster.rs --replicas 1`,
@@ -133,6 +136,7 @@ pub(crate) fn spawn(
     let (to_sync, sealed) = std::sync::mpsc::sync_channel::<Sealed>(SEALED_QUEUED_MAX);
     let sealed = Arc::new(Mutex::new(sealed));
     let pipeline = Arc::new(Pipeline::default());
+    let cpu = pipeline_cpu(&inner);
     let mut threads = Vec::with_capacity(inner.config.flushes_in_flight_max + 1);
     for index in 0..inner.config.flushes_in_flight_max {
         let inner = Arc::clone(&inner);
@@ -142,20 +146,56 @@ pub(crate) fn spawn(
         threads.push(
             std::thread::Builder::new()
                 .name(format!("store-sync-{index}"))
-                .spawn(move || run_syncer(&inner, &sealed, &pipeline, &runtime))?,
+                .spawn(move || {
+                    pin(cpu);
+                    run_syncer(&inner, &sealed, &pipeline, &runtime)
+                })?,
         );
     }
-    let (record_writer, record_thread) = RecordWriter::start(&inner, &runtime)?;
+    let (record_writer, record_thread) = RecordWriter::start(&inner, &runtime, cpu)?;
     threads.push(record_thread);
     std::thread::Builder::new()
         .name("store-commit".into())
         .spawn(move || {
+            pin(cpu);
             run_writer(&inner, queue, &record_writer, to_sync, &pipeline, &runtime);
             drop(record_writer);
             for thread in threads {
                 let _ = thread.join();
             }
         })
+}
+
+/// The CPU for the commit pipeline's threads (see `StoreConfig::pin_to_interrupt_cpu`): the
+/// one that takes every completion interrupt of the device, if the process may also run on
+/// others (pinned to its only CPU, nothing changes; pinned elsewhere, the mask is left alone).
+fn pipeline_cpu(inner: &Inner) -> Option<usize> {
+    if !inner.config.pin_to_interrupt_cpu {
+        return None;
+    }
+    let cpus = inner.device.interrupt_cpus()?;
+    let [cpu] = cpus.as_slice() else {
+        return None;
+    };
+    let allowed = device::affinity::allowed_cpus().ok()?;
+    if allowed.len() < 2 || !allowed.contains(cpu) {
+        return None;
+    }
+    tracing::info!(
+        device = inner.device.name(),
+        cpu,
+        "commit threads run on the CPU that takes the device's interrupts"
+    );
+    Some(*cpu)
+}
+
+/// Pins the calling thread to `cpu`, if given; a refusal only costs speed, so it is logged.
+fn pin(cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        if let Err(error) = device::affinity::pin_current_thread(cpu) {
+            tracing::warn!(%error, cpu, "could not pin a commit thread to its CPU");
+        }
+    }
 }
 
 /// Sealed batches waiting for a sync thread at most. With none (a rendezvous) the writer,
@@ -193,6 +233,7 @@ impl RecordWriter {
     fn start(
         inner: &Arc<Inner>,
         runtime: &tokio::runtime::Handle,
+        cpu: Option<usize>,
     ) -> std::io::Result<(RecordWriter, std::thread::JoinHandle<()>)> {
         let (requests, requested) = std::sync::mpsc::channel::<wal::PlacedRecord>();
         let (answer, results) = std::sync::mpsc::channel();
@@ -201,6 +242,7 @@ impl RecordWriter {
         let thread = std::thread::Builder::new()
             .name("store-log".into())
             .spawn(move || {
+                pin(cpu);
                 for placed in requested {
                     let written = device.write_blocking(
                         placed.offset_bytes,
