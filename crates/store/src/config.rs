@@ -53,9 +53,10 @@ pub struct StoreConfig {
     /// Those threads spend their time waiting for the device, and a wake-up from an interrupt
     /// on another CPU is an inter-processor interrupt (in a VM whose idle vCPUs halt, a vCPU
     /// to wake). Measured on the 2-vCPU development machine (`examples/bench_cluster.rs
-    /// --replicas 1 --concurrency 16`, alternating): 40.5-41.7k durable 4 KiB writes/s pinned
-    /// against 35.4-36.6k, and 24-25 µs of CPU per write against 31; pinned to the other CPU,
-    /// 33.4-37.7k. Default true.
+    /// --replicas 1 --concurrency 16`, alternating with the code before): 36.7-39.6k durable
+    /// 4 KiB writes/s and 26.5-28.5 µs of CPU per write against 32.3-34.2k and 34-36 µs.
+    /// Stores on one disk share that CPU; three of them (replica 3) measured within noise,
+    /// with less CPU per write (ARCHITECTURE.md). Default true.
     pub pin_to_interrupt_cpu: bool,
     /// Flush the device and fsync the metadata at every commit. Default true. `false` is only
     /// for benchmarks that want the cost of the rest: acknowledged writes may be lost.
