@@ -6,8 +6,9 @@
 //! is a halted vCPU to wake (tens of µs). A single-queue device (virtio-blk with one queue, a
 //! SATA disk) takes all its interrupts on one CPU; threads that spend their lives waiting
 //! for it run best there. The store pins its commit pipeline to that CPU (`store::commit`);
-//! measured on this project's 2-vCPU machine: 36.7-39.6k replica-1 4 KiB writes/s pinned
-//! against 32.3-34.2k unpinned, with a fifth less CPU per write (ARCHITECTURE.md).
+//! measured on this project's 2-vCPU machine, six runs each: 32.7-39.6k replica-1 4 KiB
+//! writes/s pinned (five of six at 36.7k or more) against 32.3-34.2k unpinned, with less
+//! CPU per write (ARCHITECTURE.md).
 //!
 //! The map from a file to its interrupts goes through sysfs: the file's device number
 //! (`st_dev`, or `st_rdev` for a block device node) -> `/sys/dev/block/MAJOR:MINOR` -> up the

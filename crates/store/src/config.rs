@@ -53,8 +53,9 @@ pub struct StoreConfig {
     /// Those threads spend their time waiting for the device, and a wake-up from an interrupt
     /// on another CPU is an inter-processor interrupt (in a VM whose idle vCPUs halt, a vCPU
     /// to wake). Measured on the 2-vCPU development machine (`examples/bench_cluster.rs
-    /// --replicas 1 --concurrency 16`, alternating with the code before): 36.7-39.6k durable
-    /// 4 KiB writes/s and 26.5-28.5 µs of CPU per write against 32.3-34.2k and 34-36 µs.
+    /// --replicas 1 --concurrency 16`, six runs alternating with the code before): 32.7-39.6k
+    /// durable 4 KiB writes/s (five of six at 36.7k or more) and 26.5-33.3 µs of CPU per
+    /// write, against 32.3-34.2k and 33.7-35.9 µs.
     /// Stores on one disk share that CPU; three of them (replica 3) measured within noise,
     /// with less CPU per write (ARCHITECTURE.md). Default true.
     pub pin_to_interrupt_cpu: bool,
