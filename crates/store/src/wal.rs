@@ -91,22 +91,17 @@ pub(crate) struct DataDigest {
     pub hash: u64,
 }
 
-/// The xxh3 (64 bits) of each `block_bytes` of `data`: a transaction keeps these for what
-/// it writes and digests the blocks its onodes still reference at the end (a block it
-/// wrote and then replaced itself is free once its batch is flushed, and may be reused
-/// before a mount checks the record).
-pub(crate) fn block_hashes(data: &[u8], block_bytes: usize) -> Vec<u64> {
-    data.chunks(block_bytes.max(1)).map(block_hash).collect()
-}
-
-/// The xxh3 (64 bits) of one block (see [`block_hashes`]).
+/// The xxh3 (64 bits) of one block of data: a transaction keeps these for the blocks it
+/// writes and digests the blocks its onodes still reference at the end (a block it wrote
+/// and then replaced itself is free once its batch is flushed, and may be reused before a
+/// mount checks the record).
 pub(crate) fn block_hash(block: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(block)
 }
 
-/// The digest of consecutive blocks from their [`block_hashes`]: the xxh3 of their hashes,
+/// The digest of consecutive blocks from their [`block_hash`]es: the xxh3 of the hashes,
 /// little endian, one after the other (streamed, not gathered first).
-pub(crate) fn combine(hashes: &[u64]) -> u64 {
+pub(crate) fn combine(hashes: impl IntoIterator<Item = u64>) -> u64 {
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
     for hash in hashes {
         hasher.update(&hash.to_le_bytes());
@@ -117,7 +112,7 @@ pub(crate) fn combine(hashes: &[u64]) -> u64 {
 /// The digest of data written to a range (blocks of `block_bytes`; see the module
 /// documentation).
 pub(crate) fn digest(data: &[u8], block_bytes: usize) -> u64 {
-    combine(&block_hashes(data, block_bytes))
+    combine(data.chunks(block_bytes.max(1)).map(block_hash))
 }
 
 /// One change of a record: (keyspace, key, new value or `None` for a removal).

@@ -253,7 +253,7 @@ fn digests(
                     digests.push(DataDigest {
                         offset_bytes: start + first as u64 * block_bytes,
                         length_bytes: (index - first) as u64 * block_bytes,
-                        hash: wal::combine(&hashes[first..index]),
+                        hash: wal::combine(hashes[first..index].iter().copied()),
                     });
                     run_start = None;
                 }
@@ -651,24 +651,24 @@ mod tests {
             DataDigest {
                 offset_bytes: 0,
                 length_bytes: block,
-                hash: wal::combine(&hashes[..1]),
+                hash: wal::combine(hashes[..1].iter().copied()),
             },
             DataDigest {
                 offset_bytes: 2 * block,
                 length_bytes: 2 * block,
-                hash: wal::combine(&hashes[2..]),
+                hash: wal::combine(hashes[2..].iter().copied()),
             },
             DataDigest {
                 offset_bytes: 1 << 20,
                 length_bytes: block,
-                hash: wal::combine(&[9]),
+                hash: wal::combine([9]),
             },
         ];
         assert_eq!(found, expected);
         let data = vec![5u8; 3 * block as usize];
         assert_eq!(
             wal::digest(&data, block as usize),
-            wal::combine(&wal::block_hashes(&data, block as usize)),
+            wal::combine(data.chunks(block as usize).map(wal::block_hash)),
             "a mount's digest of a range is the combination of its blocks' hashes"
         );
         assert_eq!(digests(&written, &[], block).len(), 2, "whole extents");
