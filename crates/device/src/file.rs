@@ -9,6 +9,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -537,6 +538,92 @@ impl Device for FileDevice {
             .map_err(|e| DeviceError::io("pwrite", e))
         });
         guard.finish(length_bytes, result)
+    }
+
+    /// Submitted together through the calling thread's io_uring (`ring.rs`), which sleeps
+    /// once for all of them; `pwrite` one after the other where a ring cannot be made.
+    fn write_many_blocking(
+        &self,
+        writes: &[(u64, &[u8])],
+        runtime: &tokio::runtime::Handle,
+    ) -> Vec<Result<(), DeviceError>> {
+        let mut results: Vec<Option<Result<(), DeviceError>>> = writes
+            .iter()
+            .map(|(offset_bytes, data)| {
+                self.check_write(*offset_bytes, data.len() as u64)
+                    .err()
+                    .map(Err)
+            })
+            .collect();
+        // Memory the caller aligned goes as it is, anything else through one bounce copy.
+        let bounces: Vec<Option<AlignedBuffer>> = writes
+            .iter()
+            .map(|(_, data)| {
+                (!(data.as_ptr() as usize).is_multiple_of(self.alignment()))
+                    .then(|| AlignedBuffer::gathered(&[data], self.alignment()))
+            })
+            .collect();
+        let submitted: Vec<(usize, (u64, &[u8]))> = writes
+            .iter()
+            .zip(&bounces)
+            .enumerate()
+            .filter(|(index, _)| results[*index].is_none())
+            .map(|(index, ((offset_bytes, data), bounce))| {
+                (
+                    index,
+                    (
+                        *offset_bytes,
+                        bounce.as_ref().map_or(*data, AlignedBuffer::as_slice),
+                    ),
+                )
+            })
+            .collect();
+        let guards: Vec<_> = submitted
+            .iter()
+            .map(|_| self.stats.begin(OpKind::Write))
+            .collect();
+        let ranges: Vec<(u64, &[u8])> = submitted.iter().map(|(_, range)| *range).collect();
+        let lengths: Vec<(u64, u64)> = ranges
+            .iter()
+            .map(|(offset_bytes, data)| (*offset_bytes, data.len() as u64))
+            .collect();
+        let outcome = match &self.initializer {
+            Some(initializer) => initializer.write_many(&lengths, || {
+                crate::ring::write_all_at(self.file.as_raw_fd(), &ranges)
+            }),
+            None => crate::ring::write_all_at(self.file.as_raw_fd(), &ranges),
+        };
+        match outcome {
+            Ok(written) => {
+                for (((index, (offset_bytes, data)), bytes), guard) in
+                    submitted.iter().zip(written).zip(guards)
+                {
+                    let result = bytes
+                        .and_then(|bytes| {
+                            // A short write: the rest with `pwrite`.
+                            if bytes < data.len() {
+                                self.file
+                                    .write_all_at(&data[bytes..], offset_bytes + bytes as u64)
+                            } else {
+                                Ok(())
+                            }
+                        })
+                        .map_err(|e| DeviceError::io("io_uring write", e));
+                    results[*index] = Some(guard.finish(data.len() as u64, result));
+                }
+            }
+            Err(_refused) => {
+                // Logged once per thread by `ring.rs`.
+                drop(guards);
+                for (index, (offset_bytes, data)) in &submitted {
+                    results[*index] = Some(self.write_blocking(*offset_bytes, data, runtime));
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| result.unwrap_or(Ok(())))
+            .collect()
     }
 
     /// `fdatasync` on the calling thread.

@@ -3,8 +3,9 @@
 //! 1. the writer takes whatever transactions are queued (up to `batch_transactions_max`, a
 //!    batch) and seals it (`seal`): it encodes all the batch's metadata changes (and the
 //!    data of deferred writes) as one record of the write-ahead log, which lives on the same
-//!    device (`wal.rs`), and writes that record (on the log writer's thread) while it makes
-//!    the batch's write-behind writes (adjacent extents as one write);
+//!    device (`wal.rs`), and writes that record and the batch's write-behind data (adjacent
+//!    extents as one write) at once (`Device::write_many_blocking`: on a file device, one
+//!    io_uring submission and one sleep until all are done);
 //! 2. one of `flushes_in_flight_max` sync threads (`finish`) flushes the device once, which
 //!    makes the batch's data and its record durable; then, in batch order, it applies the
 //!    changes to the metadata database without a sync, returns the extents the batch freed
@@ -152,14 +153,11 @@ pub(crate) fn spawn(
                 })?,
         );
     }
-    let (record_writer, record_thread) = RecordWriter::start(&inner, &runtime, cpu)?;
-    threads.push(record_thread);
     std::thread::Builder::new()
         .name("store-commit".into())
         .spawn(move || {
             pin(cpu);
-            run_writer(&inner, queue, &record_writer, to_sync, &pipeline, &runtime);
-            drop(record_writer);
+            run_writer(&inner, queue, to_sync, &pipeline, &runtime);
             for thread in threads {
                 let _ = thread.join();
             }
@@ -220,66 +218,22 @@ struct Sealed {
     release_held: bool,
 }
 
-/// Writes log records on a thread of its own, so that the writer stage writes a batch's
-/// data beside its record (one hop each way, no runtime in between).
-struct RecordWriter {
-    requests: std::sync::mpsc::Sender<wal::PlacedRecord>,
-    results: std::sync::mpsc::Receiver<(wal::PlacedRecord, DeviceResult)>,
-}
-
 type DeviceResult = std::result::Result<(), device::DeviceError>;
-
-impl RecordWriter {
-    fn start(
-        inner: &Arc<Inner>,
-        runtime: &tokio::runtime::Handle,
-        cpu: Option<usize>,
-    ) -> std::io::Result<(RecordWriter, std::thread::JoinHandle<()>)> {
-        let (requests, requested) = std::sync::mpsc::channel::<wal::PlacedRecord>();
-        let (answer, results) = std::sync::mpsc::channel();
-        let device = Arc::clone(&inner.device);
-        let runtime = runtime.clone();
-        let thread = std::thread::Builder::new()
-            .name("store-log".into())
-            .spawn(move || {
-                pin(cpu);
-                for placed in requested {
-                    let written = device.write_blocking(
-                        placed.offset_bytes,
-                        placed.buffer.as_slice(),
-                        &runtime,
-                    );
-                    if answer.send((placed, written)).is_err() {
-                        return;
-                    }
-                }
-            })?;
-        Ok((RecordWriter { requests, results }, thread))
-    }
-
-    /// Writes a placed record; [`RecordWriter::wait`] gives it back with the outcome.
-    fn begin(&self, placed: wal::PlacedRecord) -> std::result::Result<(), wal::PlacedRecord> {
-        self.requests.send(placed).map_err(|unsent| unsent.0)
-    }
-
-    /// The outcome of the write [`RecordWriter::begin`] started.
-    fn wait(&self) -> Option<(wal::PlacedRecord, DeviceResult)> {
-        self.results.recv().ok()
-    }
-}
 
 /// Adjacent write-behind extents are joined into one device write of at most this many bytes.
 const RUN_BYTES_MAX: usize = 1 << 20;
 
-/// Makes the device writes the batch's transactions left to the writer (write-behind), on
-/// this thread, extents that follow each other on the device as one write (the allocator
-/// hands out neighbouring space to transactions prepared one after another). Returns, per
+/// Writes a batch's log record and the data its transactions left to the writer
+/// (write-behind) at once (`Device::write_many_blocking`: one submission, one sleep), extents
+/// that follow each other on the device as one write (the allocator hands out neighbouring
+/// space to transactions prepared one after another). Returns the record's outcome and, per
 /// transaction, the error that kept its data from the device, if any (empty if none did).
-fn write_behind(
+fn write_batch(
     inner: &Inner,
     runtime: &tokio::runtime::Handle,
     batch: &[Pending],
-) -> Vec<Option<StoreError>> {
+    record: &wal::PlacedRecord,
+) -> (DeviceResult, Vec<Option<StoreError>>) {
     // (device offset, transaction, write) of every extent to write, in device order.
     let mut pieces: Vec<(u64, usize, usize)> = Vec::new();
     for (transaction, pending) in batch.iter().enumerate() {
@@ -287,14 +241,12 @@ fn write_behind(
             pieces.push((*offset_bytes, transaction, write));
         }
     }
-    if pieces.is_empty() {
-        return Vec::new();
-    }
     pieces.sort_unstable();
     let data = |&(_, transaction, write): &(u64, usize, usize)| -> &[u8] {
         &batch[transaction].writes[write].1
     };
-    let mut failed: Vec<Option<StoreError>> = batch.iter().map(|_| None).collect();
+    // Runs of adjacent pieces: (first piece, end piece, joined buffer if more than one).
+    let mut runs: Vec<(usize, usize, Option<device::AlignedBuffer>)> = Vec::new();
     let mut start = 0;
     while start < pieces.len() {
         let mut end = start + 1;
@@ -306,33 +258,45 @@ fn write_behind(
             run_bytes += data(&pieces[end]).len();
             end += 1;
         }
-        let run = &pieces[start..end];
-        let written = if let [single] = run {
-            inner.device.write_blocking(single.0, data(single), runtime)
-        } else {
-            // Gathered straight into memory O_DIRECT takes, so a file device makes no
-            // bounce copy of the run (a single piece it bounces: the same one copy).
-            let parts: Vec<&[u8]> = run.iter().map(data).collect();
-            let alignment = inner.device.block_size_bytes() as usize;
-            let joined = device::AlignedBuffer::gathered(&parts, alignment);
-            inner
-                .device
-                .write_blocking(run[0].0, joined.as_slice(), runtime)
-        };
+        // Gathered straight into memory O_DIRECT takes, so a file device makes no bounce
+        // copy of the run (a single piece it bounces: the same one copy).
+        let joined = (end - start > 1).then(|| {
+            let parts: Vec<&[u8]> = pieces[start..end].iter().map(data).collect();
+            device::AlignedBuffer::gathered(&parts, inner.device.block_size_bytes() as usize)
+        });
+        runs.push((start, end, joined));
+        start = end;
+    }
+    let mut writes: Vec<(u64, &[u8])> = Vec::with_capacity(runs.len() + 1);
+    writes.push((record.offset_bytes, record.buffer.as_slice()));
+    for (start, _, joined) in &runs {
+        let bytes = joined
+            .as_ref()
+            .map_or_else(|| data(&pieces[*start]), device::AlignedBuffer::as_slice);
+        writes.push((pieces[*start].0, bytes));
+    }
+    let mut results = inner
+        .device
+        .write_many_blocking(&writes, runtime)
+        .into_iter();
+    let record_result = results.next().unwrap_or(Ok(()));
+    let mut failed: Vec<Option<StoreError>> = batch.iter().map(|_| None).collect();
+    let mut any_failed = false;
+    for ((start, end, _), written) in runs.iter().zip(results) {
         if written.is_err() {
             // Which transactions failed: each of their extents on its own.
-            for piece in run {
+            for piece in &pieces[*start..*end] {
                 if let Err(error) = inner.device.write_blocking(piece.0, data(piece), runtime) {
                     failed[piece.1] = Some(StoreError::from(error));
+                    any_failed = true;
                 }
             }
         }
-        start = end;
     }
-    if failed.iter().all(Option::is_none) {
-        return Vec::new();
+    if !any_failed {
+        failed.clear();
     }
-    failed
+    (record_result, failed)
 }
 
 /// The order of stage 3: which ticket finishes next, and what is known flushed.
@@ -384,7 +348,6 @@ impl Pipeline {
 fn run_writer(
     inner: &Inner,
     mut queue: mpsc::Receiver<Pending>,
-    record_writer: &RecordWriter,
     to_sync: std::sync::mpsc::SyncSender<Sealed>,
     pipeline: &Pipeline,
     runtime: &tokio::runtime::Handle,
@@ -404,14 +367,7 @@ fn run_writer(
             answer(batch, &Err(StoreError::Poisoned));
             continue;
         }
-        match seal(
-            inner,
-            &mut batch,
-            &mut state,
-            record_writer,
-            pipeline,
-            runtime,
-        ) {
+        match seal(inner, &mut batch, &mut state, pipeline, runtime) {
             Ok(None) => {}
             Ok(Some(sealed)) => {
                 state.sent += 1;
@@ -603,9 +559,9 @@ fn stage(inner: &Inner, batch: &[Pending], sequence: u64) -> Result<Staged> {
     Ok(staged)
 }
 
-/// Writes a batch's data and its log record, at once: the record goes to the log writer's
-/// thread while this one makes the batch's write-behind writes. Neither needs the other
-/// first, since a mount checks the data of every record whose flush may not have completed.
+/// Writes a batch's data and its log record, at once (`write_batch`). Neither needs the
+/// other first, since a mount checks the data of every record whose flush may not have
+/// completed.
 /// A transaction whose data cannot be written is answered with the error and leaves the
 /// batch (dropping it gives its fresh extents back and releases its locks), and the record
 /// is written again over itself without it: nothing after it exists yet. `None`: every
@@ -614,7 +570,6 @@ fn seal(
     inner: &Inner,
     batch: &mut Vec<Pending>,
     state: &mut CommitterState,
-    record_writer: &RecordWriter,
     pipeline: &Pipeline,
     runtime: &tokio::runtime::Handle,
 ) -> Result<Option<Sealed>> {
@@ -667,20 +622,8 @@ fn seal(
         }
     }
     let record_start_bytes = log.len_bytes();
-    let gone = || {
-        device::DeviceError::io(
-            "metadata log write",
-            std::io::Error::other("the log writer thread is gone"),
-        )
-    };
-    let (mut placed, first, failed) = match record_writer.begin(log.place(&state.buffer)?) {
-        Ok(()) => {
-            let failed = write_behind(inner, runtime, batch);
-            let (placed, written) = record_writer.wait().ok_or_else(gone)?;
-            (placed, written, failed)
-        }
-        Err(unsent) => (unsent, Err(gone()), write_behind(inner, runtime, batch)),
-    };
+    let mut placed = log.place(&state.buffer)?;
+    let (first, failed) = write_batch(inner, runtime, batch, &placed);
     // `None`: the record must be written (again).
     let mut written = Some(first);
     if !failed.is_empty() {

@@ -47,7 +47,7 @@ pub struct StoreConfig {
     /// object). 0 turns the cache off. Default 128 MiB (about 400,000 small objects; BlueStore
     /// gives its onode cache a share of `osd_memory_target`, 4 GiB per OSD by default).
     pub onode_cache_bytes: usize,
-    /// Run the commit pipeline's threads (writer, log writer, sync threads) on the CPU that
+    /// Run the commit pipeline's threads (writer, sync threads) on the CPU that
     /// takes the device's completion interrupts, when the device has exactly one such CPU
     /// (a single-queue disk: virtio-blk with one queue, SATA) and the process may use others.
     /// Those threads spend their time waiting for the device, and a wake-up from an interrupt

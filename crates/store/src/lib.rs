@@ -25,9 +25,10 @@
 //!    A small transaction (at most `write_behind_bytes_max` data bytes) only allocates and
 //!    checksums here and leaves its device writes to the committer (**write-behind**).
 //! 2. The prepared transaction goes to a bounded queue. The committer's writer thread takes
-//!    every queued transaction (a batch), makes the batch's write-behind writes on its own
-//!    thread (neighbouring extents as one write) and, at the same time, writes all their
-//!    metadata as **one log record** on the device; it then hands the batch to one of
+//!    every queued transaction (a batch) and writes, all at once, the batch's write-behind
+//!    data (neighbouring extents as one write) and all their metadata as **one log record**
+//!    on the device (a file device submits them together through io_uring and the thread
+//!    sleeps once until all are done); it then hands the batch to one of
 //!    `flushes_in_flight_max` sync threads, which **flushes the device once** for it: the
 //!    flush makes the batch's data and its record durable together. Many small writes share
 //!    one flush, a small write costs no hop to the device's I/O threads, and the flushes of

@@ -111,7 +111,7 @@ async fn commit_threads_run_on_the_interrupt_cpu_only_when_it_is_one() {
         return;
     }
     let cpu = *allowed.last().expect("a CPU");
-    let names = ["store-commit", "store-log", "store-sync-0"];
+    let names = ["store-commit", "store-sync-0"];
 
     let pinned = commit_threads(Some(vec![cpu]), true).await;
     for name in names {
