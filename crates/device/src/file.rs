@@ -547,12 +547,13 @@ impl Device for FileDevice {
         writes: &[(u64, &[u8])],
         runtime: &tokio::runtime::Handle,
     ) -> Vec<Result<(), DeviceError>> {
+        // A write the contract refuses fails alone (and counts as a failed write).
         let mut results: Vec<Option<Result<(), DeviceError>>> = writes
             .iter()
             .map(|(offset_bytes, data)| {
                 self.check_write(*offset_bytes, data.len() as u64)
                     .err()
-                    .map(Err)
+                    .map(|error| self.stats.begin(OpKind::Write).finish(0, Err(error)))
             })
             .collect();
         // Memory the caller aligned goes as it is, anything else through one bounce copy.

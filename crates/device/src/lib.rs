@@ -308,6 +308,7 @@ mod tests {
         writes.push((100, &owned[0].1));
         writes.push((device.size_bytes(), &owned[1].1));
         let writes_before = device.stats().write.ops;
+        let errors_before = device.stats().write.errors;
         let results = std::thread::scope(|scope| {
             scope
                 .spawn(|| device.write_many_blocking(&writes, runtime))
@@ -327,6 +328,7 @@ mod tests {
             Err(DeviceError::OutOfRange { .. })
         ));
         assert_eq!(device.stats().write.ops, writes_before + good as u64 + 2);
+        assert_eq!(device.stats().write.errors, errors_before + 2);
         let mut back = vec![0u8; 3 * 4096];
         for (offset, data) in &writes[..good] {
             runtime

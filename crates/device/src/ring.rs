@@ -20,7 +20,8 @@ use io_uring::{opcode, types, IoUring};
 /// Submission queue entries of a ring; more writes are submitted in rounds of this many.
 const RING_ENTRIES: u32 = 32;
 
-/// Times an interrupted or busy wait for completions is retried before giving up on a ring.
+/// Times a busy wait for completions (EAGAIN, EBUSY) is retried before giving up on a ring;
+/// an interrupted one (EINTR) is always retried.
 const WAIT_ATTEMPTS_MAX: u32 = 1000;
 
 /// The calling thread's ring.
@@ -95,9 +96,18 @@ fn submit_round(
     round: &[(u64, &[u8])],
     first_index: usize,
 ) -> io::Result<Vec<io::Result<usize>>> {
+    // Checked before anything is queued, so an error leaves nothing queued behind.
+    if round
+        .iter()
+        .any(|(_, data)| u32::try_from(data.len()).is_err())
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an io_uring write of 4 GiB or more",
+        ));
+    }
     for (index, (offset_bytes, data)) in round.iter().enumerate() {
-        let length = u32::try_from(data.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write over 4 GiB"))?;
+        let length = data.len() as u32;
         let entry = opcode::Write::new(types::Fd(fd), data.as_ptr(), length)
             .offset(*offset_bytes)
             .build()
@@ -114,11 +124,10 @@ fn submit_round(
     while completed < round.len() {
         match ring.submit_and_wait(round.len() - completed) {
             Ok(_) => {}
+            Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
             Err(error)
-                if matches!(
-                    error.raw_os_error(),
-                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
-                ) && attempts < WAIT_ATTEMPTS_MAX =>
+                if matches!(error.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY))
+                    && attempts < WAIT_ATTEMPTS_MAX =>
             {
                 attempts += 1;
             }
