@@ -347,12 +347,19 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn write_many_lands_every_write_on_a_file_device() {
-        let directory = tempfile::tempdir().unwrap();
-        let path = directory.path().join("device");
-        // Created sparse, so the writes also go through the hole filler (`initialize.rs`).
-        let device = FileDevice::create(&path, 64 << 20, FileDeviceConfig::default()).unwrap();
         let runtime = tokio::runtime::Handle::current();
-        tokio::task::block_in_place(|| check_write_many(&device, &runtime));
+        // O_DIRECT where the filesystem takes it, and through the page cache.
+        for direct_io in [true, false] {
+            let directory = tempfile::tempdir().unwrap();
+            let path = directory.path().join("device");
+            let config = FileDeviceConfig {
+                direct_io,
+                ..FileDeviceConfig::default()
+            };
+            // Created sparse, so the writes also go through the hole filler (`initialize.rs`).
+            let device = FileDevice::create(&path, 64 << 20, config).unwrap();
+            tokio::task::block_in_place(|| check_write_many(&device, &runtime));
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
