@@ -93,6 +93,15 @@ fn bench_cluster_prints_every_row_without_peers() {
     assert_eq!(json["settings"]["osd_layout_bytes"], 32 << 20);
     assert!(stdout.contains("laid out for their first 32M"), "{stdout}");
     assert!(stdout.contains("strata/ceph"));
+    // Under the table, each write phase's group commit: writes per device flush.
+    for size in ["4K", "64K"] {
+        let note = format!("strata {size} write: ");
+        let line = stdout
+            .lines()
+            .find(|line| line.starts_with(&note))
+            .unwrap_or_else(|| panic!("no {note:?} line in {stdout}"));
+        assert!(line.contains("replica writes per device flush"), "{line}");
+    }
     // The run's temporary directory is removed at the end: only the JSON file remains.
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "only rows.json remains: {leftovers:?}");

@@ -19,7 +19,9 @@
 //!   write row is the device's ceiling, not a durable peer (strata and Ceph acknowledge
 //!   only after a flush). A second write row, `fio fdatasync/batch`, adds
 //!   `--fdatasync=C`: an fdatasync after every C writes, the disk's limit for writes made
-//!   durable in batches of the concurrency, as group commit does.
+//!   durable in batches of the concurrency, as group commit does. Under the table, a line
+//!   per strata write phase says how many replica writes shared each device flush (its
+//!   group commit's batch, to compare with that row's C).
 //!
 //! Run (about 3 minutes with the defaults; 4 MiB phases write several GB per replica):
 //! ```text
@@ -116,7 +118,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         &args.dir,
     )?;
     let steal = load::StealMeter::start();
-    let rows = runtime.block_on(async {
+    let (rows, notes) = runtime.block_on(async {
         tokio::select! {
             rows = run_all(&args, &sizes, temp.path().to_path_buf()) => rows,
             _ = tokio::signal::ctrl_c() => bail!("interrupted"),
@@ -139,6 +141,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             ("/fio synced", FIO_SYNCED),
         ],
     );
+    for note in &notes {
+        println!("{note}");
+    }
     if let Some(path) = &args.json {
         let settings = serde_json::json!({
             "bench": "cluster", "sizes_bytes": sizes, "concurrency": args.concurrency,
@@ -150,10 +155,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run_all(args: &Args, sizes: &[u64], dir: PathBuf) -> Result<Vec<Row>> {
+/// The rows of every system, and notes on strata's phases for below the table.
+async fn run_all(args: &Args, sizes: &[u64], dir: PathBuf) -> Result<(Vec<Row>, Vec<String>)> {
     let mut rows = Vec::new();
     eprintln!("== strata (embedded cluster)");
-    rows.extend(strata(args, sizes, &dir.join("strata")).await?);
+    let (strata_rows, notes) = strata(args, sizes, &dir.join("strata")).await?;
+    rows.extend(strata_rows);
     if args.no_fio {
         eprintln!("== fio: skipped (--no-fio)");
     } else if !ceph::on_path("fio") {
@@ -178,7 +185,7 @@ async fn run_all(args: &Args, sizes: &[u64], dir: PathBuf) -> Result<Vec<Row>> {
             tokio::task::spawn_blocking(move || rados_bench(&args, &sizes, &ceph_dir)).await??,
         );
     }
-    Ok(rows)
+    Ok((rows, notes))
 }
 
 /// R hosts of one OSD each on sparse files of `osd_size`, durable, no periodic scrub, and
@@ -218,7 +225,13 @@ pub(super) fn cluster_config(
     config
 }
 
-async fn strata(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
+/// strata's rows, and per write phase a note on its group commit (how many replica writes
+/// shared a device flush: the batch to compare with fio's `--fdatasync` row).
+async fn strata(
+    args: &Args,
+    sizes: &[u64],
+    dir: &std::path::Path,
+) -> Result<(Vec<Row>, Vec<String>)> {
     let layout_bytes = load::parse_size(&args.osd_layout)?.min(load::parse_size(&args.osd_size)?);
     if layout_bytes > 0 {
         eprintln!(
@@ -247,8 +260,10 @@ async fn strata(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec
         ops_max: args.ops,
     };
     let mut rows = Vec::new();
+    let mut notes = Vec::new();
     for &size_bytes in sizes {
         let label = load::size_label(size_bytes);
+        let commits_before = commit_stats(&cluster, args.replicas);
         let payload: Arc<Vec<u8>> = Arc::new(
             rand::rngs::StdRng::seed_from_u64(args.seed ^ size_bytes)
                 .sample_iter(rand::distributions::Standard)
@@ -273,6 +288,12 @@ async fn strata(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec
         )
         .await?
         .row("strata", size_bytes, "write");
+        notes.push(group_commit_note(
+            &label,
+            &commits_before,
+            &commit_stats(&cluster, args.replicas),
+            args.concurrency,
+        ));
         let written = write.ops;
         rows.push(write);
         if written == 0 {
@@ -306,7 +327,39 @@ async fn strata(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec
     drop(pool);
     drop(rados);
     shutdown(cluster, dir).await?;
-    Ok(rows)
+    Ok((rows, notes))
+}
+
+/// The group commit of every OSD's store, summed.
+fn commit_stats(cluster: &Cluster, replicas: u32) -> store::CommitStats {
+    let mut total = store::CommitStats::default();
+    for osd in (0..replicas as i32).filter_map(|id| cluster.osd(id)) {
+        let stats = osd.store().commit_stats();
+        total.transactions += stats.transactions;
+        total.batches += stats.batches;
+        total.device_flushes += stats.device_flushes;
+        total.metadata_syncs += stats.metadata_syncs;
+    }
+    total
+}
+
+/// How many replica writes of a write phase shared each device flush.
+fn group_commit_note(
+    label: &str,
+    before: &store::CommitStats,
+    after: &store::CommitStats,
+    concurrency: usize,
+) -> String {
+    let transactions = after.transactions.saturating_sub(before.transactions);
+    let flushes = after.device_flushes.saturating_sub(before.device_flushes);
+    if flushes == 0 {
+        return format!("strata {label} write: {transactions} replica writes, no device flush");
+    }
+    format!(
+        "strata {label} write: {:.1} replica writes per device flush (group commit); \
+         `{FIO_SYNCED}` flushes every {concurrency} writes",
+        transactions as f64 / flushes as f64,
+    )
 }
 
 /// Shuts the embedded cluster down (flushing every store) and removes its files, freeing
