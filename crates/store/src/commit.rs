@@ -275,10 +275,15 @@ fn write_batch(
             .map_or_else(|| data(&pieces[*start]), device::AlignedBuffer::as_slice);
         writes.push((pieces[*start].0, bytes));
     }
-    let mut results = inner
-        .device
-        .write_many_blocking(&writes, runtime)
-        .into_iter();
+    let mut results = inner.device.write_many_blocking(&writes, runtime);
+    // A write the device gave no outcome for (a broken implementation) counts as failed.
+    results.resize_with(writes.len(), || {
+        Err(device::DeviceError::io(
+            "batch write",
+            std::io::Error::other("the device reported no outcome"),
+        ))
+    });
+    let mut results = results.into_iter();
     let record_result = results.next().unwrap_or(Ok(()));
     let mut failed: Vec<Option<StoreError>> = batch.iter().map(|_| None).collect();
     let mut any_failed = false;
