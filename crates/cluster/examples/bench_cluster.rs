@@ -286,21 +286,6 @@ fn load() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// The commit counters of every OSD, added up.
-fn commit_stats(cluster: &Cluster, replicas: u32) -> store::CommitStats {
-    let mut total = store::CommitStats::default();
-    for id in 0..replicas as i32 {
-        if let Some(osd) = cluster.osd(id) {
-            let stats = osd.store().commit_stats();
-            total.transactions += stats.transactions;
-            total.batches += stats.batches;
-            total.device_flushes += stats.device_flushes;
-            total.metadata_syncs += stats.metadata_syncs;
-        }
-    }
-    total
-}
-
 /// Where a phase's time went on osd.0's device: its writes' and flushes' latencies.
 fn device_row(stats: &device::DeviceStats) -> String {
     format!(
@@ -364,7 +349,7 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
     );
     let payload = Arc::new(vec![0x5au8; args.size_bytes]);
     for (round, &concurrency) in args.concurrency.iter().enumerate() {
-        let commits_before = commit_stats(&cluster, replicas);
+        let commits_before = cluster.commit_stats();
         let device_before = cluster.osd(0).map(|osd| osd.device().stats());
         let writer = pool.clone();
         let data = Arc::clone(&payload);
@@ -381,10 +366,7 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
             "{}",
             write.row(&format!("cluster write r{replicas}"), concurrency)
         );
-        println!(
-            "{}",
-            commit_row(commits_before, commit_stats(&cluster, replicas))
-        );
+        println!("{}", commit_row(commits_before, cluster.commit_stats()));
         if let (Some(before), Some(osd)) = (device_before, cluster.osd(0)) {
             println!("{}", device_row(&osd.device().stats().since(&before)));
         }

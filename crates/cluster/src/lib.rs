@@ -480,6 +480,15 @@ impl Cluster {
         self.inner.osds.get(&id)
     }
 
+    /// The group commit of every OSD's store, summed (benchmarks report writes per flush).
+    pub fn commit_stats(&self) -> store::CommitStats {
+        self.inner
+            .osds
+            .values()
+            .map(|osd| osd.store().commit_stats())
+            .sum()
+    }
+
     /// Where an object of `pool` lives now.
     pub fn locate(&self, pool: &str, object: &str) -> Result<Placement> {
         let info = self.inner.pool_info(pool)?;

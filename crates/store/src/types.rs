@@ -237,6 +237,18 @@ pub struct CommitStats {
     pub metadata_syncs: u64,
 }
 
+/// Summed over stores (a cluster's OSDs).
+impl std::iter::Sum for CommitStats {
+    fn sum<I: Iterator<Item = CommitStats>>(stats: I) -> CommitStats {
+        stats.fold(CommitStats::default(), |total, stats| CommitStats {
+            transactions: total.transactions + stats.transactions,
+            batches: total.batches + stats.batches,
+            device_flushes: total.device_flushes + stats.device_flushes,
+            metadata_syncs: total.metadata_syncs + stats.metadata_syncs,
+        })
+    }
+}
+
 /// What `stat` says about an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ObjectStat {

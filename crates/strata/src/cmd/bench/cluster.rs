@@ -263,7 +263,7 @@ async fn strata(
     let mut notes = Vec::new();
     for &size_bytes in sizes {
         let label = load::size_label(size_bytes);
-        let commits_before = commit_stats(&cluster, args.replicas);
+        let commits_before = cluster.commit_stats();
         let payload: Arc<Vec<u8>> = Arc::new(
             rand::rngs::StdRng::seed_from_u64(args.seed ^ size_bytes)
                 .sample_iter(rand::distributions::Standard)
@@ -291,7 +291,7 @@ async fn strata(
         notes.push(group_commit_note(
             &label,
             &commits_before,
-            &commit_stats(&cluster, args.replicas),
+            &cluster.commit_stats(),
             args.concurrency,
         ));
         let written = write.ops;
@@ -328,19 +328,6 @@ async fn strata(
     drop(rados);
     shutdown(cluster, dir).await?;
     Ok((rows, notes))
-}
-
-/// The group commit of every OSD's store, summed.
-fn commit_stats(cluster: &Cluster, replicas: u32) -> store::CommitStats {
-    let mut total = store::CommitStats::default();
-    for osd in (0..replicas as i32).filter_map(|id| cluster.osd(id)) {
-        let stats = osd.store().commit_stats();
-        total.transactions += stats.transactions;
-        total.batches += stats.batches;
-        total.device_flushes += stats.device_flushes;
-        total.metadata_syncs += stats.metadata_syncs;
-    }
-    total
 }
 
 /// How many replica writes of a write phase shared each device flush.
