@@ -28,9 +28,11 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use crate::aligned::AlignedBuffer;
 
 /// Creates (or truncates) the file at `path` and writes its first `length_bytes` with zeros,
-/// durably: what fio does to its file before a job, so that a benchmark's writes into it
-/// change no filesystem metadata (and the fill above never runs there). A device opened on
-/// the file afterwards keeps these bytes and sets its own size.
+/// durably, as fio lays out its file before a job (fio writes data, through O_DIRECT), so
+/// that a benchmark's writes into it change no filesystem metadata (and the fill above never
+/// runs there). The store's writes measured the same on files laid out either way
+/// (ARCHITECTURE.md). A device opened on the file afterwards keeps these bytes and sets its
+/// own size.
 pub fn lay_out(path: &std::path::Path, length_bytes: u64) -> io::Result<()> {
     use std::io::Write;
     let mut file = std::fs::File::create(path)?;
