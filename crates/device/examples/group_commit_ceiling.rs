@@ -246,6 +246,11 @@ fn main() -> Result<()> {
     if writers == 0 || writers > 256 {
         bail!("writers must be 1 to 256, not {writers}");
     }
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        bail!("seconds must be a positive number, not {seconds}");
+    }
+    // The 2 GiB file goes away however this ends.
+    let _remove = RemoveOnDrop(std::path::PathBuf::from(&path));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -290,6 +295,14 @@ fn main() -> Result<()> {
             None => println!("{label:>30} {:>16}", "(no fio)"),
         }
     }
-    std::fs::remove_file(&path)?;
     Ok(())
+}
+
+/// Removes its file when dropped.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
