@@ -102,6 +102,13 @@ impl InFlight {
     }
 }
 
+/// The completions waiting in the ring, as (`user_data`, result).
+fn completions(ring: &mut IoUring) -> Vec<(u64, i32)> {
+    ring.completion()
+        .map(|entry: cqueue::Entry| (entry.user_data(), entry.result()))
+        .collect()
+}
+
 /// Runs the batch pattern for `run_for` with `writers` writers that wait `wait` after their
 /// batch is durable.
 fn run(
@@ -177,10 +184,7 @@ fn run(
             } else {
                 ring.submit()?;
             }
-            let completed: Vec<(u64, i32)> = ring
-                .completion()
-                .map(|entry: cqueue::Entry| (entry.user_data(), entry.result()))
-                .collect();
+            let completed = completions(&mut ring);
             let until = Instant::now() + wait;
             for (user_data, result) in completed {
                 let durable = in_flight.complete(&mut ring, user_data, result)?;
@@ -197,10 +201,7 @@ fn run(
     // Everything in flight completes before the next row starts.
     while result.is_ok() && !in_flight.is_empty() {
         ring.submit_and_wait(1)?;
-        let completed: Vec<(u64, i32)> = ring
-            .completion()
-            .map(|entry: cqueue::Entry| (entry.user_data(), entry.result()))
-            .collect();
+        let completed = completions(&mut ring);
         for (user_data, result) in completed {
             in_flight.complete(&mut ring, user_data, result)?;
         }

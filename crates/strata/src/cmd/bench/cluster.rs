@@ -5,8 +5,9 @@
 //!
 //! Rules, so the three rows mean the same thing:
 //! - strata: R OSDs (one per host, files under the data directory, sparse but for their
-//!   first `--osd-layout` bytes, written once with zeros as fio writes its file with data;
-//!   the store measured the same either way, fio did not, see ARCHITECTURE.md), one pool of R
+//!   first `--osd-layout` bytes, written once before the phases as fio lays out its file;
+//!   with zeros where fio writes data, which changed the store's figure in no measurement,
+//!   fio's much: ARCHITECTURE.md), one pool of R
 //!   replicas and `--pg-num` PGs, durable writes; C tokio tasks drive it through the `rados`
 //!   traits. Write phase: fresh objects for `--seconds` (as `rados bench SECS write
 //!   --no-cleanup`); read phase: random objects among those written for `--seconds` (as
