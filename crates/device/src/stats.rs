@@ -85,16 +85,20 @@ pub struct DeviceStats {
 
 impl DeviceStats {
     /// The statistics of the period between `earlier` and `self` (two snapshots of one device).
+    /// Busy time is kept in whole microseconds and elapsed time in nanoseconds, so over a
+    /// short period the busy difference can exceed the elapsed one by up to a microsecond per
+    /// operation; it is capped at the period, as a snapshot caps it at the device's life.
     pub fn since(&self, earlier: &DeviceStats) -> DeviceStats {
+        let elapsed_ns = self.elapsed_ns.saturating_sub(earlier.elapsed_ns);
         DeviceStats {
             name: self.name.clone(),
             kind: self.kind,
-            elapsed_ns: self.elapsed_ns.saturating_sub(earlier.elapsed_ns),
+            elapsed_ns,
             read: self.read.since(&earlier.read),
             write: self.write.since(&earlier.write),
             flush: self.flush.since(&earlier.flush),
             discard: self.discard.since(&earlier.discard),
-            busy_ns: self.busy_ns.saturating_sub(earlier.busy_ns),
+            busy_ns: self.busy_ns.saturating_sub(earlier.busy_ns).min(elapsed_ns),
             queue_depth: self.queue_depth,
             queue_depth_at_arrival: self
                 .queue_depth_at_arrival
