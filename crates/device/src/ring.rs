@@ -43,8 +43,13 @@ thread_local! {
 /// thread, before any write was submitted (the caller then writes them another way).
 ///
 /// Every buffer is borrowed until this returns, and this returns only once the kernel has
-/// completed every write it submitted (unless waiting itself fails, which only a kernel bug
-/// or a closed ring makes happen; the writes are then reported failed).
+/// completed every write it submitted. If waiting fails in a way no retry mends (a kernel bug
+/// or a broken ring) while writes are in flight, the process aborts: returning would free
+/// buffers the kernel may still read, so it could write other memory's bytes to the disk
+/// later, over a place the caller has moved on from. A crash loses nothing acknowledged (the
+/// store is crash-consistent), which is also BlueStore's answer to an I/O it cannot account
+/// for. With nothing in flight the writes are reported failed and the next call makes a new
+/// ring.
 pub(crate) fn write_all_at(
     fd: RawFd,
     writes: &[(u64, &[u8])],
@@ -131,7 +136,16 @@ fn submit_round(
             {
                 attempts += 1;
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                // Entries the kernel has not taken are still in the queue; they go with the
+                // ring. Taken and not completed ones are in flight.
+                let queued = ring.submission().len();
+                let in_flight = round.len().saturating_sub(completed + queued);
+                if in_flight > 0 {
+                    abort_in_flight(in_flight, &error);
+                }
+                return Err(error);
+            }
         }
         for entry in ring.completion() {
             let Some(index) = (entry.user_data() as usize).checked_sub(first_index) else {
@@ -153,4 +167,19 @@ fn submit_round(
         .into_iter()
         .map(|result| result.unwrap_or_else(|| Err(io::Error::other("no completion"))))
         .collect())
+}
+
+/// Ends the process: `in_flight` writes may still read their buffers, which cannot be kept.
+fn abort_in_flight(in_flight: usize, error: &io::Error) -> ! {
+    tracing::error!(
+        in_flight,
+        %error,
+        "waiting for io_uring writes failed with writes in flight; aborting so their buffers \
+         cannot be reused under them"
+    );
+    eprintln!(
+        "strata: waiting for io_uring writes failed with {in_flight} in flight ({error}); \
+         aborting so their buffers cannot be reused under them"
+    );
+    std::process::abort()
 }
