@@ -2,6 +2,7 @@
 //! SIGINT or SIGTERM. The orchestration lives in the `server` crate; this parses arguments,
 //! sets up logging (RUST_LOG) and waits for a signal.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -115,8 +116,10 @@ fn init_logging() {
     // lines for the default cluster's start. Its warnings and errors still show.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
+    // Colours only on a terminal: a log redirected to a file gets plain text, not escapes.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

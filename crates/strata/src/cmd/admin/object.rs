@@ -112,6 +112,17 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// An object's mtime as `rados stat` prints it: UTC, microseconds, `+0000`.
+fn format_mtime(mtime_ns: u64) -> String {
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]+0000"
+    );
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(mtime_ns))
+        .ok()
+        .and_then(|at| at.format(format).ok())
+        .unwrap_or_else(|| format!("{mtime_ns} ns"))
+}
+
 /// Prints size, mtime, version and placement of an object.
 pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
     let client = args.admin.client();
@@ -123,11 +134,10 @@ pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
     let reply: serde_json::Value = client.json("GET", &path, b"")?;
     let mtime_ns = reply["mtime_ns"].as_u64().unwrap_or(0);
     println!(
-        "{}/{} mtime {}.{:09}, size {}, version {}, pg {}, up {}, acting {}",
+        "{}/{} mtime {}, size {}, version {}, pg {}, up {}, acting {}",
         args.pool,
         args.object,
-        mtime_ns / 1_000_000_000,
-        mtime_ns % 1_000_000_000,
+        format_mtime(mtime_ns),
         reply["size_bytes"],
         reply["version"],
         reply["pg"].as_str().unwrap_or("?"),
@@ -135,4 +145,18 @@ pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
         reply["acting"]
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_mtime;
+
+    #[test]
+    fn mtime_prints_as_rados_stat_does() {
+        assert_eq!(
+            format_mtime(1_795_689_820_500_124_241),
+            "2026-11-26T10:43:40.500124+0000"
+        );
+        assert_eq!(format_mtime(0), "1970-01-01T00:00:00.000000+0000");
+    }
 }
