@@ -80,6 +80,9 @@ const PRESIGNED_EXPIRES_MAX_S: i64 = 604_800;
 /// Requests answered before s3s sees them, with the status S3 gives: presigned URLs whose `X-Amz-Expires` is negative
 /// (expired) or longer than a week, which s3s would answer with 400 or accept.
 fn refuse_early<B>(request: &http::Request<B>) -> Option<http::Response<s3s::Body>> {
+    if let Some(refusal) = refuse_bucket_name(request.uri().path()) {
+        return Some(refusal);
+    }
     let query = request.uri().query()?;
     let expires = query
         .split('&')
@@ -102,6 +105,49 @@ fn refuse_early<B>(request: &http::Request<B>) -> Option<http::Response<s3s::Bod
             "X-Amz-Expires should be a number",
         )),
     }
+}
+
+/// A path-style request whose bucket name s3s refuses gets the same `InvalidBucketName`, with a
+/// message saying which rule the name breaks (s3s sends none, and the aws CLI then prints
+/// "Unknown").
+fn refuse_bucket_name(uri_path: &str) -> Option<http::Response<s3s::Body>> {
+    let decoded = percent_encoding::percent_decode_str(uri_path)
+        .decode_utf8()
+        .ok()?;
+    match s3s::path::parse_path_style(&decoded) {
+        Err(s3s::path::ParseS3PathError::InvalidBucketName) => {
+            let bucket = decoded
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or_default();
+            Some(error_response(
+                http::StatusCode::BAD_REQUEST,
+                "InvalidBucketName",
+                &xml_escape(&format!(
+                    "bucket name {bucket:?} is invalid: {}",
+                    crate::service::convert::bucket_name_problem(bucket)
+                )),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// `text` with XML's five special characters escaped.
+fn xml_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&apos;"),
+            _ => escaped.push(c),
+        }
+    }
+    escaped
 }
 
 /// A cross-origin request: its `Origin`, the method it asks for (`Access-Control-Request-Method`
@@ -684,4 +730,46 @@ pub async fn serve(
         shutdown,
         task,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refuse_bucket_name;
+    use crate::service::convert::bucket_name_problem;
+
+    #[test]
+    fn a_bucket_name_s3s_refuses_gets_a_message_naming_the_rule() {
+        let refusal = refuse_bucket_name("/b1/key").expect("a two-letter bucket is refused");
+        assert_eq!(refusal.status(), http::StatusCode::BAD_REQUEST);
+        let body = format!("{:?}", refusal.body());
+        assert!(body.contains("InvalidBucketName"), "{body}");
+        assert!(body.contains("3 to 63 characters"), "{body}");
+        assert!(refuse_bucket_name("/Upper").is_some());
+        // Valid names, the service root and keys with any characters pass to s3s.
+        assert!(refuse_bucket_name("/bk1/some%20key<>").is_none());
+        assert!(refuse_bucket_name("/").is_none());
+        assert!(refuse_bucket_name("/my.bucket-1").is_none());
+    }
+
+    #[test]
+    fn the_named_rule_is_one_s3s_checks() {
+        let generic = bucket_name_problem("valid-name");
+        for name in [
+            "ab", "abc", "ABC", "a_b", "-ab", "ab-", "a..b", "10.0.0.1", "xn--ab", "a.b-c", "ab.",
+        ] {
+            let valid = s3s::path::check_bucket_name(name);
+            assert_eq!(
+                bucket_name_problem(name) == generic,
+                valid,
+                "{name:?}: s3s says valid = {valid}, the message says {:?}",
+                bucket_name_problem(name)
+            );
+        }
+        let long = "a".repeat(64);
+        assert!(!s3s::path::check_bucket_name(&long));
+        assert_eq!(
+            bucket_name_problem(&long),
+            "it must be 3 to 63 characters long"
+        );
+    }
 }

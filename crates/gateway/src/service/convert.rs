@@ -145,6 +145,31 @@ pub fn validate_bucket_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Which of S3's bucket naming rules `name` breaks (the rules s3s checks), for an error message;
+/// a generic summary of them if it breaks none of these.
+pub fn bucket_name_problem(name: &str) -> &'static str {
+    let bytes = name.as_bytes();
+    let alnum = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !(3..=63).contains(&bytes.len()) {
+        "it must be 3 to 63 characters long"
+    } else if !bytes
+        .iter()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b".-".contains(c))
+    {
+        "it may hold only lowercase letters, digits, '.' and '-'"
+    } else if !alnum(bytes.first()) || !alnum(bytes.last()) {
+        "it must start and end with a lowercase letter or a digit"
+    } else if name.contains("..") {
+        "it may not hold two '.' in a row"
+    } else if name.parse::<std::net::IpAddr>().is_ok() {
+        "it may not be an IP address"
+    } else if name.starts_with("xn--") {
+        "it may not start with 'xn--'"
+    } else {
+        "bucket names are 3 to 63 lowercase letters, digits, '.' and '-'"
+    }
+}
+
 /// Validates an object key.
 pub fn validate_key(key: &str) -> Result<()> {
     if key.is_empty() {

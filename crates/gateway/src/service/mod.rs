@@ -3,7 +3,7 @@
 
 mod acls;
 mod buckets;
-mod convert;
+pub(crate) mod convert;
 mod multipart;
 mod objects;
 mod refusals;
