@@ -78,6 +78,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A command that prints and ends (not a server) stops quietly when its reader goes away,
+    // as `crushtool ... | head` does, instead of failing on every later write.
+    if !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Nbd(_) | Command::Cache(_)
+    ) {
+        end_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Crush(args) => cmd::crush::run(args),
         Command::Osdmap(args) => cmd::osdmap::run(args),
@@ -108,5 +116,16 @@ fn main() -> ExitCode {
             eprintln!("strata: error: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Restores SIGPIPE's default action (the Rust runtime ignores it, so a write to a closed pipe
+/// returns an error, which `println!` turns into a panic).
+#[allow(unsafe_code)]
+fn end_on_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default has no preconditions; this runs
+    // before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -154,3 +154,41 @@ fn compile_and_decompile_match_the_fixtures() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A reader that goes away after the first line ends `strata crush` by SIGPIPE, as it ends
+/// crushtool: no error message, no panic.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "crush",
+            "-i",
+            "c5x12_argonaut.bin",
+            "--test",
+            "--show-mappings",
+            "--min-x",
+            "0",
+            "--max-x",
+            "2000000",
+        ])
+        .current_dir(Path::new(ROOT).join("fixtures/crush-vectors"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strata runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("a first line");
+    assert!(first.starts_with("CRUSH rule 0 x 0 "), "{first}");
+    // The reader is dropped here, closing the pipe.
+    let output = child.wait_with_output().expect("strata ends");
+    assert_eq!(output.status.signal(), Some(SIGPIPE), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+}
+
+/// SIGPIPE's number on Linux.
+const SIGPIPE: i32 = 13;
