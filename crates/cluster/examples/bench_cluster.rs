@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run -p cluster --release --example bench_cluster -- \
 //!     [--replicas 1,3] [--concurrency 16,64] [--objects 20000] [--size 4K] [--seconds 10] \
-//!     [--dir /var/tmp] [--device-size 2G] [--profile nvme] [--no-durable] [--no-fio]
+//!     [--dir /var/tmp] [--device-size 2G] [--profile nvme] [--no-durable] [--no-fio] [--poll-while-busy]
 //! ```
 //!
 //! For every replica count a fresh cluster (one OSD per host, `--replicas` hosts, every device
@@ -49,11 +49,15 @@ struct Args {
     fio: bool,
     /// Leave the device files sparse (the store fills chunks with zeros ahead of its writes).
     sparse: bool,
+    /// `cluster::runtime::serving_runtime`'s layout for small operations, as `strata serve
+    /// --poll-while-busy`; then whether it applied.
+    poll_while_busy: bool,
 }
 
 const USAGE: &str = "bench_cluster [--replicas 1,3] [--concurrency 16,64] [--objects N] \
 [--size 4K] [--seconds S] [--dir PATH] [--device-size 2G] \
-[--profile nvme|ssd-sata|hdd-10k|hdd-7200] [--no-durable] [--no-fio] [--sparse]";
+[--profile nvme|ssd-sata|hdd-10k|hdd-7200] [--no-durable] [--no-fio] [--sparse] \
+[--poll-while-busy]";
 
 fn parse_list<T: std::str::FromStr>(text: &str) -> Result<Vec<T>>
 where
@@ -77,6 +81,7 @@ fn parse_args() -> Result<Args> {
         durable: true,
         fio: true,
         sparse: false,
+        poll_while_busy: false,
     };
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
@@ -106,6 +111,7 @@ fn parse_args() -> Result<Args> {
             "--no-durable" => args.durable = false,
             "--no-fio" => args.fio = false,
             "--sparse" => args.sparse = true,
+            "--poll-while-busy" => args.poll_while_busy = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -331,6 +337,7 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
     }
     let options = ClusterOptions {
         background: false,
+        poll_while_busy: args.poll_while_busy,
         ..ClusterOptions::default()
     };
     let cluster = Cluster::create(dir, config(args, replicas), options).await?;
@@ -406,11 +413,19 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
-    let args = parse_args()?;
-    for &replicas in &args.replicas {
-        bench_replicas(&args, replicas).await?;
+fn main() -> Result<()> {
+    let mut args = parse_args()?;
+    // The runtime `strata serve` uses on this directory's device.
+    let serving = cluster::runtime::serving_runtime(&args.dir, args.poll_while_busy)?;
+    args.poll_while_busy = serving.poll_while_busy;
+    if let Some(cpus) = &serving.worker_cpus {
+        println!("runtime: workers on CPUs {cpus:?}, polling while busy");
     }
-    Ok(())
+    let runtime = serving.runtime;
+    runtime.block_on(async {
+        for &replicas in &args.replicas {
+            bench_replicas(&args, replicas).await?;
+        }
+        Ok(())
+    })
 }

@@ -470,6 +470,7 @@ impl IoCtx for PoolHandle {
 
     async fn operate(&self, object: &str, op: WriteOp) -> Result<()> {
         let inner = self.inner()?;
+        let _busy = crate::poll::Poller::busy(&inner.poller);
         validate_object_name(object)?;
         // Only the PG is needed for its lock (a hash, no CRUSH): the placement is computed
         // under the lock, where it cannot change under the write.
@@ -485,6 +486,7 @@ impl IoCtx for PoolHandle {
 
     async fn read(&self, object: &str, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
         let inner = self.inner()?;
+        let _busy = crate::poll::Poller::busy(&inner.poller);
         let (placement, collection) = self.route(&inner, object)?;
         let (data, bad, good) = self
             .read_around(&inner, &placement, |osd| {
@@ -502,6 +504,7 @@ impl IoCtx for PoolHandle {
 
     async fn stat(&self, object: &str) -> Result<ObjectStat> {
         let inner = self.inner()?;
+        let _busy = crate::poll::Poller::busy(&inner.poller);
         let (placement, collection) = self.route(&inner, object)?;
         let ((stat, xattrs), _, _) = self
             .read_around(&inner, &placement, |osd| {
@@ -523,6 +526,7 @@ impl IoCtx for PoolHandle {
     async fn get_xattr(&self, object: &str, name: &str) -> Result<Vec<u8>> {
         validate_xattr_name(name)?;
         let inner = self.inner()?;
+        let _busy = crate::poll::Poller::busy(&inner.poller);
         let (placement, collection) = self.route(&inner, object)?;
         let (value, _, _) = self
             .read_around(&inner, &placement, |osd| {
@@ -534,6 +538,7 @@ impl IoCtx for PoolHandle {
 
     async fn get_xattrs(&self, object: &str) -> Result<BTreeMap<String, Vec<u8>>> {
         let inner = self.inner()?;
+        let _busy = crate::poll::Poller::busy(&inner.poller);
         let (placement, collection) = self.route(&inner, object)?;
         let (mut xattrs, _, _) = self
             .read_around(&inner, &placement, |osd| {
@@ -552,6 +557,7 @@ impl IoCtx for PoolHandle {
         max: usize,
     ) -> Result<OmapPage> {
         let inner = self.inner()?;
+        let _busy = crate::poll::Poller::busy(&inner.poller);
         let (placement, collection) = self.route(&inner, object)?;
         let (page, _, _) = self
             .read_around(&inner, &placement, |osd| {
@@ -567,6 +573,7 @@ impl IoCtx for PoolHandle {
         keys: &[Vec<u8>],
     ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
         let inner = self.inner()?;
+        let _busy = crate::poll::Poller::busy(&inner.poller);
         let (placement, collection) = self.route(&inner, object)?;
         let (values, _, _) = self
             .read_around(&inner, &placement, |osd| {
@@ -578,6 +585,7 @@ impl IoCtx for PoolHandle {
 
     async fn list(&self, cursor: &ListCursor, max: usize) -> Result<ListPage> {
         let inner = self.inner()?;
+        let _busy = crate::poll::Poller::busy(&inner.poller);
         let map = inner.map();
         let pool = map
             .pool(self.info.id)

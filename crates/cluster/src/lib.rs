@@ -76,7 +76,9 @@ pub mod config;
 mod error;
 mod io;
 pub mod osd;
+mod poll;
 pub mod recovery;
+pub mod runtime;
 pub mod scrub;
 pub mod state;
 pub mod stats;
@@ -118,6 +120,10 @@ pub struct ClusterOptions {
     /// Run recovery and periodic scrub in background tasks. Default true; tests that want to
     /// step recovery themselves turn it off and call [`Cluster::recover`].
     pub background: bool,
+    /// Keep one runtime worker polling while client operations are in flight, instead of
+    /// parking it (see the `poll` module). Default false; [`runtime::serving_runtime`] says
+    /// when to turn it on.
+    pub poll_while_busy: bool,
 }
 
 impl Default for ClusterOptions {
@@ -130,6 +136,7 @@ impl Default for ClusterOptions {
                     .map_or(0, |d| d.as_nanos() as u64)
             }),
             background: true,
+            poll_while_busy: false,
         }
     }
 }
@@ -242,6 +249,8 @@ pub(crate) struct Inner {
     recovery: recovery::RecoveryProgress,
     recovery_wakeup: tokio::sync::Notify,
     stats: stats::Stats,
+    /// Counts client operations in flight for the polling task, when it runs.
+    poller: Option<Arc<poll::Poller>>,
 }
 
 /// The embedded cluster. Implements [`rados::Rados`].
@@ -382,6 +391,9 @@ impl Cluster {
         let reserved = state.version_reserved;
         let device_errors = osds.keys().map(|&id| (id, AtomicU32::new(0))).collect();
         let map = Arc::new(map);
+        let poller = options
+            .poll_while_busy
+            .then(|| Arc::new(poll::Poller::default()));
         let inner = Arc::new(Inner {
             stats: stats::Stats::new(config.access_objects_max),
             data_dir,
@@ -407,8 +419,12 @@ impl Cluster {
             dirty_pgs: Mutex::new(BTreeSet::new()),
             recovery: recovery::RecoveryProgress::default(),
             recovery_wakeup: tokio::sync::Notify::new(),
+            poller,
         });
         let mut tasks = Vec::new();
+        if let Some(poller) = &inner.poller {
+            tasks.push(tokio::spawn(Arc::clone(poller).run()));
+        }
         if inner.options.background {
             tasks.push(tokio::spawn(recovery::run(Arc::clone(&inner))));
             if inner.config.scrub_interval_s > 0 {

@@ -362,3 +362,38 @@ async fn statistics_count_osd_load_and_object_accesses() {
     drop(pool);
     cluster.shutdown().await.unwrap();
 }
+
+/// With `poll_while_busy` a task yields on the runtime while operations are in flight; on a
+/// one-thread runtime, where it shares the only thread with them, they still complete, and
+/// every write reads back.
+#[tokio::test(flavor = "current_thread")]
+async fn polling_while_busy_leaves_operations_to_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        background: false,
+        poll_while_busy: true,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::create(dir.path(), common::small_config(3, 2, "mem", 3), options)
+        .await
+        .expect("cluster starts");
+    let pool: Arc<dyn IoCtx> = cluster.io_ctx("data").await.unwrap();
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..64u32 {
+        let pool = Arc::clone(&pool);
+        writes.spawn(async move {
+            pool.write_full(&format!("object-{i}"), &i.to_le_bytes())
+                .await
+        });
+    }
+    while let Some(result) = writes.join_next().await {
+        result.unwrap().unwrap();
+    }
+    for i in 0..64u32 {
+        assert_eq!(
+            pool.read_full(&format!("object-{i}")).await.unwrap(),
+            i.to_le_bytes()
+        );
+    }
+    cluster.shutdown().await.unwrap();
+}

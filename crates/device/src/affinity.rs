@@ -107,6 +107,15 @@ pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
         .collect())
 }
 
+/// The CPUs the process's main thread may run on: the process's own mask, which a thread
+/// restricted further (a runtime worker kept off a CPU) does not narrow.
+pub fn process_allowed_cpus() -> std::io::Result<Vec<usize>> {
+    let set = rustix::thread::sched_getaffinity(Some(rustix::process::getpid()))?;
+    Ok((0..CpuSet::MAX_CPU)
+        .filter(|&cpu| set.is_set(cpu))
+        .collect())
+}
+
 /// Restricts the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     if cpu >= CpuSet::MAX_CPU {
@@ -121,9 +130,52 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Restricts the calling thread to the CPUs in `cpus` (at least one).
+pub fn pin_current_thread_to(cpus: &[usize]) -> std::io::Result<()> {
+    if cpus.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "no CPU to run on",
+        ));
+    }
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        if cpu >= CpuSet::MAX_CPU {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond the affinity mask's size"),
+            ));
+        }
+        set.set(cpu);
+    }
+    rustix::thread::sched_setaffinity(None, &set)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_pinned_to_a_set_runs_only_there() {
+        let allowed = allowed_cpus().expect("the affinity mask");
+        let first = allowed[0];
+        let process = process_allowed_cpus().expect("the process's mask");
+        let (after, process_after) = std::thread::spawn(move || {
+            pin_current_thread_to(&[first]).expect("pinning to an allowed CPU");
+            (
+                allowed_cpus().expect("the new mask"),
+                process_allowed_cpus().expect("the process's mask"),
+            )
+        })
+        .join()
+        .expect("the thread ends");
+        assert_eq!(after, vec![first]);
+        // A thread narrowing itself does not narrow the process's mask.
+        assert_eq!(process_after, process);
+        assert!(pin_current_thread_to(&[]).is_err());
+        assert!(pin_current_thread_to(&[CpuSet::MAX_CPU]).is_err());
+    }
 
     #[test]
     fn cpu_lists_parse_as_the_kernel_writes_them() {

@@ -55,6 +55,9 @@ pub struct ServeConfig {
     pub gateway: gateway::GatewayConfig,
     /// Largest object body the admin API accepts, in bytes. Default 64 MiB.
     pub object_bytes_max: usize,
+    /// `cluster::ClusterOptions::poll_while_busy`: set it from
+    /// `cluster::runtime::serving_runtime`. Default false.
+    pub poll_while_busy: bool,
 }
 
 impl ServeConfig {
@@ -67,6 +70,7 @@ impl ServeConfig {
             s3_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
             gateway: gateway::GatewayConfig::default(),
             object_bytes_max: 64 << 20,
+            poll_while_busy: false,
         }
     }
 }
@@ -91,12 +95,16 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         .cluster_config
         .clone()
         .unwrap_or_else(ClusterConfig::default_cluster);
+    let options = ClusterOptions {
+        poll_while_busy: config.poll_while_busy,
+        ..ClusterOptions::default()
+    };
     let cluster = if created {
         tracing::info!(data_dir = %config.data_dir.display(), "creating cluster");
-        Cluster::create(&config.data_dir, cluster_config, ClusterOptions::default()).await?
+        Cluster::create(&config.data_dir, cluster_config, options).await?
     } else {
         tracing::info!(data_dir = %config.data_dir.display(), "opening cluster");
-        let cluster = Cluster::open(&config.data_dir, ClusterOptions::default()).await?;
+        let cluster = Cluster::open(&config.data_dir, options).await?;
         if let Some(given) = &config.cluster_config {
             if given != cluster.config() {
                 tracing::warn!(

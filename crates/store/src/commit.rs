@@ -175,7 +175,9 @@ fn pipeline_cpu(inner: &Inner) -> Option<usize> {
     let [cpu] = cpus.as_slice() else {
         return None;
     };
-    let allowed = device::affinity::allowed_cpus().ok()?;
+    // The process's mask, not this thread's: a store opened from a runtime worker kept off
+    // this CPU (`cluster::runtime`) still pins its pipeline here.
+    let allowed = device::affinity::process_allowed_cpus().ok()?;
     if allowed.len() < 2 || !allowed.contains(cpu) {
         return None;
     }

@@ -135,7 +135,14 @@ fn acknowledged_puts_survive_sigkill_of_the_server() {
     let mut acked: Vec<(String, Vec<u8>)> = Vec::new();
     let mut next = 0u64;
     for cycle in 0..SERVER_KILLS {
-        let server = Server::start(data.path(), &["--no-s3"]);
+        // Every other server lays its runtime out for small objects (polling while busy):
+        // acknowledged writes must survive a kill either way.
+        let layout: &[&str] = if cycle % 2 == 1 {
+            &["--no-s3", "--poll-while-busy"]
+        } else {
+            &["--no-s3"]
+        };
+        let server = Server::start(data.path(), layout);
         for (name, bytes) in &acked {
             let out = strata(&server.args(&["get", "default", name]));
             assert!(

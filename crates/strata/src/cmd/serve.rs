@@ -35,6 +35,13 @@ pub struct Args {
     /// `strata user create --uid NAME` (printed on the first start of a data directory).
     #[arg(long)]
     pub s3_no_auth: bool,
+    /// Lay the runtime out for small objects: its workers off the CPU that runs the stores'
+    /// commit threads (when one CPU takes the disk's interrupts), one of them polling instead
+    /// of sleeping while operations are in flight. On 2 CPUs: 4 KiB writes and reads 15-40%
+    /// faster, 4 MiB S3 objects about half as fast (one worker's CPU), and a busy server
+    /// spends a CPU polling.
+    #[arg(long)]
+    pub poll_while_busy: bool,
 }
 
 /// Serves until a signal.
@@ -50,11 +57,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .with_context(|| format!("loading {}", path.display()))?,
         );
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let serving = cluster::runtime::serving_runtime(&args.data, args.poll_while_busy)
         .context("starting the async runtime")?;
-    runtime.block_on(serve(config))?;
+    config.poll_while_busy = serving.poll_while_busy;
+    if let Some(cpus) = &serving.worker_cpus {
+        tracing::info!(
+            ?cpus,
+            "runtime workers run off the commit CPU and poll while operations are in flight"
+        );
+    }
+    serving.runtime.block_on(serve(config))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -94,6 +94,11 @@ pub struct Args {
     /// Skip the fio peer.
     #[arg(long)]
     pub no_fio: bool,
+    /// Run strata as `strata serve --poll-while-busy` does: runtime workers off the CPU of
+    /// the commit threads, one polling while operations are in flight (see
+    /// `cluster::runtime`; faster small objects, slower large ones on few CPUs).
+    #[arg(long)]
+    pub poll_while_busy: bool,
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -106,11 +111,12 @@ const FIO: &str = "fio (disk limit)";
 /// and Ceph's are.
 const FIO_SYNCED: &str = "fio fdatasync/batch";
 
-pub fn run(args: Args) -> Result<ExitCode> {
+pub fn run(mut args: Args) -> Result<ExitCode> {
     let load::Setup {
         sizes_bytes: sizes,
         temp,
         runtime,
+        poll_while_busy,
     } = load::setup(
         "cluster",
         &args.sizes,
@@ -118,7 +124,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.replicas,
         args.seconds,
         &args.dir,
+        args.poll_while_busy,
     )?;
+    args.poll_while_busy = poll_while_busy;
     let steal = load::StealMeter::start();
     let (rows, notes) = runtime.block_on(async {
         tokio::select! {
@@ -251,7 +259,10 @@ async fn strata(
         Cluster::create(
             dir,
             cluster_config(args.replicas, &args.osd_size, Some(args.pg_num)),
-            ClusterOptions::default(),
+            ClusterOptions {
+                poll_while_busy: args.poll_while_busy,
+                ..ClusterOptions::default()
+            },
         )
         .await?,
     );

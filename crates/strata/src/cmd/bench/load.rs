@@ -333,6 +333,8 @@ pub struct Setup {
     pub sizes_bytes: Vec<u64>,
     pub temp: tempfile::TempDir,
     pub runtime: tokio::runtime::Runtime,
+    /// The cluster should poll while busy (`cluster::runtime`).
+    pub poll_while_busy: bool,
 }
 
 /// Checks the shared flags, creates the run's temporary directory and runtime, and prints the
@@ -344,6 +346,7 @@ pub fn setup(
     replicas: u32,
     seconds: f64,
     dir: &std::path::Path,
+    poll_while_busy: bool,
 ) -> Result<Setup> {
     if replicas == 0 || concurrency == 0 || !valid_seconds(seconds) {
         bail!("--replicas and --concurrency must be > 0, --seconds in (0, 1e6]");
@@ -360,11 +363,16 @@ pub fn setup(
         .prefix(&format!("strata-bench-{name}-"))
         .tempdir_in(&parent)
         .with_context(|| format!("temporary directory under {}", dir.display()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    // The runtime `strata serve` would use on this data directory's device.
+    let serving = cluster::runtime::serving_runtime(temp.path(), poll_while_busy)?;
+    let layout = match (&serving.worker_cpus, poll_while_busy) {
+        (Some(cpus), _) => format!("runtime workers on CPUs {cpus:?}, polling while busy"),
+        (None, true) => "tokio's default runtime (no single interrupt CPU to keep off)".into(),
+        (None, false) => "tokio's default runtime".to_string(),
+    };
+    let (runtime, poll_while_busy) = (serving.runtime, serving.poll_while_busy);
     eprintln!(
-        "strata bench {name}: sizes {}, concurrency {concurrency}, replicas {replicas}, {seconds} s per phase, data in {} (load {})",
+        "strata bench {name}: sizes {}, concurrency {concurrency}, replicas {replicas}, {seconds} s per phase, data in {} (load {}); {layout}",
         sizes.join(","),
         temp.path().display(),
         load_average()
@@ -373,6 +381,7 @@ pub fn setup(
         sizes_bytes,
         temp,
         runtime,
+        poll_while_busy,
     })
 }
 

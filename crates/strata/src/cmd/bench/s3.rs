@@ -69,6 +69,11 @@ pub struct Args {
     /// Skip the radosgw peer.
     #[arg(long)]
     pub no_radosgw: bool,
+    /// Run strata as `strata serve --poll-while-busy` does: runtime workers off the CPU of
+    /// the commit threads, one polling while operations are in flight (see
+    /// `cluster::runtime`; faster small objects, slower large ones on few CPUs).
+    #[arg(long)]
+    pub poll_while_busy: bool,
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -80,11 +85,12 @@ const BUCKET: &str = "bench";
 const RADOSGW_ACCESS_KEY: &str = "STRATABENCHACCESS001";
 const RADOSGW_SECRET_KEY: &str = "strataBenchSecretKey0000000000000000000001";
 
-pub fn run(args: Args) -> Result<ExitCode> {
+pub fn run(mut args: Args) -> Result<ExitCode> {
     let load::Setup {
         sizes_bytes: sizes,
         temp,
         runtime,
+        poll_while_busy,
     } = load::setup(
         "s3",
         &args.sizes,
@@ -92,7 +98,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.replicas,
         args.seconds,
         &args.dir,
+        args.poll_while_busy,
     )?;
+    args.poll_while_busy = poll_while_busy;
     let steal = load::StealMeter::start();
     let rows = runtime.block_on(async {
         tokio::select! {
@@ -152,7 +160,11 @@ async fn strata(
     gateway_config: &gateway::GatewayConfig,
 ) -> Result<Vec<Row>> {
     let config = super::cluster::cluster_config(args.replicas, &args.osd_size, None);
-    let cluster = Arc::new(Cluster::create(dir, config, ClusterOptions::default()).await?);
+    let options = ClusterOptions {
+        poll_while_busy: args.poll_while_busy,
+        ..ClusterOptions::default()
+    };
+    let cluster = Arc::new(Cluster::create(dir, config, options).await?);
     let rados: Arc<dyn Rados> = cluster.clone();
     let server = gateway::serve(
         rados,
