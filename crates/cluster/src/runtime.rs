@@ -61,24 +61,21 @@ pub fn serving_runtime(data_dir: &Path, poll_while_busy: bool) -> std::io::Resul
 /// The CPUs other than the data device's one interrupt CPU, if it has exactly one and others
 /// are allowed.
 fn worker_cpus(data_dir: &Path) -> Option<Vec<usize>> {
-    let existing = data_dir.ancestors().find(|path| {
-        let path = if path.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            path
-        };
-        path.exists()
-    })?;
-    let existing = if existing.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        existing
-    };
+    let existing = data_dir
+        .ancestors()
+        .map(|path| {
+            if path.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                path
+            }
+        })
+        .find(|path| path.exists())?;
     let interrupt = match device::affinity::interrupt_cpus_of_path(existing)?.as_slice() {
         [cpu] => *cpu,
         _ => return None,
     };
-    others(&device::affinity::allowed_cpus().ok()?, interrupt)
+    others(&device::affinity::process_allowed_cpus().ok()?, interrupt)
 }
 
 /// `allowed` without `interrupt`, if `interrupt` is one of them and others remain.
