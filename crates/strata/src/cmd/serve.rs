@@ -37,7 +37,7 @@ pub struct Args {
     pub s3_no_auth: bool,
     /// Lay the runtime out for small objects: its workers off the CPU that runs the stores'
     /// commit threads (when one CPU takes the disk's interrupts), one of them polling instead
-    /// of sleeping while operations are in flight. On 2 CPUs: 4 KiB writes and reads 15-40%
+    /// of sleeping while operations are in flight. On 2 CPUs: 4 KiB writes and reads 10-40%
     /// faster, 4 MiB S3 objects about half as fast (one worker's CPU), and a busy server
     /// spends a CPU polling.
     #[arg(long)]
