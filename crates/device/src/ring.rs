@@ -140,7 +140,7 @@ fn submit_round(
                 // Entries the kernel has not taken are still in the queue; they go with the
                 // ring. Taken and not completed ones are in flight.
                 let queued = ring.submission().len();
-                let in_flight = round.len().saturating_sub(completed + queued);
+                let in_flight = in_flight(round.len(), completed, queued);
                 if in_flight > 0 {
                     abort_in_flight(in_flight, &error);
                 }
@@ -169,6 +169,12 @@ fn submit_round(
         .collect())
 }
 
+/// Writes the kernel took and has not completed: of a round of `submitted`, `completed` came
+/// back and `queued` are still in the submission queue (not taken).
+fn in_flight(submitted: usize, completed: usize, queued: usize) -> usize {
+    submitted.saturating_sub(completed + queued)
+}
+
 /// Ends the process: `in_flight` writes may still read their buffers, which cannot be kept.
 fn abort_in_flight(in_flight: usize, error: &io::Error) -> ! {
     tracing::error!(
@@ -182,4 +188,19 @@ fn abort_in_flight(in_flight: usize, error: &io::Error) -> ! {
          aborting so their buffers cannot be reused under them"
     );
     std::process::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_flight;
+
+    #[test]
+    fn writes_taken_and_not_completed_are_in_flight() {
+        // Nothing taken, or everything back: safe to return.
+        assert_eq!(in_flight(4, 0, 4), 0);
+        assert_eq!(in_flight(4, 4, 0), 0);
+        // Taken and not back: the process must not free their buffers.
+        assert_eq!(in_flight(4, 1, 0), 3);
+        assert_eq!(in_flight(4, 1, 2), 1);
+    }
 }
