@@ -417,7 +417,7 @@ fn main() -> Result<()> {
     let mut args = parse_args()?;
     // The runtime `strata serve` uses on this directory's device.
     let serving = cluster::runtime::serving_runtime(&args.dir, args.poll_while_busy)?;
-    args.poll_while_busy = serving.poll_while_busy;
+    args.poll_while_busy = serving.poll_while_busy();
     if let Some(cpus) = &serving.worker_cpus {
         println!("runtime: workers on CPUs {cpus:?}, polling while busy");
     }

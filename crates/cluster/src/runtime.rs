@@ -30,10 +30,16 @@ use std::path::Path;
 /// A runtime and whether the cluster it serves should poll while busy.
 pub struct ServingRuntime {
     pub runtime: tokio::runtime::Runtime,
-    /// Set `ClusterOptions::poll_while_busy` to this.
-    pub poll_while_busy: bool,
-    /// The CPUs the workers are restricted to, if they are.
+    /// The CPUs the workers are restricted to, if the runtime is laid out for small
+    /// operations.
     pub worker_cpus: Option<Vec<usize>>,
+}
+
+impl ServingRuntime {
+    /// What to set `ClusterOptions::poll_while_busy` to: whether the layout applied.
+    pub fn poll_while_busy(&self) -> bool {
+        self.worker_cpus.is_some()
+    }
 }
 
 /// Builds the runtime for a cluster whose devices are under `data_dir` (it need not exist
@@ -53,7 +59,6 @@ pub fn serving_runtime(data_dir: &Path, poll_while_busy: bool) -> std::io::Resul
     }
     Ok(ServingRuntime {
         runtime: builder.build()?,
-        poll_while_busy: worker_cpus.is_some(),
         worker_cpus,
     })
 }

@@ -101,33 +101,27 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
 
 /// The CPUs this thread may run on (its affinity mask), in order.
 pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
-    let set = rustix::thread::sched_getaffinity(None)?;
-    Ok((0..CpuSet::MAX_CPU)
-        .filter(|&cpu| set.is_set(cpu))
-        .collect())
+    Ok(listed(&rustix::thread::sched_getaffinity(None)?))
 }
 
 /// The CPUs the process's main thread may run on: the process's own mask, which a thread
 /// restricted further (a runtime worker kept off a CPU) does not narrow.
 pub fn process_allowed_cpus() -> std::io::Result<Vec<usize>> {
-    let set = rustix::thread::sched_getaffinity(Some(rustix::process::getpid()))?;
-    Ok((0..CpuSet::MAX_CPU)
+    Ok(listed(&rustix::thread::sched_getaffinity(Some(
+        rustix::process::getpid(),
+    ))?))
+}
+
+/// The CPUs in `set`, in order.
+fn listed(set: &CpuSet) -> Vec<usize> {
+    (0..CpuSet::MAX_CPU)
         .filter(|&cpu| set.is_set(cpu))
-        .collect())
+        .collect()
 }
 
 /// Restricts the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    if cpu >= CpuSet::MAX_CPU {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is beyond the affinity mask's size"),
-        ));
-    }
-    let mut set = CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set)?;
-    Ok(())
+    pin_current_thread_to(&[cpu])
 }
 
 /// Restricts the calling thread to the CPUs in `cpus` (at least one).

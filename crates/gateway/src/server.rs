@@ -124,10 +124,10 @@ fn refuse_bucket_name(uri_path: &str) -> Option<http::Response<s3s::Body>> {
             Some(error_response(
                 http::StatusCode::BAD_REQUEST,
                 "InvalidBucketName",
-                &xml_escape(&format!(
+                &format!(
                     "bucket name {bucket:?} is invalid: {}",
                     crate::service::convert::bucket_name_problem(bucket)
-                )),
+                ),
             ))
         }
         _ => None,
@@ -265,11 +265,13 @@ fn close_after(response: &mut http::Response<s3s::Body>) {
 }
 
 /// An S3 XML error reply that closes the connection (the request body, if any, is unread).
+/// The message is escaped, so it may quote what the request sent.
 fn error_response(
     status: http::StatusCode,
     code: &str,
     message: &str,
 ) -> http::Response<s3s::Body> {
+    let message = xml_escape(message);
     let body = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>"
     );

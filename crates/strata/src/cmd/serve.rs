@@ -59,7 +59,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let serving = cluster::runtime::serving_runtime(&args.data, args.poll_while_busy)
         .context("starting the async runtime")?;
-    config.poll_while_busy = serving.poll_while_busy;
+    config.poll_while_busy = serving.poll_while_busy();
     if let Some(cpus) = &serving.worker_cpus {
         tracing::info!(
             ?cpus,

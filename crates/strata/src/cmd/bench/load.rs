@@ -370,7 +370,8 @@ pub fn setup(
         (None, true) => "tokio's default runtime (no single interrupt CPU to keep off)".into(),
         (None, false) => "tokio's default runtime".to_string(),
     };
-    let (runtime, poll_while_busy) = (serving.runtime, serving.poll_while_busy);
+    let poll_while_busy = serving.poll_while_busy();
+    let runtime = serving.runtime;
     eprintln!(
         "strata bench {name}: sizes {}, concurrency {concurrency}, replicas {replicas}, {seconds} s per phase, data in {} (load {}); {layout}",
         sizes.join(","),
