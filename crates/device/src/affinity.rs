@@ -146,9 +146,57 @@ pub fn pin_current_thread_to(cpus: &[usize]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Makes the program `command` starts run on every CPU the process may use (its main
+/// thread's mask), whatever the mask of the thread that starts it.
+///
+/// Why: a new thread or process inherits the mask of the thread that makes it. A runtime laid
+/// out for small operations (`cluster::runtime`) keeps all its threads off the commit CPU, so
+/// a benchmark that starts its peers (fio, Ceph's daemons, radosgw) from one of them would
+/// give those peers part of the machine only.
+#[allow(unsafe_code)]
+pub fn run_on_every_allowed_cpu(command: &mut std::process::Command) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let set = rustix::thread::sched_getaffinity(Some(rustix::process::getpid()))?;
+    // SAFETY: the closure runs in the child between fork and exec; it makes one system call
+    // on a set copied before the fork and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_started_by_a_pinned_thread_runs_on_every_allowed_cpu() {
+        let process = process_allowed_cpus().expect("the process's mask");
+        let first = process[0];
+        let (pinned, unpinned) = std::thread::spawn(move || {
+            pin_current_thread_to(&[first]).expect("pinning to an allowed CPU");
+            let allowed_list = |unpin: bool| {
+                let mut command = std::process::Command::new("grep");
+                command.args(["Cpus_allowed_list", "/proc/self/status"]);
+                if unpin {
+                    run_on_every_allowed_cpu(&mut command).expect("the process's mask");
+                }
+                let output = command.output().expect("running grep");
+                String::from_utf8_lossy(&output.stdout)
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(parse_cpu_list)
+                    .expect("a Cpus_allowed_list line")
+            };
+            (allowed_list(false), allowed_list(true))
+        })
+        .join()
+        .expect("the pinned thread");
+        assert_eq!(pinned, [first]);
+        assert_eq!(unpinned, process);
+    }
 
     #[test]
     fn a_thread_pinned_to_a_set_runs_only_there() {

@@ -108,6 +108,73 @@ fn bench_cluster_prints_every_row_without_peers() {
 }
 
 #[test]
+fn bench_cluster_rounds_pair_strata_with_fio_of_the_same_round() {
+    if Command::new("fio").arg("--version").output().is_err() {
+        eprintln!("note: fio not installed (scripts/test.sh installs it); skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, json) = bench(
+        &[
+            "cluster",
+            "--no-ceph",
+            "--rounds",
+            "2",
+            "--ops",
+            "200",
+            "--sizes",
+            "4K",
+            "--concurrency",
+            "4",
+            "--osd-size",
+            "1G",
+            "--osd-layout",
+            "32M",
+            "--fio-size",
+            "16M",
+            "--seconds",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert_eq!(json["settings"]["rounds"], 2);
+    // One row per system: its median round.
+    let systems: Vec<&str> = json["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row["system"].as_str().expect("system"))
+        .collect();
+    assert_eq!(
+        systems,
+        [
+            "strata",
+            "strata",
+            "fio (disk limit)",
+            "fio fdatasync/batch",
+            "fio (disk limit)"
+        ],
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 rounds of strata then fio"), "{stdout}");
+    // Every round's group commit, and every round's ratio per operation.
+    for round in ["round 1: strata 4K write: ", "round 2: strata 4K write: "] {
+        assert!(stdout.lines().any(|l| l.starts_with(round)), "{stdout}");
+    }
+    for op in ["write", "read"] {
+        let note = format!("strata/fio (disk limit) 4K {op} per round: ");
+        let line = stdout
+            .lines()
+            .find(|line| line.starts_with(&note))
+            .unwrap_or_else(|| panic!("no {note:?} line in {stdout}"));
+        assert_eq!(line.matches("x (").count(), 2, "two rounds: {line}");
+        assert!(line.contains("; median "), "{line}");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "only rows.json remains: {leftovers:?}");
+}
+
+#[test]
 fn bench_s3_prints_every_row_without_radosgw() {
     let dir = tempfile::tempdir().unwrap();
     let (stdout, json) = bench(

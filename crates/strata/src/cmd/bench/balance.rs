@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -148,7 +148,7 @@ fn our_row(problem: &Problem) -> anyhow::Result<Row> {
 fn peer_row(problem: &Problem, map: &Path, osdmaptool: &Path) -> anyhow::Result<Row> {
     let out = std::env::temp_dir().join(format!("strata-bench-upmap-{}.txt", std::process::id()));
     let started = Instant::now();
-    let status = Command::new(osdmaptool)
+    let status = super::peer_command(osdmaptool)
         .arg(map)
         .arg("--upmap")
         .arg(&out)

@@ -186,7 +186,7 @@ struct Target {
 impl Drop for Target {
     fn drop(&mut self) {
         if let Some(control) = &self.control {
-            let _ = Command::new(std::env::current_exe().unwrap_or_default())
+            let _ = super::peer_command(std::env::current_exe().unwrap_or_default())
                 .args(["cache", "stop", "--control"])
                 .arg(control)
                 .output();
@@ -231,7 +231,7 @@ fn spawn(
 }
 
 fn strata_command() -> Result<Command> {
-    Ok(Command::new(std::env::current_exe()?))
+    Ok(super::peer_command(std::env::current_exe()?))
 }
 
 /// `strata cache start --force` in `mode` with 4 KiB lines over `cache` and `core` (device
@@ -327,11 +327,15 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
             spawn("cache (wb, seed 001)", command, socket, Some(control))?
         }
         "nbdkit" => {
-            if Command::new("nbdkit").arg("--version").output().is_err() {
+            if super::peer_command("nbdkit")
+                .arg("--version")
+                .output()
+                .is_err()
+            {
                 eprintln!("note: nbdkit not installed; skipping the transport limit");
                 return Ok(None);
             }
-            let mut command = Command::new("nbdkit");
+            let mut command = super::peer_command("nbdkit");
             command
                 .arg("-U")
                 .arg(&socket)
@@ -354,7 +358,7 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
 }
 
 fn fio(socket: &Path, dir: &Path, extra: &[String]) -> Result<Value> {
-    let output = Command::new("fio")
+    let output = super::peer_command("fio")
         .current_dir(dir)
         .args([
             "--name=job",
@@ -495,7 +499,7 @@ fn cache_control(target: &Target, args: &[&str]) -> Result<()> {
     let Some(control) = &target.control else {
         return Ok(());
     };
-    let status = Command::new(std::env::current_exe()?)
+    let status = super::peer_command(std::env::current_exe()?)
         .arg("cache")
         .args(args)
         .arg("--control")
@@ -688,7 +692,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     for (_, target) in &targets {
         if let Some(control) = &target.control {
-            let stats = Command::new(std::env::current_exe()?)
+            let stats = super::peer_command(std::env::current_exe()?)
                 .args(["cache", "stats", "--control"])
                 .arg(control)
                 .output()?;

@@ -136,7 +136,7 @@ impl CephCluster {
         ])?;
         std::fs::write(rgw_dir.join("keyring"), keyring)
             .with_context(|| format!("writing {}", rgw_dir.join("keyring").display()))?;
-        let status = Command::new("radosgw")
+        let status = super::peer_command("radosgw")
             .arg("-c")
             .arg(&self.conf)
             .args(["-n", "client.rgw.a", "--rgw_frontends"])
@@ -193,7 +193,7 @@ impl CephCluster {
     /// Runs a client program (`ceph`, `rados`, `radosgw-admin`) with `-c CONF` and returns
     /// its stdout; a failure carries its stderr.
     pub fn client(&self, program: &str, args: &[&str]) -> Result<String> {
-        let output = Command::new(program)
+        let output = super::peer_command(program)
             .arg("-c")
             .arg(&self.conf)
             .args(args)
@@ -218,7 +218,7 @@ impl CephCluster {
         args: &[&str],
         configure: impl FnOnce(&mut Command),
     ) -> Result<()> {
-        let mut command = Command::new("bash");
+        let mut command = super::peer_command("bash");
         command
             .arg(&self.script)
             .arg(action)
@@ -247,7 +247,7 @@ impl Drop for CephCluster {
             "  stopping and purging the Ceph cluster in {}",
             self.dir.display()
         );
-        let purged = Command::new("bash")
+        let purged = super::peer_command("bash")
             .arg(&self.script)
             .arg("purge")
             .arg(&self.dir)
@@ -258,7 +258,7 @@ impl Drop for CephCluster {
         // An interrupted bootstrap can leave processes without pid files (an OSD's --mkfs
         // waiting for a monitor that is gone): end every process started with our conf.
         for pid in processes_mentioning(&self.conf) {
-            let _ = Command::new("kill")
+            let _ = super::peer_command("kill")
                 .args(["-KILL", &pid.to_string()])
                 .stderr(Stdio::null())
                 .status();

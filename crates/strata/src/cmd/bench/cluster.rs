@@ -24,17 +24,24 @@
 //!   durable in batches of the concurrency, as group commit does. Under the table, a line
 //!   per strata write phase says how many replica writes shared each device flush (its
 //!   group commit's batch, to compare with that row's C).
+//! - Order: strata's phases, then fio's jobs, then Ceph. With `--rounds N` the first two
+//!   alternate N times on the same files (each strata round writes fresh objects of its
+//!   own), so every strata figure has a fio figure of the same minutes beside it; the table
+//!   keeps each system's median round and a line per size and operation gives every
+//!   round's ratio. On this shared VM fio's random writes moved by up to 70% between runs
+//!   minutes apart while strata's moved by 4%, so one pair of phases says little.
 //!
 //! Run (about 3 minutes with the defaults; 4 MiB phases write several GB per replica):
 //! ```text
 //! strata bench cluster [--replicas 3] [--concurrency 16] [--sizes 4K,4M] [--seconds 10]
 //!                      [--dir /fast/disk] [--json rows.json] [--no-ceph] [--no-fio]
+//!                      [--rounds 5]
 //! ```
 //! CI runs only `tests/bench_objects_cli.rs` (`--no-ceph --no-fio --ops 100`, under a
 //! second): starting Ceph and writing gigabytes does not fit a test.
 
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
@@ -85,6 +92,13 @@ pub struct Args {
     /// current directory, puts strata, Ceph and fio on the disk you run from.
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
+    /// Rounds: strata's phases and fio's jobs run alternately this many times, fio right
+    /// after strata in each round, so both meet the same moments of a shared disk (fio's
+    /// random writes here moved by up to 70% between runs minutes apart). The table shows
+    /// each system's median round; a line per size and operation lists every round's
+    /// strata/fio. Ceph runs once, after the rounds.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
     /// Seed of the read phase's object choice.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -134,8 +148,16 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             _ = tokio::signal::ctrl_c() => bail!("interrupted"),
         }
     })?;
+    let rounds = if args.rounds > 1 {
+        format!(
+            ", {} rounds of strata then fio (the median round of each system below)",
+            args.rounds
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "\nobjects: concurrency {}, replicas {}, {} s per phase, strata's OSD files laid out for their first {} (--osd-layout); load average at the end {}; CPU stolen by the hypervisor during the run {}",
+        "\nobjects: concurrency {}, replicas {}, {} s per phase{rounds}, strata's OSD files laid out for their first {} (--osd-layout); load average at the end {}; CPU stolen by the hypervisor during the run {}",
         args.concurrency,
         args.replicas,
         args.seconds,
@@ -158,6 +180,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         let settings = serde_json::json!({
             "bench": "cluster", "sizes_bytes": sizes, "concurrency": args.concurrency,
             "replicas": args.replicas, "seconds": args.seconds, "pg_num": args.pg_num,
+            "rounds": args.rounds,
             "osd_layout_bytes": load::parse_size(&args.osd_layout)?,
         });
         load::write_json(path, settings, &rows)?;
@@ -165,19 +188,53 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The rows of every system, and notes on strata's phases for below the table.
+/// The rows of every system (each system's median round), and notes for below the table:
+/// strata's group commit per write phase and, with several rounds, every round's strata/fio.
 async fn run_all(args: &Args, sizes: &[u64], dir: PathBuf) -> Result<(Vec<Row>, Vec<String>)> {
-    let mut rows = Vec::new();
-    eprintln!("== strata (embedded cluster)");
-    let (strata_rows, notes) = strata(args, sizes, &dir.join("strata")).await?;
-    rows.extend(strata_rows);
-    if args.no_fio {
+    let fio_file = if args.no_fio {
         eprintln!("== fio: skipped (--no-fio)");
+        None
     } else if !ceph::on_path("fio") {
         eprintln!("== fio: not installed (apt-get install -y fio); skipped");
+        None
     } else {
+        Some(dir.join("fio.img"))
+    };
+    let strata_dir = dir.join("strata");
+    eprintln!("== strata (embedded cluster)");
+    let strata = Strata::open(args, &strata_dir).await?;
+    if let Some(file) = &fio_file {
         eprintln!("== fio on the same disk");
-        rows.extend(fio(args, sizes, &dir)?);
+        fio_lay_out(args, file)?;
+    }
+    let mut rounds: Vec<Vec<Row>> = Vec::new();
+    let mut notes = Vec::new();
+    for round in 0..args.rounds {
+        if args.rounds > 1 {
+            eprintln!("== round {} of {}", round + 1, args.rounds);
+        }
+        let (mut rows, round_notes) = strata.round(args, sizes, round).await?;
+        if args.rounds > 1 {
+            notes.extend(
+                round_notes
+                    .into_iter()
+                    .map(|note| format!("round {}: {note}", round + 1)),
+            );
+        } else {
+            notes.extend(round_notes);
+        }
+        if let Some(file) = &fio_file {
+            rows.extend(fio(args, sizes, file)?);
+        }
+        rounds.push(rows);
+    }
+    strata.close(&strata_dir).await?;
+    if let Some(file) = &fio_file {
+        std::fs::remove_file(file).with_context(|| format!("removing {}", file.display()))?;
+    }
+    let mut rows = median_rounds(&rounds);
+    if args.rounds > 1 {
+        notes.extend(round_ratio_notes(&rounds, FIO));
     }
     if args.no_ceph {
         eprintln!("== Ceph: skipped (--no-ceph)");
@@ -196,6 +253,71 @@ async fn run_all(args: &Args, sizes: &[u64], dir: PathBuf) -> Result<(Vec<Row>, 
         );
     }
     Ok((rows, notes))
+}
+
+/// Per (system, size, operation), in the order first seen, the row of the median round by
+/// ops/s (of an even count, the lower middle one): a round of a noisy neighbour moves a
+/// median less than a mean.
+fn median_rounds(rounds: &[Vec<Row>]) -> Vec<Row> {
+    let mut medians = Vec::new();
+    let mut seen: Vec<(&str, u64, &str)> = Vec::new();
+    for row in rounds.iter().flatten() {
+        let key = (row.system.as_str(), row.size_bytes, row.op.as_str());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let mut same: Vec<&Row> = rounds
+            .iter()
+            .flatten()
+            .filter(|r| (r.system.as_str(), r.size_bytes, r.op.as_str()) == key)
+            .collect();
+        same.sort_by(|a, b| a.ops_per_s().total_cmp(&b.ops_per_s()));
+        medians.push(same[(same.len() - 1) / 2].clone());
+    }
+    medians
+}
+
+/// One line per (size, operation) that strata and `peer` both have in every round: each
+/// round's strata/peer ops/s (with the two figures) and the median of those ratios.
+fn round_ratio_notes(rounds: &[Vec<Row>], peer: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    let Some(first) = rounds.first() else {
+        return notes;
+    };
+    for row in first.iter().filter(|r| r.system == "strata") {
+        let pairs: Option<Vec<(f64, f64)>> = rounds
+            .iter()
+            .map(|round| {
+                let find = |system: &str| {
+                    round.iter().find(|r| {
+                        r.system == system && r.size_bytes == row.size_bytes && r.op == row.op
+                    })
+                };
+                let ours = find("strata")?.ops_per_s();
+                let theirs = find(peer)?.ops_per_s();
+                (theirs > 0.0).then_some((ours, theirs))
+            })
+            .collect();
+        let Some(pairs) = pairs else {
+            continue;
+        };
+        let mut ratios: Vec<f64> = pairs.iter().map(|(ours, theirs)| ours / theirs).collect();
+        let listed: Vec<String> = pairs
+            .iter()
+            .zip(&ratios)
+            .map(|((ours, theirs), ratio)| format!("{ratio:.2}x ({ours:.0}/{theirs:.0})"))
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        notes.push(format!(
+            "strata/{peer} {} {} per round: {}; median {:.2}x",
+            load::size_label(row.size_bytes),
+            row.op,
+            listed.join(", "),
+            ratios[(ratios.len() - 1) / 2]
+        ));
+    }
+    notes
 }
 
 /// R hosts of one OSD each on sparse files of `osd_size`, durable, no periodic scrub, and
@@ -235,112 +357,135 @@ pub(super) fn cluster_config(
     config
 }
 
-/// strata's rows, and per write phase a note on its group commit (how many replica writes
-/// shared a device flush: the batch to compare with fio's `--fdatasync` row).
-async fn strata(
-    args: &Args,
-    sizes: &[u64],
-    dir: &std::path::Path,
-) -> Result<(Vec<Row>, Vec<String>)> {
-    let layout_bytes = load::parse_size(&args.osd_layout)?.min(load::parse_size(&args.osd_size)?);
-    if layout_bytes > 0 {
-        eprintln!(
-            "  laying out the first {} of each OSD file (--osd-layout)",
-            args.osd_layout
-        );
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for id in 0..args.replicas {
-            let path = dir.join(format!("osd.{id}.img"));
-            device::lay_out(&path, layout_bytes)
-                .with_context(|| format!("laying out {}", path.display()))?;
+/// The embedded cluster of the strata rows, open across the rounds.
+struct Strata {
+    cluster: Arc<Cluster>,
+    pool: Arc<dyn rados::IoCtx>,
+}
+
+impl Strata {
+    /// Lays out the OSD files (`--osd-layout`) and creates the cluster and its pool.
+    async fn open(args: &Args, dir: &std::path::Path) -> Result<Self> {
+        let layout_bytes =
+            load::parse_size(&args.osd_layout)?.min(load::parse_size(&args.osd_size)?);
+        if layout_bytes > 0 {
+            eprintln!(
+                "  laying out the first {} of each OSD file (--osd-layout)",
+                args.osd_layout
+            );
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            for id in 0..args.replicas {
+                let path = dir.join(format!("osd.{id}.img"));
+                device::lay_out(&path, layout_bytes)
+                    .with_context(|| format!("laying out {}", path.display()))?;
+            }
         }
+        let cluster = Arc::new(
+            Cluster::create(
+                dir,
+                cluster_config(args.replicas, &args.osd_size, Some(args.pg_num)),
+                ClusterOptions {
+                    poll_while_busy: args.poll_while_busy,
+                    ..ClusterOptions::default()
+                },
+            )
+            .await?,
+        );
+        let rados: Arc<dyn Rados> = cluster.clone();
+        let pool = rados.io_ctx("bench").await?;
+        Ok(Self { cluster, pool })
     }
-    let cluster = Arc::new(
-        Cluster::create(
-            dir,
-            cluster_config(args.replicas, &args.osd_size, Some(args.pg_num)),
-            ClusterOptions {
-                poll_while_busy: args.poll_while_busy,
-                ..ClusterOptions::default()
-            },
-        )
-        .await?,
-    );
-    let rados: Arc<dyn Rados> = cluster.clone();
-    let pool = rados.io_ctx("bench").await?;
-    let limit = Limit {
-        duration_s: args.seconds,
-        ops_max: args.ops,
-    };
-    let mut rows = Vec::new();
-    let mut notes = Vec::new();
-    for &size_bytes in sizes {
-        let label = load::size_label(size_bytes);
-        let commits_before = cluster.commit_stats();
-        let payload: Arc<Vec<u8>> = Arc::new(
-            rand::rngs::StdRng::seed_from_u64(args.seed ^ size_bytes)
-                .sample_iter(rand::distributions::Standard)
-                .take(size_bytes as usize)
-                .collect(),
-        );
-        let writer = Arc::clone(&pool);
-        let data = Arc::clone(&payload);
-        let write = load::run_phase(
-            &format!("strata {label} write"),
-            args.concurrency,
-            limit,
-            move |_, number| {
-                let pool = Arc::clone(&writer);
-                let data = Arc::clone(&data);
-                async move {
-                    pool.write_full(&object_name(size_bytes, number), &data)
-                        .await?;
-                    Ok(())
-                }
-            },
-        )
-        .await?
-        .row("strata", size_bytes, "write");
-        notes.push(group_commit_note(
-            &label,
-            &commits_before,
-            &cluster.commit_stats(),
-            args.concurrency,
-        ));
-        let written = write.ops;
-        rows.push(write);
-        if written == 0 {
-            bail!("strata wrote no {label} object in {} s", args.seconds);
-        }
-        let reader = Arc::clone(&pool);
-        let seed = args.seed;
-        let read = load::run_phase(
-            &format!("strata {label} read"),
-            args.concurrency,
-            limit,
-            move |worker, number| {
-                let pool = Arc::clone(&reader);
-                // Random object among those written (rados bench rand), reproducible per op.
-                let object =
-                    rand::rngs::StdRng::seed_from_u64(seed ^ (worker as u64) << 48 ^ number)
-                        .gen_range(0..written);
-                async move {
-                    let data = pool.read_full(&object_name(size_bytes, object)).await?;
-                    if data.len() as u64 != size_bytes {
-                        bail!("read {} bytes of a {size_bytes}-byte object", data.len());
+
+    /// One round's rows (a write and a read phase per size; round `round`'s objects are
+    /// fresh ones of their own), and per write phase a note on its group commit (how many
+    /// replica writes shared a device flush: the batch to compare with fio's `--fdatasync`
+    /// row).
+    async fn round(
+        &self,
+        args: &Args,
+        sizes: &[u64],
+        round: u32,
+    ) -> Result<(Vec<Row>, Vec<String>)> {
+        let limit = Limit {
+            duration_s: args.seconds,
+            ops_max: args.ops,
+        };
+        let mut rows = Vec::new();
+        let mut notes = Vec::new();
+        for &size_bytes in sizes {
+            let label = load::size_label(size_bytes);
+            let commits_before = self.cluster.commit_stats();
+            let payload: Arc<Vec<u8>> = Arc::new(
+                rand::rngs::StdRng::seed_from_u64(args.seed ^ size_bytes)
+                    .sample_iter(rand::distributions::Standard)
+                    .take(size_bytes as usize)
+                    .collect(),
+            );
+            let writer = Arc::clone(&self.pool);
+            let data = Arc::clone(&payload);
+            let write = load::run_phase(
+                &format!("strata {label} write"),
+                args.concurrency,
+                limit,
+                move |_, number| {
+                    let pool = Arc::clone(&writer);
+                    let data = Arc::clone(&data);
+                    async move {
+                        pool.write_full(&object_name(size_bytes, round, number), &data)
+                            .await?;
+                        Ok(())
                     }
-                    Ok(())
-                }
-            },
-        )
-        .await?
-        .row("strata", size_bytes, "read");
-        rows.push(read);
+                },
+            )
+            .await?
+            .row("strata", size_bytes, "write");
+            notes.push(group_commit_note(
+                &label,
+                &commits_before,
+                &self.cluster.commit_stats(),
+                args.concurrency,
+            ));
+            let written = write.ops;
+            rows.push(write);
+            if written == 0 {
+                bail!("strata wrote no {label} object in {} s", args.seconds);
+            }
+            let reader = Arc::clone(&self.pool);
+            let seed = args.seed;
+            let read = load::run_phase(
+                &format!("strata {label} read"),
+                args.concurrency,
+                limit,
+                move |worker, number| {
+                    let pool = Arc::clone(&reader);
+                    // Random object among those written (rados bench rand), reproducible per op.
+                    let object =
+                        rand::rngs::StdRng::seed_from_u64(seed ^ (worker as u64) << 48 ^ number)
+                            .gen_range(0..written);
+                    async move {
+                        let data = pool
+                            .read_full(&object_name(size_bytes, round, object))
+                            .await?;
+                        if data.len() as u64 != size_bytes {
+                            bail!("read {} bytes of a {size_bytes}-byte object", data.len());
+                        }
+                        Ok(())
+                    }
+                },
+            )
+            .await?
+            .row("strata", size_bytes, "read");
+            rows.push(read);
+        }
+        Ok((rows, notes))
     }
-    drop(pool);
-    drop(rados);
-    shutdown(cluster, dir).await?;
-    Ok((rows, notes))
+
+    /// Shuts the cluster down and removes its files, freeing the disk for Ceph.
+    async fn close(self, dir: &std::path::Path) -> Result<()> {
+        let Self { cluster, pool } = self;
+        drop(pool);
+        shutdown(cluster, dir).await
+    }
 }
 
 /// How many replica writes of a write phase shared each device flush.
@@ -382,15 +527,14 @@ pub(super) async fn shutdown(mut cluster: Arc<Cluster>, dir: &std::path::Path) -
     std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))
 }
 
-fn object_name(size_bytes: u64, number: u64) -> String {
-    format!("bench_{size_bytes}_object{number}")
+fn object_name(size_bytes: u64, round: u32, number: u64) -> String {
+    format!("bench_{size_bytes}_round{round}_object{number}")
 }
 
-fn fio(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
-    let file = dir.join("fio.img");
-    // Write the whole file first: reads of never-written (fallocated) extents cost no I/O.
+/// Writes fio's file once: reads of never-written (fallocated) extents cost no I/O.
+fn fio_lay_out(args: &Args, file: &std::path::Path) -> Result<()> {
     eprintln!("  fio: writing {} once", args.fio_size);
-    let layout = Command::new("fio")
+    let layout = super::peer_command("fio")
         .args([
             "--name=layout",
             "--rw=write",
@@ -409,6 +553,11 @@ fn fio(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
             String::from_utf8_lossy(&layout.stderr).trim()
         );
     }
+    Ok(())
+}
+
+/// fio's rows of one round on `file` (laid out by `fio_lay_out`).
+fn fio(args: &Args, sizes: &[u64], file: &std::path::Path) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for &size_bytes in sizes {
         for (rw, op, synced) in [
@@ -422,7 +571,7 @@ fn fio(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
                 "--fdatasync=0".into()
             };
             eprintln!("  fio {} {rw} {sync}", load::size_label(size_bytes));
-            let output = Command::new("fio")
+            let output = super::peer_command("fio")
                 .args([
                     "--name=bench",
                     "--output-format=json",
@@ -456,7 +605,6 @@ fn fio(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
             rows.push(row);
         }
     }
-    std::fs::remove_file(&file).with_context(|| format!("removing {}", file.display()))?;
     Ok(rows)
 }
 
@@ -549,5 +697,60 @@ mod tests {
         assert!((row.ops_per_s() - 500.0).abs() < 1e-9);
         assert_eq!(row.latency_ms_p99, Some(4.0));
         assert!(fio_row(&serde_json::json!({}), "write", 4096, "write").is_err());
+    }
+
+    fn row(system: &str, op: &str, ops: u64) -> Row {
+        Row {
+            system: system.into(),
+            size_bytes: 4096,
+            op: op.into(),
+            ops,
+            elapsed_s: 1.0,
+            latency_ms_mean: 1.0,
+            latency_ms_p50: None,
+            latency_ms_p99: None,
+        }
+    }
+
+    #[test]
+    fn the_median_round_of_each_system_is_kept() {
+        let rounds = vec![
+            vec![row("strata", "write", 40), row(FIO, "write", 100)],
+            vec![row("strata", "write", 50), row(FIO, "write", 60)],
+            vec![row("strata", "write", 45), row(FIO, "write", 80)],
+        ];
+        let medians = median_rounds(&rounds);
+        let ops: Vec<(&str, u64)> = medians.iter().map(|r| (r.system.as_str(), r.ops)).collect();
+        assert_eq!(ops, [("strata", 45), (FIO, 80)]);
+        // An even count keeps the lower middle round; one round is itself.
+        let medians = median_rounds(&rounds[..2]);
+        assert_eq!(medians[0].ops, 40);
+        assert_eq!(medians[1].ops, 60);
+        assert_eq!(median_rounds(&rounds[..1])[1].ops, 100);
+        assert!(median_rounds(&[]).is_empty());
+    }
+
+    #[test]
+    fn every_round_pairs_strata_with_the_peer_of_the_same_round() {
+        let rounds = vec![
+            vec![row("strata", "write", 40), row(FIO, "write", 100)],
+            vec![row("strata", "write", 50), row(FIO, "write", 60)],
+            vec![row("strata", "write", 45), row(FIO, "write", 80)],
+        ];
+        let notes = round_ratio_notes(&rounds, FIO);
+        assert_eq!(
+            notes,
+            [format!(
+                "strata/{FIO} 4K write per round: 0.40x (40/100), 0.83x (50/60), 0.56x (45/80); \
+                 median 0.56x"
+            )]
+        );
+        // A round without the peer (or a peer row of 0 ops/s) leaves the pair out.
+        let mut missing = rounds.clone();
+        missing[1].pop();
+        assert!(round_ratio_notes(&missing, FIO).is_empty());
+        let mut stalled = rounds;
+        stalled[2][1].ops = 0;
+        assert!(round_ratio_notes(&stalled, FIO).is_empty());
     }
 }

@@ -8,7 +8,7 @@
 //! inputs are checked to map identically in both.
 
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -219,7 +219,7 @@ fn cpu_seconds() -> Option<(f64, f64)> {
 fn time_crushtool(args: &Args, inputs: u32) -> anyhow::Result<Timing> {
     let cpu_start = cpu_seconds();
     let start = Instant::now();
-    let status = Command::new(&args.crushtool)
+    let status = super::peer_command(&args.crushtool)
         .arg("-i")
         .arg(&args.map)
         .args(["--test", "--show-statistics", "--rule"])
@@ -245,7 +245,7 @@ fn time_crushtool(args: &Args, inputs: u32) -> anyhow::Result<Timing> {
 /// The first (up to) 10,000 inputs must map identically in both before we time anything.
 fn check_identical(args: &Args, map: &crush::CrushMap) -> anyhow::Result<()> {
     let n = args.inputs.min(10_000);
-    let output = Command::new(&args.crushtool)
+    let output = super::peer_command(&args.crushtool)
         .arg("-i")
         .arg(&args.map)
         .args(["--test", "--show-mappings", "--rule"])

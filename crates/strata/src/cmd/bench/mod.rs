@@ -35,6 +35,17 @@ pub enum Which {
     S3(s3::Args),
 }
 
+/// A command for a peer program (fio, Ceph, radosgw, crushtool...) or a helper process: it
+/// runs on every CPU the benchmark may use, even when started from a runtime thread kept off
+/// the commit CPU (`--poll-while-busy`), so the peer is measured with the whole machine.
+pub fn peer_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut command = std::process::Command::new(program);
+    if let Err(error) = device::affinity::run_on_every_allowed_cpu(&mut command) {
+        eprintln!("warning: a peer may inherit this thread's CPUs: {error}");
+    }
+    command
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.which {
         Which::Crush(a) => crush::run(a),
