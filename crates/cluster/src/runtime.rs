@@ -22,6 +22,10 @@
 //! against 321; 4 KiB reads at 64 in flight 73.7k, 74.4k against 90.7k, 83.2k. So it is off
 //! by default.
 //!
+//! Every thread the runtime starts is kept off that CPU: its workers and tokio's blocking pool.
+//! A thread or process they start inherits the mask, so programs meant to use the whole
+//! machine (the benchmarks' peers) are started with `device::affinity::run_on_every_allowed_cpu`.
+//!
 //! Not asked for, or anywhere else (several interrupt CPUs, one CPU in all, an unknown device),
 //! the runtime is tokio's default and nothing polls.
 

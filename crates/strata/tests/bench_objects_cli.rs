@@ -93,14 +93,16 @@ fn bench_cluster_prints_every_row_without_peers() {
     assert_eq!(json["settings"]["osd_layout_bytes"], 32 << 20);
     assert!(stdout.contains("laid out for their first 32M"), "{stdout}");
     assert!(stdout.contains("strata/ceph"));
-    // Under the table, each write phase's group commit: writes per device flush.
+    // Under the table, each write phase's group commit: replica writes and device writes
+    // per device flush.
     for size in ["4K", "64K"] {
         let note = format!("strata {size} write: ");
         let line = stdout
             .lines()
             .find(|line| line.starts_with(&note))
             .unwrap_or_else(|| panic!("no {note:?} line in {stdout}"));
-        assert!(line.contains("replica writes per device flush"), "{line}");
+        assert!(line.contains(" replica writes and "), "{line}");
+        assert!(line.contains(" device writes per device flush"), "{line}");
     }
     // The run's temporary directory is removed at the end: only the JSON file remains.
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
@@ -162,12 +164,13 @@ fn bench_cluster_rounds_pair_strata_with_fio_of_the_same_round() {
         assert!(stdout.lines().any(|l| l.starts_with(round)), "{stdout}");
     }
     for op in ["write", "read"] {
-        let note = format!("strata/fio (disk limit) 4K {op} per round: ");
+        let note = format!("strata 4K {op} per round: ");
         let line = stdout
             .lines()
             .find(|line| line.starts_with(&note))
             .unwrap_or_else(|| panic!("no {note:?} line in {stdout}"));
         assert_eq!(line.matches("x (").count(), 2, "two rounds: {line}");
+        assert!(line.contains("; strata/fio (disk limit): "), "{line}");
         assert!(line.contains("; median "), "{line}");
     }
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();

@@ -26,7 +26,7 @@
 //!   group commit's batch, to compare with that row's C).
 //! - Order: strata's phases, then fio's jobs, then Ceph. With `--rounds N` the first two
 //!   alternate N times on the same files (each strata round writes fresh objects of its
-//!   own), so every strata figure has a fio figure of the same minutes beside it; the table
+//!   own and removes them after its read phase, as rados bench cleans up), so every strata figure has a fio figure of the same minutes beside it; the table
 //!   keeps each system's median round and a line per size and operation gives every
 //!   round's ratio. On this shared VM fio's random writes moved by up to 70% between runs
 //!   minutes apart while strata's moved by 4%, so one pair of phases says little.
@@ -278,44 +278,51 @@ fn median_rounds(rounds: &[Vec<Row>]) -> Vec<Row> {
     medians
 }
 
-/// One line per (size, operation) that strata and `peer` both have in every round: each
-/// round's strata/peer ops/s (with the two figures) and the median of those ratios.
+/// One line per (size, operation) of strata: its ops/s in every round and, where `peer` has
+/// a row of the same round in every round, each round's strata/peer and their median.
 fn round_ratio_notes(rounds: &[Vec<Row>], peer: &str) -> Vec<String> {
     let mut notes = Vec::new();
     let Some(first) = rounds.first() else {
         return notes;
     };
     for row in first.iter().filter(|r| r.system == "strata") {
-        let pairs: Option<Vec<(f64, f64)>> = rounds
-            .iter()
-            .map(|round| {
-                let find = |system: &str| {
-                    round.iter().find(|r| {
-                        r.system == system && r.size_bytes == row.size_bytes && r.op == row.op
-                    })
-                };
-                let ours = find("strata")?.ops_per_s();
-                let theirs = find(peer)?.ops_per_s();
-                (theirs > 0.0).then_some((ours, theirs))
-            })
-            .collect();
-        let Some(pairs) = pairs else {
+        let find = |round: &[Row], system: &str| {
+            round
+                .iter()
+                .find(|r| r.system == system && r.size_bytes == row.size_bytes && r.op == row.op)
+                .map(Row::ops_per_s)
+        };
+        let ours: Option<Vec<f64>> = rounds.iter().map(|round| find(round, "strata")).collect();
+        let Some(ours) = ours else {
             continue;
         };
-        let mut ratios: Vec<f64> = pairs.iter().map(|(ours, theirs)| ours / theirs).collect();
-        let listed: Vec<String> = pairs
-            .iter()
-            .zip(&ratios)
-            .map(|((ours, theirs), ratio)| format!("{ratio:.2}x ({ours:.0}/{theirs:.0})"))
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        notes.push(format!(
-            "strata/{peer} {} {} per round: {}; median {:.2}x",
+        let listed: Vec<String> = ours.iter().map(|ops| format!("{ops:.0}")).collect();
+        let mut note = format!(
+            "strata {} {} per round: {} ops/s",
             load::size_label(row.size_bytes),
             row.op,
-            listed.join(", "),
-            ratios[(ratios.len() - 1) / 2]
-        ));
+            listed.join(", ")
+        );
+        let theirs: Option<Vec<f64>> = rounds
+            .iter()
+            .map(|round| find(round, peer).filter(|&ops| ops > 0.0))
+            .collect();
+        if let Some(theirs) = theirs {
+            let mut ratios: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| o / t).collect();
+            let listed: Vec<String> = ours
+                .iter()
+                .zip(&theirs)
+                .zip(&ratios)
+                .map(|((o, t), ratio)| format!("{ratio:.2}x ({o:.0}/{t:.0})"))
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            note.push_str(&format!(
+                "; strata/{peer}: {}; median {:.2}x",
+                listed.join(", "),
+                ratios[(ratios.len() - 1) / 2]
+            ));
+        }
+        notes.push(note);
     }
     notes
 }
@@ -357,6 +364,9 @@ pub(super) fn cluster_config(
     config
 }
 
+/// The longest a round's cleanup may take (it removes every object the round wrote).
+const CLEANUP_SECONDS_MAX: f64 = 3600.0;
+
 /// The embedded cluster of the strata rows, open across the rounds.
 struct Strata {
     cluster: Arc<Cluster>,
@@ -397,7 +407,8 @@ impl Strata {
     }
 
     /// One round's rows (a write and a read phase per size; round `round`'s objects are
-    /// fresh ones of their own), and per write phase a note on its group commit (how many
+    /// fresh ones of their own, removed after its read phase unless it is the last), and per
+    /// write phase a note on its group commit (how many
     /// replica writes shared a device flush: the batch to compare with fio's `--fdatasync`
     /// row).
     async fn round(
@@ -415,6 +426,7 @@ impl Strata {
         for &size_bytes in sizes {
             let label = load::size_label(size_bytes);
             let commits_before = self.cluster.commit_stats();
+            let device_writes_before = self.device_writes();
             let payload: Arc<Vec<u8>> = Arc::new(
                 rand::rngs::StdRng::seed_from_u64(args.seed ^ size_bytes)
                     .sample_iter(rand::distributions::Standard)
@@ -443,6 +455,7 @@ impl Strata {
                 &label,
                 &commits_before,
                 &self.cluster.commit_stats(),
+                self.device_writes() - device_writes_before,
                 args.concurrency,
             ));
             let written = write.ops;
@@ -476,8 +489,39 @@ impl Strata {
             .await?
             .row("strata", size_bytes, "read");
             rows.push(read);
+            if round + 1 < args.rounds {
+                // As rados bench's cleanup: the next round writes into the space these
+                // objects held (the laid-out start of each OSD file, `--osd-layout`), not
+                // further on, where the files are still sparse and small writes slower.
+                let remover = Arc::clone(&self.pool);
+                load::run_phase(
+                    &format!("strata {label} cleanup"),
+                    args.concurrency,
+                    Limit {
+                        duration_s: CLEANUP_SECONDS_MAX,
+                        ops_max: Some(written),
+                    },
+                    move |_, number| {
+                        let pool = Arc::clone(&remover);
+                        async move {
+                            pool.remove(&object_name(size_bytes, round, number)).await?;
+                            Ok(())
+                        }
+                    },
+                )
+                .await?;
+            }
         }
         Ok((rows, notes))
+    }
+
+    /// Writes made by the OSDs' devices since they opened.
+    fn device_writes(&self) -> u64 {
+        self.cluster
+            .osd_stats()
+            .iter()
+            .map(|osd| osd.device.write.ops)
+            .sum()
     }
 
     /// Shuts the cluster down and removes its files, freeing the disk for Ceph.
@@ -488,11 +532,14 @@ impl Strata {
     }
 }
 
-/// How many replica writes of a write phase shared each device flush.
+/// How many replica writes of a write phase shared each device flush, and how many device
+/// writes each flush covered (a batch's record and its data, adjacent extents joined: data
+/// scattered over the device shows as more writes per flush).
 fn group_commit_note(
     label: &str,
     before: &store::CommitStats,
     after: &store::CommitStats,
+    device_writes: u64,
     concurrency: usize,
 ) -> String {
     let transactions = after.transactions.saturating_sub(before.transactions);
@@ -501,9 +548,10 @@ fn group_commit_note(
         return format!("strata {label} write: {transactions} replica writes, no device flush");
     }
     format!(
-        "strata {label} write: {:.1} replica writes per device flush (group commit); \
-         `{FIO_SYNCED}` flushes every {concurrency} writes",
+        "strata {label} write: {:.1} replica writes and {:.1} device writes per device flush \
+         (group commit); `{FIO_SYNCED}` flushes every {concurrency} writes",
         transactions as f64 / flushes as f64,
+        device_writes as f64 / flushes as f64,
     )
 }
 
@@ -741,16 +789,17 @@ mod tests {
         assert_eq!(
             notes,
             [format!(
-                "strata/{FIO} 4K write per round: 0.40x (40/100), 0.83x (50/60), 0.56x (45/80); \
-                 median 0.56x"
+                "strata 4K write per round: 40, 50, 45 ops/s; strata/{FIO}: 0.40x (40/100), \
+                 0.83x (50/60), 0.56x (45/80); median 0.56x"
             )]
         );
-        // A round without the peer (or a peer row of 0 ops/s) leaves the pair out.
+        // A round without the peer (or a peer row of 0 ops/s) leaves the ratios out.
+        let alone = ["strata 4K write per round: 40, 50, 45 ops/s"];
         let mut missing = rounds.clone();
         missing[1].pop();
-        assert!(round_ratio_notes(&missing, FIO).is_empty());
+        assert_eq!(round_ratio_notes(&missing, FIO), alone);
         let mut stalled = rounds;
         stalled[2][1].ops = 0;
-        assert!(round_ratio_notes(&stalled, FIO).is_empty());
+        assert_eq!(round_ratio_notes(&stalled, FIO), alone);
     }
 }
