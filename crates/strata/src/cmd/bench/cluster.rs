@@ -149,8 +149,9 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         }
     })?;
     let rounds = if args.rounds > 1 {
+        let then_fio = if args.no_fio { "" } else { " then fio" };
         format!(
-            ", {} rounds of strata then fio (the median round of each system below)",
+            ", {} rounds of strata{then_fio} (the median round of each system below)",
             args.rounds
         )
     } else {
