@@ -107,9 +107,14 @@ pub fn allowed_cpus() -> std::io::Result<Vec<usize>> {
 /// The CPUs the process's main thread may run on: the process's own mask, which a thread
 /// restricted further (a runtime worker kept off a CPU) does not narrow.
 pub fn process_allowed_cpus() -> std::io::Result<Vec<usize>> {
-    Ok(listed(&rustix::thread::sched_getaffinity(Some(
+    Ok(listed(&process_cpu_set()?))
+}
+
+/// The process's mask (its main thread's) as a set.
+fn process_cpu_set() -> std::io::Result<CpuSet> {
+    Ok(rustix::thread::sched_getaffinity(Some(
         rustix::process::getpid(),
-    ))?))
+    ))?)
 }
 
 /// The CPUs in `set`, in order.
@@ -156,7 +161,7 @@ pub fn pin_current_thread_to(cpus: &[usize]) -> std::io::Result<()> {
 #[allow(unsafe_code)]
 pub fn run_on_every_allowed_cpu(command: &mut std::process::Command) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
-    let set = rustix::thread::sched_getaffinity(Some(rustix::process::getpid()))?;
+    let set = process_cpu_set()?;
     // SAFETY: the closure runs in the child between fork and exec; it makes one system call
     // on a set copied before the fork and allocates nothing.
     unsafe {

@@ -368,7 +368,7 @@ pub fn setup(
     let layout = match (&serving.worker_cpus, poll_while_busy) {
         (Some(cpus), _) => format!("runtime workers on CPUs {cpus:?}, polling while busy"),
         (None, true) => "tokio's default runtime (no single interrupt CPU to keep off)".into(),
-        (None, false) => "tokio's default runtime".to_string(),
+        (None, false) => "tokio's default runtime".into(),
     };
     let poll_while_busy = serving.poll_while_busy();
     let runtime = serving.runtime;
