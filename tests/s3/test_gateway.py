@@ -606,9 +606,10 @@ def test_presigned_get_and_put():
     nuke(b)
 
 
-def _signed_streaming_put(url_path, chunks, keys=MAIN):
+def _signed_streaming_put(url_path, chunks, keys=MAIN, tamper=False):
     """PUT with STREAMING-AWS4-HMAC-SHA256-PAYLOAD: every chunk signed, chained to the seed
-    signature of the headers (what the aws CLI and the Java/Go SDKs send over plain HTTP)."""
+    signature of the headers (what the aws CLI and the Java/Go SDKs send over plain HTTP).
+    `tamper` changes one byte of the first chunk after it was signed."""
     import hmac
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
@@ -649,6 +650,9 @@ def _signed_streaming_put(url_path, chunks, keys=MAIN):
         previous = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
         body += frame(chunk, previous)
     assert len(body) == encoded_length
+    if tamper:
+        at = body.index(b"\r\n") + 2
+        body = body[:at] + bytes([body[at] ^ 1]) + body[at + 1:]
     final = urllib.request.Request(ENDPOINT + url_path, data=body, method="PUT",
                                    headers=dict(request.headers.items()))
     return urllib.request.urlopen(final)
@@ -667,6 +671,53 @@ def test_signed_streaming_upload():
         raise AssertionError("forged streaming upload accepted")
     except urllib.error.HTTPError as e:
         check(e.code == 403, e.code)
+    nuke(b)
+
+
+def _signed_put(url_path, signed_body, sent_body):
+    """A PUT signed (SigV4, x-amz-content-sha256 of `signed_body`) for one body and sent with
+    another of the same length, as a man in the middle would; returns (status, S3 code)."""
+    import http.client
+    import re
+    from urllib.parse import urlparse
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    headers = {"x-amz-content-sha256": hashlib.sha256(signed_body).hexdigest(),
+               "content-length": str(len(signed_body))}
+    request = AWSRequest(method="PUT", url=ENDPOINT + url_path, data=signed_body, headers=headers)
+    botocore.auth.SigV4Auth(Credentials(*MAIN), "s3", "us-east-1").add_auth(request)
+    endpoint = urlparse(ENDPOINT)
+    connection = http.client.HTTPConnection(endpoint.hostname, endpoint.port, timeout=60)
+    connection.request("PUT", url_path, body=sent_body, headers=dict(request.headers.items()))
+    response = connection.getresponse()
+    code = re.search(rb"<Code>([^<]*)</Code>", response.read())
+    connection.close()
+    return response.status, code.group(1).decode() if code else None
+
+
+def test_tampered_bodies_are_refused():
+    """A body changed after signing is refused with S3's codes, and nothing of it is kept: a
+    single-chunk body whose SHA-256 differs from the signed one (small, and large enough that
+    pieces were written before the end of the body showed the mismatch), and an aws-chunked
+    body with a changed chunk."""
+    b = new_bucket()
+    check(_signed_put(f"/{b}/honest", b"hello world", b"hello world") == (200, None))
+    check(s3.get_object(Bucket=b, Key="honest")["Body"].read() == b"hello world")
+    got = _signed_put(f"/{b}/small", b"hello world", b"hellp world")
+    check(got == (400, "XAmzContentSHA256Mismatch"), got)
+    large = os.urandom(9 * 1024 * 1024)
+    changed = large[:-1] + bytes([large[-1] ^ 1])
+    got = _signed_put(f"/{b}/large", large, changed)
+    check(got == (400, "XAmzContentSHA256Mismatch"), got)
+    chunks = [os.urandom(64 * 1024), os.urandom(1000)]
+    try:
+        _signed_streaming_put(f"/{b}/chunked", chunks, tamper=True)
+        raise AssertionError("a changed chunk was accepted")
+    except urllib.error.HTTPError as e:
+        got = (e.code, e.read().split(b"<Code>")[1].split(b"</Code>")[0].decode())
+        check(got == (403, "SignatureDoesNotMatch"), got)
+    for key in ["small", "large", "chunked"]:
+        check(error_of(s3.head_object, Bucket=b, Key=key)[1] == 404, key)
     nuke(b)
 
 

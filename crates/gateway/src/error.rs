@@ -89,6 +89,14 @@ pub enum GatewayError {
     /// Body shorter than Content-Length.
     #[error("incomplete body")]
     IncompleteBody,
+    /// The body's SHA-256 differs from the `x-amz-content-sha256` the request was signed with
+    /// (the body was changed after signing).
+    #[error("the body's SHA-256 does not match x-amz-content-sha256")]
+    ContentSha256Mismatch,
+    /// A chunk of an aws-chunked body does not carry the signature its bytes and the
+    /// previous chunk's signature give.
+    #[error("a chunk's signature does not match its data")]
+    ChunkSignatureMismatch,
     /// An ACL grant names an e-mail address no user has.
     #[error("no user has the e-mail address {0}")]
     UnresolvableGrantByEmailAddress(String),
@@ -135,6 +143,26 @@ pub enum GatewayError {
 pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
 
 impl GatewayError {
+    /// What a request body's stream failed with, as S3 reports it. s3s checks the body while
+    /// it streams in (the SHA-256 a request was signed with, each aws-chunked chunk's
+    /// signature, the declared length) and ends the stream with an error of its own when a
+    /// check fails; those types are private to s3s (pinned at 0.14.1), so their text decides.
+    /// A stream that failed underneath (the client went away) is an incomplete body;
+    /// anything else is an invalid request, never a server error.
+    pub fn from_request_body(error: &(dyn std::error::Error + 'static)) -> Self {
+        let text = error.to_string();
+        let (source, detail) = text.split_once(": ").unwrap_or(("", text.as_str()));
+        match (source, detail) {
+            (_, detail) if detail.starts_with("Underlying") => GatewayError::IncompleteBody,
+            ("UploadStreamError", "Sha256Mismatch") => GatewayError::ContentSha256Mismatch,
+            ("AwsChunkedStreamError", "SignatureMismatch") => GatewayError::ChunkSignatureMismatch,
+            ("UploadStreamError" | "AwsChunkedStreamError", "Incomplete") => {
+                GatewayError::IncompleteBody
+            }
+            _ => GatewayError::InvalidRequest(format!("request body: {text}")),
+        }
+    }
+
     /// The S3 error code this error is reported as.
     pub fn code(&self) -> S3ErrorCode {
         match self {
@@ -163,6 +191,10 @@ impl GatewayError {
             GatewayError::BadDigest => S3ErrorCode::BadDigest,
             GatewayError::InvalidDigest => S3ErrorCode::InvalidDigest,
             GatewayError::IncompleteBody => S3ErrorCode::IncompleteBody,
+            GatewayError::ContentSha256Mismatch => {
+                S3ErrorCode::Custom("XAmzContentSHA256Mismatch".into())
+            }
+            GatewayError::ChunkSignatureMismatch => S3ErrorCode::SignatureDoesNotMatch,
             GatewayError::Malformed(_) => S3ErrorCode::MalformedXML,
             GatewayError::UnresolvableGrantByEmailAddress(_) => {
                 S3ErrorCode::UnresolvableGrantByEmailAddress
@@ -211,7 +243,7 @@ impl GatewayError {
             | GatewayError::BucketAlreadyOwnedByYou
             | GatewayError::BucketNotEmpty
             | GatewayError::InvalidBucketState(_) => S::CONFLICT,
-            GatewayError::AccessDenied => S::FORBIDDEN,
+            GatewayError::AccessDenied | GatewayError::ChunkSignatureMismatch => S::FORBIDDEN,
             GatewayError::VersionIsDeleteMarker { .. } => S::METHOD_NOT_ALLOWED,
             GatewayError::InvalidRange => S::RANGE_NOT_SATISFIABLE,
             GatewayError::PreconditionFailed => S::PRECONDITION_FAILED,
@@ -279,6 +311,54 @@ fn error_headers(error: &GatewayError) -> Option<http::HeaderMap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug)]
+    struct Text(&'static str);
+
+    impl std::fmt::Display for Text {
+        fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Text {}
+
+    #[test]
+    fn body_stream_failures_are_reported_as_s3_does() {
+        let cases = [
+            (
+                "UploadStreamError: Sha256Mismatch",
+                "XAmzContentSHA256Mismatch",
+                400,
+            ),
+            (
+                "AwsChunkedStreamError: SignatureMismatch",
+                "SignatureDoesNotMatch",
+                403,
+            ),
+            ("UploadStreamError: Incomplete", "IncompleteBody", 400),
+            ("AwsChunkedStreamError: Incomplete", "IncompleteBody", 400),
+            (
+                "UploadStreamError: Underlying: connection reset",
+                "IncompleteBody",
+                400,
+            ),
+            // The underlying error's own words do not decide.
+            (
+                "AwsChunkedStreamError: Underlying: SignatureMismatch",
+                "IncompleteBody",
+                400,
+            ),
+            ("AwsChunkedStreamError: FormatError", "InvalidRequest", 400),
+            ("UploadStreamError: LengthMismatch", "InvalidRequest", 400),
+            ("something else", "InvalidRequest", 400),
+        ];
+        for (text, code, status) in cases {
+            let error = GatewayError::from_request_body(&Text(text));
+            assert_eq!(error.code().as_str(), code, "{text}");
+            assert_eq!(error.status().as_u16(), status, "{text}");
+        }
+    }
 
     #[test]
     fn client_mistakes_are_4xx_and_cluster_failures_5xx() {

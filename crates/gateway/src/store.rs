@@ -811,7 +811,7 @@ impl Store {
 
     /// Stores a body as pieces of a new version; returns the pieces, size and hex md5.
     /// The head (piece 0) is written last, with `head_meta` in an xattr.
-    pub async fn write_body<S, E>(
+    pub async fn write_body<S>(
         &self,
         bucket_id: &str,
         tag: &str,
@@ -819,8 +819,7 @@ impl Store {
         mut body: S,
     ) -> Result<(Vec<Piece>, u64, [u8; 16])>
     where
-        S: Stream<Item = std::result::Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
+        S: Stream<Item = Result<Bytes>> + Unpin,
     {
         let chunk = self.config.chunk_size_bytes;
         let mut md5 = Md5::new();
@@ -831,7 +830,7 @@ impl Store {
         let mut written: Vec<String> = Vec::new();
         let result: Result<()> = async {
             while let Some(item) = body.next().await {
-                let bytes = item.map_err(|e| GatewayError::Malformed(format!("body: {e}")))?;
+                let bytes = item?;
                 md5.update(&bytes);
                 size += bytes.len() as u64;
                 let mut rest: &[u8] = &bytes;

@@ -1,6 +1,7 @@
 //! Multipart uploads: parts are stored as pieces of their own and become the object's manifest
 //! at completion (no data is copied).
 
+use futures::TryStreamExt;
 use md5::{Digest, Md5};
 use rados::RadosError;
 use s3s::dto::*;
@@ -179,6 +180,7 @@ impl Gateway {
         );
         let (pieces, size, md5) = match input.body {
             Some(body) => {
+                let body = body.map_err(|error| GatewayError::from_request_body(&*error));
                 self.store
                     .write_body(&bucket.id, &tag, &input.key, body)
                     .await?

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use s3s::checksum::ChecksumHasher;
 use s3s::crypto::{Checksum as _, Sha256};
 use s3s::dto::*;
@@ -196,11 +196,13 @@ impl Gateway {
         let (pieces, size, md5) = match input.body {
             Some(body) => {
                 let feed = hasher.clone();
-                let body = body.inspect(move |item| {
-                    if let (Some(feed), Ok(bytes)) = (&feed, item) {
-                        feed.lock().unwrap_or_else(|p| p.into_inner()).update(bytes);
-                    }
-                });
+                let body = body
+                    .inspect(move |item| {
+                        if let (Some(feed), Ok(bytes)) = (&feed, item) {
+                            feed.lock().unwrap_or_else(|p| p.into_inner()).update(bytes);
+                        }
+                    })
+                    .map_err(|error| GatewayError::from_request_body(&*error));
                 self.store
                     .write_body(&bucket.id, &tag, &input.key, body)
                     .await?
