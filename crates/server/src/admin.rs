@@ -128,7 +128,7 @@ async fn handle(
     object_bytes_max: usize,
 ) -> Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
-    let guarded = parts.uri.path() == "/api" || parts.uri.path().starts_with("/api/");
+    let guarded = !crate::handlers::is_public(&parts.method, parts.uri.path());
     let header = parts
         .headers
         .get(hyper::header::AUTHORIZATION)

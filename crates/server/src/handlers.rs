@@ -1,5 +1,7 @@
 //! Routing of admin requests to cluster calls. Path segments are percent-decoded after the
 //! path is split on `/`, so object names may hold any byte the API allows (`%2F` for `/`).
+//! Every request but `GET /status` and `GET /metrics` needs the admin token ([`is_public`],
+//! checked in `admin.rs` on the path as this router reads it).
 //!
 //! | Method and path                        | Does                                   |
 //! |----------------------------------------|----------------------------------------|
@@ -301,6 +303,18 @@ fn decode_segment(segment: &str) -> Result<String> {
         .map_err(|_| ServerError::BadRequest(format!("path segment {segment:?} is not UTF-8")))
 }
 
+/// Whether a request may go without the admin token: monitoring only (`GET /status` and
+/// `GET /metrics`). Decided on the path as [`route`] reads it (leading slashes dropped,
+/// segments percent-decoded), so no other spelling of an API path (`//api/pools`,
+/// `/%61pi/pools`) reaches the API without the token; every other request needs it, unknown
+/// and malformed paths included.
+pub(crate) fn is_public(method: &Method, path: &str) -> bool {
+    method == Method::GET
+        && segments(path).is_ok_and(|segments| {
+            matches!(segments.as_slice(), [only] if only == "status" || only == "metrics")
+        })
+}
+
 fn segments(path: &str) -> Result<Vec<String>> {
     path.trim_start_matches('/')
         .trim_end_matches('/')
@@ -326,6 +340,28 @@ fn query(uri: &Uri) -> Result<Vec<(String, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_monitoring_is_public_however_the_path_is_spelled() {
+        for path in ["/status", "/metrics", "//status", "/metrics/", "/%73tatus"] {
+            assert!(is_public(&Method::GET, path), "{path}");
+        }
+        let guarded = [
+            "/api/pools",
+            "//api/pools",
+            "/%61pi/pools",
+            "/api%2Fpools",
+            "/api",
+            "/",
+            "/nowhere",
+            "/status/x",
+            "/%FF",
+        ];
+        for path in guarded {
+            assert!(!is_public(&Method::GET, path), "{path}");
+        }
+        assert!(!is_public(&Method::POST, "/status"));
+    }
 
     #[test]
     fn segments_are_decoded_after_splitting() {

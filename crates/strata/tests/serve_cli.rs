@@ -135,6 +135,23 @@ fn serve_and_drive_with_the_cli() {
     }
     let (code, _) = server.http_with("POST", "/api/users", b"{\"uid\":\"mallory\"}", None);
     assert_eq!(code, 401, "no user without the token");
+    // Other spellings of API paths (the router drops leading slashes and decodes segments)
+    // and unknown paths need the token too.
+    for (method, path, body) in [
+        ("GET", "//api/pools", &b""[..]),
+        ("GET", "/%61pi/pools", b""),
+        ("POST", "//api/users", b"{\"uid\":\"mallory\"}"),
+        ("POST", "///%61pi/pools", b"{\"name\":\"mallory\"}"),
+        ("GET", "/nowhere", b""),
+    ] {
+        let (code, reply) = server.http_with(method, path, body, None);
+        assert_eq!(
+            code,
+            401,
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&reply)
+        );
+    }
     let (code, _) = server.http_with("GET", "/status", b"", None);
     assert_eq!(code, 200);
     let (code, _) = server.http_with("GET", "/metrics", b"", None);
