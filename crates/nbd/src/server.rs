@@ -140,10 +140,34 @@ impl NbdServer {
             .find(|export| export.config.name.as_bytes() == name)
     }
 
-    /// Binds a unix socket at `path` (replacing a stale socket file).
+    /// Binds a unix socket at `path`. A socket file left there by a server that is gone (a
+    /// connection to it is refused) is replaced. A socket a running server listens on, and
+    /// any file that is not a socket, are refused with an error naming the path: a mistyped
+    /// `--socket` must never delete a disk image or take another server's socket.
     pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
-        if path.exists() {
-            std::fs::remove_file(path)?;
+        use std::io::{Error, ErrorKind};
+        use std::os::unix::fs::FileTypeExt;
+        match std::fs::symlink_metadata(path) {
+            Ok(metadata) if metadata.file_type().is_socket() => {
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                    return Err(Error::new(
+                        ErrorKind::AddrInUse,
+                        format!("{}: a running server listens on it", path.display()),
+                    ));
+                }
+                std::fs::remove_file(path)?;
+            }
+            Ok(_) => {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a socket; not replacing it",
+                        path.display()
+                    ),
+                ))
+            }
+            Err(error) if error.kind() == ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
         }
         UnixListener::bind(path)
     }
@@ -501,6 +525,30 @@ fn parse_info_request(data: &[u8]) -> Option<(&[u8], Vec<u16>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn binding_replaces_only_a_stale_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        // A regular file (a mistyped path): refused and kept.
+        let file = dir.path().join("disk.img");
+        std::fs::write(&file, b"data").unwrap();
+        let error = NbdServer::bind_unix(&file).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(error.to_string().contains("not a socket"), "{error}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"data");
+        // A socket a live server listens on: refused, and that server keeps it.
+        let socket = dir.path().join("nbd.sock");
+        let live = NbdServer::bind_unix(&socket).unwrap();
+        let error = NbdServer::bind_unix(&socket).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::AddrInUse);
+        assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        // The server is gone, its socket file stays: replaced.
+        drop(live);
+        assert!(socket.exists());
+        let replaced = NbdServer::bind_unix(&socket).unwrap();
+        assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        drop(replaced);
+    }
 
     #[test]
     fn parses_info_requests_and_rejects_truncated() {

@@ -453,7 +453,7 @@ fn start(args: StartArgs) -> Result<ExitCode> {
                 NbdServer::with_exports(exports)
             }
         };
-        let control = UnixListener::bind(replace_socket(&args.control.control)?)
+        let control = NbdServer::bind_unix(&args.control.control)
             .with_context(|| format!("binding {}", args.control.control.display()))?;
         println!("cache: control socket {}", args.control.control.display());
         tokio::spawn(control_loop(Arc::clone(&cache), Arc::new(cores), control));
@@ -467,13 +467,6 @@ fn start(args: StartArgs) -> Result<ExitCode> {
         Ok::<(), anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn replace_socket(path: &Path) -> Result<&Path> {
-    if path.exists() {
-        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
-    }
-    Ok(path)
 }
 
 /// One core of a running cache, for its statistics.
