@@ -25,7 +25,8 @@ pub enum Which {
 /// Where and how to listen, shared with `strata cache start`.
 #[derive(clap::Args, Clone)]
 pub struct ListenArgs {
-    /// Unix socket to listen on (replaced if it exists).
+    /// Unix socket to listen on (a stale socket left there is replaced; a live one, or any
+    /// other file, is refused).
     #[arg(long, value_name = "PATH", conflicts_with = "port")]
     pub socket: Option<PathBuf>,
     /// TCP port to listen on.
