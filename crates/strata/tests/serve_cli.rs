@@ -68,7 +68,16 @@ fn serve_and_drive_with_the_cli() {
     let dup = strata(&server.args(&["pool", "create", "scratch"]));
     assert!(String::from_utf8_lossy(&dup.stderr).contains("HTTP 409"));
     server.ok(&["put", "scratch", "x", &file_text]);
-    server.ok(&["pool", "rm", "scratch"]);
+    // Removing a pool asks for confirmation, as `ceph osd pool rm` does.
+    let unconfirmed = strata(&server.args(&["pool", "rm", "scratch"]));
+    assert!(!unconfirmed.status.success());
+    assert!(
+        String::from_utf8_lossy(&unconfirmed.stderr).contains("--yes-i-really-really-mean-it"),
+        "{}",
+        String::from_utf8_lossy(&unconfirmed.stderr)
+    );
+    assert!(server.ok(&["pool", "ls"]).contains("scratch"), "kept");
+    server.ok(&["pool", "rm", "scratch", "--yes-i-really-really-mean-it"]);
     assert!(!server.ok(&["pool", "ls"]).contains("scratch"));
 
     // OSDs.

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::{Args as ClapArgs, Subcommand};
 use server::report::PoolEntry;
 
@@ -40,10 +40,14 @@ pub enum PoolCommand {
     },
     /// List pools with their placement settings and objects.
     Ls,
-    /// Remove a pool and every object in it.
+    /// Remove a pool and every object in it (asks for --yes-i-really-really-mean-it, as
+    /// `ceph osd pool rm` does).
     Rm {
         /// Pool name.
         name: String,
+        /// Confirms that the pool's objects are to be deleted; without it nothing is removed.
+        #[arg(long = "yes-i-really-really-mean-it")]
+        confirmed: bool,
     },
 }
 
@@ -93,7 +97,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 );
             }
         }
-        PoolCommand::Rm { name } => {
+        PoolCommand::Rm { name, confirmed } => {
+            if !confirmed {
+                // Say what would be lost (and name a pool that does not exist as such).
+                let pools: Vec<PoolEntry> = client.json("GET", "/api/pools", b"")?;
+                let Some(pool) = pools.iter().find(|pool| pool.name == name) else {
+                    bail!("no pool '{name}' (strata pool ls lists them)");
+                };
+                bail!(
+                    "removing pool '{name}' deletes its {} objects for good; nothing was \
+                     removed. Repeat with --yes-i-really-really-mean-it to remove it",
+                    pool.objects
+                );
+            }
             client.call("DELETE", &format!("/api/pools/{}", segment(&name)), b"")?;
             println!("pool '{name}' removed");
         }
