@@ -80,7 +80,9 @@ def nuke(name):
         keys = [{"Key": o["Key"]} for o in s3.list_objects_v2(Bucket=name).get("Contents", [])]
         if not keys:
             break
-        s3.delete_objects(Bucket=name, Delete={"Objects": keys})
+        answer = s3.delete_objects(Bucket=name, Delete={"Objects": keys})
+        if answer.get("Errors"):
+            raise AssertionError(f"cannot empty {name}: {answer['Errors'][:3]}")
     s3.delete_bucket(Bucket=name)
 
 
@@ -527,6 +529,62 @@ def test_bucket_policy():
     nuke(b)
 
 
+def test_policy_actions_objects_and_conditions():
+    """A bucket policy is evaluated on each request's own action and object (a Deny of deletes
+    or of a prefix holds against a writer; an Allow of PutObject does not allow deletes), on
+    the client's address and on a listing's prefix; a condition the gateway cannot evaluate
+    is refused when put."""
+    import json
+    b = new_bucket(GrantWrite='id="alt"', GrantFullControl='id="main"')
+    s3.put_object(Bucket=b, Key="keep", Body=b"k")
+    s3.put_object(Bucket=b, Key="protected/doc", Body=b"p")
+    s3.put_bucket_policy(Bucket=b, Policy=json.dumps({"Statement": [
+        {"Effect": "Deny", "Principal": "*", "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion"],
+         "Resource": f"arn:aws:s3:::{b}/*"},
+        {"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Resource": f"arn:aws:s3:::{b}/protected/*"}]}))
+    check(error_of(alt.delete_object, Bucket=b, Key="keep")[1] == 403, "delete denied")
+    answer = alt.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "protected/doc"}]})
+    check([e["Code"] for e in answer.get("Errors", [])] == ["AccessDenied"], answer)
+    check(error_of(alt.put_object, Bucket=b, Key="protected/new", Body=b"x")[1] == 403, "prefix denied")
+    alt.put_object(Bucket=b, Key="elsewhere", Body=b"e")
+    s3.delete_bucket_policy(Bucket=b)
+    check(s3.get_object(Bucket=b, Key="protected/doc")["Body"].read() == b"p", "kept")
+    check(s3.get_object(Bucket=b, Key="keep")["Body"].read() == b"k", "kept")
+    nuke(b)
+    # An Allow of PutObject lets the grantee write, not delete.
+    c = new_bucket()
+    s3.put_object(Bucket=c, Key="ledger", Body=b"l")
+    s3.put_bucket_policy(Bucket=c, Policy=json.dumps({"Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam:::user/alt"}, "Action": "s3:PutObject",
+         "Resource": f"arn:aws:s3:::{c}/*"}]}))
+    alt.put_object(Bucket=c, Key="drop", Body=b"d")
+    check(error_of(alt.delete_object, Bucket=c, Key="ledger")[1] == 403, "put does not allow delete")
+    # The client's address (these requests come from 127.0.0.1).
+    s3.put_object(Bucket=c, Key="pub", Body=b"p", ACL="public-read")
+    def deny_unless_from(network):
+        s3.put_bucket_policy(Bucket=c, Policy=json.dumps({"Statement": [
+            {"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{c}/*",
+             "Condition": {"NotIpAddress": {"aws:SourceIp": network}}}]}))
+    deny_unless_from("10.0.0.0/8")
+    check(error_of(anonymous().get_object, Bucket=c, Key="pub")[1] == 403, "address deny")
+    deny_unless_from("127.0.0.0/8")
+    check(anonymous().get_object(Bucket=c, Key="pub")["Body"].read() == b"p", "address allowed")
+    nuke(c)
+    # A listing's prefix.
+    d = new_bucket(GrantRead='id="alt"', GrantFullControl='id="main"')
+    s3.put_object(Bucket=d, Key="private/salary", Body=b"s")
+    s3.put_bucket_policy(Bucket=d, Policy=json.dumps({"Statement": [
+        {"Effect": "Deny", "Principal": {"AWS": "arn:aws:iam:::user/alt"}, "Action": "s3:ListBucket",
+         "Resource": f"arn:aws:s3:::{d}", "Condition": {"StringLike": {"s3:prefix": "private/*"}}}]}))
+    check(error_of(alt.list_objects_v2, Bucket=d, Prefix="private/")[1] == 403, "prefix listing denied")
+    check(alt.list_objects_v2(Bucket=d, Prefix="public/")["KeyCount"] == 0, "other prefix listed")
+    unknown = json.dumps({"Statement": [
+        {"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Resource": "*",
+         "Condition": {"DateLessThan": {"aws:CurrentTime": "2030-01-01T00:00:00Z"}}}]})
+    check(error_of(s3.put_bucket_policy, Bucket=d, Policy=unknown)[0] == "MalformedPolicy", "unknown condition")
+    nuke(d)
+
+
 # ---- auth ----------------------------------------------------------------------------------
 
 def test_auth_failures():
@@ -718,6 +776,53 @@ def test_tampered_bodies_are_refused():
         check(got == (403, "SignatureDoesNotMatch"), got)
     for key in ["small", "large", "chunked"]:
         check(error_of(s3.head_object, Bucket=b, Key=key)[1] == 404, key)
+    nuke(b)
+
+
+def _http(method, url, body=b"", headers=None):
+    """One plain HTTP request (no SDK in the way); returns (status, body)."""
+    import http.client
+    from urllib.parse import urlparse
+    parsed = urlparse(url)
+    connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+    path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+    connection.request(method, path, body=body, headers=headers or {})
+    response = connection.getresponse()
+    reply = response.read()
+    connection.close()
+    return response.status, reply
+
+
+def test_unsigned_amz_headers_and_anonymous_overrides_are_refused():
+    """Headers added to a presigned URL or a signed request that its signature does not cover
+    are refused (else a presigned PUT plus `x-amz-copy-source` copies any object the signer
+    may read); anonymous GETs may not override response headers."""
+    b = new_bucket()
+    s3.put_object(Bucket=b, Key="secret", Body=b"TOP SECRET")
+    v4 = client(signature_version="s3v4")
+    url = v4.generate_presigned_url("put_object", Params={"Bucket": b, "Key": "slot"}, ExpiresIn=60)
+    added = _http("PUT", url, headers={"x-amz-copy-source": f"/{b}/secret", "x-amz-acl": "public-read"})
+    check(added[0] == 403 and b"not signed" in added[1], added)
+    check(error_of(s3.head_object, Bucket=b, Key="slot")[1] == 404, "nothing copied")
+    check(_http("PUT", url, body=b"fine")[0] == 200, "the URL itself still works")
+    # A header-signed request replayed with one more header.
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    signed = AWSRequest(method="PUT", url=f"{ENDPOINT}/{b}/replayed", data=b"",
+                        headers={"x-amz-content-sha256": hashlib.sha256(b"").hexdigest()})
+    botocore.auth.SigV4Auth(Credentials(*MAIN), "s3", "us-east-1").add_auth(signed)
+    headers = dict(signed.headers.items())
+    headers["x-amz-copy-source"] = f"/{b}/secret"
+    replayed = _http("PUT", f"{ENDPOINT}/{b}/replayed", headers=headers)
+    check(replayed[0] == 403, replayed)
+    check(error_of(s3.head_object, Bucket=b, Key="replayed")[1] == 404, "nothing copied")
+    # Response overrides: signed GETs may, anonymous ones may not.
+    s3.put_object(Bucket=b, Key="page", Body=b"<script>", ACL="public-read")
+    got = s3.get_object(Bucket=b, Key="page", ResponseContentType="text/plain")
+    check(got["ContentType"] == "text/plain", got["ContentType"])
+    check(_http("GET", f"{ENDPOINT}/{b}/page")[0] == 200, "public read")
+    html = _http("GET", f"{ENDPOINT}/{b}/page?response-content-type=text/html")
+    check(html[0] == 400 and b"InvalidRequest" in html[1], html)
     nuke(b)
 
 

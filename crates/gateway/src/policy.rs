@@ -9,9 +9,11 @@
 //! Supported: `Effect` Allow/Deny, `Principal` (`"*"`, `{"AWS": "*"}`, user ARNs or uids),
 //! `Action`/`NotAction` and `Resource`/`NotResource` with `*` and `?` wildcards, and the
 //! condition operators `StringEquals`, `StringNotEquals`, `StringLike`, `StringNotLike` (with
-//! `...IgnoreCase` forms) and `IpAddress`/`NotIpAddress`. A statement whose condition uses an
-//! operator or key the request does not carry never matches, so an unknown condition can
-//! narrow an Allow or a Deny but never widen one.
+//! `...IgnoreCase` forms), `IpAddress`/`NotIpAddress` and `Bool`, on the keys the gateway
+//! fills in ([`CONDITION_KEYS`]: the client's address, the transport, `Referer`,
+//! `User-Agent`, the listing's prefix). A document with any other operator or key is refused
+//! when it is put: a condition that can never hold would make a Deny do nothing, which is
+//! wider access than its author wrote.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +35,31 @@ pub enum Decision {
 
 /// Values of the request that conditions test (`s3:prefix`, `aws:Referer`, ...), by key.
 pub type Context = BTreeMap<String, String>;
+
+/// The condition operators evaluated.
+const CONDITION_OPERATORS: [&str; 9] = [
+    "StringEquals",
+    "StringNotEquals",
+    "StringEqualsIgnoreCase",
+    "StringNotEqualsIgnoreCase",
+    "StringLike",
+    "StringNotLike",
+    "IpAddress",
+    "NotIpAddress",
+    "Bool",
+];
+
+/// The condition keys the gateway fills in: `aws:SourceIp` (the client's address),
+/// `aws:SecureTransport` (`false`: plain HTTP), `aws:Referer` and `aws:UserAgent` (the
+/// request's headers, when it has them) for every request, `s3:prefix` for listings (empty
+/// when none is given) and object requests on a missing key.
+pub const CONDITION_KEYS: [&str; 5] = [
+    "aws:SourceIp",
+    "aws:SecureTransport",
+    "aws:Referer",
+    "aws:UserAgent",
+    "s3:prefix",
+];
 
 /// One statement of a parsed policy.
 #[derive(Clone, Debug)]
@@ -147,7 +174,19 @@ impl Policy {
                     let Value::Object(tests) = tests else {
                         return Err(malformed(format!("condition {operator} is not an object")));
                     };
+                    if !CONDITION_OPERATORS.contains(&operator.as_str()) {
+                        return Err(malformed(format!(
+                            "condition operator {operator} is not supported (supported: {})",
+                            CONDITION_OPERATORS.join(", ")
+                        )));
+                    }
                     for (key, values) in tests {
+                        if !CONDITION_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+                            return Err(malformed(format!(
+                                "condition key {key} is not supported (supported: {})",
+                                CONDITION_KEYS.join(", ")
+                            )));
+                        }
                         conditions.push((operator.clone(), key.clone(), strings(values, key)?));
                     }
                 }
@@ -273,6 +312,7 @@ fn condition_holds(operator: &str, key: &str, values: &[String], context: &Conte
         "StringNotEqualsIgnoreCase" => !values.iter().any(|v| v.to_ascii_lowercase() == lower),
         "StringLike" => values.iter().any(|v| wildcard(v, actual)),
         "StringNotLike" => !values.iter().any(|v| wildcard(v, actual)),
+        "Bool" => values.iter().any(|v| v.to_ascii_lowercase() == lower),
         "IpAddress" => values.iter().any(|v| in_network(v, actual)),
         "NotIpAddress" => !values.iter().any(|v| in_network(v, actual)),
         _ => false,
@@ -404,12 +444,47 @@ mod tests {
     }
 
     #[test]
+    fn address_and_transport_conditions_hold_on_the_filled_keys() {
+        let policy = Policy::parse(
+            r#"{"Statement":[
+              {"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::b/*",
+               "Condition":{"NotIpAddress":{"aws:SourceIp":"10.0.0.0/8"}}},
+              {"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"*",
+               "Condition":{"Bool":{"aws:SecureTransport":"false"}}}]}"#,
+        )
+        .unwrap();
+        let from = |ip: &str| {
+            Context::from([
+                ("aws:SourceIp".to_string(), ip.to_string()),
+                ("aws:SecureTransport".to_string(), "false".to_string()),
+            ])
+        };
+        let get = |ip| policy.evaluate(&user("ann"), "s3:GetObject", "arn:aws:s3:::b/k", &from(ip));
+        assert_eq!(get("127.0.0.1"), Decision::Deny);
+        assert_eq!(get("10.1.2.3"), Decision::Unspecified);
+        assert_eq!(
+            policy.evaluate(
+                &user("ann"),
+                "s3:PutObject",
+                "arn:aws:s3:::c/k",
+                &from("10.1.2.3")
+            ),
+            Decision::Deny
+        );
+    }
+
+    #[test]
     fn malformed_documents_are_refused() {
         for text in [
             "not json",
             r#"{"Statement":[{"Effect":"Maybe","Principal":"*","Action":"s3:*","Resource":"*"}]}"#,
             r#"{"Statement":[{"Effect":"Allow","NotPrincipal":{"AWS":"x"},"Action":"s3:*","Resource":"*"}]}"#,
             r#"{"Statement":[{"Effect":"Allow","Principal":"*","Resource":"*"}]}"#,
+            // A condition the gateway cannot evaluate would leave a Deny doing nothing.
+            r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"*",
+                "Condition":{"DateLessThan":{"aws:CurrentTime":"2030-01-01T00:00:00Z"}}}]}"#,
+            r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"*",
+                "Condition":{"StringEquals":{"aws:PrincipalOrgID":"o-1"}}}]}"#,
         ] {
             assert!(
                 matches!(Policy::parse(text), Err(GatewayError::MalformedPolicy(_))),

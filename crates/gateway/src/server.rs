@@ -79,9 +79,29 @@ const PRESIGNED_EXPIRES_MAX_S: i64 = 604_800;
 
 /// Requests answered before s3s sees them, with the status S3 gives: presigned URLs whose `X-Amz-Expires` is negative
 /// (expired) or longer than a week, which s3s would answer with 400 or accept.
-fn refuse_early<B>(request: &http::Request<B>) -> Option<http::Response<s3s::Body>> {
+fn refuse_early<B>(request: &http::Request<B>, auth: bool) -> Option<http::Response<s3s::Body>> {
     if let Some(refusal) = refuse_bucket_name(request.uri().path()) {
         return Some(refusal);
+    }
+    if auth {
+        let unsigned = unsigned_amz_headers(request);
+        if !unsigned.is_empty() {
+            return Some(error_response(
+                http::StatusCode::FORBIDDEN,
+                "AccessDenied",
+                &format!(
+                    "There were headers present in the request which were not signed: {}",
+                    unsigned.join(", ")
+                ),
+            ));
+        }
+        if anonymous(request) && asks_response_overrides(request) {
+            return Some(error_response(
+                http::StatusCode::BAD_REQUEST,
+                "InvalidRequest",
+                "Request specific response headers cannot be used for anonymous GET requests.",
+            ));
+        }
     }
     let query = request.uri().query()?;
     let expires = query
@@ -105,6 +125,86 @@ fn refuse_early<B>(request: &http::Request<B>) -> Option<http::Response<s3s::Bod
             "X-Amz-Expires should be a number",
         )),
     }
+}
+
+/// The `x-amz-*` headers a SigV4 request carries but its signature does not cover (by the
+/// header's `SignedHeaders`, or a presigned URL's `X-Amz-SignedHeaders`). S3 refuses such a
+/// request; s3s 0.14.1 checks only the headers the signature lists, so without this anyone
+/// holding a presigned PUT URL, or replaying a signed request, could add
+/// `x-amz-copy-source` (turning it into a copy of anything the signer may read), `x-amz-acl`
+/// or grants. Other requests (SigV2, which signs every `x-amz-*` header, POST forms,
+/// anonymous ones) have none.
+fn unsigned_amz_headers<B>(request: &http::Request<B>) -> Vec<String> {
+    let authorization = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    let signed: String = match authorization {
+        Some(value) if value.starts_with("AWS4-HMAC-SHA256") => value
+            .split(',')
+            .find_map(|part| part.trim().strip_prefix("SignedHeaders="))
+            .unwrap_or_default()
+            .to_string(),
+        Some(_) => return Vec::new(),
+        None => {
+            let query = request.uri().query().unwrap_or_default();
+            let parameter = |name: &str| {
+                query.split('&').find_map(|pair| {
+                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                    (key == name).then(|| {
+                        percent_encoding::percent_decode_str(value)
+                            .decode_utf8_lossy()
+                            .into_owned()
+                    })
+                })
+            };
+            if parameter("X-Amz-Algorithm").as_deref() != Some("AWS4-HMAC-SHA256") {
+                return Vec::new();
+            }
+            parameter("X-Amz-SignedHeaders").unwrap_or_default()
+        }
+    };
+    let signed: Vec<String> = signed
+        .split(';')
+        .map(|name| name.trim().to_ascii_lowercase())
+        .collect();
+    let mut unsigned: Vec<String> = request
+        .headers()
+        .keys()
+        .map(http::HeaderName::as_str)
+        .filter(|name| name.starts_with("x-amz-") && !signed.iter().any(|s| s == name))
+        .map(str::to_string)
+        .collect();
+    unsigned.sort();
+    unsigned.dedup();
+    unsigned
+}
+
+/// Whether a request carries no credentials at all (no `Authorization` header, no presigned
+/// query of either signature version).
+fn anonymous<B>(request: &http::Request<B>) -> bool {
+    let query = request.uri().query().unwrap_or_default();
+    request.headers().get(http::header::AUTHORIZATION).is_none()
+        && !query.split('&').any(|pair| {
+            let key = pair.split_once('=').map_or(pair, |(key, _)| key);
+            matches!(
+                key,
+                "X-Amz-Algorithm" | "X-Amz-Signature" | "Signature" | "AWSAccessKeyId"
+            )
+        })
+}
+
+/// Whether a GET asks to override response headers (`response-content-type` and the like),
+/// which S3 allows signed requests only: an anonymous one could otherwise have any public
+/// object served as HTML from the gateway's origin.
+fn asks_response_overrides<B>(request: &http::Request<B>) -> bool {
+    request.method() == http::Method::GET
+        && request
+            .uri()
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .any(|pair| pair.starts_with("response-"))
 }
 
 /// A path-style request whose bucket name s3s refuses gets the same `InvalidBucketName`, with a
@@ -655,7 +755,7 @@ pub async fn serve(
                 accepted = listener.accept() => accepted,
                 _ = stopped.changed() => break,
             };
-            let (stream, _) = match accepted {
+            let (stream, peer) = match accepted {
                 Ok(connection) => connection,
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");
@@ -666,12 +766,13 @@ pub async fn serve(
             let _ = stream.set_nodelay(true);
             let service = service.clone();
             let gateway = front_gateway.clone();
+            let auth = gateway.config().auth;
             tokio::spawn(async move {
                 let front = hyper::service::service_fn(move |request| {
                     let service = service.clone();
                     let gateway = gateway.clone();
                     async move {
-                        if let Some(refusal) = refuse_early(&request) {
+                        if let Some(refusal) = refuse_early(&request, auth) {
                             return Ok::<_, s3s::HttpError>(refusal);
                         }
                         let cross_origin = CrossOrigin::of(&request);
@@ -695,7 +796,21 @@ pub async fn serve(
                                 Err(refusal) => return Ok(refusal),
                             }
                         };
-                        let mut response = service.call(request).await?;
+                        let header = |name: http::HeaderName| {
+                            request
+                                .headers()
+                                .get(name)
+                                .and_then(|value| value.to_str().ok())
+                                .map(str::to_string)
+                        };
+                        let facts = crate::service::RequestFacts {
+                            source_ip: Some(peer.ip()),
+                            referer: header(http::header::REFERER),
+                            user_agent: header(http::header::USER_AGENT),
+                        };
+                        let mut response = crate::service::REQUEST_FACTS
+                            .scope(facts, service.call(request))
+                            .await?;
                         if let Some(form) = form {
                             response = form_response(response, &form);
                         }
@@ -736,8 +851,83 @@ pub async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use super::refuse_bucket_name;
+    use super::{anonymous, asks_response_overrides, refuse_bucket_name, unsigned_amz_headers};
     use crate::service::convert::bucket_name_problem;
+
+    fn request(uri: &str, headers: &[(&str, &str)]) -> http::Request<()> {
+        let mut builder = http::Request::builder().method("PUT").uri(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn amz_headers_a_sigv4_signature_does_not_cover_are_found() {
+        let header_auth = "AWS4-HMAC-SHA256 Credential=AK/20261126/us-east-1/s3/aws4_request, \
+                           SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00";
+        let signed = request(
+            "/b/k",
+            &[
+                ("authorization", header_auth),
+                ("x-amz-date", "20261126T000000Z"),
+                ("x-amz-content-sha256", "UNSIGNED-PAYLOAD"),
+            ],
+        );
+        assert!(unsigned_amz_headers(&signed).is_empty());
+        let added = request(
+            "/b/k",
+            &[
+                ("authorization", header_auth),
+                ("x-amz-date", "20261126T000000Z"),
+                ("x-amz-copy-source", "/b/secret"),
+                ("X-Amz-Acl", "public-read"),
+            ],
+        );
+        assert_eq!(
+            unsigned_amz_headers(&added),
+            ["x-amz-acl", "x-amz-copy-source"]
+        );
+        // A presigned URL: its signed list is in the query, percent-encoded.
+        let presigned = "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-SignedHeaders=host%3Bx-amz-acl&X-Amz-Signature=00";
+        assert!(unsigned_amz_headers(&request(presigned, &[("x-amz-acl", "private")])).is_empty());
+        assert_eq!(
+            unsigned_amz_headers(&request(presigned, &[("x-amz-copy-source", "/b/secret")])),
+            ["x-amz-copy-source"]
+        );
+        // SigV2 signs every x-amz header; anonymous requests sign nothing: nothing to find.
+        let v2 = request(
+            "/b/k",
+            &[("authorization", "AWS AK:sig"), ("x-amz-acl", "private")],
+        );
+        assert!(unsigned_amz_headers(&v2).is_empty());
+        let none = request("/b/k", &[("x-amz-acl", "private")]);
+        assert!(unsigned_amz_headers(&none).is_empty());
+    }
+
+    #[test]
+    fn response_overrides_are_spotted_on_anonymous_gets() {
+        let get = |uri: &str, headers: &[(&str, &str)]| {
+            let mut request = request(uri, headers);
+            *request.method_mut() = http::Method::GET;
+            request
+        };
+        let plain = get("/b/k?response-content-type=text/html", &[]);
+        assert!(anonymous(&plain) && asks_response_overrides(&plain));
+        let presigned = get(
+            "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&response-content-type=text/html",
+            &[],
+        );
+        assert!(!anonymous(&presigned));
+        let v2 = get(
+            "/b/k?AWSAccessKeyId=AK&Signature=s&response-content-type=x",
+            &[],
+        );
+        assert!(!anonymous(&v2));
+        let signed = get("/b/k", &[("authorization", "AWS4-HMAC-SHA256 ...")]);
+        assert!(!anonymous(&signed));
+        assert!(!asks_response_overrides(&get("/b/k?versionId=1", &[])));
+    }
 
     #[test]
     fn a_bucket_name_s3s_refuses_gets_a_message_naming_the_rule() {

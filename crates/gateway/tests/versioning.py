@@ -115,6 +115,12 @@ def test_delete_markers():
     status, code, headers = error_of(s3.get_object, Bucket=b, Key="k", VersionId=marker)
     check((status, code) == (405, "MethodNotAllowed"), f"get of a marker: {status} {code}")
     check(headers.get("x-amz-delete-marker") == "true", "405 marker header")
+    # Someone without access learns nothing about it (no 405, no marker headers).
+    import botocore
+    anonymous = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1",
+                             config=CONFIG.merge(Config(signature_version=botocore.UNSIGNED)))
+    status, code, headers = error_of(anonymous.get_object, Bucket=b, Key="k", VersionId=marker)
+    check(status == 403 and "x-amz-delete-marker" not in headers, f"anonymous: {status} {headers}")
     check("Contents" not in s3.list_objects_v2(Bucket=b), "listed behind a marker")
     check("Contents" not in s3.list_objects(Bucket=b), "v1 listed behind a marker")
     page = s3.list_object_versions(Bucket=b)

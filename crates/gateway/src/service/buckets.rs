@@ -199,7 +199,12 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Read)
+            .bucket_for_listing(
+                &input.bucket,
+                &requester,
+                "s3:ListBucket",
+                input.prefix.as_deref(),
+            )
             .await?;
         let url = is_url(&input.encoding_type)?;
         let prefix = input.prefix.clone().unwrap_or_default();
@@ -245,7 +250,12 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Read)
+            .bucket_for_listing(
+                &input.bucket,
+                &requester,
+                "s3:ListBucket",
+                input.prefix.as_deref(),
+            )
             .await?;
         let url = is_url(&input.encoding_type)?;
         let prefix = input.prefix.clone().unwrap_or_default();

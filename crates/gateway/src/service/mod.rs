@@ -129,6 +129,54 @@ impl Gateway {
         Ok(bucket)
     }
 
+    /// The bucket, if `requester` may list it (`action`: `s3:ListBucket`,
+    /// `s3:ListBucketVersions`, `s3:ListBucketMultipartUploads`) with `prefix`, which the
+    /// policy sees as `s3:prefix` (empty when none is given); without a statement about it,
+    /// the bucket ACL's READ decides.
+    async fn bucket_for_listing(
+        &self,
+        name: &str,
+        requester: &Requester,
+        action: &str,
+        prefix: Option<&str>,
+    ) -> Result<BucketRecord> {
+        let bucket = self.store.bucket(name).await?;
+        let context = Context::from([(
+            "s3:prefix".to_string(),
+            prefix.unwrap_or_default().to_string(),
+        )]);
+        let allowed = match policy_decision(&bucket, requester, action, None, &context) {
+            Decision::Deny => false,
+            Decision::Allow => true,
+            Decision::Unspecified => acl::allows(
+                &bucket.owner,
+                &access_grants(&bucket, bucket.grants()),
+                requester,
+                Permission::Read,
+            ),
+        };
+        if !allowed {
+            return Err(GatewayError::AccessDenied);
+        }
+        Ok(bucket)
+    }
+
+    /// The bucket, if `requester` may do `action` (an object write or delete:
+    /// `s3:PutObject`, `s3:DeleteObject`, `s3:AbortMultipartUpload`, ...) on its object `key`.
+    async fn bucket_for_object(
+        &self,
+        name: &str,
+        requester: &Requester,
+        action: &str,
+        key: &str,
+    ) -> Result<BucketRecord> {
+        let bucket = self.store.bucket(name).await?;
+        if !may_change_object(&bucket, requester, action, key) {
+            return Err(GatewayError::AccessDenied);
+        }
+        Ok(bucket)
+    }
+
     /// `x-amz-expected-bucket-owner`: AccessDenied unless the bucket of the (path-style)
     /// request belongs to that uid.
     async fn check_expected_owner<T>(&self, req: &S3Request<T>) -> Result<()> {
@@ -162,6 +210,37 @@ impl Gateway {
     }
 }
 
+/// Whether `requester` may do `action` (a write or a delete) on the bucket's object `key`: the
+/// bucket policy decides on that action and that object's ARN, so a Deny of
+/// `s3:DeleteObject`, or of everything under a prefix, holds, and an Allow of `s3:PutObject`
+/// does not also allow deletes; without a statement about it, the bucket ACL's WRITE does.
+pub(crate) fn may_change_object(
+    bucket: &BucketRecord,
+    requester: &Requester,
+    action: &str,
+    key: &str,
+) -> bool {
+    match policy_decision(bucket, requester, action, Some(key), &Context::new()) {
+        Decision::Deny => false,
+        Decision::Allow => true,
+        Decision::Unspecified => acl::allows(
+            &bucket.owner,
+            &access_grants(bucket, bucket.grants()),
+            requester,
+            Permission::Write,
+        ),
+    }
+}
+
+/// The policy action of deleting `key` (a version of it, when named).
+pub(crate) fn delete_action(version_id: Option<&str>) -> &'static str {
+    if version_id.is_some() {
+        "s3:DeleteObjectVersion"
+    } else {
+        "s3:DeleteObject"
+    }
+}
+
 /// What the bucket's policy says about `requester` doing `action` on the bucket (`key`
 /// `None`) or on one of its objects; no policy (or authentication off) leaves it to the ACL.
 pub(crate) fn policy_decision(
@@ -177,11 +256,45 @@ pub(crate) fn policy_decision(
     if *requester == Requester::System {
         return Decision::Unspecified;
     }
+    // The keys every request carries (`policy::CONDITION_KEYS`), beside the caller's.
+    let mut context = context.clone();
+    context.insert("aws:SecureTransport".to_string(), "false".to_string());
+    let _ = REQUEST_FACTS.try_with(|facts| {
+        if let Some(address) = facts.source_ip {
+            context.insert(
+                "aws:SourceIp".to_string(),
+                address.to_canonical().to_string(),
+            );
+        }
+        if let Some(referer) = &facts.referer {
+            context.insert("aws:Referer".to_string(), referer.clone());
+        }
+        if let Some(user_agent) = &facts.user_agent {
+            context.insert("aws:UserAgent".to_string(), user_agent.clone());
+        }
+    });
     // The document was checked when it was put; one that no longer parses grants nothing.
     match Policy::parse(text) {
-        Ok(policy) => policy.evaluate(requester, action, &arn(&bucket.name, key), context),
+        Ok(policy) => policy.evaluate(requester, action, &arn(&bucket.name, key), &context),
         Err(_) => Decision::Unspecified,
     }
+}
+
+tokio::task_local! {
+    /// What the connection and the headers tell about the request being served, for the
+    /// policy's condition keys: the server's front sets it around each request.
+    pub static REQUEST_FACTS: RequestFacts;
+}
+
+/// See [`REQUEST_FACTS`].
+#[derive(Clone, Debug, Default)]
+pub struct RequestFacts {
+    /// The client's address (`aws:SourceIp`).
+    pub source_ip: Option<std::net::IpAddr>,
+    /// `Referer` (`aws:Referer`).
+    pub referer: Option<String>,
+    /// `User-Agent` (`aws:UserAgent`).
+    pub user_agent: Option<String>,
 }
 
 /// The grants that decide access to the bucket or to one of its objects: without the public

@@ -78,7 +78,7 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         convert::validate_key(&input.key)?;
         let owner = Self::owner_of(&requester)?;
@@ -168,7 +168,7 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         Self::check_part_number(input.part_number)?;
         self.upload(&bucket, &input.key, &input.upload_id).await?;
@@ -231,7 +231,7 @@ impl Gateway {
             )
             .await?;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         Self::check_part_number(input.part_number)?;
         self.upload(&bucket, &input.key, &input.upload_id).await?;
@@ -329,7 +329,12 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Read)
+            .bucket_for_listing(
+                &input.bucket,
+                &requester,
+                "s3:ListBucketMultipartUploads",
+                input.prefix.as_deref(),
+            )
             .await?;
         let prefix = input.prefix.clone().unwrap_or_default();
         let delimiter = input.delimiter.clone().unwrap_or_default();
@@ -435,7 +440,7 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         let _guard = self.store.lock_upload(&input.upload_id, "").await;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
@@ -549,7 +554,12 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .bucket_for_object(
+                &input.bucket,
+                &requester,
+                "s3:AbortMultipartUpload",
+                &input.key,
+            )
             .await?;
         let _guard = self.store.lock_upload(&input.upload_id, "").await;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;

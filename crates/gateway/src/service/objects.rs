@@ -133,12 +133,6 @@ impl Gateway {
             }
             return Err(GatewayError::NoSuchKey(key.to_string()));
         };
-        if entry.delete_marker {
-            return Err(GatewayError::VersionIsDeleteMarker {
-                version_id: entry.version_id.unwrap_or_default(),
-                mtime_ns: entry.mtime_ns,
-            });
-        }
         let action = match permission {
             Permission::Read => "s3:GetObject",
             Permission::Write => "s3:PutObject",
@@ -157,6 +151,13 @@ impl Gateway {
         if !allowed {
             return Err(GatewayError::AccessDenied);
         }
+        // Only after the access check: a delete marker's headers tell of the key's history.
+        if entry.delete_marker {
+            return Err(GatewayError::VersionIsDeleteMarker {
+                version_id: entry.version_id.unwrap_or_default(),
+                mtime_ns: entry.mtime_ns,
+            });
+        }
         Ok((bucket, entry))
     }
 
@@ -172,7 +173,7 @@ impl Gateway {
         };
         let input = req.input;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         convert::validate_key(&input.key)?;
         let owner = Self::owner_of(&requester)?;
@@ -446,8 +447,9 @@ impl Gateway {
         req: S3Request<DeleteObjectInput>,
     ) -> Result<DeleteObjectOutput> {
         let requester = self.requester(&req).await?;
+        let action = super::delete_action(req.input.version_id.as_deref());
         let bucket = self
-            .bucket_for(&req.input.bucket, &requester, Permission::Write)
+            .bucket_for_object(&req.input.bucket, &requester, action, &req.input.key)
             .await?;
         let owner = Self::owner_of(&requester)?;
         let deleted = self
@@ -510,9 +512,8 @@ impl Gateway {
     ) -> Result<DeleteObjectsOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
-        let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Write)
-            .await?;
+        // Each key is checked on its own (below), as the policy may treat them differently.
+        let bucket = self.store.bucket(&input.bucket).await?;
         if input.delete.objects.len() > 1000 {
             return Err(GatewayError::Malformed("more than 1000 keys".into()));
         }
@@ -522,10 +523,14 @@ impl Gateway {
         let mut errors = Vec::new();
         for object in input.delete.objects {
             let version_id = object.version_id.as_deref();
-            match self
-                .delete_one(&bucket, &object.key, version_id, &owner)
-                .await
-            {
+            let action = super::delete_action(version_id);
+            let outcome = if super::may_change_object(&bucket, &requester, action, &object.key) {
+                self.delete_one(&bucket, &object.key, version_id, &owner)
+                    .await
+            } else {
+                Err(GatewayError::AccessDenied)
+            };
+            match outcome {
                 Ok(outcome) => {
                     if !quiet {
                         // A removed version echoes its id; a new or removed delete marker is
@@ -605,7 +610,7 @@ impl Gateway {
             )
             .await?;
         let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Write)
+            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         convert::validate_key(&input.key)?;
         let replace = input
