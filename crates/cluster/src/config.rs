@@ -19,7 +19,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -274,7 +274,12 @@ impl ClusterConfig {
                 ));
             }
         }
+        if self.osds.is_empty() {
+            return bad("osd: the cluster has no OSDs (declare at least one [[osd]])".into());
+        }
         let mut ids = BTreeMap::new();
+        // Two OSDs on one file would overwrite each other's data.
+        let mut files: BTreeMap<PathBuf, i32> = BTreeMap::new();
         for (index, osd) in self.osds.iter().enumerate() {
             let at = format!("osd[{index}] (id {})", osd.id);
             if !(0..=65535).contains(&osd.id) {
@@ -300,8 +305,22 @@ impl ClusterConfig {
                     osd.class
                 ));
             }
-            if let Err(e) = device::DeviceSpec::parse(&osd.device) {
-                return bad(format!("{at}.device: {e}"));
+            match device::DeviceSpec::parse(&osd.device) {
+                Err(e) => return bad(format!("{at}.device: {e}")),
+                Ok(spec) => {
+                    if let device::Backing::File { path, .. } = spec.backing {
+                        let path: PathBuf = path
+                            .components()
+                            .filter(|c| !matches!(c, std::path::Component::CurDir))
+                            .collect();
+                        if let Some(other) = files.insert(path.clone(), osd.id) {
+                            return bad(format!(
+                                "{at}.device: {} is also osd.{other}'s device",
+                                path.display()
+                            ));
+                        }
+                    }
+                }
             }
             if let Some(size) = &osd.size {
                 if device::parse_size_bytes(size).is_none_or(|s| s == 0) {

@@ -283,6 +283,18 @@ fn open_device(config: &OsdConfig, data_dir: &Path, create: bool) -> Result<Arc<
         if !create && path.exists() {
             *size_bytes = None;
         }
+        // A store whose device file is gone: making a new empty file would serve an OSD
+        // that has lost every object while its metadata says otherwise.
+        let meta = data_dir.join(format!("osd.{}.meta", config.id));
+        if !path.exists() && meta.exists() {
+            return Err(failed(device::DeviceError::InvalidConfig(format!(
+                "its device {} is missing while its store {} exists: restore the file \
+                 (or remove {} to start this OSD empty, and let recovery refill it)",
+                path.display(),
+                meta.display(),
+                meta.display()
+            ))));
+        }
     }
     spec.open(&format!("osd.{}", config.id)).map_err(failed)
 }

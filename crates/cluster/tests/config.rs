@@ -29,6 +29,15 @@ fn malformed_configs_name_the_field() {
             "duplicate OSD id 0",
         ),
         (format!("{HOSTS}{}", osd(0, "c", "")), "unknown host \"c\""),
+        (String::new(), "the cluster has no OSDs"),
+        (HOSTS.to_string(), "the cluster has no OSDs"),
+        (
+            format!(
+                "{HOSTS}[[osd]]\nid = 0\nhost = \"a\"\ndevice = \"file:o.img:64M\"\n\
+                 [[osd]]\nid = 1\nhost = \"b\"\ndevice = \"file:./o.img:64M\"\n"
+            ),
+            "o.img is also osd.0's device",
+        ),
         (
             format!("{HOSTS}[[osd]]\nid = 0\nhost = \"a\"\n"),
             "missing field `device`",

@@ -80,3 +80,25 @@ async fn store_metadata_without_a_cluster_is_not_overwritten() {
         "{missing}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_osd_whose_device_file_is_gone_is_refused_not_recreated_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::small_config(3, 1, "file", 3);
+    let cluster = Cluster::create(dir.path(), config, quiet()).await.unwrap();
+    let pool = cluster.pool("data").unwrap();
+    pool.write_full("kept", b"on three replicas").await.unwrap();
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+    let image = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "img"))
+        .expect("an OSD image file");
+    std::fs::remove_file(&image).unwrap();
+    match Cluster::open(dir.path(), quiet()).await {
+        Err(error) => assert!(error.to_string().contains("is missing"), "{error}"),
+        Ok(_) => panic!("opened with {} gone", image.display()),
+    }
+    assert!(!image.exists(), "no empty file was made in its place");
+}

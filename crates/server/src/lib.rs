@@ -60,6 +60,9 @@ pub struct ServeConfig {
     pub poll_while_busy: bool,
 }
 
+/// The largest object body the admin API accepts by default (`strata put`'s limit).
+pub const OBJECT_BYTES_MAX: usize = 64 << 20;
+
 impl ServeConfig {
     /// Defaults for `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -69,7 +72,7 @@ impl ServeConfig {
             admin_addr: SocketAddr::from(([127, 0, 0, 1], 9860)),
             s3_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
             gateway: gateway::GatewayConfig::default(),
-            object_bytes_max: 64 << 20,
+            object_bytes_max: OBJECT_BYTES_MAX,
             poll_while_busy: false,
         }
     }

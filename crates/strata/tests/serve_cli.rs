@@ -68,6 +68,14 @@ fn serve_and_drive_with_the_cli() {
     let dup = strata(&server.args(&["pool", "create", "scratch"]));
     assert!(String::from_utf8_lossy(&dup.stderr).contains("HTTP 409"));
     server.ok(&["put", "scratch", "x", &file_text]);
+    // An endless input ends with a clear error, not with the client's memory full.
+    let endless = strata(&server.args(&["put", "scratch", "zeros", "/dev/zero"]));
+    assert!(!endless.status.success());
+    assert!(
+        String::from_utf8_lossy(&endless.stderr).contains("more than 64 MiB"),
+        "{}",
+        String::from_utf8_lossy(&endless.stderr)
+    );
     // Removing a pool asks for confirmation, as `ceph osd pool rm` does.
     let unconfirmed = strata(&server.args(&["pool", "rm", "scratch"]));
     assert!(!unconfirmed.status.success());

@@ -62,15 +62,29 @@ fn object_path(pool: &str, object: &str) -> String {
 
 /// Stores a file as an object (replacing it).
 pub fn put(args: PutArgs) -> Result<ExitCode> {
-    let data = if args.file.as_os_str() == "-" {
-        let mut data = Vec::new();
+    // Read at most one byte more than the server takes, so an endless input (a device, a
+    // pipe) or a huge file ends with a clear error instead of filling memory.
+    let limit = server::OBJECT_BYTES_MAX;
+    let mut data = Vec::new();
+    let read = if args.file.as_os_str() == "-" {
         std::io::stdin()
+            .take(limit as u64 + 1)
             .read_to_end(&mut data)
-            .context("reading standard input")?;
-        data
+            .context("reading standard input")
     } else {
-        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?
+        std::fs::File::open(&args.file)
+            .and_then(|file| file.take(limit as u64 + 1).read_to_end(&mut data))
+            .with_context(|| format!("reading {}", args.file.display()))
     };
+    read?;
+    if data.len() > limit {
+        anyhow::bail!(
+            "{} holds more than {} MiB, the most `strata put` stores in one object (use S3 \
+             for larger objects)",
+            args.file.display(),
+            limit >> 20
+        );
+    }
     let client = args.admin.client();
     client.call("PUT", &object_path(&args.pool, &args.object), &data)?;
     Ok(ExitCode::SUCCESS)
