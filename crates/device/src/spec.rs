@@ -42,6 +42,14 @@ pub struct DeviceSpec {
     pub backing: Backing,
 }
 
+/// `MemTotal` of /proc/meminfo, if readable.
+fn memory_total_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let kibibytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kibibytes * 1024)
+}
+
 impl DeviceSpec {
     /// Parses `[PROFILE@]BACKING` (see the module doc).
     pub fn parse(text: &str) -> Result<DeviceSpec, DeviceError> {
@@ -60,9 +68,18 @@ impl DeviceSpec {
             }
         }
         let backing = if let Some(size) = backing.strip_prefix("mem:") {
-            Backing::Memory {
-                size_bytes: parse_size_bytes(size).ok_or_else(|| invalid("bad memory size"))?,
+            let size_bytes = parse_size_bytes(size).ok_or_else(|| invalid("bad memory size"))?;
+            if size_bytes == 0 {
+                return Err(invalid("a memory device needs a size above 0"));
             }
+            if let Some(total) = memory_total_bytes() {
+                if size_bytes > total {
+                    return Err(invalid(&format!(
+                        "{size_bytes} bytes is more than this machine's memory ({total} bytes)"
+                    )));
+                }
+            }
+            Backing::Memory { size_bytes }
         } else {
             let rest = backing.strip_prefix("file:").unwrap_or(backing);
             if rest.is_empty() {
@@ -188,6 +205,11 @@ mod tests {
         );
         assert!(DeviceSpec::parse("floppy@mem:1M").is_err());
         assert!(DeviceSpec::parse("mem:lots").is_err());
+        assert!(DeviceSpec::parse("mem:0").is_err());
+        assert!(
+            DeviceSpec::parse("mem:99999T").is_err(),
+            "more than the machine has"
+        );
         assert!(DeviceSpec::parse("file:").is_err());
     }
 
