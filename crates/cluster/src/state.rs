@@ -154,7 +154,39 @@ impl ClusterState {
                 state.format
             )));
         }
+        state
+            .check_pools()
+            .map_err(|what| ClusterError::State(format!("{}: {what}", path.display())))?;
         Ok(state)
+    }
+
+    /// The checks a pool passed when it was created, again for what was read back: a pool
+    /// with 0 replicas or PGs, or a second pool with its id, would have recovery move or
+    /// drop objects on the next start.
+    fn check_pools(&self) -> std::result::Result<(), String> {
+        let mut names = std::collections::BTreeSet::new();
+        for (id, pool) in &self.pools {
+            let at = format!("pool {id} ({:?})", pool.name);
+            if pool.id != *id {
+                return Err(format!("{at}: its id field says {}", pool.id));
+            }
+            if !names.insert(pool.name.as_str()) {
+                return Err(format!("{at}: a second pool has this name"));
+            }
+            if !(1..=10).contains(&pool.size) {
+                return Err(format!("{at}: size {} must be 1..=10", pool.size));
+            }
+            if pool.min_size == 0 || pool.min_size > pool.size {
+                return Err(format!(
+                    "{at}: min_size {} must be 1..=size ({})",
+                    pool.min_size, pool.size
+                ));
+            }
+            if !(1..=65536).contains(&pool.pg_num) {
+                return Err(format!("{at}: pg_num {} must be 1..=65536", pool.pg_num));
+            }
+        }
+        Ok(())
     }
 
     /// Writes `path` atomically and durably.

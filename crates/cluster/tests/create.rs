@@ -102,3 +102,37 @@ async fn an_osd_whose_device_file_is_gone_is_refused_not_recreated_empty() {
     }
     assert!(!image.exists(), "no empty file was made in its place");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_file_with_an_impossible_pool_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::create(dir.path(), common::small_config(3, 1, "file", 3), quiet())
+        .await
+        .unwrap();
+    cluster.shutdown().await.unwrap();
+    let path = dir.path().join("state.json");
+    let good = std::fs::read_to_string(&path).unwrap();
+    for (field, value, expected) in [
+        ("size", 0, "size 0 must be"),
+        ("pg_num", 0, "pg_num 0 must be"),
+        ("min_size", 7, "min_size 7 must be"),
+        ("id", 9, "its id field says 9"),
+    ] {
+        let mut state: serde_json::Value = serde_json::from_str(&good).unwrap();
+        let pools = state["pools"].as_object_mut().unwrap();
+        let pool = pools.values_mut().next().unwrap();
+        pool[field] = serde_json::json!(value);
+        std::fs::write(&path, serde_json::to_vec(&state).unwrap()).unwrap();
+        match Cluster::open(dir.path(), quiet()).await {
+            Err(error) => assert!(error.to_string().contains(expected), "{error}"),
+            Ok(_) => panic!("opened with pool {field} = {value}"),
+        }
+    }
+    std::fs::write(&path, good).unwrap();
+    Cluster::open(dir.path(), quiet())
+        .await
+        .unwrap()
+        .shutdown()
+        .await
+        .unwrap();
+}
