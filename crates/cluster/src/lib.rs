@@ -590,7 +590,22 @@ impl Cluster {
     /// Deep-scrubs every PG of `pool` (all pools with `None`), repairing what it finds when
     /// `repair` is set.
     pub async fn scrub(&self, pool: Option<&str>, repair: bool) -> Result<ScrubReport> {
-        scrub::scrub(&self.inner, pool, repair).await
+        let report = scrub::scrub(&self.inner, pool, repair).await?;
+        let unrepaired = report
+            .inconsistencies
+            .iter()
+            .filter(|i| !i.repaired)
+            .count();
+        self.inner
+            .stats
+            .set_scrub_errors((unrepaired + report.lost.len()) as u64);
+        Ok(report)
+    }
+
+    /// Bad copies the last [`Cluster::scrub`] left unrepaired plus the objects it found lost
+    /// (0 until a scrub finds some; what `strata status` reports as scrub errors).
+    pub fn scrub_errors(&self) -> u64 {
+        self.inner.stats.scrub_errors()
     }
 
     /// Per-OSD statistics (cumulative since open; diff two snapshots for a period).

@@ -59,6 +59,8 @@ pub(crate) struct Stats {
     last_period: Mutex<Vec<OsdStats>>,
     objects_max: usize,
     read_errors: AtomicU64,
+    /// Bad copies the last scrub left unrepaired, and objects it found lost.
+    scrub_errors: AtomicU64,
 }
 
 impl Stats {
@@ -72,7 +74,16 @@ impl Stats {
             objects_max,
             last_period: Mutex::new(Vec::new()),
             read_errors: AtomicU64::new(0),
+            scrub_errors: AtomicU64::new(0),
         }
+    }
+
+    pub(crate) fn set_scrub_errors(&self, count: u64) {
+        self.scrub_errors.store(count, Ordering::Relaxed);
+    }
+
+    pub(crate) fn scrub_errors(&self) -> u64 {
+        self.scrub_errors.load(Ordering::Relaxed)
     }
 
     pub(crate) fn read_errors(&self, count: u64) {

@@ -134,6 +134,11 @@ async fn corruption_on_every_replica_is_a_checksum_error() {
     assert_eq!(error.errno(), rados::errno::EBADMSG);
     let report = cluster.scrub(Some("data"), true).await.unwrap();
     assert_eq!(report.lost, vec!["lost".to_string()]);
+    // Status reports it until a scrub finds nothing wrong (HEALTH_ERR in `strata status`).
+    assert_eq!(cluster.scrub_errors(), 1);
+    pool.remove("lost").await.unwrap();
+    assert!(cluster.scrub(Some("data"), false).await.unwrap().is_clean());
+    assert_eq!(cluster.scrub_errors(), 0);
     drop(pool);
     cluster.shutdown().await.unwrap();
 }
@@ -180,6 +185,7 @@ async fn scrub_finds_and_repairs_a_silently_bad_replica() {
     assert!(kinds.contains(&("unreadable", secondary)), "{report:?}");
     assert!(kinds.contains(&("missing", third)), "{report:?}");
     assert!(report.inconsistencies.iter().all(|i| i.repaired));
+    assert_eq!(cluster.scrub_errors(), 0, "every bad copy was repaired");
     assert_eq!(report.objects, 20);
     let again = cluster.scrub(Some("data"), false).await.unwrap();
     assert!(again.is_clean(), "{again:?}");

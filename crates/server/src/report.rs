@@ -145,7 +145,8 @@ pub struct Recovery {
 /// `GET /status`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Status {
-    /// `HEALTH_OK` or `HEALTH_WARN` (with reasons in `checks`).
+    /// `HEALTH_OK`, `HEALTH_WARN`, or `HEALTH_ERR` when the last scrub left errors (reasons
+    /// in `checks`).
     pub health: String,
     /// Why the cluster is not healthy.
     pub checks: Vec<String>,
@@ -345,8 +346,17 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
     if pgs.remapped > 0 {
         checks.push(format!("{} pgs remapped (recovering)", pgs.remapped));
     }
+    // As Ceph: copies a scrub found bad and did not repair are possible data damage.
+    let scrub_errors = cluster.scrub_errors();
+    if scrub_errors > 0 {
+        checks.push(format!(
+            "{scrub_errors} scrub errors: possible data damage (strata scrub --repair)"
+        ));
+    }
     Ok(Status {
-        health: if checks.is_empty() {
+        health: if scrub_errors > 0 {
+            "HEALTH_ERR".into()
+        } else if checks.is_empty() {
             "HEALTH_OK".into()
         } else {
             "HEALTH_WARN".into()
