@@ -113,17 +113,7 @@ impl Gateway {
         };
         // Writes name no key here: the policy sees the bucket's every object.
         let key = (permission == Permission::Write).then_some("*");
-        let allowed = match policy_decision(&bucket, requester, action, key, &Context::new()) {
-            Decision::Deny => false,
-            Decision::Allow => true,
-            Decision::Unspecified => acl::allows(
-                &bucket.owner,
-                &access_grants(&bucket, bucket.grants()),
-                requester,
-                permission,
-            ),
-        };
-        if !allowed {
+        if !bucket_allows(&bucket, requester, action, key, &Context::new(), permission) {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
@@ -145,17 +135,7 @@ impl Gateway {
             "s3:prefix".to_string(),
             prefix.unwrap_or_default().to_string(),
         )]);
-        let allowed = match policy_decision(&bucket, requester, action, None, &context) {
-            Decision::Deny => false,
-            Decision::Allow => true,
-            Decision::Unspecified => acl::allows(
-                &bucket.owner,
-                &access_grants(&bucket, bucket.grants()),
-                requester,
-                Permission::Read,
-            ),
-        };
-        if !allowed {
+        if !bucket_allows(&bucket, requester, action, None, &context, Permission::Read) {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
@@ -220,14 +200,35 @@ pub(crate) fn may_change_object(
     action: &str,
     key: &str,
 ) -> bool {
-    match policy_decision(bucket, requester, action, Some(key), &Context::new()) {
+    let context = Context::new();
+    bucket_allows(
+        bucket,
+        requester,
+        action,
+        Some(key),
+        &context,
+        Permission::Write,
+    )
+}
+
+/// The bucket policy's decision on `action` (on the bucket, or on its object `key`), else the
+/// bucket ACL's `permission`.
+fn bucket_allows(
+    bucket: &BucketRecord,
+    requester: &Requester,
+    action: &str,
+    key: Option<&str>,
+    context: &Context,
+    permission: Permission,
+) -> bool {
+    match policy_decision(bucket, requester, action, key, context) {
         Decision::Deny => false,
         Decision::Allow => true,
         Decision::Unspecified => acl::allows(
             &bucket.owner,
             &access_grants(bucket, bucket.grants()),
             requester,
-            Permission::Write,
+            permission,
         ),
     }
 }
