@@ -364,8 +364,15 @@ impl ClusterConfig {
     /// Checks one pool against this cluster's OSDs; messages start with the field name.
     pub fn validate_pool(&self, pool: &PoolConfig) -> Result<()> {
         let bad = |what: String| Err(ClusterError::Config(what));
-        if pool.name.is_empty() || pool.name.len() > 255 || pool.name.contains(['\0', '/']) {
-            return bad("name: must be 1..=255 bytes without NUL or '/'".to_string());
+        if pool.name.is_empty()
+            || pool.name.len() > 255
+            || pool.name.contains('/')
+            || pool.name.chars().any(char::is_control)
+        {
+            return bad(
+                "name: must be 1..=255 bytes without '/' or control characters (tabs, newlines)"
+                    .to_string(),
+            );
         }
         if !(1..=10).contains(&pool.size) {
             return bad(format!("size: {} must be 1..=10", pool.size));

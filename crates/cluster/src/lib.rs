@@ -276,6 +276,12 @@ impl Cluster {
     ) -> Result<Cluster> {
         let data_dir = data_dir.as_ref().to_path_buf();
         config.validate()?;
+        if data_dir.exists() && !data_dir.is_dir() {
+            return Err(ClusterError::Config(format!(
+                "data directory {}: exists and is not a directory",
+                data_dir.display()
+            )));
+        }
         std::fs::create_dir_all(&data_dir).map_err(|e| ClusterError::io(&data_dir, e))?;
         let state_path = data_dir.join(STATE_FILE);
         if state_path.exists() {

@@ -30,6 +30,10 @@ fn malformed_configs_name_the_field() {
         ),
         (format!("{HOSTS}{}", osd(0, "c", "")), "unknown host \"c\""),
         (String::new(), "the cluster has no OSDs"),
+        (
+            format!("{two_osds}[[pool]]\nname = \"a\\tb\"\nsize = 1\n"),
+            "control characters",
+        ),
         (HOSTS.to_string(), "the cluster has no OSDs"),
         (
             format!(

@@ -36,9 +36,16 @@ impl CacheSize {
             return Ok(CacheSize::Percent(value));
         }
         if let Ok(objects) = text.parse::<u64>() {
+            if objects == 0 {
+                bail!("a cache of 0 objects holds nothing: `{text}`");
+            }
             return Ok(CacheSize::Objects(objects));
         }
-        Ok(CacheSize::Bytes(crate::parse_bytes(text)?))
+        let bytes = crate::parse_bytes(text)?;
+        if bytes == 0 {
+            bail!("a cache of 0 bytes holds nothing: `{text}`");
+        }
+        Ok(CacheSize::Bytes(bytes))
     }
 
     /// Capacity in objects for `trace` (at least 1).
@@ -186,4 +193,19 @@ pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
         .into_iter()
         .flatten()
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CacheSize;
+
+    #[test]
+    fn cache_sizes_parse_and_an_empty_cache_is_refused() {
+        assert_eq!(CacheSize::parse("4897").unwrap(), CacheSize::Objects(4897));
+        assert_eq!(CacheSize::parse("10%").unwrap(), CacheSize::Percent(10.0));
+        assert_eq!(CacheSize::parse("1K").unwrap(), CacheSize::Bytes(1024));
+        for empty in ["0", "0K", "0%"] {
+            assert!(CacheSize::parse(empty).is_err(), "{empty}");
+        }
+    }
 }
