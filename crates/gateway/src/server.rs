@@ -103,10 +103,7 @@ fn refuse_early<B>(request: &http::Request<B>, auth: bool) -> Option<http::Respo
             ));
         }
     }
-    let query = request.uri().query()?;
-    let expires = query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("X-Amz-Expires="))?;
+    let expires = query_parameter(request, "X-Amz-Expires")?;
     match expires.parse::<i64>() {
         Ok(seconds) if seconds < 0 => Some(error_response(
             http::StatusCode::FORBIDDEN,
@@ -147,21 +144,11 @@ fn unsigned_amz_headers<B>(request: &http::Request<B>) -> Vec<String> {
             .to_string(),
         Some(_) => return Vec::new(),
         None => {
-            let query = request.uri().query().unwrap_or_default();
-            let parameter = |name: &str| {
-                query.split('&').find_map(|pair| {
-                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-                    (key == name).then(|| {
-                        percent_encoding::percent_decode_str(value)
-                            .decode_utf8_lossy()
-                            .into_owned()
-                    })
-                })
-            };
-            if parameter("X-Amz-Algorithm").as_deref() != Some("AWS4-HMAC-SHA256") {
+            let algorithm = query_parameter(request, "X-Amz-Algorithm");
+            if algorithm.as_deref() != Some("AWS4-HMAC-SHA256") {
                 return Vec::new();
             }
-            parameter("X-Amz-SignedHeaders").unwrap_or_default()
+            query_parameter(request, "X-Amz-SignedHeaders").unwrap_or_default()
         }
     };
     let signed: Vec<String> = signed
@@ -183,15 +170,27 @@ fn unsigned_amz_headers<B>(request: &http::Request<B>) -> Vec<String> {
 /// Whether a request carries no credentials at all (no `Authorization` header, no presigned
 /// query of either signature version).
 fn anonymous<B>(request: &http::Request<B>) -> bool {
-    let query = request.uri().query().unwrap_or_default();
     request.headers().get(http::header::AUTHORIZATION).is_none()
-        && !query.split('&').any(|pair| {
-            let key = pair.split_once('=').map_or(pair, |(key, _)| key);
-            matches!(
-                key,
-                "X-Amz-Algorithm" | "X-Amz-Signature" | "Signature" | "AWSAccessKeyId"
-            )
+        && [
+            "X-Amz-Algorithm",
+            "X-Amz-Signature",
+            "Signature",
+            "AWSAccessKeyId",
+        ]
+        .iter()
+        .all(|name| query_parameter(request, name).is_none())
+}
+
+/// The first query parameter called `name`, percent-decoded.
+fn query_parameter<B>(request: &http::Request<B>, name: &str) -> Option<String> {
+    request.uri().query()?.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (key == name).then(|| {
+            percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .into_owned()
         })
+    })
 }
 
 /// Whether a GET asks to override response headers (`response-content-type` and the like),

@@ -111,9 +111,15 @@ impl Gateway {
             Permission::ReadAcp => "s3:GetBucketAcl",
             Permission::WriteAcp => "s3:PutBucketAcl",
         };
-        // Writes name no key here: the policy sees the bucket's every object.
-        let key = (permission == Permission::Write).then_some("*");
-        if !bucket_allows(&bucket, requester, action, key, &Context::new(), permission) {
+        // Object writes and deletes are checked on their object (`bucket_for_object`).
+        if !bucket_allows(
+            &bucket,
+            requester,
+            action,
+            None,
+            &Context::new(),
+            permission,
+        ) {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
