@@ -324,7 +324,7 @@ impl Cluster {
         }
         state.build_map(&config)?;
         // `start` creates the stores, then writes state.json: the point of no return.
-        let cluster = Self::start(data_dir.clone(), config, state, options, true).await?;
+        let cluster = Self::start(data_dir.clone(), config, state, options, Fresh::All).await?;
         remove_path(&marker)?;
         sync_directory(&data_dir)?;
         Ok(cluster)
@@ -351,9 +351,16 @@ impl Cluster {
             remove_path(&marker)?;
         }
         let config = ClusterConfig::load(&data_dir.join("cluster.toml"))?;
-        let mut state = ClusterState::load(&state_path)?;
-        state.reconcile(&config);
-        Self::start(data_dir, config, state, options, false).await
+        // OSDs without a store: added to the file, or whose store was removed to start them
+        // empty. Their stores are created, and they hold nothing until recovery fills them.
+        let fresh: BTreeSet<i32> = config
+            .osds
+            .iter()
+            .map(|osd| osd.id)
+            .filter(|&id| !osd::meta_path(&data_dir, id).exists())
+            .collect();
+        let state = adopt_config(ClusterState::load(&state_path)?, &config, &fresh)?;
+        Self::start(data_dir, config, state, options, Fresh::Only(fresh)).await
     }
 
     /// Opens the cluster in `data_dir`, creating it with `config` if there is none.
@@ -374,11 +381,21 @@ impl Cluster {
         config: ClusterConfig,
         mut state: ClusterState,
         options: ClusterOptions,
-        create: bool,
+        fresh: Fresh,
     ) -> Result<Cluster> {
         let map = state.build_map(&config)?;
         let mut osds = BTreeMap::new();
         for osd in &config.osds {
+            let create = match &fresh {
+                Fresh::All => true,
+                Fresh::Only(ids) => ids.contains(&osd.id),
+            };
+            if create && matches!(fresh, Fresh::Only(_)) {
+                tracing::warn!(
+                    osd = osd.id,
+                    "creating an empty store; recovery will fill it"
+                );
+            }
             let opened = Osd::open(
                 osd,
                 &data_dir,
@@ -691,6 +708,136 @@ fn add_pool(
     }
 }
 
+/// Which OSD stores [`Cluster::start`] creates.
+enum Fresh {
+    /// Every one (a new cluster).
+    All,
+    /// These (OSDs added to an existing cluster or started empty).
+    Only(BTreeSet<i32>),
+}
+
+/// Keeps a PG on the OSDs that hold its data when a change moves it: sets its `pg_temp` in
+/// `next` to its acting set in `old_map` unless that set already covers its up set in
+/// `new_map` (a map of `next` without the pg_temp this sets), and clears it otherwise.
+/// `empty` OSDs (stores created just now) hold nothing, whatever `old_map` says.
+fn hold_moved_pg(
+    old_map: &OsdMap,
+    new_map: &OsdMap,
+    pg: PgId,
+    empty: &BTreeSet<i32>,
+    next: &mut ClusterState,
+) {
+    let old = placement(old_map, pg);
+    let holding: Vec<i32> = old
+        .acting
+        .iter()
+        .copied()
+        .filter(|osd| !empty.contains(osd))
+        .collect();
+    let holders: Vec<i32> = if holding.is_empty() {
+        old_map
+            .pg_temp()
+            .get(&pg)
+            .cloned()
+            .unwrap_or_else(|| old_map.pg_to_raw_upmap(pg))
+            .into_iter()
+            .filter(|osd| !empty.contains(osd))
+            .collect()
+    } else {
+        holding.clone()
+    };
+    // The up set the PG would have without any pg_temp.
+    let up = new_map.pg_to_up_acting(pg).up;
+    let covered = !up.is_empty() && up.iter().all(|osd| holding.contains(osd));
+    let temp = if covered {
+        settled_pg_temp(new_map, pg, &up, &holding)
+    } else {
+        (!holders.is_empty()).then_some(holders)
+    };
+    next.set_pg_temp(pg, temp);
+}
+
+/// The `pg_temp` a PG keeps once its up set holds its data: none when CRUSH found a full up
+/// set; else, as Ceph's `choose_acting` does, the up set followed by other up OSDs of
+/// `holders` (OSDs holding the data) up to the pool's size. Without it, a PG whose rule finds
+/// fewer OSDs than the pool's size (a host's only OSD of a class out, an extreme weight)
+/// would drop the copies that are not in its up set, and its redundancy with them.
+pub(crate) fn settled_pg_temp(
+    map: &OsdMap,
+    pg: PgId,
+    up: &[i32],
+    holders: &[i32],
+) -> Option<Vec<i32>> {
+    let size = map.pool(pg.pool)?.size as usize;
+    let mut acting = up.to_vec();
+    for &osd in holders {
+        if acting.len() >= size {
+            break;
+        }
+        if map.is_up(osd) && !acting.contains(&osd) {
+            acting.push(osd);
+        }
+    }
+    (acting.len() > up.len()).then_some(acting)
+}
+
+/// Whether a PG's placement needs no recovery: its up set holds the data and its `pg_temp`
+/// (if any) is the one [`settled_pg_temp`] keeps.
+pub(crate) fn is_settled(map: &OsdMap, pg: PgId) -> bool {
+    let place = placement(map, pg);
+    place.up.iter().all(|osd| place.acting.contains(osd))
+        && map.pg_temp().get(&pg) == settled_pg_temp(map, pg, &place.up, &place.acting).as_ref()
+}
+
+/// Brings a state read from `state.json` in line with `cluster.toml` as it is now. When the
+/// file's hosts or OSDs changed since placement was last computed (an OSD added, a weight,
+/// class or host edited), the PGs that move keep their old holders as `pg_temp`, in a new
+/// epoch, so that reads find their data and recovery copies it before anything is removed.
+/// An OSD may leave the file only once it is out and no recovery needs it. The `fresh` OSDs
+/// (stores about to be created) hold nothing: their PGs keep the other holders likewise.
+fn adopt_config(
+    mut state: ClusterState,
+    config: &ClusterConfig,
+    fresh: &BTreeSet<i32>,
+) -> Result<ClusterState> {
+    let now = state::Topology::of(config);
+    let before = state.topology.clone().unwrap_or_else(|| now.clone());
+    if before == now && fresh.is_empty() {
+        state.reconcile(config);
+        state.topology = Some(now);
+        return Ok(state);
+    }
+    for osd in before.osds.iter().filter(|osd| !now.has_osd(osd.id)) {
+        let id = osd.id;
+        let is_in = state.osds.get(&id).is_some_and(|osd| osd.is_in);
+        let needed = state.pg_temp.iter().any(|entry| entry.value.contains(&id));
+        if is_in || needed {
+            let why = if is_in {
+                "it is still in"
+            } else {
+                "recovery still reads from it"
+            };
+            return Err(ClusterError::Config(format!(
+                "osd.{id} was removed from cluster.toml, but {why}: put it back, mark it out \
+                 (`strata osd out {id}`), wait until `strata status` reports no recovery \
+                 pending, then remove it"
+            )));
+        }
+    }
+    let old_map = state.clone().build_map(&before.apply_to(config))?;
+    let mut next = state.clone();
+    next.reconcile(config);
+    next.topology = Some(now);
+    next.epoch += 1;
+    let new_map = next.clone().build_map(config)?;
+    for pool in old_map.pools().values() {
+        for pg in pool.pgs() {
+            hold_moved_pg(&old_map, &new_map, pg, fresh, &mut next);
+        }
+    }
+    Ok(next)
+}
+
 /// The placement of a PG in a map: up set, and acting set (`pg_temp` members that are up,
 /// or the up set). Unlike Ceph's mapping, a `pg_temp` whose members are all down leaves the
 /// acting set empty (the data is unavailable) rather than falling back to the up set.
@@ -888,20 +1035,7 @@ impl Inner {
                 if state.pg_temp_of(pg) != next.pg_temp_of(pg) {
                     continue; // the change set this PG's pg_temp itself (recovery cleared it)
                 }
-                let old = placement(&old_map, pg);
-                let holders: Vec<i32> = if old.acting.is_empty() {
-                    old_map
-                        .pg_temp()
-                        .get(&pg)
-                        .cloned()
-                        .unwrap_or_else(|| old_map.pg_to_raw_upmap(pg))
-                } else {
-                    old.acting.clone()
-                };
-                // The up set the PG would have without any pg_temp.
-                let up = probe_map.pg_to_up_acting(pg).up;
-                let covered = !up.is_empty() && up.iter().all(|osd| old.acting.contains(osd));
-                next.set_pg_temp(pg, (!covered).then_some(holders));
+                hold_moved_pg(&old_map, &probe_map, pg, &BTreeSet::new(), &mut next);
             }
         }
         let map = next.build_map(&self.config)?;

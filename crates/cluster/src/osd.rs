@@ -95,7 +95,7 @@ impl Osd {
             Some(wrap) => wrap(config.id, device),
             None => device,
         };
-        let meta = data_dir.join(format!("osd.{}.meta", config.id));
+        let meta = meta_path(data_dir, config.id);
         let store_config = StoreConfig {
             min_alloc_size_bytes: config.min_alloc_size,
             durable,
@@ -263,6 +263,11 @@ impl Osd {
 
 /// Opens the device of an OSD: the spec (relative file paths under `data_dir`), `size` if the
 /// spec has none, the emulation profile if the spec has none.
+/// The metadata store of OSD `id` in `data_dir`.
+pub(crate) fn meta_path(data_dir: &Path, id: i32) -> std::path::PathBuf {
+    data_dir.join(format!("osd.{id}.meta"))
+}
+
 fn open_device(config: &OsdConfig, data_dir: &Path, create: bool) -> Result<Arc<dyn Device>> {
     let failed = |source| ClusterError::Device {
         osd: config.id,
@@ -285,7 +290,7 @@ fn open_device(config: &OsdConfig, data_dir: &Path, create: bool) -> Result<Arc<
         }
         // A store whose device file is gone: making a new empty file would serve an OSD
         // that has lost every object while its metadata says otherwise.
-        let meta = data_dir.join(format!("osd.{}.meta", config.id));
+        let meta = meta_path(data_dir, config.id);
         if !path.exists() && meta.exists() {
             return Err(failed(device::DeviceError::InvalidConfig(format!(
                 "its device {} is missing while its store {} exists: restore the file \

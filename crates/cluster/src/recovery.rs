@@ -111,12 +111,18 @@ pub(crate) async fn copy_object(
     Ok(written)
 }
 
-/// One recovery pass; returns whether the cluster is clean afterwards (no pg_temp, no dirty
-/// PG, no stray copies found).
+/// One recovery pass; returns whether the cluster is clean afterwards (no pg_temp but the
+/// settled ones that keep undersized up sets at the pool's size, no dirty PG, no stray copies
+/// found).
 pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
     inner.recovery.passes.fetch_add(1, Ordering::Relaxed);
     let map = inner.map();
-    let pending: Vec<PgId> = map.pg_temp().keys().copied().collect();
+    let pending: Vec<PgId> = map
+        .pg_temp()
+        .keys()
+        .copied()
+        .filter(|&pg| !crate::is_settled(&map, pg))
+        .collect();
     let mut clean = true;
     for pg in pending {
         match recover_pg(inner, pg).await {
@@ -143,7 +149,13 @@ pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
     if remove_strays(inner).await? > 0 {
         clean = false;
     }
-    let left = inner.map().pg_temp().len() as u64 + inner.lock_dirty().len() as u64;
+    let map = inner.map();
+    let unsettled = map
+        .pg_temp()
+        .keys()
+        .filter(|&&pg| !crate::is_settled(&map, pg))
+        .count();
+    let left = unsettled as u64 + inner.lock_dirty().len() as u64;
     inner.recovery.pgs_pending.store(left, Ordering::Relaxed);
     Ok(clean && left == 0)
 }
@@ -152,7 +164,7 @@ pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
 async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
     let _guard = inner.pg_lock(pg).write().await;
     let map = inner.map();
-    if !map.pg_temp().contains_key(&pg) {
+    if crate::is_settled(&map, pg) {
         return Ok(true);
     }
     let place = placement(&map, pg);
@@ -209,8 +221,9 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
             }
         }
     }
+    let settled = crate::settled_pg_temp(&map, pg, &place.up, &place.acting);
     inner.change_map(|state| {
-        state.set_pg_temp(pg, None);
+        state.set_pg_temp(pg, settled);
         Ok(())
     })?;
     inner.recovery.pgs_recovered.fetch_add(1, Ordering::Relaxed);

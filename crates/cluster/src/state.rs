@@ -93,6 +93,85 @@ pub struct ClusterState {
     pub pg_upmap_items: Vec<PgEntry<Vec<(i32, i32)>>>,
     /// `pg_temp`: acting sets that hold the latest data while recovery fills the up set.
     pub pg_temp: Vec<PgEntry<Vec<i32>>>,
+    /// The hosts and OSDs of `cluster.toml` that placement was last computed from, so that an
+    /// edit of the file (an OSD added, a weight or host changed) is noticed at the next start
+    /// and the PGs it moves keep their old holders until recovery has copied them. Absent in
+    /// files written before it existed (the first start records it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
+}
+
+/// What placement takes from `cluster.toml`: hosts in order, and each OSD's host, class and
+/// CRUSH weight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Host names in file order.
+    pub hosts: Vec<String>,
+    /// OSDs in file order.
+    pub osds: Vec<TopologyOsd>,
+}
+
+/// One OSD's part of a [`Topology`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyOsd {
+    /// OSD id.
+    pub id: i32,
+    /// Its host.
+    pub host: String,
+    /// Its device class.
+    pub class: String,
+    /// Its CRUSH weight in 16.16 fixed point (what the CRUSH map holds).
+    pub crush_weight: u32,
+}
+
+impl Topology {
+    /// The topology `config` describes.
+    pub fn of(config: &ClusterConfig) -> Self {
+        Self {
+            hosts: config.hosts.iter().map(|host| host.name.clone()).collect(),
+            osds: config
+                .osds
+                .iter()
+                .map(|osd| TopologyOsd {
+                    id: osd.id,
+                    host: osd.host.clone(),
+                    class: osd.class.clone(),
+                    crush_weight: crush_weight(osd),
+                })
+                .collect(),
+        }
+    }
+
+    /// `config` with this topology's hosts and OSDs instead of its own: what the map was
+    /// built from before an edit. Its OSDs name no device (placement does not use one).
+    pub fn apply_to(&self, config: &ClusterConfig) -> ClusterConfig {
+        let mut config = config.clone();
+        config.hosts = self
+            .hosts
+            .iter()
+            .map(|name| crate::config::HostConfig { name: name.clone() })
+            .collect();
+        config.osds = self
+            .osds
+            .iter()
+            .map(|osd| crate::config::OsdConfig {
+                id: osd.id,
+                host: osd.host.clone(),
+                device: String::new(),
+                size: None,
+                class: osd.class.clone(),
+                weight: Some(f64::from(osd.crush_weight) / 65536.0),
+                min_alloc_size: 4096,
+                emulation: None,
+            })
+            .collect();
+        config
+    }
+
+    /// Whether it has OSD `id`.
+    pub fn has_osd(&self, id: i32) -> bool {
+        self.osds.iter().any(|osd| osd.id == id)
+    }
 }
 
 impl ClusterState {
@@ -109,13 +188,15 @@ impl ClusterState {
             next_pool_id: 1,
             pg_upmap_items: Vec::new(),
             pg_temp: Vec::new(),
+            topology: Some(Topology::of(config)),
         };
         state.reconcile(config);
         state
     }
 
     /// Brings the state in line with a (possibly edited) config: new OSDs up and in, rules
-    /// for new classes; OSDs no longer configured are dropped.
+    /// for new classes; OSDs no longer configured are dropped, with the upmap exceptions
+    /// naming them.
     pub fn reconcile(&mut self, config: &ClusterConfig) {
         for osd in &config.osds {
             self.osds.entry(osd.id).or_insert(OsdState {
@@ -125,6 +206,13 @@ impl ClusterState {
         }
         self.osds
             .retain(|id, _| config.osds.iter().any(|osd| osd.id == *id));
+        let configured = |id: &i32| config.osds.iter().any(|osd| osd.id == *id);
+        self.pg_upmap_items.retain(|entry| {
+            entry
+                .value
+                .iter()
+                .all(|(from, to)| configured(from) && configured(to))
+        });
         if !self.rules.iter().any(|rule| rule.name == RULE_ANY) {
             self.rules.push(RuleState {
                 name: RULE_ANY.to_string(),

@@ -285,3 +285,202 @@ async fn state_and_placement_survive_a_restart() {
     drop(extra);
     reopened.shutdown().await.unwrap();
 }
+
+/// Rewrites the data directory's `cluster.toml` with `edit` applied.
+fn edit_config(dir: &std::path::Path, edit: impl FnOnce(&mut cluster::ClusterConfig)) {
+    let path = dir.join("cluster.toml");
+    let mut config = cluster::ClusterConfig::load(&path).unwrap();
+    edit(&mut config);
+    std::fs::write(&path, config.to_toml()).unwrap();
+}
+
+/// Opens the cluster, recovers it, and checks every object on every acting member.
+async fn reopen_and_check(
+    dir: &std::path::Path,
+    expected: &BTreeMap<String, Vec<u8>>,
+    context: &str,
+) -> Cluster {
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::open(dir, options)
+        .await
+        .unwrap_or_else(|e| panic!("{context}: {e}"));
+    let pool = cluster.pool("data").unwrap();
+    // Before recovery: reads find the data where it was.
+    for (name, data) in expected {
+        assert_eq!(
+            &pool.read_full(name).await.unwrap(),
+            data,
+            "{context}: {name}"
+        );
+    }
+    assert!(cluster.recover(10).await.unwrap(), "{context}: recovers");
+    check_all(&cluster, &pool, expected).await;
+    drop(pool);
+    cluster
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edits_of_the_config_move_data_without_losing_any() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::create(dir.path(), common::small_config(3, 2, "file", 2), options)
+        .await
+        .unwrap();
+    let pool = cluster.pool("data").unwrap();
+    let mut expected = BTreeMap::new();
+    for i in 0..OBJECTS {
+        let name = format!("object-{i}");
+        let data = common::content(i as u64, 2000 + i * 31);
+        pool.write_full(&name, &data).await.unwrap();
+        expected.insert(name, data);
+    }
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+
+    // A weight changed: PGs move to and from osd.0.
+    edit_config(dir.path(), |config| config.osds[0].weight = Some(4.0));
+    let cluster = reopen_and_check(dir.path(), &expected, "weight").await;
+    let epoch = cluster.epoch();
+    cluster.shutdown().await.unwrap();
+
+    // Unchanged: the same map, no new epoch.
+    let cluster = reopen_and_check(dir.path(), &expected, "unchanged").await;
+    assert_eq!(cluster.epoch(), epoch, "an unchanged file changes nothing");
+    cluster.shutdown().await.unwrap();
+
+    // A host with two new OSDs: their stores are created, and they fill.
+    edit_config(dir.path(), |config| {
+        let wider = common::small_config(4, 2, "file", 2);
+        config.hosts = wider.hosts;
+        config.osds.extend(wider.osds.into_iter().skip(6));
+    });
+    let cluster = reopen_and_check(dir.path(), &expected, "host added").await;
+    assert!(cluster.osd(6).unwrap().store().statfs().objects > 0);
+    cluster.shutdown().await.unwrap();
+
+    // A store removed to start its OSD empty: the other replica refills it.
+    let objects = {
+        let cluster = reopen_and_check(dir.path(), &expected, "again").await;
+        let count = cluster.osd(2).unwrap().store().statfs().objects;
+        cluster.shutdown().await.unwrap();
+        count
+    };
+    assert!(objects > 0);
+    std::fs::remove_dir_all(dir.path().join("osd.2.meta"))
+        .or_else(|_| std::fs::remove_file(dir.path().join("osd.2.meta")))
+        .unwrap();
+    let cluster = reopen_and_check(dir.path(), &expected, "store removed").await;
+    assert_eq!(cluster.osd(2).unwrap().store().statfs().objects, objects);
+    cluster.mark_out(7).unwrap();
+    cluster.shutdown().await.unwrap();
+
+    // An OSD leaves the file: refused while it is in, accepted once it is out and drained.
+    let saved = std::fs::read(dir.path().join("cluster.toml")).unwrap();
+    edit_config(dir.path(), |config| config.osds.retain(|osd| osd.id != 6));
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let Err(error) = Cluster::open(dir.path(), options).await else {
+        panic!("an OSD that is in was removed from the file");
+    };
+    let error = error.to_string();
+    assert!(
+        error.contains("osd.6") && error.contains("still in"),
+        "{error}"
+    );
+    std::fs::write(dir.path().join("cluster.toml"), &saved).unwrap();
+    let cluster = reopen_and_check(dir.path(), &expected, "osd.7 out").await;
+    assert_eq!(cluster.osd(7).unwrap().store().statfs().objects, 0);
+    cluster.shutdown().await.unwrap();
+    edit_config(dir.path(), |config| config.osds.retain(|osd| osd.id != 7));
+    reopen_and_check(dir.path(), &expected, "osd.7 removed")
+        .await
+        .shutdown()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_that_finds_too_few_osds_keeps_the_earlier_holders() {
+    use rados::{PoolSpec, Rados};
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    // One ssd per host, 3 hosts, 3 replicas on ssds: with an ssd out, CRUSH finds 2.
+    let cluster = Cluster::create(dir.path(), common::small_config(3, 2, "mem", 2), options)
+        .await
+        .unwrap();
+    cluster
+        .pool_create(
+            PoolSpec::new("fast")
+                .with_size(3)
+                .with_device_class("ssd")
+                .with_pg_num(8),
+        )
+        .await
+        .unwrap();
+    let fast = cluster.pool("fast").unwrap();
+    let mut expected = BTreeMap::new();
+    for i in 0..20u64 {
+        let name = format!("f{i}");
+        let data = common::content(i, 1500);
+        fast.write_full(&name, &data).await.unwrap();
+        expected.insert(name, data);
+    }
+    let on_osd0 = cluster.osd(0).unwrap().store().statfs().objects;
+    assert_eq!(on_osd0, 20, "every object has a copy on each ssd");
+
+    cluster.mark_out(0).unwrap();
+    assert!(cluster.recover(5).await.unwrap(), "settles");
+    for name in expected.keys() {
+        let place = cluster.locate("fast", name).unwrap();
+        assert_eq!(place.up.len(), 2, "{name}: CRUSH finds two ssds");
+        assert_eq!(place.acting.len(), 3, "{name}: three copies kept");
+        assert!(place.acting.contains(&0), "{name}");
+    }
+    assert_eq!(
+        cluster.osd(0).unwrap().store().statfs().objects,
+        20,
+        "the out OSD's copies stay"
+    );
+    // Writes reach all three holders.
+    fast.write_full("f0", b"changed").await.unwrap();
+    expected.insert("f0".to_string(), b"changed".to_vec());
+    assert_eq!(
+        cluster
+            .osd(0)
+            .unwrap()
+            .store()
+            .read(
+                &cluster.collection_of("fast", "f0").unwrap(),
+                "f0",
+                0,
+                u64::MAX
+            )
+            .await
+            .unwrap(),
+        b"changed"
+    );
+
+    cluster.mark_in(0).unwrap();
+    assert!(cluster.recover(5).await.unwrap());
+    assert!(
+        cluster.osd_map().pg_temp().is_empty(),
+        "back to the up sets"
+    );
+    for (name, data) in &expected {
+        assert_eq!(&fast.read_full(name).await.unwrap(), data, "{name}");
+        assert_eq!(cluster.locate("fast", name).unwrap().acting.len(), 3);
+    }
+    drop(fast);
+    cluster.shutdown().await.unwrap();
+}

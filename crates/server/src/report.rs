@@ -121,6 +121,10 @@ pub struct PgSummary {
     pub inactive: u64,
     /// PGs waiting for recovery (acting differs from up).
     pub remapped: u64,
+    /// PGs for which CRUSH finds fewer OSDs than the pool's size, kept at that size on OSDs
+    /// that held them before (`active+clean+remapped`, as Ceph shows them).
+    #[serde(default)]
+    pub short_up: u64,
 }
 
 /// Recovery counters.
@@ -257,12 +261,17 @@ pub fn pg_summary(cluster: &Cluster) -> PgSummary {
                 state.push("undersized+degraded");
                 summary.degraded += 1;
             }
-            if place.acting != place.up {
+            let short_up = place.up.len() < size && place.acting.len() >= size;
+            if place.acting != place.up && !short_up {
                 state.push("remapped");
                 summary.remapped += 1;
             }
             if state == ["active"] {
                 state.push("clean");
+            }
+            if short_up && place.acting != place.up {
+                state.push("remapped");
+                summary.short_up += 1;
             }
             summary.total += 1;
             *summary.states.entry(state.join("+")).or_default() += 1;
@@ -345,6 +354,13 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
     }
     if pgs.remapped > 0 {
         checks.push(format!("{} pgs remapped (recovering)", pgs.remapped));
+    }
+    if pgs.short_up > 0 {
+        checks.push(format!(
+            "{} pgs for which CRUSH finds fewer OSDs than the pool's size (kept on their \
+             earlier holders; check weights and out OSDs)",
+            pgs.short_up
+        ));
     }
     // As Ceph: copies a scrub found bad and did not repair are possible data damage.
     let scrub_errors = cluster.scrub_errors();
