@@ -72,10 +72,11 @@ pub(crate) async fn route(
         ("GET", ["api", "osd", "tree"]) => json(report::osd_tree(&cluster)),
         ("GET", ["api", "osd", "df"]) => json(report::osd_usage(&cluster.osd_stats())),
         ("POST", ["api", "osd", id, action]) => {
-            let id: i32 =
-                id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
-                    ServerError::BadRequest(format!("OSD id {id:?} is not a number"))
-                })?;
+            let id: i32 = id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
+                ServerError::BadRequest(format!(
+                    "OSD id {id:?} is not a number from 0 to 65535 (N or osd.N)"
+                ))
+            })?;
             let epoch = match *action {
                 "down" => cluster.mark_down(id)?,
                 "up" => cluster.mark_up(id)?,

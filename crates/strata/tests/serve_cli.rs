@@ -100,6 +100,19 @@ fn serve_and_drive_with_the_cli() {
     server.ok(&["osd", "in", "osd.1"]);
     let unknown = strata(&server.args(&["osd", "down", "99"]));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("osd.99"));
+    let huge = strata(&server.args(&["osd", "down", "4294967296"]));
+    assert!(
+        String::from_utf8_lossy(&huge.stderr).contains("not a number from 0 to 65535"),
+        "{}",
+        String::from_utf8_lossy(&huge.stderr)
+    );
+    let long_name = "n".repeat(100_000);
+    let long = strata(&server.args(&["get", "default", &long_name]));
+    assert!(
+        String::from_utf8_lossy(&long.stderr).contains("object name of 100000 bytes"),
+        "{}",
+        String::from_utf8_lossy(&long.stderr)
+    );
     let df = server.ok(&["osd", "df"]);
     assert_eq!(df.lines().count(), 10, "{df}");
 
@@ -184,7 +197,7 @@ fn serve_and_drive_with_the_cli() {
     ]);
     assert!(!refused.status.success());
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("no token was found"),
+        String::from_utf8_lossy(&refused.stderr).contains("no admin token was found"),
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );

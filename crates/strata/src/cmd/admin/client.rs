@@ -115,11 +115,13 @@ impl Client {
             .unwrap_or_else(|| String::from_utf8_lossy(&reply.body).into_owned());
         if reply.status == 401 && !self.token_hint.is_empty() {
             let found = if self.token.is_some() {
-                "the token found was refused"
+                "the admin token found was refused"
             } else {
-                "no token was found"
+                "no admin token was found"
             };
-            bail!("{message} (HTTP 401; {found}: {})", self.token_hint)
+            // The server's message says where a token comes from in general; the hint says
+            // where this CLI looked.
+            bail!("{found}: {} (HTTP 401)", self.token_hint)
         }
         bail!("{message} (HTTP {})", reply.status)
     }

@@ -56,8 +56,15 @@ pub struct LsArgs {
     pub pool: String,
 }
 
-fn object_path(pool: &str, object: &str) -> String {
-    format!("/api/objects/{}/{}", segment(pool), segment(object))
+/// The API path of an object; a name the cluster would refuse is refused here, with its
+/// reason (a name too long for a request line otherwise gets only an HTTP 414).
+fn object_path(pool: &str, object: &str) -> Result<String> {
+    rados::validate_object_name(object)?;
+    Ok(format!(
+        "/api/objects/{}/{}",
+        segment(pool),
+        segment(object)
+    ))
 }
 
 /// Stores a file as an object (replacing it).
@@ -86,14 +93,14 @@ pub fn put(args: PutArgs) -> Result<ExitCode> {
         );
     }
     let client = args.admin.client();
-    client.call("PUT", &object_path(&args.pool, &args.object), &data)?;
+    client.call("PUT", &object_path(&args.pool, &args.object)?, &data)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Reads an object into a file or standard output.
 pub fn get(args: GetArgs) -> Result<ExitCode> {
     let client = args.admin.client();
-    let data = client.call("GET", &object_path(&args.pool, &args.object), b"")?;
+    let data = client.call("GET", &object_path(&args.pool, &args.object)?, b"")?;
     match args.file {
         Some(file) if file.as_os_str() != "-" => {
             std::fs::write(&file, &data).with_context(|| format!("writing {}", file.display()))?
@@ -110,7 +117,7 @@ pub fn get(args: GetArgs) -> Result<ExitCode> {
 /// Removes an object.
 pub fn rm(args: ObjectArgs) -> Result<ExitCode> {
     let client = args.admin.client();
-    client.call("DELETE", &object_path(&args.pool, &args.object), b"")?;
+    client.call("DELETE", &object_path(&args.pool, &args.object)?, b"")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -140,6 +147,7 @@ fn format_mtime(mtime_ns: u64) -> String {
 /// Prints size, mtime, version and placement of an object.
 pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
     let client = args.admin.client();
+    rados::validate_object_name(&args.object)?;
     let path = format!(
         "/api/stat/{}/{}",
         segment(&args.pool),
