@@ -586,6 +586,27 @@ def test_policy_actions_objects_and_conditions():
          "Condition": {"DateLessThan": {"aws:CurrentTime": "2030-01-01T00:00:00Z"}}}]})
     check(error_of(s3.put_bucket_policy, Bucket=d, Policy=unknown)[0] == "MalformedPolicy", "unknown condition")
     nuke(d)
+    # Bucket configuration: each operation is its own action, as radosgw decides (the owner, or
+    # whom the policy allows it); an Allow of the ACL does not allow versioning, and a Deny of
+    # versioning holds against the owner.
+    e = new_bucket(GrantWriteACP='id="alt"', GrantFullControl='id="main"')
+    s3.put_bucket_policy(Bucket=e, Policy=json.dumps({"Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam:::user/alt"}, "Action": "s3:PutBucketAcl",
+         "Resource": f"arn:aws:s3:::{e}"},
+        {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam:::user/alt"}, "Action": "s3:GetBucketVersioning",
+         "Resource": f"arn:aws:s3:::{e}"}]}))
+    enable = {"Status": "Enabled"}
+    check(error_of(alt.put_bucket_versioning, Bucket=e, VersioningConfiguration=enable)[1] == 403,
+          "ACL rights do not allow versioning")
+    check("Status" not in alt.get_bucket_versioning(Bucket=e), "allowed by the policy")
+    s3.put_bucket_policy(Bucket=e, Policy=json.dumps({"Statement": [
+        {"Effect": "Deny", "Principal": "*", "Action": "s3:PutBucketVersioning", "Resource": f"arn:aws:s3:::{e}"}]}))
+    check(error_of(s3.put_bucket_versioning, Bucket=e, VersioningConfiguration=enable)[1] == 403,
+          "versioning denied to the owner")
+    check(error_of(alt.get_bucket_versioning, Bucket=e)[1] == 403, "no longer allowed")
+    s3.delete_bucket_policy(Bucket=e)
+    s3.put_bucket_versioning(Bucket=e, VersioningConfiguration=enable)
+    nuke(e)
 
 
 # ---- auth ----------------------------------------------------------------------------------

@@ -99,8 +99,13 @@ impl Gateway {
         req: S3Request<HeadBucketInput>,
     ) -> Result<HeadBucketOutput> {
         let requester = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &requester, Permission::Read)
-            .await?;
+        self.bucket_for(
+            &req.input.bucket,
+            &requester,
+            "s3:ListBucket",
+            Permission::Read,
+        )
+        .await?;
         Ok(HeadBucketOutput::default())
     }
 
@@ -141,7 +146,12 @@ impl Gateway {
     ) -> Result<GetBucketLocationOutput> {
         let requester = self.requester(&req).await?;
         let bucket = self
-            .bucket_for(&req.input.bucket, &requester, Permission::Read)
+            .bucket_for(
+                &req.input.bucket,
+                &requester,
+                "s3:GetBucketLocation",
+                Permission::Read,
+            )
             .await?;
         let location = (!bucket.location.is_empty())
             .then(|| BucketLocationConstraint::from(bucket.location.clone()));
@@ -156,7 +166,12 @@ impl Gateway {
     ) -> Result<GetBucketAclOutput> {
         let requester = self.requester(&req).await?;
         let bucket = self
-            .bucket_for(&req.input.bucket, &requester, Permission::ReadAcp)
+            .bucket_for(
+                &req.input.bucket,
+                &requester,
+                "s3:GetBucketAcl",
+                Permission::ReadAcp,
+            )
             .await?;
         Ok(GetBucketAclOutput {
             grants: Some(self.grants_dto(&bucket.grants()).await),
@@ -170,7 +185,12 @@ impl Gateway {
     ) -> Result<PutBucketAclOutput> {
         let requester = self.requester(&req).await?;
         let mut bucket = self
-            .bucket_for(&req.input.bucket, &requester, Permission::WriteAcp)
+            .bucket_for(
+                &req.input.bucket,
+                &requester,
+                "s3:PutBucketAcl",
+                Permission::WriteAcp,
+            )
             .await?;
         let input = &req.input;
         let request = AclRequest {

@@ -97,21 +97,17 @@ impl Gateway {
         }
     }
 
-    /// The bucket, if `requester` may do `permission` on it.
+    /// The bucket, if `requester` may do `action` on it: the bucket policy's decision on that
+    /// action, else the bucket ACL's `permission`. (Object writes and deletes are checked on
+    /// their object: `bucket_for_object`.)
     async fn bucket_for(
         &self,
         name: &str,
         requester: &Requester,
+        action: &str,
         permission: Permission,
     ) -> Result<BucketRecord> {
         let bucket = self.store.bucket(name).await?;
-        let action = match permission {
-            Permission::Read => "s3:ListBucket",
-            Permission::Write => "s3:PutObject",
-            Permission::ReadAcp => "s3:GetBucketAcl",
-            Permission::WriteAcp => "s3:PutBucketAcl",
-        };
-        // Object writes and deletes are checked on their object (`bucket_for_object`).
         if !bucket_allows(
             &bucket,
             requester,

@@ -276,9 +276,18 @@ impl Gateway {
     ) -> Result<ListPartsOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
-        let bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::Read)
-            .await?;
+        // An object action: the policy sees the upload's object.
+        let bucket = self.store.bucket(&input.bucket).await?;
+        if !super::bucket_allows(
+            &bucket,
+            &requester,
+            "s3:ListMultipartUploadParts",
+            Some(&input.key),
+            &crate::policy::Context::new(),
+            Permission::Read,
+        ) {
+            return Err(GatewayError::AccessDenied);
+        }
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
         let marker = input.part_number_marker.unwrap_or(0);
         let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;

@@ -27,11 +27,13 @@ impl Gateway {
         &self,
         req: &S3Request<I>,
         bucket: &str,
+        action: &str,
         permission: Permission,
         refusal: GatewayError,
     ) -> Result<O> {
         let requester = self.requester(req).await?;
-        self.bucket_for(bucket, &requester, permission).await?;
+        self.bucket_for(bucket, &requester, action, permission)
+            .await?;
         Err(refusal)
     }
 
@@ -42,8 +44,14 @@ impl Gateway {
         let refusal = GatewayError::InvalidBucketState(
             "object lock cannot be enabled on an existing bucket".into(),
         );
-        self.refuse_object_lock(&req, &req.input.bucket, Permission::WriteAcp, refusal)
-            .await
+        self.refuse_object_lock(
+            &req,
+            &req.input.bucket,
+            "s3:PutBucketObjectLockConfiguration",
+            Permission::WriteAcp,
+            refusal,
+        )
+        .await
     }
 
     pub(super) async fn do_get_object_lock_configuration(
@@ -51,40 +59,70 @@ impl Gateway {
         req: S3Request<GetObjectLockConfigurationInput>,
     ) -> Result<GetObjectLockConfigurationOutput> {
         let refusal = GatewayError::ObjectLockConfigurationNotFound;
-        self.refuse_object_lock(&req, &req.input.bucket, Permission::ReadAcp, refusal)
-            .await
+        self.refuse_object_lock(
+            &req,
+            &req.input.bucket,
+            "s3:GetBucketObjectLockConfiguration",
+            Permission::ReadAcp,
+            refusal,
+        )
+        .await
     }
 
     pub(super) async fn do_put_object_retention(
         &self,
         req: S3Request<PutObjectRetentionInput>,
     ) -> Result<PutObjectRetentionOutput> {
-        self.refuse_object_lock(&req, &req.input.bucket, Permission::Write, no_object_lock())
-            .await
+        self.refuse_object_lock(
+            &req,
+            &req.input.bucket,
+            "s3:PutObjectRetention",
+            Permission::Write,
+            no_object_lock(),
+        )
+        .await
     }
 
     pub(super) async fn do_get_object_retention(
         &self,
         req: S3Request<GetObjectRetentionInput>,
     ) -> Result<GetObjectRetentionOutput> {
-        self.refuse_object_lock(&req, &req.input.bucket, Permission::Read, no_object_lock())
-            .await
+        self.refuse_object_lock(
+            &req,
+            &req.input.bucket,
+            "s3:GetObjectRetention",
+            Permission::Read,
+            no_object_lock(),
+        )
+        .await
     }
 
     pub(super) async fn do_put_object_legal_hold(
         &self,
         req: S3Request<PutObjectLegalHoldInput>,
     ) -> Result<PutObjectLegalHoldOutput> {
-        self.refuse_object_lock(&req, &req.input.bucket, Permission::Write, no_object_lock())
-            .await
+        self.refuse_object_lock(
+            &req,
+            &req.input.bucket,
+            "s3:PutObjectLegalHold",
+            Permission::Write,
+            no_object_lock(),
+        )
+        .await
     }
 
     pub(super) async fn do_get_object_legal_hold(
         &self,
         req: S3Request<GetObjectLegalHoldInput>,
     ) -> Result<GetObjectLegalHoldOutput> {
-        self.refuse_object_lock(&req, &req.input.bucket, Permission::Read, no_object_lock())
-            .await
+        self.refuse_object_lock(
+            &req,
+            &req.input.bucket,
+            "s3:GetObjectLegalHold",
+            Permission::Read,
+            no_object_lock(),
+        )
+        .await
     }
 
     /// No torrent is ever stored for an object, so there is none to return (radosgw answers
@@ -116,7 +154,7 @@ impl Gateway {
     ) -> Result<GetBucketPolicyStatusOutput> {
         let requester = self.requester(&req).await?;
         let bucket = self
-            .bucket_for(&req.input.bucket, &requester, Permission::ReadAcp)
+            .owned_bucket(&req.input.bucket, &requester, "s3:GetBucketPolicyStatus")
             .await?;
         let public_policy = bucket
             .policy
@@ -137,7 +175,7 @@ impl Gateway {
 
     /// The bucket, if `requester` may do `action` (a bucket configuration operation) on it:
     /// its owner unless the bucket policy denies it, others only where the policy allows it.
-    async fn owned_bucket(
+    pub(super) async fn owned_bucket(
         &self,
         name: &str,
         requester: &Requester,

@@ -8,14 +8,14 @@ use s3s::S3Request;
 use super::buckets::{is_url, max_keys, prefixes_dto, MAX_KEYS_DEFAULT};
 use super::convert::{self, encode_name};
 use super::Gateway;
-use crate::acl::Permission;
 use crate::error::{GatewayError, Result};
 use crate::layout::Versioning;
 use crate::list;
 use crate::versioning::{Found, NULL_VERSION_ID};
 
 impl Gateway {
-    /// Enabled or Suspended. A bucket never goes back to having no versioning; MFA delete
+    /// Enabled or Suspended, by the bucket's owner or whom its policy allows
+    /// `s3:PutBucketVersioning` (as radosgw decides). A bucket never goes back to having no versioning; MFA delete
     /// is not supported (strata has no MFA devices), so only `Disabled` is accepted for it.
     pub(super) async fn do_put_bucket_versioning(
         &self,
@@ -24,7 +24,7 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let mut bucket = self
-            .bucket_for(&input.bucket, &requester, Permission::WriteAcp)
+            .owned_bucket(&input.bucket, &requester, "s3:PutBucketVersioning")
             .await?;
         let configuration = input.versioning_configuration;
         if configuration
@@ -59,7 +59,7 @@ impl Gateway {
     ) -> Result<GetBucketVersioningOutput> {
         let requester = self.requester(&req).await?;
         let bucket = self
-            .bucket_for(&req.input.bucket, &requester, Permission::ReadAcp)
+            .owned_bucket(&req.input.bucket, &requester, "s3:GetBucketVersioning")
             .await?;
         let status = bucket.versioning.map(|v| match v {
             Versioning::Enabled => {
