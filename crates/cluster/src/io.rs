@@ -368,37 +368,59 @@ impl PoolHandle {
         else {
             return Ok(());
         };
-        if !holders.is_empty() {
-            inner.mark_dirty(placement.pg);
-        }
         let durable = holders.len() as u32 >= self.info.min_size;
-        if durable && holders.contains(&primary_id) {
-            tracing::warn!(%error, "replica write failed; PG queued for repair");
+        if durable {
+            let mut failed: Vec<i32> = results
+                .iter()
+                .filter(|(_, result)| result.is_err())
+                .map(|(osd, _)| *osd)
+                .collect();
+            if !holders.contains(&primary_id) {
+                // The primary, which serves reads, did not commit: copy the new version onto
+                // it now (we hold the object's lock), keeping it in the acting set.
+                let repaired = crate::recovery::copy_object(
+                    inner,
+                    &collection,
+                    object,
+                    holders[0],
+                    &[primary_id],
+                )
+                .await;
+                match repaired {
+                    Ok(_) => {
+                        tracing::warn!(%error, "primary write failed; repaired from a replica");
+                        inner.recovery.add_repaired(1);
+                        failed.retain(|&osd| osd != primary_id);
+                    }
+                    Err(repair) => {
+                        tracing::warn!(%error, %repair, "primary write failed and could not be repaired");
+                    }
+                }
+            }
+            if failed.is_empty() {
+                return Ok(());
+            }
+            // The OSDs that failed no longer hold the PG's latest data: out of its acting set
+            // (durably) before the write is acknowledged, so they neither serve it nor become
+            // a source of recovery, which refills them.
+            inner
+                .exclude_from_acting(placement.pg, &failed)
+                .map_err(|exclusion| {
+                    inner.mark_dirty(placement.pg);
+                    RadosError::Io(format!(
+                        "{error}; the write committed on {} but {} could not be taken out \
+                         of the PG's acting set ({exclusion}): its PG is queued for repair, \
+                         which keeps the copy most replicas hold; read back before retrying \
+                         a non-idempotent operation",
+                        osd_list(&holders),
+                        osd_list(&failed)
+                    ))
+                })?;
+            tracing::warn!(%error, failed = %osd_list(&failed), "write failed on some replicas; they leave the acting set until recovered");
             return Ok(());
         }
-        if durable {
-            // The replicas committed the write but the primary, which serves reads, did not:
-            // copy the new version onto it now (we hold the object's lock), so the object is not
-            // left divergent and the write can be acknowledged.
-            let repaired =
-                crate::recovery::copy_object(inner, &collection, object, holders[0], &[primary_id])
-                    .await;
-            return match repaired {
-                Ok(_) => {
-                    tracing::warn!(%error, "primary write failed; repaired from a replica");
-                    inner.recovery.add_repaired(1);
-                    Ok(())
-                }
-                Err(repair) => Err(RadosError::Io(format!(
-                    "{error}; the write committed on {} but not on the primary, which could \
-                     not be repaired ({repair}): its PG is queued for repair, which keeps the \
-                     copy most replicas hold; read back before retrying a non-idempotent \
-                     operation",
-                    osd_list(&holders)
-                ))),
-            };
-        }
         if !holders.is_empty() {
+            inner.mark_dirty(placement.pg);
             tracing::warn!(
                 %error,
                 holders = %osd_list(&holders),

@@ -888,6 +888,26 @@ impl Inner {
     /// media), mark it down and out, as Ceph does when an OSD's disk fails, so CRUSH places
     /// its PGs elsewhere and recovery re-replicates them. Not-found and checksum errors are
     /// about one object, not the device, and do not count.
+    /// Takes `failed` OSDs out of a PG's acting set (a `pg_temp` of the others, computed
+    /// from the map as it is when the change is made) after they failed a write the others
+    /// committed. Recovery copies the PG to them, since they stay in its up set.
+    pub(crate) fn exclude_from_acting(&self, pg: PgId, failed: &[i32]) -> Result<()> {
+        self.change_map(|state| {
+            let place = placement(&self.map(), pg);
+            let acting: Vec<i32> = place
+                .acting
+                .iter()
+                .copied()
+                .filter(|osd| !failed.contains(osd))
+                .collect();
+            if !acting.is_empty() && acting != place.acting {
+                state.set_pg_temp(pg, Some(acting));
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
     pub(crate) fn note_osd_result<T>(
         &self,
         osd: i32,

@@ -222,10 +222,26 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
         }
     }
     let settled = crate::settled_pg_temp(&map, pg, &place.up, &place.acting);
-    inner.change_map(|state| {
-        state.set_pg_temp(pg, settled);
-        Ok(())
-    })?;
+    // The map may have changed while the objects were copied (an OSD out, a failed replica
+    // taken out of the acting set): the data went to the old up set, and the change already
+    // gave this PG the pg_temp it needs; try again with the new map rather than overwrite it.
+    let mut moved = false;
+    inner
+        .change_map(|state| {
+            let now = placement(&inner.map(), pg);
+            if now.up != place.up || now.acting != place.acting {
+                moved = true;
+                return Err(ClusterError::State(format!(
+                    "{collection} moved during recovery"
+                )));
+            }
+            state.set_pg_temp(pg, settled);
+            Ok(())
+        })
+        .or_else(|error| if moved { Ok(0) } else { Err(error) })?;
+    if moved {
+        return Ok(false);
+    }
     inner.recovery.pgs_recovered.fetch_add(1, Ordering::Relaxed);
     Ok(true)
 }

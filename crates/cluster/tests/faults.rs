@@ -235,7 +235,7 @@ async fn failed_primary_write_is_repaired_from_the_replicas_and_acknowledged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unrepairable_primary_names_the_holders_and_scrub_converges() {
+async fn an_unrepairable_primary_leaves_the_acting_set_and_the_write_is_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, devices) = faulty_cluster(dir.path()).await;
     let pool = cluster.pool("data").unwrap();
@@ -246,14 +246,16 @@ async fn unrepairable_primary_names_the_holders_and_scrub_converges() {
         rules: vec![rule(OpKind::Write, FaultKind::Error)],
         ..FaultConfig::default()
     });
-    let error = pool.write_full("victim", b"new").await.unwrap_err();
-    let message = error.to_string();
-    for holder in placement.acting.iter().filter(|&&osd| osd != primary) {
-        assert!(message.contains(&format!("osd.{holder}")), "{message}");
-    }
+    // The replicas (min_size) commit; the primary can be neither written nor repaired, so
+    // it leaves the acting set and a replica serves the PG.
+    pool.write_full("victim", b"new").await.unwrap();
+    let degraded = cluster.locate("data", "victim").unwrap();
+    assert!(!degraded.acting.contains(&primary), "{degraded:?}");
+    assert_eq!(pool.read_full("victim").await.unwrap(), b"new");
     devices.lock().unwrap()[&primary].set_config(FaultConfig::default());
-    // The PG was queued for repair: recovery scrubs it and keeps the majority's (new) copy.
+    // Recovery refills it and the PG returns to its up set.
     assert!(cluster.recover(3).await.unwrap());
+    assert_eq!(cluster.locate("data", "victim").unwrap(), placement);
     let versions = versions_on(&cluster, &placement.acting).await;
     assert!(
         versions.iter().all(|v| *v == versions[0]),
@@ -331,6 +333,73 @@ async fn a_failing_osd_is_marked_down_and_out_and_its_pgs_re_replicated() {
         }
         assert_eq!(pool.read_full(name).await.unwrap(), body(i));
     }
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_failed_an_acknowledged_write_serves_nothing_until_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, devices) = faulty_cluster(dir.path()).await;
+    let pool = cluster.pool("data").unwrap();
+    let placement = cluster.locate("data", "victim").unwrap();
+    let primary = placement.primary().unwrap();
+    let replica = placement.acting[1];
+    pool.write_full("victim", b"old").await.unwrap();
+    // The replica's device refuses writes (a full or failing disk): the write commits on the
+    // other two, min_size, and is acknowledged.
+    devices.lock().unwrap()[&replica].set_config(FaultConfig {
+        rules: vec![rule(OpKind::Write, FaultKind::Error)],
+        ..FaultConfig::default()
+    });
+    pool.write_full("victim", b"new").await.unwrap();
+    let degraded = cluster.locate("data", "victim").unwrap();
+    assert!(
+        !degraded.acting.contains(&replica),
+        "the stale replica left the acting set: {degraded:?}"
+    );
+    assert!(degraded.up.contains(&replica), "{degraded:?}");
+    // With the replicas that hold the write down, the stale copy is not served.
+    let others: Vec<i32> = placement
+        .acting
+        .iter()
+        .copied()
+        .filter(|&osd| osd != replica)
+        .collect();
+    for &osd in &others {
+        cluster.mark_down(osd).unwrap();
+    }
+    match pool.read_full("victim").await {
+        Ok(data) => assert_eq!(data, b"new", "an acknowledged overwrite was lost"),
+        Err(error) => assert!(
+            matches!(error, RadosError::Degraded { .. }),
+            "unexpected error {error}"
+        ),
+    }
+    for &osd in &others {
+        cluster.mark_up(osd).unwrap();
+    }
+    // Recovery never copies the stale version over the new one; once the disk works, it
+    // refills the replica and the PG returns to its up set.
+    assert!(
+        !cluster.recover(2).await.unwrap(),
+        "the replica still fails"
+    );
+    assert_eq!(pool.read_full("victim").await.unwrap(), b"new");
+    devices.lock().unwrap()[&replica].set_config(FaultConfig::default());
+    assert!(cluster.recover(5).await.unwrap());
+    let healed = cluster.locate("data", "victim").unwrap();
+    assert_eq!(healed.acting, healed.up);
+    let versions = versions_on(&cluster, &placement.acting).await;
+    assert!(
+        versions.iter().all(|v| *v == versions[0] && v.is_some()),
+        "replicas diverge: {versions:?}"
+    );
+    assert_eq!(pool.read_full("victim").await.unwrap(), b"new");
+    assert_eq!(
+        cluster.locate("data", "victim").unwrap().primary(),
+        Some(primary)
+    );
     drop(pool);
     cluster.shutdown().await.unwrap();
 }
