@@ -97,6 +97,13 @@ struct Inner {
     epoch: Instant,
     wake: Notify,
     stopping: AtomicBool,
+    /// Set by [`BlockCache::stop`] before it writes its final state: client I/O is refused
+    /// from then on, so nothing changes the mapping behind a superblock marked clean.
+    closed: AtomicBool,
+    /// Client operations (the [`Device`] calls) running; `stop` waits for none.
+    client_ops: AtomicU64,
+    /// The mode a loaded superblock recorded.
+    recorded_mode: Option<CacheMode>,
     /// On-demand flushes running: the background cleaner stands aside meanwhile, so its
     /// rounds (oldest-first under alru: scattered addresses) do not break the flush's
     /// address-ordered stream into seeks on an HDD core.
@@ -297,6 +304,9 @@ impl BlockCache {
             epoch: Instant::now(),
             wake: Notify::new(),
             stopping: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            client_ops: AtomicU64::new(0),
+            recorded_mode: loaded.as_ref().map(|superblock| superblock.mode),
             flushes_running: AtomicU64::new(0),
             core_labels: match &loaded {
                 // A load without labels keeps the recorded ones.
@@ -334,6 +344,11 @@ impl BlockCache {
     /// Stops cleanly: stops the cleaner, flushes dirty lines (when the config says so), writes
     /// every metadata block and marks the superblock clean. Call after the last request.
     pub async fn stop(&self) -> Result<(), CacheError> {
+        // No client I/O from here on; what is running ends first.
+        self.inner.closed.store(true, Ordering::SeqCst);
+        while self.inner.client_ops.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         self.inner.stopping.store(true, Ordering::SeqCst);
         self.inner.wake.notify_one();
         let handle = self
@@ -428,6 +443,12 @@ impl BlockCache {
     /// Replaces the I/O classes (lines keep the class index they were cached under).
     pub fn set_io_classes(&self, classes: IoClasses) {
         self.inner.lock().classes = classes;
+    }
+
+    /// The mode the superblock recorded when the cache was loaded (`None` for a new one);
+    /// a load that names no mode resumes in it, as Open-CAS does.
+    pub fn recorded_mode(&self) -> Option<CacheMode> {
+        self.inner.recorded_mode
     }
 
     /// The current configuration.
@@ -1289,10 +1310,36 @@ async fn cleaner_loop(inner: Arc<Inner>) {
     }
 }
 
+/// A client operation in progress (counted in `client_ops`, also when its future is dropped).
+struct ClientOp<'a>(&'a AtomicU64);
+
+impl Drop for ClientOp<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Inner {
+    /// Admits a client operation, unless the cache is stopped.
+    fn admit(&self) -> Result<ClientOp<'_>, DeviceError> {
+        // Counted before the check, so `stop` sees either this operation or its refusal.
+        self.client_ops.fetch_add(1, Ordering::SeqCst);
+        let op = ClientOp(&self.client_ops);
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(DeviceError::io(
+                "the cache is stopped",
+                std::io::Error::from_raw_os_error(108), // ESHUTDOWN
+            ));
+        }
+        Ok(op)
+    }
+}
+
 #[async_trait]
 impl Device for BlockCache {
     async fn read_at(&self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         let inner = &self.inner;
+        let _op = inner.admit()?;
         let guard = inner.recorder.begin(OpKind::Read);
         let length = buffer.len() as u64;
         let result = match check_request(
@@ -1313,6 +1360,7 @@ impl Device for BlockCache {
 
     async fn write_at(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
         let inner = &self.inner;
+        let _op = inner.admit()?;
         let guard = inner.recorder.begin(OpKind::Write);
         let length = data.len() as u64;
         let result = match check_request(
@@ -1332,6 +1380,7 @@ impl Device for BlockCache {
     }
 
     async fn flush(&self) -> Result<(), DeviceError> {
+        let _op = self.inner.admit()?;
         let guard = self.inner.recorder.begin(OpKind::Flush);
         let (cache, core) = tokio::join!(self.inner.cache.flush(), self.inner.core.flush());
         guard.finish(0, cache.and(core))
@@ -1339,6 +1388,7 @@ impl Device for BlockCache {
 
     async fn discard(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError> {
         let inner = &self.inner;
+        let _op = inner.admit()?;
         let guard = inner.recorder.begin(OpKind::Discard);
         let result = match check_request(
             offset_bytes,

@@ -9,8 +9,10 @@
 //!
 //! ## Files (under the data directory)
 //! `cluster.toml` (the [`ClusterConfig`]), `state.json` (epoch, OSD states, pools, upmaps,
-//! pg_temp, CRUSH ids; [`state`]), per OSD `osd.N.meta` (its store's metadata) and its device
-//! (e.g. `osd.N.img`, a sparse file). `state.json` is written last at creation (after every
+//! pg_temp, CRUSH ids, the hosts and OSDs placement was computed from; [`state`]), per OSD
+//! `osd.N.meta` (its store's metadata) and its device (e.g. `osd.N.img`, a sparse file), and
+//! `scrub_errors` (what the last scrub left wrong, for `status` after a restart).
+//! `state.json` is written last at creation (after every
 //! store exists), while a `creating` marker says a create is under way: see [`Cluster::create`].
 //!
 //! ## Write path ([`IoCtx::operate`](rados::IoCtx::operate))
@@ -413,12 +415,15 @@ impl Cluster {
         state.save(&data_dir.join(STATE_FILE))?;
         let reserved = state.version_reserved;
         let device_errors = osds.keys().map(|&id| (id, AtomicU32::new(0))).collect();
+        let scrub_errors = scrub::recorded_errors(&data_dir);
         let map = Arc::new(map);
         let poller = options
             .poll_while_busy
             .then(|| Arc::new(poll::Poller::default()));
+        let stats = stats::Stats::new(config.access_objects_max);
+        stats.set_scrub_errors(scrub_errors);
         let inner = Arc::new(Inner {
-            stats: stats::Stats::new(config.access_objects_max),
+            stats,
             data_dir,
             config,
             options,
@@ -614,14 +619,7 @@ impl Cluster {
     /// `repair` is set.
     pub async fn scrub(&self, pool: Option<&str>, repair: bool) -> Result<ScrubReport> {
         let report = scrub::scrub(&self.inner, pool, repair).await?;
-        let unrepaired = report
-            .inconsistencies
-            .iter()
-            .filter(|i| !i.repaired)
-            .count();
-        self.inner
-            .stats
-            .set_scrub_errors((unrepaired + report.lost.len()) as u64);
+        scrub::record_errors(&self.inner, &report);
         Ok(report)
     }
 

@@ -176,6 +176,37 @@ fn authoritative(copies: &BTreeMap<i32, Option<Copy>>, primary: Option<i32>) -> 
         .max()
 }
 
+/// Where the last scrub's error count is kept, so that a restart does not turn HEALTH_ERR
+/// back into HEALTH_OK without a repair.
+const ERRORS_FILE: &str = "scrub_errors";
+
+/// Records what `report` leaves wrong (bad copies not repaired, objects lost) as the count
+/// `strata status` reports, in memory and in the data directory.
+pub(crate) fn record_errors(inner: &Inner, report: &ScrubReport) {
+    let unrepaired = report
+        .inconsistencies
+        .iter()
+        .filter(|inconsistency| !inconsistency.repaired)
+        .count();
+    let count = (unrepaired + report.lost.len()) as u64;
+    if count == inner.stats.scrub_errors() {
+        return;
+    }
+    inner.stats.set_scrub_errors(count);
+    let path = inner.data_dir.join(ERRORS_FILE);
+    if let Err(error) = crate::write_durably(&path, format!("{count}\n").as_bytes()) {
+        tracing::warn!(%error, "cannot record the scrub error count");
+    }
+}
+
+/// The count [`record_errors`] last kept in `data_dir` (0 without one).
+pub(crate) fn recorded_errors(data_dir: &std::path::Path) -> u64 {
+    std::fs::read_to_string(data_dir.join(ERRORS_FILE))
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The periodic scrub task.
 pub(crate) async fn run(inner: Arc<Inner>) {
     let interval = Duration::from_secs(inner.config.scrub_interval_s.max(1));
@@ -184,7 +215,11 @@ pub(crate) async fn run(inner: Arc<Inner>) {
         if inner.closed.load(Ordering::Acquire) {
             return;
         }
-        match scrub(&inner, None, true).await {
+        let result = scrub(&inner, None, true).await;
+        if let Ok(report) = &result {
+            record_errors(&inner, report);
+        }
+        match result {
             Ok(report) if !report.is_clean() => {
                 tracing::warn!(
                     inconsistencies = report.inconsistencies.len(),

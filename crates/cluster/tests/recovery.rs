@@ -484,3 +484,46 @@ async fn a_rule_that_finds_too_few_osds_keeps_the_earlier_holders() {
     drop(fast);
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrub_errors_survive_a_restart_until_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::create(dir.path(), common::small_config(3, 1, "file", 3), options())
+        .await
+        .unwrap();
+    let pool = cluster.pool("data").unwrap();
+    pool.write_full("o", b"good").await.unwrap();
+    // One replica loses its copy behind the cluster's back.
+    let place = cluster.locate("data", "o").unwrap();
+    let collection = cluster.collection_of("data", "o").unwrap();
+    let mut transaction = store::Transaction::new(0);
+    transaction.remove(&store::ObjectId::new(collection.as_str(), "o"));
+    cluster
+        .osd(place.acting[1])
+        .unwrap()
+        .store()
+        .apply(transaction)
+        .await
+        .unwrap();
+    assert!(!cluster.scrub(None, false).await.unwrap().is_clean());
+    assert_eq!(cluster.scrub_errors(), 1);
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+
+    let cluster = Cluster::open(dir.path(), options()).await.unwrap();
+    assert_eq!(cluster.scrub_errors(), 1, "HEALTH_ERR survives a restart");
+    cluster.scrub(None, true).await.unwrap();
+    assert_eq!(cluster.scrub_errors(), 0, "repaired");
+    cluster.shutdown().await.unwrap();
+    let cluster = Cluster::open(dir.path(), options()).await.unwrap();
+    assert_eq!(cluster.scrub_errors(), 0);
+    assert_eq!(
+        cluster.pool("data").unwrap().read_full("o").await.unwrap(),
+        b"good"
+    );
+    cluster.shutdown().await.unwrap();
+}

@@ -135,8 +135,9 @@ impl FileDevice {
         Self::from_file(file, path, direct, config)
     }
 
-    /// Creates (if missing) a sparse file of `size_bytes` and opens it. An existing file is
-    /// resized to `size_bytes`, keeping the data that fits.
+    /// Creates (if missing) a sparse file of `size_bytes` and opens it. An existing smaller
+    /// file grows to `size_bytes`, keeping its data; a larger one is refused, since cutting it
+    /// would discard the data at its end (a mistyped size must not truncate a disk image).
     pub fn create(
         path: impl AsRef<Path>,
         size_bytes: u64,
@@ -154,7 +155,14 @@ impl FileDevice {
             .metadata()
             .map_err(|e| DeviceError::io(format!("stat {}", path.display()), e))?
             .len();
-        if current != size_bytes {
+        if current > size_bytes {
+            return Err(DeviceError::InvalidConfig(format!(
+                "{} holds {current} bytes, more than the {size_bytes} asked for: shrinking it \
+                 would discard its end; give its size or none, or remove the file first",
+                path.display()
+            )));
+        }
+        if current < size_bytes {
             file.set_len(size_bytes)
                 .map_err(|e| DeviceError::io(format!("truncate {}", path.display()), e))?;
         }
@@ -168,6 +176,7 @@ impl FileDevice {
         config: FileDeviceConfig,
     ) -> Result<Self, DeviceError> {
         check_block_size(config.block_size_bytes)?;
+        lock_exclusively(&file, path)?;
         if config.queue_depth_max == 0 {
             return Err(DeviceError::InvalidConfig("queue_depth_max is 0".into()));
         }
@@ -325,13 +334,48 @@ impl FileDevice {
 }
 
 impl Drop for FileDevice {
-    /// Lets the I/O threads end once the jobs already queued are done.
+    /// Lets the I/O threads end once the jobs already queued are done, and releases the
+    /// file's lock now (the threads may hold the file a little longer).
     fn drop(&mut self) {
         if let Engine::Threads { queue } = &self.engine {
             queue.close();
         }
+        let _ = rustix::fs::flock(&*self.file, rustix::fs::FlockOperation::Unlock);
         if let Some(initializer) = &self.initializer {
             initializer.stop();
+        }
+    }
+}
+
+/// How long [`lock_exclusively`] waits for a lock held elsewhere.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes the file's exclusive `flock`: one user at a time, since a second server (a cache
+/// started again with --force or --load, a second `serve` on one data directory) would write
+/// under the first one's feet. A process killed a moment ago may still hold it for a while
+/// (the kernel tears its io_uring down after the process is gone), so a held lock is waited
+/// for up to [`LOCK_WAIT`] before the open is refused.
+fn lock_exclusively(file: &File, path: &Path) -> Result<(), DeviceError> {
+    use rustix::fs::{flock, FlockOperation};
+    let started = std::time::Instant::now();
+    loop {
+        match flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) if started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(DeviceError::InvalidConfig(format!(
+                    "{} is in use by another device (a running server holds its lock)",
+                    path.display()
+                )))
+            }
+            Err(error) => {
+                return Err(DeviceError::io(
+                    format!("flock {}", path.display()),
+                    error.into(),
+                ))
+            }
         }
     }
 }
@@ -828,6 +872,7 @@ mod tests {
         let mut back = [0u8; 4096];
         device.read_at(0, &mut back).await.unwrap();
         assert_eq!(back, [7u8; 4096]);
+        drop(device);
         // O_DIRECT on tmpfs is refused with EINVAL and falls back; elsewhere it takes effect.
         let direct = FileDevice::open(&path, FileDeviceConfig::default()).unwrap();
         direct.read_at(0, &mut back).await.unwrap();

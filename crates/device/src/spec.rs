@@ -226,6 +226,7 @@ mod tests {
         let emulated = DeviceSpec::parse(&text).unwrap().open("d").unwrap();
         assert_eq!(emulated.kind(), DeviceKind::Emulated);
         emulated.write_at(0, &[1u8; 4096]).await.unwrap();
+        drop(emulated);
         let reopened = DeviceSpec::parse(&format!(
             "file:{}",
             directory.path().join("d.img").display()

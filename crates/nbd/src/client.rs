@@ -92,6 +92,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
     /// Sends an option before GO is impossible here; this probes a refused option on a fresh
     /// connection instead (for tests): returns the reply type.
     pub async fn probe_option(stream: S, option: u32) -> Result<u32, NbdError> {
+        Self::probe_option_with(stream, option, &[]).await
+    }
+
+    /// [`NbdClient::probe_option`] sending `data` with the option.
+    pub async fn probe_option_with(stream: S, option: u32, data: &[u8]) -> Result<u32, NbdError> {
         let mut stream = BufReader::new(stream);
         let _ = stream.read_u64().await?;
         let _ = stream.read_u64().await?;
@@ -100,7 +105,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
             .get_mut()
             .write_u32(u32::from(proto::FLAG_FIXED_NEWSTYLE))
             .await?;
-        send_option(stream.get_mut(), option, &[]).await?;
+        send_option(stream.get_mut(), option, data).await?;
         let (reply, _) = read_option_reply(&mut stream, option).await?;
         send_option(stream.get_mut(), proto::OPT_ABORT, &[]).await?;
         Ok(reply)

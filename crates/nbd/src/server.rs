@@ -261,6 +261,10 @@ impl NbdServer {
                     writer.flush().await?;
                     return Ok(None);
                 }
+                proto::OPT_LIST if !data.is_empty() => {
+                    // The protocol gives LIST no data.
+                    option_reply(writer, option, proto::REP_ERR_INVALID, &[]).await?;
+                }
                 proto::OPT_LIST => {
                     for export in &self.exports {
                         let name = export.config.name.as_bytes();
@@ -343,19 +347,34 @@ where
     let mut in_flight = FuturesUnordered::new();
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut reading = true;
+    let mut replying = true;
     let mut outcome = Ok(());
     while reading || !in_flight.is_empty() {
         tokio::select! {
             biased;
             Some(reply) = in_flight.next(), if !in_flight.is_empty() => {
+                if !replying {
+                    continue; // the client is gone: the device call has finished, that is all
+                }
                 // Every reply ready now goes out in one write.
                 let mut next = Some(reply);
+                let mut sent = Ok(());
                 while let Some(reply) = next {
-                    write_reply(&mut writer, &reply).await?;
+                    sent = write_reply(&mut writer, &reply).await;
                     recycle(&mut pool, reply.buffer, export.config.in_flight_max);
+                    if sent.is_err() {
+                        break;
+                    }
                     next = in_flight.next().now_or_never().flatten();
                 }
-                writer.flush().await?;
+                if let Err(error) = sent.and(writer.flush().await.map_err(NbdError::from)) {
+                    // The requests in flight still run to their end: a device call dropped
+                    // half-way (a block cache's line pinned, a write half-planned) would
+                    // leave the device's state behind.
+                    replying = false;
+                    reading = false;
+                    outcome = Err(error);
+                }
             }
             incoming = requests.next(&mut pool),
                 if reading && in_flight.len() < export.config.in_flight_max =>
@@ -368,13 +387,15 @@ where
                     Err(error) => {
                         // Answer what is in flight, then report the error.
                         reading = false;
-                        outcome = Err(error);
+                        outcome = outcome.and(Err(error));
                     }
                 }
             }
         }
     }
-    writer.flush().await?;
+    if replying {
+        writer.flush().await?;
+    }
     outcome
 }
 
@@ -462,7 +483,13 @@ async fn execute(
     (outcome.err().unwrap_or(0), 0, buffer)
 }
 
+/// Writes zeros over the range, checked whole first: a request running past the end fails
+/// with nothing written (it is sent as several device writes).
 async fn write_zeroes(device: &dyn Device, offset: u64, length: u64) -> Result<(), u32> {
+    let end = offset.checked_add(length).ok_or(proto::EINVAL)?;
+    if end > device.size_bytes() {
+        return Err(proto::ENOSPC);
+    }
     let zeros = vec![0u8; length.min(ZERO_CHUNK_BYTES) as usize];
     let mut done = 0;
     while done < length {

@@ -160,6 +160,14 @@ fn handshake_refuses_unknown_exports_and_structured_replies() {
             .await
             .unwrap();
         assert_eq!(reply, proto::REP_SERVER);
+        // LIST takes no data.
+        let stream = tokio::net::UnixStream::connect(&running.socket)
+            .await
+            .unwrap();
+        let reply = NbdClient::probe_option_with(stream, proto::OPT_LIST, b"x")
+            .await
+            .unwrap();
+        assert_eq!(reply, proto::REP_ERR_INVALID);
     });
 }
 
@@ -357,4 +365,28 @@ fn several_named_exports() {
         let text = run(Command::new("nbdinfo").arg("--list").arg(uri(&socket)));
         assert!(text.contains("core1") && text.contains("core2"), "{text}");
     }
+}
+
+#[test]
+fn write_zeroes_past_the_end_changes_nothing() {
+    let running = start(1 << 20, ExportConfig::default());
+    running.runtime.block_on(async {
+        let mut client = NbdClient::connect_unix(&running.socket, "").await.unwrap();
+        // 2 MiB from 0 on a 1 MiB export: the first 1 MiB chunk alone would fit.
+        let tail = 0;
+        client.write(tail, &[7u8; 4096], false).await.unwrap();
+        let result = client.write_zeroes(tail, 2 << 20).await;
+        assert!(
+            matches!(
+                result,
+                Err(NbdError::Server {
+                    errno: proto::ENOSPC
+                })
+            ),
+            "{result:?}"
+        );
+        let mut back = [0u8; 4096];
+        client.read(tail, &mut back).await.unwrap();
+        assert_eq!(back, [7u8; 4096], "the part inside the export was zeroed");
+    });
 }

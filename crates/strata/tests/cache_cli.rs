@@ -238,8 +238,75 @@ fn casadm_like_lifecycle_with_fio_verify() {
         occupied,
         "warm after a clean stop"
     );
+    // A device in use by a running cache is refused, even with --force.
+    let busy = strata(&[
+        "cache",
+        "start",
+        "--cache",
+        &format!("file:{}", paths.text("cache.img")),
+        "--core",
+        &format!("file:{}", paths.text("core2.img:128M")),
+        "--socket",
+        &paths.text("nbd2.sock"),
+        "--control",
+        &paths.text("ctl2"),
+        "--force",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("in use"),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    // A request that fails changes nothing; a loaded cache resumes in its mode.
+    let refused = strata(&[
+        "cache",
+        "set",
+        "--cleaning",
+        "nop",
+        "--mode",
+        "bogus",
+        "--control",
+        &paths.text("ctl"),
+    ]);
+    assert!(!refused.status.success());
+    let stats = control(&paths, &["stats", "--json"]);
+    assert_ne!(
+        serde_json::from_str::<serde_json::Value>(&stats).unwrap()["cleaning"],
+        "nop",
+        "{stats}"
+    );
+    control(&paths, &["set", "--mode", "wb"]);
     control(&paths, &["stop"]);
     cache.wait().unwrap();
+    let mut cache = start(&paths, &["--load"]);
+    let stats: serde_json::Value =
+        serde_json::from_str(&control(&paths, &["stats", "--json"])).unwrap();
+    assert_eq!(stats["mode"], "wb", "{stats}");
+    control(&paths, &["stop"]);
+    cache.wait().unwrap();
+    // A size smaller than the existing file is refused, not a truncation.
+    let shrink = strata(&[
+        "cache",
+        "start",
+        "--cache",
+        &format!("file:{}:8M", paths.text("cache.img")),
+        "--core",
+        &format!("file:{}", paths.text("core.img")),
+        "--socket",
+        &paths.text("nbd.sock"),
+        "--control",
+        &paths.text("ctl"),
+        "--load",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&shrink.stderr).contains("shrinking it"),
+        "{}",
+        String::from_utf8_lossy(&shrink.stderr)
+    );
+    assert_eq!(
+        std::fs::metadata(paths.path("cache.img")).unwrap().len(),
+        32 << 20
+    );
     let mut cache = start(&paths, &["--force"]);
     assert_eq!(
         json_field(&control(&paths, &["stats", "--json"]), "occupied_lines"),

@@ -56,7 +56,8 @@ pub struct ControlArgs {
 /// Run-time parameters, shared by `start` and `set` (unset ones are left as they are).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct Tuning {
-    /// Cache mode: wt, wb, wa, wi, wo, pt.
+    /// Cache mode: wt, wb, wa, wi, wo, pt. Default for a new cache wt; a loaded cache
+    /// resumes in the mode it was in.
     #[arg(long)]
     pub mode: Option<String>,
     /// When leaving wb/wo: flush dirty data first (otherwise it stays and is cleaned later).
@@ -306,20 +307,27 @@ fn tune_config(config: &mut CacheConfig, tuning: &Tuning) -> Result<()> {
     Ok(())
 }
 
+/// Applies a `set` request: everything in it is checked before anything changes, so a
+/// request that fails changes nothing.
 async fn apply(cache: &BlockCache, tuning: &Tuning) -> Result<()> {
     let mut config = cache.config();
     tune_config(&mut config, tuning)?;
-    if let Some(path) = &tuning.io_class {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        cache.set_io_classes(IoClasses::parse_csv(&text)?);
-    }
+    let new_mode = tuning.mode.as_deref().map(CacheMode::parse).transpose()?;
+    let io_classes = match &tuning.io_class {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Some(IoClasses::parse_csv(&text)?)
+        }
+        None => None,
+    };
     let mode = config.mode;
     cache.set_config(|current| *current = CacheConfig { mode, ..config })?;
-    if let Some(mode) = &tuning.mode {
-        cache
-            .set_mode(CacheMode::parse(mode)?, tuning.flush)
-            .await?;
+    if let Some(classes) = io_classes {
+        cache.set_io_classes(classes);
+    }
+    if let Some(mode) = new_mode {
+        cache.set_mode(mode, tuning.flush).await?;
     }
     Ok(())
 }
@@ -396,6 +404,11 @@ fn start(args: StartArgs) -> Result<ExitCode> {
             core_labels,
         )
         .await?;
+        if args.tuning.mode.is_none() {
+            if let Some(recorded) = cache.recorded_mode() {
+                cache.set_mode(recorded, false).await?;
+            }
+        }
         let stats = cache.cache_stats();
         println!(
             "cache: started mode {} line {} KiB, {} lines ({} occupied, {} dirty)",
@@ -545,12 +558,20 @@ async fn control_connection(
             }
             Err(error) => json!({"ok": false, "error": format!("{error:#}")}),
         };
-        writer.write_all(format!("{reply}\n").as_bytes()).await?;
-        writer.flush().await?;
+        let sent = match writer.write_all(format!("{reply}\n").as_bytes()).await {
+            Ok(()) => writer.flush().await,
+            Err(error) => Err(error),
+        };
         if stop && reply["ok"] == true {
+            // Stopped is stopped, whether or not the caller is still there to hear it: the
+            // superblock says clean, so nothing may be served after it.
+            if let Err(error) = &sent {
+                eprintln!("cache: the stop request's caller is gone ({error})");
+            }
             println!("cache: stopped");
             std::process::exit(0);
         }
+        sent?;
     }
     Ok(())
 }
