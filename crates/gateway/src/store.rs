@@ -68,6 +68,15 @@ const INDEX_RACE_RETRIES: usize = 64;
 type Stored = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The error after [`INDEX_RACE_RETRIES`] lost races in a row (503, the client may retry).
+/// Whether two entries are the same version of an object (its metadata may differ).
+fn same_version(a: &ObjectEntry, b: &ObjectEntry) -> bool {
+    a.version_id == b.version_id
+        && a.delete_marker == b.delete_marker
+        && a.mtime_ns == b.mtime_ns
+        && a.etag == b.etag
+        && a.pieces == b.pieces
+}
+
 fn races_exhausted(what: &str) -> GatewayError {
     RadosError::CompareFailed(format!(
         "{what}: the index entry changed under {INDEX_RACE_RETRIES} attempts in a row"
@@ -128,7 +137,12 @@ pub(crate) struct Store {
     pub data: Arc<dyn IoCtx>,
     clock: Clock,
     rng: Mutex<rand::rngs::StdRng>,
+    /// Locks of index keys (taken by commits).
     locks: KeyLocks,
+    /// Locks of multipart uploads, apart from `locks`: Complete holds its upload's lock while
+    /// it commits, which takes a key's lock; in one table the two could be the same slot,
+    /// and the Complete would wait for itself for ever.
+    upload_locks: KeyLocks,
     counters: Counters,
     /// The write time of the newest version this process created (versions of one key must
     /// get strictly increasing times, which the wall clock alone does not promise).
@@ -173,6 +187,7 @@ impl Store {
             clock,
             rng: Mutex::new(rand::rngs::StdRng::from_entropy()),
             locks: KeyLocks::new(),
+            upload_locks: KeyLocks::new(),
             counters: Counters::default(),
             version_time_ns_last: AtomicU64::new(0),
         })
@@ -581,6 +596,21 @@ impl Store {
         Ok(out)
     }
 
+    /// The data objects the versions of `key` use (its plain entry and every version).
+    pub async fn pieces_in_use(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> Result<BTreeSet<String>> {
+        let state = self.key_state(bucket, key, usize::MAX).await?;
+        Ok(state
+            .plain
+            .iter()
+            .chain(state.versions.iter().map(|version| &version.entry))
+            .flat_map(|entry| entry.pieces.iter().map(|piece| piece.oid.clone()))
+            .collect())
+    }
+
     /// The plain entry and up to `versions_max` version entries of `key`, read concurrently.
     pub async fn key_state(
         &self,
@@ -768,20 +798,42 @@ impl Store {
     }
 
     /// Replaces version `version_id` of `key` (the latest when `None`) by `entry`, the same
-    /// version with other metadata (an ACL).
+    /// version with other metadata (an ACL), provided it is still `read`, the version the
+    /// caller read and checked: returns false when an overwrite or a delete replaced it since
+    /// (writing the stale entry back would undo that acknowledged change), for the caller to
+    /// read and check again.
     pub async fn update_version(
         &self,
         bucket: &BucketRecord,
         key: &str,
         version_id: Option<&str>,
+        read: &ObjectEntry,
         entry: ObjectEntry,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        /// What the unversioned update found.
+        enum Plain {
+            Done,
+            Changed,
+            BucketVersioned,
+        }
         let null = version_id.is_none_or(|v| v == versioning::NULL_VERSION_ID);
-        if bucket.versioning.is_none()
-            && null
-            && self.commit_unversioned(bucket, key, &entry).await? == Unversioned::Done
-        {
-            return Ok(());
+        if bucket.versioning.is_none() && null {
+            let outcome = self
+                .update_plain(bucket, key, |old| match old {
+                    Some(old) if old.version_id.is_some() => {
+                        OmapChange::Keep(Plain::BucketVersioned)
+                    }
+                    Some(old) if same_version(&old, read) => {
+                        OmapChange::Set(layout::encode(&entry), Vec::new(), Plain::Done)
+                    }
+                    _ => OmapChange::Keep(Plain::Changed),
+                })
+                .await?;
+            match outcome {
+                Plain::Done => return Ok(true),
+                Plain::Changed => return Ok(false),
+                Plain::BucketVersioned => {}
+            }
         }
         let _guard = self.locks.lock(&bucket.id, key).await;
         for _ in 0..INDEX_RACE_RETRIES {
@@ -794,14 +846,17 @@ impl Store {
                     None => None,
                 },
             };
-            let Some(found) = found else {
-                return Err(GatewayError::NoSuchVersion(
-                    version_id.unwrap_or_default().to_string(),
-                ));
+            // Gone or replaced since the caller read it: the caller reads and checks again.
+            let Some(found) = found.filter(|&found| {
+                state
+                    .get(found)
+                    .is_some_and(|current| same_version(current, read))
+            }) else {
+                return Ok(false);
             };
             let plan = versioning::plan_update(key, &state, found, entry.clone());
             if self.carry_out(bucket, key, plan, &stored).await? {
-                return Ok(());
+                return Ok(true);
             }
         }
         Err(races_exhausted(&format!("{}/{key}", bucket.name)))
@@ -1078,13 +1133,9 @@ impl Store {
         Ok(report)
     }
 
-    /// Serialises changes of one multipart upload part (or an upload as a whole).
-    pub async fn lock_upload(
-        &self,
-        upload_id: &str,
-        part: &str,
-    ) -> tokio::sync::MutexGuard<'_, ()> {
-        self.locks.lock(upload_id, part).await
+    /// Serialises changes of one multipart upload: its parts, its completion, its abort.
+    pub async fn lock_upload(&self, upload_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        self.upload_locks.lock(upload_id, "").await
     }
 }
 

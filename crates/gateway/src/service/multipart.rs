@@ -130,23 +130,37 @@ impl Gateway {
         })
     }
 
+    /// Records an uploaded part, under the upload's lock, which Complete and Abort hold while
+    /// they read and retire the parts: a part saved meanwhile would otherwise replace (and
+    /// free) data the completed object uses, or bring back a finished upload. A part whose
+    /// upload is gone by then is refused and its data removed.
     async fn save_part(
         &self,
         bucket: &BucketRecord,
+        object_key: &str,
         upload_id: &str,
         part: PartRecord,
     ) -> Result<()> {
         let oid = layout::upload_object(&bucket.id, upload_id);
         let key = layout::part_key(part.number);
-        let _guard = self
-            .store
-            .lock_upload(upload_id, &part.number.to_string())
-            .await;
+        let _guard = self.store.lock_upload(upload_id).await;
+        if let Err(error) = self.upload(bucket, object_key, upload_id).await {
+            self.store.remove_pieces(part.pieces).await;
+            return Err(error);
+        }
+        // A Complete that crashed after committing left the upload behind: the parts it
+        // used belong to the object now.
+        let live = self.store.pieces_in_use(bucket, object_key).await?;
         let encoded = layout::encode(&part);
         self.store
             .update_omap_value(&oid, &key, |stored| {
                 let old = stored.map(layout::decode::<PartRecord>).transpose()?;
-                let freed = old.map(|old| old.pieces).unwrap_or_default();
+                let freed = old
+                    .map(|old| old.pieces)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|piece| !live.contains(&piece.oid))
+                    .collect();
                 Ok(OmapChange::Set(encoded.clone(), freed, ()))
             })
             .await
@@ -205,7 +219,8 @@ impl Gateway {
             mtime_ns: self.store.now_ns(),
             pieces,
         };
-        self.save_part(&bucket, &input.upload_id, part).await?;
+        self.save_part(&bucket, &input.key, &input.upload_id, part)
+            .await?;
         Ok(UploadPartOutput {
             e_tag: Some(convert::etag(&etag)),
             ..Default::default()
@@ -259,7 +274,8 @@ impl Gateway {
             mtime_ns,
             pieces,
         };
-        self.save_part(&bucket, &input.upload_id, part).await?;
+        self.save_part(&bucket, &input.key, &input.upload_id, part)
+            .await?;
         Ok(UploadPartCopyOutput {
             copy_part_result: Some(CopyPartResult {
                 e_tag: Some(convert::etag(&etag)),
@@ -451,7 +467,7 @@ impl Gateway {
         let bucket = self
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
-        let _guard = self.store.lock_upload(&input.upload_id, "").await;
+        let _guard = self.store.lock_upload(&input.upload_id).await;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
         let mut listed: Vec<CompletedPart> = input
             .multipart_upload
@@ -545,7 +561,7 @@ impl Gateway {
             }
             for (_, value) in &page.entries {
                 let record: UploadRecord = layout::decode(value)?;
-                let _guard = self.store.lock_upload(&record.upload_id, "").await;
+                let _guard = self.store.lock_upload(&record.upload_id).await;
                 let parts = self.parts(bucket, &record.upload_id).await?;
                 self.store
                     .remove_pieces(parts.into_iter().flat_map(|p| p.pieces).collect())
@@ -570,7 +586,7 @@ impl Gateway {
                 &input.key,
             )
             .await?;
-        let _guard = self.store.lock_upload(&input.upload_id, "").await;
+        let _guard = self.store.lock_upload(&input.upload_id).await;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
         let owns = matches!(requester, Requester::System)
             || requester.uid() == Some(upload.owner.as_str())
@@ -579,8 +595,17 @@ impl Gateway {
             return Err(GatewayError::AccessDenied);
         }
         let parts = self.parts(&bucket, &input.upload_id).await?;
+        // A Complete that crashed after committing left the upload listed: the parts the
+        // object uses stay.
+        let live = self.store.pieces_in_use(&bucket, &input.key).await?;
         self.store
-            .remove_pieces(parts.into_iter().flat_map(|p| p.pieces).collect())
+            .remove_pieces(
+                parts
+                    .into_iter()
+                    .flat_map(|p| p.pieces)
+                    .filter(|piece| !live.contains(&piece.oid))
+                    .collect(),
+            )
             .await;
         self.forget_upload(&bucket, &input.key, &input.upload_id)
             .await?;

@@ -721,36 +721,51 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         let input = req.input;
         let version_id = input.version_id.as_deref();
-        let (bucket, mut entry) = self
-            .object_for(
-                &input.bucket,
-                &input.key,
-                version_id,
-                &requester,
-                Permission::WriteAcp,
-            )
-            .await?;
-        let request = AclRequest {
-            policy: input.access_control_policy.as_ref(),
-            ..acl_request!(input)
-        };
-        let grants = self
-            .grants_from_request(request, &entry.owner, &bucket.owner)
-            .await?;
-        super::check_public_block(&bucket, &grants)?;
-        entry.acl = input
-            .acl
-            .as_ref()
-            .map(|a| a.as_str().to_string())
-            .unwrap_or_default();
-        entry.grants = Some(grants);
-        // The same version with a new ACL (its mtime stays, as S3's).
-        self.store
-            .update_version(&bucket, &input.key, version_id, entry)
-            .await?;
-        Ok(PutObjectAclOutput::default())
+        for _ in 0..ACL_RACE_RETRIES {
+            let (bucket, read) = self
+                .object_for(
+                    &input.bucket,
+                    &input.key,
+                    version_id,
+                    &requester,
+                    Permission::WriteAcp,
+                )
+                .await?;
+            let request = AclRequest {
+                policy: input.access_control_policy.as_ref(),
+                ..acl_request!(input)
+            };
+            let grants = self
+                .grants_from_request(request, &read.owner, &bucket.owner)
+                .await?;
+            super::check_public_block(&bucket, &grants)?;
+            let mut entry = read.clone();
+            entry.acl = input
+                .acl
+                .as_ref()
+                .map(|a| a.as_str().to_string())
+                .unwrap_or_default();
+            entry.grants = Some(grants);
+            // The same version with a new ACL (its mtime stays, as S3's), unless a write or
+            // a delete replaced it meanwhile: then again, on what is there now.
+            if self
+                .store
+                .update_version(&bucket, &input.key, version_id, &read, entry)
+                .await?
+            {
+                return Ok(PutObjectAclOutput::default());
+            }
+        }
+        Err(rados::RadosError::CompareFailed(format!(
+            "{}/{}: the object changed under {ACL_RACE_RETRIES} ACL updates in a row",
+            input.bucket, input.key
+        ))
+        .into())
     }
 }
+
+/// Attempts of PutObjectAcl while the object keeps changing under it.
+const ACL_RACE_RETRIES: usize = 8;
 
 /// What deleting one key did.
 #[derive(Debug, Default)]
