@@ -64,6 +64,9 @@ pub enum GatewayError {
     /// Range outside the object.
     #[error("range not satisfiable")]
     InvalidRange,
+    /// `partNumber` beyond the object's parts.
+    #[error("the requested part number is not satisfiable")]
+    InvalidPartNumber,
     /// If-Match / If-Unmodified-Since failed.
     #[error("precondition failed")]
     PreconditionFailed,
@@ -183,6 +186,7 @@ impl GatewayError {
                 S3ErrorCode::InvalidArgument
             }
             GatewayError::InvalidRange => S3ErrorCode::InvalidRange,
+            GatewayError::InvalidPartNumber => S3ErrorCode::Custom("InvalidPartNumber".into()),
             GatewayError::PreconditionFailed => S3ErrorCode::PreconditionFailed,
             GatewayError::NotModified(_) => S3ErrorCode::NotModified,
             GatewayError::InvalidPart(_) => S3ErrorCode::InvalidPart,
@@ -245,7 +249,9 @@ impl GatewayError {
             | GatewayError::InvalidBucketState(_) => S::CONFLICT,
             GatewayError::AccessDenied | GatewayError::ChunkSignatureMismatch => S::FORBIDDEN,
             GatewayError::VersionIsDeleteMarker { .. } => S::METHOD_NOT_ALLOWED,
-            GatewayError::InvalidRange => S::RANGE_NOT_SATISFIABLE,
+            GatewayError::InvalidRange | GatewayError::InvalidPartNumber => {
+                S::RANGE_NOT_SATISFIABLE
+            }
             GatewayError::PreconditionFailed => S::PRECONDITION_FAILED,
             GatewayError::NotModified(_) => S::NOT_MODIFIED,
             GatewayError::NotImplemented(_) => S::NOT_IMPLEMENTED,

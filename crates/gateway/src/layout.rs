@@ -248,6 +248,10 @@ pub struct ObjectEntry {
     /// Parts of a multipart object (0 for a simple PUT).
     #[serde(default)]
     pub parts_count: u32,
+    /// Sizes of those parts in order (for GET `?partNumber=N`); empty for a simple PUT and
+    /// in objects completed before they were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_sizes: Vec<u64>,
     /// The ACL's grants; `None` in records written before grants existed.
     #[serde(default)]
     pub grants: Option<Vec<crate::acl::Grant>>,

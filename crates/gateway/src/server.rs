@@ -682,6 +682,20 @@ fn unsized_put<B>(request: &http::Request<B>) -> bool {
 /// The request with an s3s body. s3s refuses a PUT without a length (MissingContentLength)
 /// where S3 and radosgw accept chunked transfer encoding, so such a body is read first (up to
 /// [`UNSIZED_BODY_MAX_BYTES`]) and its length set; a longer one is refused with 413.
+/// An empty body announced with `Expect: 100-continue`: hyper sends no 100 (there is no
+/// body to ask for), so the client reads the final answer in its wait for a 100, and
+/// botocore then keeps that answer's status line for the connection's next request, which
+/// hung until its timeout (while still carried out). Such an answer closes the connection.
+fn expects_continue_without_body<B>(request: &http::Request<B>) -> bool {
+    let headers = request.headers();
+    headers
+        .get(http::header::EXPECT)
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+        && headers
+            .get(http::header::CONTENT_LENGTH)
+            .is_some_and(|length| length.as_bytes() == b"0")
+}
+
 async fn with_length(
     request: http::Request<hyper::body::Incoming>,
 ) -> std::result::Result<http::Request<s3s::Body>, http::Response<s3s::Body>> {
@@ -779,6 +793,7 @@ pub async fn serve(
                             return Ok(preflight(&gateway, cross_origin).await);
                         }
                         let carries_body = carries_body(&request);
+                        let empty_expecting_continue = expects_continue_without_body(&request);
                         let wants_attributes = request.method() == http::Method::GET
                             && request.uri().query().is_some_and(|q| {
                                 q.split('&')
@@ -802,7 +817,9 @@ pub async fn serve(
                         if wants_attributes {
                             response = unquoted_attributes_etag(response);
                         }
-                        if carries_body && !response.status().is_success() {
+                        if (carries_body && !response.status().is_success())
+                            || empty_expecting_continue
+                        {
                             close_after(&mut response);
                         }
                         if let Some(asked) = cross_origin {

@@ -68,6 +68,36 @@ const INDEX_RACE_RETRIES: usize = 64;
 type Stored = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The error after [`INDEX_RACE_RETRIES`] lost races in a row (503, the client may retry).
+/// The preconditions of a write (PutObject, CompleteMultipartUpload): `If-Match` with an
+/// ETag (without quotes, or `*`) and `If-None-Match: *`, as S3 checks them.
+#[derive(Clone, Debug, Default)]
+pub struct WriteCondition {
+    /// The current object's ETag must be this (`*`: any object must exist).
+    pub if_match: Option<String>,
+    /// No object may exist.
+    pub if_none_match_any: bool,
+}
+
+impl WriteCondition {
+    /// Checks the condition against the key's current object (`None`: none, or a delete
+    /// marker): 412 when it fails, 404 for If-Match on a missing key (as S3 answers).
+    pub fn check(&self, key: &str, current: Option<&ObjectEntry>) -> Result<()> {
+        if self.if_none_match_any && current.is_some() {
+            return Err(GatewayError::PreconditionFailed);
+        }
+        if let Some(wanted) = &self.if_match {
+            match current {
+                None => return Err(GatewayError::NoSuchKey(key.to_string())),
+                Some(current) if wanted != "*" && *wanted != current.etag => {
+                    return Err(GatewayError::PreconditionFailed)
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Whether two entries are the same version of an object (its metadata may differ).
 fn same_version(a: &ObjectEntry, b: &ObjectEntry) -> bool {
     a.version_id == b.version_id
@@ -473,9 +503,26 @@ impl Store {
         key: &str,
         entry: ObjectEntry,
     ) -> Result<ObjectEntry> {
+        self.commit_if(bucket, key, entry, &WriteCondition::default())
+            .await
+    }
+
+    /// [`Store::commit`] if `condition` holds for the key's current object when the entry is
+    /// written (checked under the key's lock, in the guarded write itself, so no other write
+    /// slips between the check and the commit); else its error, with nothing written.
+    pub async fn commit_if(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        entry: ObjectEntry,
+        condition: &WriteCondition,
+    ) -> Result<ObjectEntry> {
         let bucket = match bucket.versioning {
             Some(_) => bucket.clone(),
-            None => match self.commit_unversioned(bucket, key, &entry).await? {
+            None => match self
+                .commit_unversioned(bucket, key, &entry, condition)
+                .await?
+            {
                 Unversioned::Done => return Ok(entry),
                 Unversioned::BucketVersioned => self.bucket(&bucket.name).await?,
             },
@@ -483,7 +530,8 @@ impl Store {
         let status = bucket.versioning.ok_or_else(|| {
             GatewayError::Corrupt(format!("{key}: a version in a bucket without versioning"))
         })?;
-        self.commit_version(&bucket, key, entry, status).await
+        self.commit_version(&bucket, key, entry, status, condition)
+            .await
     }
 
     /// One guarded omap set (the acknowledgement point), then the pieces of the version it
@@ -495,10 +543,16 @@ impl Store {
         bucket: &BucketRecord,
         key: &str,
         entry: &ObjectEntry,
+        condition: &WriteCondition,
     ) -> Result<Unversioned> {
         self.update_plain(bucket, key, |old| match old {
-            Some(old) if old.version_id.is_some() => OmapChange::Keep(Unversioned::BucketVersioned),
+            Some(old) if old.version_id.is_some() => {
+                OmapChange::Keep(Ok(Unversioned::BucketVersioned))
+            }
             old => {
+                if let Err(refusal) = condition.check(key, old.as_ref()) {
+                    return OmapChange::Keep(Err(refusal));
+                }
                 let keep: BTreeSet<&str> = entry.pieces.iter().map(|p| p.oid.as_str()).collect();
                 let stale = old
                     .map(|old| old.pieces)
@@ -506,10 +560,10 @@ impl Store {
                     .into_iter()
                     .filter(|p| !keep.contains(p.oid.as_str()))
                     .collect();
-                OmapChange::Set(layout::encode(entry), stale, Unversioned::Done)
+                OmapChange::Set(layout::encode(entry), stale, Ok(Unversioned::Done))
             }
         })
-        .await
+        .await?
     }
 
     /// Removes object `key` of a bucket without versioning (done if it was not there);
@@ -693,6 +747,7 @@ impl Store {
         key: &str,
         mut entry: ObjectEntry,
         status: Versioning,
+        condition: &WriteCondition,
     ) -> Result<ObjectEntry> {
         let _guard = self.locks.lock(&bucket.id, key).await;
         // Enabled needs only the newest version (for the ordering); Suspended must find the
@@ -703,6 +758,7 @@ impl Store {
         };
         for _ in 0..INDEX_RACE_RETRIES {
             let (state, stored) = self.key_state_stored(bucket, key, versions_max).await?;
+            condition.check(key, state.current())?;
             entry.mtime_ns = self.version_time_ns(state.newest_mtime_ns());
             let suffix = layout::version_suffix(entry.mtime_ns, &self.new_tag(4));
             let (plan, written) =
@@ -729,7 +785,8 @@ impl Store {
             delete_marker: true,
             ..ObjectEntry::default()
         };
-        self.commit_version(bucket, key, marker, status).await
+        self.commit_version(bucket, key, marker, status, &WriteCondition::default())
+            .await
     }
 
     /// Checks a version id from a request: `null` or one this gateway could have generated.

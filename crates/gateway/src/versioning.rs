@@ -73,6 +73,16 @@ pub struct Plan {
 }
 
 impl KeyState {
+    /// The key's current object: the newest version unless it is a delete marker, else the
+    /// legacy plain entry (only versions were read: callers read at least the newest).
+    pub fn current(&self) -> Option<&ObjectEntry> {
+        match self.versions.first() {
+            Some(newest) if newest.entry.delete_marker => None,
+            Some(newest) => Some(&newest.entry),
+            None => self.legacy(),
+        }
+    }
+
     /// The legacy plain entry, if the key has one.
     pub fn legacy(&self) -> Option<&ObjectEntry> {
         self.plain.as_ref().filter(|p| p.version_id.is_none())

@@ -62,6 +62,30 @@ fn etag_matches(condition: &ETagCondition, stored: &str) -> bool {
     }
 }
 
+/// The preconditions of a write from its `If-Match` / `If-None-Match` headers. S3 takes only
+/// `*` in a write's If-None-Match; another value is refused rather than ignored.
+pub fn write_condition(
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+) -> Result<crate::store::WriteCondition> {
+    let if_none_match_any = match if_none_match {
+        None => false,
+        Some(ETagCondition::Any) => true,
+        Some(ETagCondition::ETag(_)) => {
+            return Err(GatewayError::NotImplemented(
+                "If-None-Match with an ETag on a write (only * is supported, as in S3)".into(),
+            ))
+        }
+    };
+    Ok(crate::store::WriteCondition {
+        if_match: if_match.map(|condition| match condition {
+            ETagCondition::Any => "*".to_string(),
+            ETagCondition::ETag(tag) => tag.value().to_string(),
+        }),
+        if_none_match_any,
+    })
+}
+
 /// The conditions of a GET/HEAD (or a copy source) on an existing object.
 pub struct Conditions<'a> {
     /// If-Match.

@@ -467,6 +467,8 @@ impl Gateway {
         let bucket = self
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
+        let condition =
+            convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let _guard = self.store.lock_upload(&input.upload_id).await;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
         let mut listed: Vec<CompletedPart> = input
@@ -524,9 +526,14 @@ impl Gateway {
                 .flat_map(|p| p.pieces.iter().cloned())
                 .collect(),
             parts_count: chosen.len() as u32,
+            part_sizes: chosen.iter().map(|p| p.size).collect(),
             ..upload.template
         };
-        let entry = self.store.commit(&bucket, &input.key, entry).await?;
+        // A precondition that fails leaves the upload as it was, for another Complete.
+        let entry = self
+            .store
+            .commit_if(&bucket, &input.key, entry, &condition)
+            .await?;
         let used: std::collections::BTreeSet<i32> = chosen.iter().map(|p| p.number).collect();
         let unused = stored
             .into_iter()

@@ -176,6 +176,8 @@ impl Gateway {
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         convert::validate_key(&input.key)?;
+        let condition =
+            convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let owner = Self::owner_of(&requester)?;
         let grants = self
             .grants_from_request(acl_request!(input), &owner, &bucket.owner)
@@ -252,7 +254,23 @@ impl Gateway {
             checksum_sha256,
             ..Default::default()
         };
-        let entry = self.store.commit(&bucket, &input.key, entry).await?;
+        let pieces = entry.pieces.clone();
+        let entry = match self
+            .store
+            .commit_if(&bucket, &input.key, entry, &condition)
+            .await
+        {
+            Ok(entry) => entry,
+            Err(error) => {
+                if matches!(
+                    error,
+                    GatewayError::PreconditionFailed | GatewayError::NoSuchKey(_)
+                ) {
+                    self.store.remove_pieces(pieces).await; // nothing refers to them
+                }
+                return Err(error);
+            }
+        };
         Ok(PutObjectOutput {
             e_tag: Some(convert::etag(&entry.etag)),
             checksum_sha256: entry.checksum_sha256.clone(),
@@ -321,13 +339,21 @@ impl Gateway {
         requester: &Requester,
         (bucket_name, key, version_id): (&str, &str, Option<&str>),
         conditions: Conditions<'_>,
-        range: Option<Range>,
+        (range, part_number): (Option<Range>, Option<i32>),
     ) -> Result<ObjectRead> {
+        if range.is_some() && part_number.is_some() {
+            return Err(GatewayError::InvalidRequest(
+                "a Range header and partNumber cannot be given together".into(),
+            ));
+        }
         let (bucket, entry) = self
             .object_for(bucket_name, key, version_id, requester, Permission::Read)
             .await?;
         conditions.check(&entry, false)?;
-        let (start, end, content_range) = byte_range(range, entry.size)?;
+        let (start, end, content_range) = match part_number {
+            Some(number) => part_range(&entry, number)?,
+            None => byte_range(range, entry.size)?,
+        };
         Ok(ObjectRead {
             bucket,
             entry,
@@ -359,7 +385,7 @@ impl Gateway {
                     if_modified_since: input.if_modified_since.as_ref(),
                     if_unmodified_since: input.if_unmodified_since.as_ref(),
                 },
-                input.range,
+                (input.range, input.part_number),
             )
             .await?;
         let stream = self.store.read_range(&entry.pieces, start, end);
@@ -419,7 +445,7 @@ impl Gateway {
                     if_modified_since: input.if_modified_since.as_ref(),
                     if_unmodified_since: input.if_unmodified_since.as_ref(),
                 },
-                input.range,
+                (input.range, input.part_number),
             )
             .await?;
         let length = end - start;
@@ -809,6 +835,34 @@ struct ObjectRead {
 
 /// The byte range `[start, end)` a GET or HEAD with an optional Range header covers, and the
 /// Content-Range header it answers with (None for the whole object).
+/// The bytes of part `number` of an object (GET/HEAD `?partNumber=N`), as S3 serves them:
+/// an object that is not multipart is its own part 1.
+fn part_range(entry: &ObjectEntry, number: i32) -> Result<(u64, u64, Option<String>)> {
+    let index = usize::try_from(number)
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .ok_or_else(|| GatewayError::InvalidArgument(format!("part number {number}")))?;
+    if entry.parts_count == 0 {
+        return match index {
+            0 => Ok((0, entry.size, None)),
+            _ => Err(GatewayError::InvalidPartNumber),
+        };
+    }
+    if entry.part_sizes.len() != entry.parts_count as usize {
+        return Err(GatewayError::NotImplemented(
+            "partNumber on an object completed before part sizes were recorded".into(),
+        ));
+    }
+    let size = *entry
+        .part_sizes
+        .get(index)
+        .ok_or(GatewayError::InvalidPartNumber)?;
+    let start: u64 = entry.part_sizes[..index].iter().sum();
+    let end = start + size;
+    let header = (size > 0).then(|| format!("bytes {start}-{}/{}", end - 1, entry.size));
+    Ok((start, end, header))
+}
+
 fn byte_range(range: Option<Range>, size_bytes: u64) -> Result<(u64, u64, Option<String>)> {
     match range {
         None => Ok((0, size_bytes, None)),
