@@ -337,6 +337,28 @@ def test_multipart():
     nuke(b)
 
 
+def test_list_multipart_uploads_pages_with_a_delimiter():
+    b = new_bucket()
+    for key in ["a/1", "a/2", "b", "c/1", "c/2", "d", "e/1"]:
+        s3.create_multipart_upload(Bucket=b, Key=key)
+    for page_size in (1, 2, 3, 1000):
+        seen, marker, upload_marker = [], None, None
+        for _ in range(20):
+            kw = {"Bucket": b, "Delimiter": "/", "MaxUploads": page_size}
+            if marker is not None:
+                kw["KeyMarker"] = marker
+            if upload_marker:
+                kw["UploadIdMarker"] = upload_marker
+            page = s3.list_multipart_uploads(**kw)
+            seen += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+            seen += [u["Key"] for u in page.get("Uploads", [])]
+            if not page["IsTruncated"]:
+                break
+            marker, upload_marker = page["NextKeyMarker"], page.get("NextUploadIdMarker")
+        check(sorted(seen) == ["a/", "b", "c/", "d", "e/"], (page_size, seen))
+    nuke(b)
+
+
 def test_upload_part_copy():
     b = new_bucket()
     src = os.urandom(6 * MB)

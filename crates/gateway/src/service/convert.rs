@@ -202,6 +202,12 @@ pub fn validate_key(key: &str) -> Result<()> {
     if key.len() > 1024 {
         return Err(GatewayError::KeyTooLong);
     }
+    // NUL separates a key from its upload id in the index, and RADOS names cannot hold it.
+    if key.contains('\0') {
+        return Err(GatewayError::InvalidArgument(
+            "a key cannot contain NUL".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -218,6 +224,17 @@ mod tests {
         assert!(validate_bucket_name("-abc").is_err());
         assert!(validate_bucket_name("192.168.5.4").is_err());
         assert!(validate_bucket_name("a..b").is_err());
+    }
+
+    #[test]
+    fn keys() {
+        assert!(validate_key("a/b c").is_ok());
+        assert!(validate_key("").is_err());
+        assert!(validate_key(&"k".repeat(1025)).is_err());
+        assert!(matches!(
+            validate_key("a\0b"),
+            Err(GatewayError::InvalidArgument(_))
+        ));
     }
 
     #[test]

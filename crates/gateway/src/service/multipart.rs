@@ -366,6 +366,14 @@ impl Gateway {
         let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
         let mut after: Option<Vec<u8>> = match (&input.key_marker, &input.upload_id_marker) {
             (Some(key), Some(id)) => Some(layout::upload_key(key, id)),
+            // A common prefix returned as the marker: past every key under it.
+            (Some(key), None)
+                if !delimiter.is_empty()
+                    && key.starts_with(&prefix)
+                    && key.ends_with(&delimiter) =>
+            {
+                Some(past_prefix(key))
+            }
             (Some(key), None) => Some(past_prefix(&format!("{key}\0"))),
             _ => None,
         };
@@ -373,7 +381,8 @@ impl Gateway {
         let mut uploads = Vec::new();
         let mut prefixes: Vec<String> = Vec::new();
         let mut truncated = false;
-        let mut last: Option<(String, String)> = None;
+        // The last upload (key, id) or common prefix (key, none) returned: the next markers.
+        let mut last: Option<(String, Option<String>)> = None;
         'pages: loop {
             let page = match self
                 .store
@@ -388,20 +397,23 @@ impl Gateway {
             for (key, value) in &page.entries {
                 after = Some(key.clone());
                 let record: UploadRecord = layout::decode(value)?;
+                let rolled_up = (!delimiter.is_empty())
+                    .then(|| record.key[prefix.len()..].find(&delimiter))
+                    .flatten()
+                    .map(|at| record.key[..prefix.len() + at + delimiter.len()].to_string());
+                if rolled_up.is_some() && rolled_up.as_ref() == prefixes.last() {
+                    continue; // one more upload under a prefix already returned
+                }
                 if uploads.len() + prefixes.len() == max {
                     truncated = true;
                     break 'pages;
                 }
-                if !delimiter.is_empty() {
-                    if let Some(at) = record.key[prefix.len()..].find(&delimiter) {
-                        let cp = record.key[..prefix.len() + at + delimiter.len()].to_string();
-                        if prefixes.last() != Some(&cp) {
-                            prefixes.push(cp);
-                        }
-                        continue;
-                    }
+                if let Some(common) = rolled_up {
+                    last = Some((common.clone(), None));
+                    prefixes.push(common);
+                    continue;
                 }
-                last = Some((record.key.clone(), record.upload_id.clone()));
+                last = Some((record.key.clone(), Some(record.upload_id.clone())));
                 let owner = self.owner_dto(&record.owner).await;
                 uploads.push(MultipartUpload {
                     initiated: Some(convert::timestamp(record.initiated_ns)),
@@ -433,8 +445,8 @@ impl Gateway {
             is_truncated: Some(truncated),
             key_marker: input.key_marker,
             max_uploads: Some(max as i32),
-            next_key_marker: last.as_ref().map(|(k, _)| k.clone()),
-            next_upload_id_marker: last.map(|(_, id)| id),
+            next_key_marker: last.as_ref().map(|(key, _)| key.clone()),
+            next_upload_id_marker: last.and_then(|(_, id)| id),
             prefix: input.prefix,
             upload_id_marker: input.upload_id_marker,
             uploads: Some(uploads),
