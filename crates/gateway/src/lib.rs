@@ -87,6 +87,10 @@ pub struct GatewayConfig {
     pub auth: bool,
     /// Period of the background GC pass, in seconds. Default 30.
     pub gc_period_s: u64,
+    /// Seconds the data an overwrite or a delete replaced is kept before the GC removes it,
+    /// so a GET that started on the old version can finish reading it (radosgw's
+    /// `rgw_gc_obj_min_wait`). 0 removes it at the commit. Default 300.
+    pub gc_min_wait_s: u64,
 }
 
 impl Default for GatewayConfig {
@@ -103,6 +107,7 @@ impl Default for GatewayConfig {
             region: "us-east-1".into(),
             auth: true,
             gc_period_s: 30,
+            gc_min_wait_s: 300,
         }
     }
 }

@@ -25,6 +25,9 @@ pub struct GatewayStats {
     pub pieces_removed: u64,
     /// Data objects whose removal failed and went to the GC queue.
     pub gc_enqueued: u64,
+    /// Data objects an overwrite or delete replaced, queued to be removed after
+    /// `gc_min_wait_s`.
+    pub pieces_retired: u64,
     /// Data objects the GC pass removed from the queue.
     pub gc_reclaimed: u64,
     /// Index commits that lost a race with another gateway (the entry changed between the
@@ -55,6 +58,7 @@ pub struct OrphanReport {
 struct Counters {
     pieces_removed: AtomicU64,
     gc_enqueued: AtomicU64,
+    pieces_retired: AtomicU64,
     gc_reclaimed: AtomicU64,
     index_races: AtomicU64,
     orphans_removed: AtomicU64,
@@ -239,6 +243,7 @@ impl Store {
         GatewayStats {
             pieces_removed: self.counters.pieces_removed.load(Ordering::Relaxed),
             gc_enqueued: self.counters.gc_enqueued.load(Ordering::Relaxed),
+            pieces_retired: self.counters.pieces_retired.load(Ordering::Relaxed),
             gc_reclaimed: self.counters.gc_reclaimed.load(Ordering::Relaxed),
             index_races: self.counters.index_races.load(Ordering::Relaxed),
             orphans_removed: self.counters.orphans_removed.load(Ordering::Relaxed),
@@ -464,7 +469,7 @@ impl Store {
             };
             match self.index.operate(oid, op).await {
                 Ok(()) => {
-                    self.remove_pieces(freed).await;
+                    self.retire_pieces(freed).await;
                     return Ok(result);
                 }
                 Err(RadosError::CompareFailed(_)) => {
@@ -729,7 +734,7 @@ impl Store {
         }
         match self.index.operate(&oid, op).await {
             Ok(()) => {
-                self.remove_pieces(plan.freed).await;
+                self.retire_pieces(plan.freed).await;
                 Ok(true)
             }
             Err(RadosError::CompareFailed(_)) => {
@@ -1043,6 +1048,34 @@ impl Store {
         })
     }
 
+    /// Data a committed change replaced: queued for the GC, which removes it once
+    /// `gc_min_wait_s` has passed, so reads that started on the old version finish (removed
+    /// now when the wait is 0, or when it cannot be queued).
+    pub async fn retire_pieces(&self, pieces: Vec<Piece>) {
+        if pieces.is_empty() {
+            return;
+        }
+        if self.config.gc_min_wait_s == 0 {
+            return self.remove_pieces(pieces).await;
+        }
+        let now = self.now_ns().to_string().into_bytes();
+        let entries = pieces
+            .iter()
+            .map(|piece| (piece.oid.clone().into_bytes(), now.clone()))
+            .collect();
+        match self.meta.omap_set(layout::GC_OBJECT, entries).await {
+            Ok(()) => {
+                self.counters
+                    .pieces_retired
+                    .fetch_add(pieces.len() as u64, Ordering::Relaxed);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot queue replaced data for the GC; removing it now");
+                self.remove_pieces(pieces).await;
+            }
+        }
+    }
+
     /// Removes data pieces; a failed removal goes to the GC queue.
     pub async fn remove_pieces(&self, pieces: Vec<Piece>) {
         for piece in pieces {
@@ -1069,33 +1102,47 @@ impl Store {
         }
     }
 
-    /// One GC pass: removes queued data objects; returns how many were reclaimed.
+    /// One GC pass: removes the queued data objects that have waited `gc_min_wait_s`;
+    /// returns how many were reclaimed.
     pub async fn reclaim(&self) -> Result<u64> {
-        let page = match self
-            .meta
-            .omap_get_vals(layout::GC_OBJECT, None, b"", 1000)
-            .await
-        {
-            Ok(page) => page,
-            Err(RadosError::NotFound(_)) => return Ok(0),
-            Err(error) => return Err(error.into()),
-        };
-        let mut done = Vec::new();
-        for (key, _) in page.entries {
-            let oid = String::from_utf8_lossy(&key).into_owned();
-            match self.data.remove(&oid).await {
-                Ok(()) | Err(RadosError::NotFound(_)) => done.push(key),
-                Err(error) => tracing::warn!(%oid, %error, "GC removal failed; retrying later"),
+        let wait_ns = self.config.gc_min_wait_s.saturating_mul(1_000_000_000);
+        let now_ns = self.now_ns();
+        let mut reclaimed = 0;
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = match self
+                .meta
+                .omap_get_vals(layout::GC_OBJECT, after.as_deref(), b"", 1000)
+                .await
+            {
+                Ok(page) => page,
+                Err(RadosError::NotFound(_)) => return Ok(reclaimed),
+                Err(error) => return Err(error.into()),
+            };
+            let mut done = Vec::new();
+            for (key, queued) in &page.entries {
+                let queued_ns: u64 = String::from_utf8_lossy(queued).parse().unwrap_or(0);
+                if queued_ns.saturating_add(wait_ns) > now_ns {
+                    continue; // a read may still be on it
+                }
+                let oid = String::from_utf8_lossy(key).into_owned();
+                match self.data.remove(&oid).await {
+                    Ok(()) | Err(RadosError::NotFound(_)) => done.push(key.clone()),
+                    Err(error) => tracing::warn!(%oid, %error, "GC removal failed; retrying later"),
+                }
+            }
+            if !done.is_empty() {
+                reclaimed += done.len() as u64;
+                self.counters
+                    .gc_reclaimed
+                    .fetch_add(done.len() as u64, Ordering::Relaxed);
+                self.meta.omap_remove_keys(layout::GC_OBJECT, done).await?;
+            }
+            after = page.entries.last().map(|(key, _)| key.clone());
+            if !page.more || after.is_none() {
+                return Ok(reclaimed);
             }
         }
-        let reclaimed = done.len() as u64;
-        if !done.is_empty() {
-            self.meta.omap_remove_keys(layout::GC_OBJECT, done).await?;
-            self.counters
-                .gc_reclaimed
-                .fetch_add(reclaimed, Ordering::Relaxed);
-        }
-        Ok(reclaimed)
     }
 
     /// Every omap entry of `oid` in `io` (none when the object does not exist).
@@ -1120,7 +1167,13 @@ impl Store {
     /// the index shards: a multipart completion commits its entry before it forgets the
     /// upload, so a part moving from one to the other is seen in at least one of them.
     async fn referenced_pieces(&self) -> Result<HashSet<String>> {
-        let mut referenced = HashSet::new();
+        // Data queued for the GC is the GC's to remove, when its wait is over.
+        let mut referenced: HashSet<String> = self
+            .omap_all(&self.meta, layout::GC_OBJECT)
+            .await?
+            .into_iter()
+            .map(|(key, _)| String::from_utf8_lossy(&key).into_owned())
+            .collect();
         for bucket in self.buckets().await? {
             let uploads = self
                 .omap_all(&self.index, &layout::uploads_object(&bucket.id))

@@ -172,6 +172,11 @@ fn render_gateway(out: &mut Text, stats: gateway::GatewayStats) {
             "Data objects whose removal failed and went to the GC queue.",
         ),
         (
+            "strata_s3_pieces_retired_total",
+            stats.pieces_retired,
+            "Data objects an overwrite or delete replaced, queued for removal after the GC's wait.",
+        ),
+        (
             "strata_s3_gc_reclaimed_total",
             stats.gc_reclaimed,
             "Data objects removed by GC passes.",

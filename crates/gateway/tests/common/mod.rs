@@ -49,17 +49,31 @@ pub fn have_boto3() -> bool {
 }
 
 /// A cluster in `dir` (one OSD of `device_size`) and `gateways` S3 servers over it, with the
-/// default configuration, on free ports.
+/// default configuration but replaced data removed at once (the suites count data objects),
+/// on free ports.
 pub async fn cluster_and_gateways(
     dir: &std::path::Path,
     device_size: &str,
     gateways: usize,
 ) -> (Arc<dyn Rados>, GatewayConfig, Vec<Server>) {
+    let config = GatewayConfig {
+        gc_min_wait_s: 0,
+        ..GatewayConfig::default()
+    };
+    cluster_and_gateways_with(dir, device_size, gateways, config).await
+}
+
+/// [`cluster_and_gateways`] with `config`.
+pub async fn cluster_and_gateways_with(
+    dir: &std::path::Path,
+    device_size: &str,
+    gateways: usize,
+    config: GatewayConfig,
+) -> (Arc<dyn Rados>, GatewayConfig, Vec<Server>) {
     let cluster = Cluster::create(dir, one_osd_config(device_size), ClusterOptions::default())
         .await
         .expect("cluster");
     let rados: Arc<dyn Rados> = Arc::new(cluster);
-    let config = GatewayConfig::default();
     let mut servers = Vec::new();
     for _ in 0..gateways {
         let server = serve(
