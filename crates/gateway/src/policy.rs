@@ -10,10 +10,10 @@
 //! `Action`/`NotAction` and `Resource`/`NotResource` with `*` and `?` wildcards, and the
 //! condition operators `StringEquals`, `StringNotEquals`, `StringLike`, `StringNotLike` (with
 //! `...IgnoreCase` forms), `IpAddress`/`NotIpAddress` and `Bool`, on the keys the gateway
-//! fills in ([`CONDITION_KEYS`]: the transport and the listing's prefix). A document with any
-//! other operator or key (`aws:SourceIp` among them) is refused when it is put: a condition
-//! that can never hold would make a Deny do nothing, which is wider access than its author
-//! wrote.
+//! fills in ([`CONDITION_KEYS`]: the client's address, the transport, `Referer`,
+//! `User-Agent`, the listing's prefix). A document with any other operator or key is refused
+//! when it is put: a condition that can never hold would make a Deny do nothing, which is
+//! wider access than its author wrote.
 
 use std::collections::BTreeMap;
 
@@ -49,11 +49,17 @@ const CONDITION_OPERATORS: [&str; 9] = [
     "Bool",
 ];
 
-/// The condition keys the gateway fills in: `aws:SecureTransport` (`false`: plain HTTP) for
-/// every request, `s3:prefix` for listings (empty when none is given) and object requests on
-/// a missing key. The client's address, `Referer` and `User-Agent` are not (yet) carried to
-/// the access checks, so policies naming them are refused.
-pub const CONDITION_KEYS: [&str; 2] = ["aws:SecureTransport", "s3:prefix"];
+/// The condition keys the gateway fills in: `aws:SourceIp` (the client's address),
+/// `aws:SecureTransport` (`false`: plain HTTP), `aws:Referer` and `aws:UserAgent` (the
+/// request's headers, when it has them) for every request, `s3:prefix` for listings (empty
+/// when none is given) and object requests on a missing key.
+pub const CONDITION_KEYS: [&str; 5] = [
+    "aws:SourceIp",
+    "aws:SecureTransport",
+    "aws:Referer",
+    "aws:UserAgent",
+    "s3:prefix",
+];
 
 /// One statement of a parsed policy.
 #[derive(Clone, Debug)]
@@ -438,17 +444,33 @@ mod tests {
     }
 
     #[test]
-    fn transport_conditions_hold_on_the_filled_key() {
+    fn address_and_transport_conditions_hold_on_the_filled_keys() {
         let policy = Policy::parse(
             r#"{"Statement":[
+              {"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::b/*",
+               "Condition":{"NotIpAddress":{"aws:SourceIp":"10.0.0.0/8"}}},
               {"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"*",
                "Condition":{"Bool":{"aws:SecureTransport":"false"}}}]}"#,
         )
         .unwrap();
-        let plain = Context::from([("aws:SecureTransport".to_string(), "false".to_string())]);
-        let put = |action| policy.evaluate(&user("ann"), action, "arn:aws:s3:::c/k", &plain);
-        assert_eq!(put("s3:PutObject"), Decision::Deny);
-        assert_eq!(put("s3:GetObject"), Decision::Unspecified);
+        let from = |ip: &str| {
+            Context::from([
+                ("aws:SourceIp".to_string(), ip.to_string()),
+                ("aws:SecureTransport".to_string(), "false".to_string()),
+            ])
+        };
+        let get = |ip| policy.evaluate(&user("ann"), "s3:GetObject", "arn:aws:s3:::b/k", &from(ip));
+        assert_eq!(get("127.0.0.1"), Decision::Deny);
+        assert_eq!(get("10.1.2.3"), Decision::Unspecified);
+        assert_eq!(
+            policy.evaluate(
+                &user("ann"),
+                "s3:PutObject",
+                "arn:aws:s3:::c/k",
+                &from("10.1.2.3")
+            ),
+            Decision::Deny
+        );
     }
 
     #[test]
@@ -463,9 +485,6 @@ mod tests {
                 "Condition":{"DateLessThan":{"aws:CurrentTime":"2030-01-01T00:00:00Z"}}}]}"#,
             r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"*",
                 "Condition":{"StringEquals":{"aws:PrincipalOrgID":"o-1"}}}]}"#,
-            // The client's address is not carried to the checks (yet).
-            r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"*",
-                "Condition":{"NotIpAddress":{"aws:SourceIp":"10.0.0.0/8"}}}]}"#,
         ] {
             assert!(
                 matches!(Policy::parse(text), Err(GatewayError::MalformedPolicy(_))),

@@ -768,7 +768,7 @@ pub async fn serve(
                 accepted = listener.accept() => accepted,
                 _ = stopped.changed() => break,
             };
-            let (stream, _) = match accepted {
+            let (stream, peer) = match accepted {
                 Ok(connection) => connection,
                 Err(error) => {
                     tracing::warn!(%error, "accept failed");
@@ -810,7 +810,21 @@ pub async fn serve(
                                 Err(refusal) => return Ok(refusal),
                             }
                         };
-                        let mut response = service.call(request).await?;
+                        let header = |name: http::HeaderName| {
+                            request
+                                .headers()
+                                .get(name)
+                                .and_then(|value| value.to_str().ok())
+                                .map(str::to_string)
+                        };
+                        let facts = crate::service::RequestFacts {
+                            source_ip: Some(peer.ip()),
+                            referer: header(http::header::REFERER),
+                            user_agent: header(http::header::USER_AGENT),
+                        };
+                        let mut response = crate::service::REQUEST_FACTS
+                            .scope(facts, service.call(request))
+                            .await?;
                         if let Some(form) = form {
                             response = form_response(response, &form);
                         }

@@ -259,15 +259,45 @@ pub(crate) fn policy_decision(
     if *requester == Requester::System {
         return Decision::Unspecified;
     }
-    // The key every request carries (`policy::CONDITION_KEYS`), beside the caller's: the
-    // gateway serves plain HTTP.
+    // The keys every request carries (`policy::CONDITION_KEYS`), beside the caller's.
     let mut context = context.clone();
     context.insert("aws:SecureTransport".to_string(), "false".to_string());
+    let _ = REQUEST_FACTS.try_with(|facts| {
+        if let Some(address) = facts.source_ip {
+            context.insert(
+                "aws:SourceIp".to_string(),
+                address.to_canonical().to_string(),
+            );
+        }
+        if let Some(referer) = &facts.referer {
+            context.insert("aws:Referer".to_string(), referer.clone());
+        }
+        if let Some(user_agent) = &facts.user_agent {
+            context.insert("aws:UserAgent".to_string(), user_agent.clone());
+        }
+    });
     // The document was checked when it was put; one that no longer parses grants nothing.
     match Policy::parse(text) {
         Ok(policy) => policy.evaluate(requester, action, &arn(&bucket.name, key), &context),
         Err(_) => Decision::Unspecified,
     }
+}
+
+tokio::task_local! {
+    /// What the connection and the headers tell about the request being served, for the
+    /// policy's condition keys: the server's front sets it around each request.
+    pub static REQUEST_FACTS: RequestFacts;
+}
+
+/// See [`REQUEST_FACTS`].
+#[derive(Clone, Debug, Default)]
+pub struct RequestFacts {
+    /// The client's address (`aws:SourceIp`).
+    pub source_ip: Option<std::net::IpAddr>,
+    /// `Referer` (`aws:Referer`).
+    pub referer: Option<String>,
+    /// `User-Agent` (`aws:UserAgent`).
+    pub user_agent: Option<String>,
 }
 
 /// The grants that decide access to the bucket or to one of its objects: without the public
