@@ -128,6 +128,29 @@ fn start(paths: &Paths, extra: &[&str]) -> Served {
     Served(child)
 }
 
+/// `strata cache start` run to its end (for starts that must be refused): `cache` and `core`
+/// are device specs, the sockets are `<tag>.sock` and `<tag>.ctl`.
+fn start_refused(paths: &Paths, cache: &str, core: &str, tag: &str, extra: &[&str]) -> String {
+    let socket = paths.text(&format!("{tag}.sock"));
+    let ctl = paths.text(&format!("{tag}.ctl"));
+    let mut args = vec![
+        "cache",
+        "start",
+        "--cache",
+        cache,
+        "--core",
+        core,
+        "--socket",
+        &socket,
+        "--control",
+        &ctl,
+    ];
+    args.extend_from_slice(extra);
+    let output = strata(&args);
+    assert!(!output.status.success(), "{args:?} started");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 fn control(paths: &Paths, args: &[&str]) -> String {
     let mut all = vec!["cache"];
     all.extend_from_slice(args);
@@ -217,20 +240,10 @@ fn casadm_like_lifecycle_with_fio_verify() {
     assert!(cache.wait().unwrap().success());
 
     // An existing cache needs --load or --force.
-    let refused = strata(&[
-        "cache",
-        "start",
-        "--cache",
-        &format!("file:{}", paths.text("cache.img")),
-        "--core",
-        &format!("file:{}", paths.text("core.img")),
-        "--socket",
-        &paths.text("nbd.sock"),
-        "--control",
-        &paths.text("ctl"),
-    ]);
-    assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("--load"));
+    let cache_spec = format!("file:{}", paths.text("cache.img"));
+    let core_spec = format!("file:{}", paths.text("core.img"));
+    let refused = start_refused(&paths, &cache_spec, &core_spec, "refused", &[]);
+    assert!(refused.contains("--load"), "{refused}");
     let mut cache = start(&paths, &["--load"]);
     let stats = control(&paths, &["stats", "--json"]);
     assert_eq!(
@@ -239,24 +252,9 @@ fn casadm_like_lifecycle_with_fio_verify() {
         "warm after a clean stop"
     );
     // A device in use by a running cache is refused, even with --force.
-    let busy = strata(&[
-        "cache",
-        "start",
-        "--cache",
-        &format!("file:{}", paths.text("cache.img")),
-        "--core",
-        &format!("file:{}", paths.text("core2.img:128M")),
-        "--socket",
-        &paths.text("nbd2.sock"),
-        "--control",
-        &paths.text("ctl2"),
-        "--force",
-    ]);
-    assert!(
-        String::from_utf8_lossy(&busy.stderr).contains("in use"),
-        "{}",
-        String::from_utf8_lossy(&busy.stderr)
-    );
+    let other_core = format!("file:{}", paths.text("core2.img:128M"));
+    let busy = start_refused(&paths, &cache_spec, &other_core, "busy", &["--force"]);
+    assert!(busy.contains("in use"), "{busy}");
     // A request that fails changes nothing; a loaded cache resumes in its mode.
     let refused = strata(&[
         "cache",
@@ -285,24 +283,9 @@ fn casadm_like_lifecycle_with_fio_verify() {
     control(&paths, &["stop"]);
     cache.wait().unwrap();
     // A size smaller than the existing file is refused, not a truncation.
-    let shrink = strata(&[
-        "cache",
-        "start",
-        "--cache",
-        &format!("file:{}:8M", paths.text("cache.img")),
-        "--core",
-        &format!("file:{}", paths.text("core.img")),
-        "--socket",
-        &paths.text("nbd.sock"),
-        "--control",
-        &paths.text("ctl"),
-        "--load",
-    ]);
-    assert!(
-        String::from_utf8_lossy(&shrink.stderr).contains("shrinking it"),
-        "{}",
-        String::from_utf8_lossy(&shrink.stderr)
-    );
+    let smaller = format!("{cache_spec}:8M");
+    let shrink = start_refused(&paths, &smaller, &core_spec, "shrink", &["--load"]);
+    assert!(shrink.contains("shrinking it"), "{shrink}");
     assert_eq!(
         std::fs::metadata(paths.path("cache.img")).unwrap().len(),
         32 << 20
