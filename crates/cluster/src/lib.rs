@@ -881,11 +881,6 @@ impl Inner {
             .clone()
     }
 
-    /// Counts an OSD's device failures: a success clears its count; `osd_device_errors_max`
-    /// failures in a row, or one failed flush (a poisoned store cannot know what reached its
-    /// media), mark it down and out, as Ceph does when an OSD's disk fails, so CRUSH places
-    /// its PGs elsewhere and recovery re-replicates them. Not-found and checksum errors are
-    /// about one object, not the device, and do not count.
     /// Takes `failed` OSDs out of a PG's acting set (a `pg_temp` of the others, computed
     /// from the map as it is when the change is made) after they failed a write the others
     /// committed. Recovery copies the PG to them, since they stay in its up set.
@@ -906,6 +901,11 @@ impl Inner {
         Ok(())
     }
 
+    /// Counts an OSD's device failures: a success clears its count; `osd_device_errors_max`
+    /// failures in a row, or one failed flush (a poisoned store cannot know what reached its
+    /// media), mark it down and out, as Ceph does when an OSD's disk fails, so CRUSH places
+    /// its PGs elsewhere and recovery re-replicates them. Not-found and checksum errors are
+    /// about one object, not the device, and do not count.
     pub(crate) fn note_osd_result<T>(
         &self,
         osd: i32,

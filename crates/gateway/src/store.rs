@@ -1107,42 +1107,29 @@ impl Store {
     pub async fn reclaim(&self) -> Result<u64> {
         let wait_ns = self.config.gc_min_wait_s.saturating_mul(1_000_000_000);
         let now_ns = self.now_ns();
-        let mut reclaimed = 0;
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let page = match self
-                .meta
-                .omap_get_vals(layout::GC_OBJECT, after.as_deref(), b"", 1000)
-                .await
-            {
-                Ok(page) => page,
-                Err(RadosError::NotFound(_)) => return Ok(reclaimed),
-                Err(error) => return Err(error.into()),
-            };
-            let mut done = Vec::new();
-            for (key, queued) in &page.entries {
-                let queued_ns: u64 = String::from_utf8_lossy(queued).parse().unwrap_or(0);
-                if queued_ns.saturating_add(wait_ns) > now_ns {
-                    continue; // a read may still be on it
-                }
-                let oid = String::from_utf8_lossy(key).into_owned();
-                match self.data.remove(&oid).await {
-                    Ok(()) | Err(RadosError::NotFound(_)) => done.push(key.clone()),
-                    Err(error) => tracing::warn!(%oid, %error, "GC removal failed; retrying later"),
-                }
+        let queue = self.omap_all(&self.meta, layout::GC_OBJECT).await?;
+        let mut done = Vec::new();
+        for (key, queued) in queue {
+            let queued_ns: u64 = String::from_utf8_lossy(&queued).parse().unwrap_or(0);
+            if queued_ns.saturating_add(wait_ns) > now_ns {
+                continue; // a read may still be on it
             }
-            if !done.is_empty() {
-                reclaimed += done.len() as u64;
-                self.counters
-                    .gc_reclaimed
-                    .fetch_add(done.len() as u64, Ordering::Relaxed);
-                self.meta.omap_remove_keys(layout::GC_OBJECT, done).await?;
-            }
-            after = page.entries.last().map(|(key, _)| key.clone());
-            if !page.more || after.is_none() {
-                return Ok(reclaimed);
+            let oid = String::from_utf8_lossy(&key).into_owned();
+            match self.data.remove(&oid).await {
+                Ok(()) | Err(RadosError::NotFound(_)) => done.push(key),
+                Err(error) => tracing::warn!(%oid, %error, "GC removal failed; retrying later"),
             }
         }
+        let reclaimed = done.len() as u64;
+        for chunk in done.chunks(1000) {
+            self.meta
+                .omap_remove_keys(layout::GC_OBJECT, chunk.to_vec())
+                .await?;
+        }
+        self.counters
+            .gc_reclaimed
+            .fetch_add(reclaimed, Ordering::Relaxed);
+        Ok(reclaimed)
     }
 
     /// Every omap entry of `oid` in `io` (none when the object does not exist).

@@ -148,22 +148,30 @@ impl Gateway {
             self.store.remove_pieces(part.pieces).await;
             return Err(error);
         }
+        let encoded = layout::encode(&part);
+        let replaced = self
+            .store
+            .update_omap_value(&oid, &key, |stored| {
+                let old = stored.map(layout::decode::<PartRecord>).transpose()?;
+                let replaced = old.map(|old| old.pieces).unwrap_or_default();
+                Ok(OmapChange::Set(encoded.clone(), Vec::new(), replaced))
+            })
+            .await?;
+        if replaced.is_empty() {
+            return Ok(());
+        }
         // A Complete that crashed after committing left the upload behind: the parts it
         // used belong to the object now.
         let live = self.store.pieces_in_use(bucket, object_key).await?;
-        let encoded = layout::encode(&part);
         self.store
-            .update_omap_value(&oid, &key, |stored| {
-                let old = stored.map(layout::decode::<PartRecord>).transpose()?;
-                let freed = old
-                    .map(|old| old.pieces)
-                    .unwrap_or_default()
+            .remove_pieces(
+                replaced
                     .into_iter()
                     .filter(|piece| !live.contains(&piece.oid))
-                    .collect();
-                Ok(OmapChange::Set(encoded.clone(), freed, ()))
-            })
-            .await
+                    .collect(),
+            )
+            .await;
+        Ok(())
     }
 
     fn check_part_number(number: i32) -> Result<()> {
