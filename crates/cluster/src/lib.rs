@@ -38,7 +38,8 @@
 //!      says it is queued for repair, which keeps the version most replicas hold (so, like a
 //!      timeout, the write may still take effect: read back before retrying an append);
 //!    - fewer than `min_size` committed: the error is returned (the PG queued for repair when
-//!      some did commit: scrub keeps the majority's copy, on a tie the primary's).
+//!      some did commit: scrub keeps a copy some replica holds, the majority's among them,
+//!      on a tie the primary's).
 //!
 //! ## Read path
 //! Reads go to the primary. On a checksum or device error the other acting replicas are tried
@@ -56,8 +57,9 @@
 //!
 //! ## Scrub
 //! [`Cluster::scrub`] (and a periodic task) compares replicas of every object of a PG (data
-//! crc, xattrs, omap, version), reports inconsistencies and repairs them from the majority
-//! (ties: the primary).
+//! crc, xattrs, omap, version), reports inconsistencies and repairs them from the majority of
+//! the replicas that hold the object (ties: the primary); a replica without the object has no
+//! vote against one that has it (no PG log tells a deletion from a loss; see [`scrub`]).
 //!
 //! ## Known limits
 //! - An OSD whose store is poisoned (a failed flush or commit) is not marked down by the

@@ -1,7 +1,17 @@
 //! Deep scrub: compare every replica of every object of a PG (an xxh3 of data, xattrs, omap;
-//! the version), report inconsistencies, and repair them from the authoritative copy: the value
-//! most acting replicas agree on; on a tie, the primary's (a replica that cannot be read has
-//! no vote).
+//! the version), report inconsistencies, and repair them from the authoritative copy: among
+//! the replicas that hold the object, the value most agree on; on a tie, the primary's, then
+//! the highest version (a replica that cannot be read has no vote).
+//!
+//! Why a replica without the object has no vote against one that has it: there is no PG log
+//! telling a deletion from a loss, and an acknowledged deletion never leaves a copy behind in
+//! the acting set (a member that failed it leaves the acting set before the acknowledgement,
+//! and an OSD that returns gets its strays removed by recovery before it rejoins). A copy
+//! that only a minority holds is therefore an acknowledged write some replicas lost, or an
+//! unacknowledged write or deletion that went part of the way, which may go either way. As
+//! Ceph's scrub picks its authoritative copy among the shards that have the object, so does
+//! this one. Before, "missing" outvoted a present copy: in a pool of size 2 a primary that
+//! lost an object (its store reopened without it) made scrub delete the last copy.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -157,14 +167,20 @@ pub(crate) async fn scrub_pg(inner: &Inner, pg: PgId, repair: bool) -> Result<Sc
     Ok(report)
 }
 
-/// The copy most readable replicas agree on; ties go to the primary's, then to the highest
-/// version. `None` when no replica could be read.
+/// The copy most readable replicas holding the object agree on; ties go to the primary's, then
+/// to the highest version. [`Copy::Missing`] only when every replica was read and none holds
+/// it; `None` (lost) when none that could be read holds it and some could not be read.
 fn authoritative(copies: &BTreeMap<i32, Option<Copy>>, primary: Option<i32>) -> Option<Copy> {
     let mut votes: BTreeMap<Copy, usize> = BTreeMap::new();
     for copy in copies.values().flatten() {
-        *votes.entry(*copy).or_default() += 1;
+        if *copy != Copy::Missing {
+            *votes.entry(*copy).or_default() += 1;
+        }
     }
-    let most = *votes.values().max()?;
+    let Some(&most) = votes.values().max() else {
+        let every_replica_read = copies.values().all(Option::is_some);
+        return every_replica_read.then_some(Copy::Missing);
+    };
     let primary_copy = primary.and_then(|id| copies.get(&id).copied().flatten());
     if let Some(copy) = primary_copy.filter(|copy| votes.get(copy) == Some(&most)) {
         return Some(copy);
@@ -253,5 +269,29 @@ mod tests {
         assert_eq!(authoritative(&tie, Some(0)), Some(bad));
         let lost = BTreeMap::from([(0, None), (1, None)]);
         assert_eq!(authoritative(&lost, Some(0)), None);
+    }
+
+    #[test]
+    fn a_replica_without_the_object_never_outvotes_one_that_has_it() {
+        let held = Copy::Present {
+            version: 7,
+            digest: 3,
+        };
+        // Two of three lost it, the primary among them: the one copy left wins.
+        let copies = BTreeMap::from([
+            (0, Some(Copy::Missing)),
+            (1, Some(held)),
+            (2, Some(Copy::Missing)),
+        ]);
+        assert_eq!(authoritative(&copies, Some(0)), Some(held));
+        // Size 2, the primary lost it: the replica's copy wins the tie.
+        let pair = BTreeMap::from([(0, Some(Copy::Missing)), (1, Some(held))]);
+        assert_eq!(authoritative(&pair, Some(0)), Some(held));
+        // Nobody readable holds it but a replica could not be read: lost, not deleted.
+        let unread = BTreeMap::from([(0, Some(Copy::Missing)), (1, None)]);
+        assert_eq!(authoritative(&unread, Some(0)), None);
+        // Every replica read and none holds it.
+        let gone = BTreeMap::from([(0, Some(Copy::Missing)), (1, Some(Copy::Missing))]);
+        assert_eq!(authoritative(&gone, Some(0)), Some(Copy::Missing));
     }
 }

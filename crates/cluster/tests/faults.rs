@@ -193,6 +193,65 @@ async fn scrub_finds_and_repairs_a_silently_bad_replica() {
     cluster.shutdown().await.unwrap();
 }
 
+/// Scrub's repair keeps the last copy: an object two of three replicas lost (the primary among
+/// them, so a vote counting "missing" as a copy outvotes it and the tie rule favours it too)
+/// is copied back to both, not deleted from the one that has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrub_restores_an_object_most_replicas_lost_instead_of_deleting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, _devices) = faulty_cluster(dir.path()).await;
+    let pool = cluster.pool("data").unwrap();
+    for i in 0..10 {
+        pool.write_full(&format!("o{i}"), &common::content(i, 8192))
+            .await
+            .unwrap();
+    }
+    let placement = cluster.locate("data", "o4").unwrap();
+    let collection = cluster.collection_of("data", "o4").unwrap();
+    let (primary, keeper, second) = (
+        placement.acting[0],
+        placement.acting[1],
+        placement.acting[2],
+    );
+    for osd in [primary, second] {
+        let mut transaction = store::Transaction::new(0);
+        transaction.remove(&store::ObjectId::new(collection.as_str(), "o4"));
+        cluster
+            .osd(osd)
+            .unwrap()
+            .store()
+            .apply(transaction)
+            .await
+            .unwrap();
+    }
+
+    let report = cluster.scrub(Some("data"), true).await.unwrap();
+    let mut kinds: Vec<(&str, i32)> = report
+        .inconsistencies
+        .iter()
+        .map(|i| (i.kind, i.osd))
+        .collect();
+    kinds.sort();
+    let mut expected = vec![("missing", primary), ("missing", second)];
+    expected.sort();
+    assert_eq!(kinds, expected, "{report:?}");
+    assert!(report.inconsistencies.iter().all(|i| i.repaired));
+    assert!(report.lost.is_empty(), "{report:?}");
+    for osd in [primary, keeper, second] {
+        assert!(
+            version_on(&cluster, osd, "o4").await.is_some(),
+            "osd.{osd} holds o4 after the repair"
+        );
+    }
+    assert_eq!(
+        pool.read("o4", 0, 1 << 20).await.unwrap(),
+        common::content(4, 8192)
+    );
+    assert!(cluster.scrub(Some("data"), false).await.unwrap().is_clean());
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
 /// The version an OSD holds of `name` in pool "data".
 async fn version_on(cluster: &Cluster, osd: i32, name: &str) -> Option<u64> {
     let collection = cluster.collection_of("data", name).unwrap();

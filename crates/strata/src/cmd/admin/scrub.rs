@@ -15,7 +15,7 @@ pub struct Args {
     pub admin: AdminArgs,
     /// Scrub only this pool. Default: every pool.
     pub pool: Option<String>,
-    /// Repair bad copies from the majority.
+    /// Repair bad copies from the majority of the replicas that hold the object.
     #[arg(long)]
     pub repair: bool,
 }
