@@ -266,6 +266,11 @@ pub struct ObjectEntry {
     /// Whether this version is a delete marker (only ever in version entries; no data).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delete_marker: bool,
+    /// The multipart upload that completed into this object, so that a CompleteMultipartUpload
+    /// retried after a crash between its commit and the upload's removal finds its object
+    /// instead of committing a second one that shares its data pieces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_id: Option<String>,
 }
 
 impl ObjectEntry {

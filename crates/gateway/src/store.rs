@@ -655,6 +655,22 @@ impl Store {
         Ok(out)
     }
 
+    /// The object of `key` (its plain entry or a version) that multipart upload `upload_id`
+    /// completed into, if one did.
+    pub async fn completed_by(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        upload_id: &str,
+    ) -> Result<Option<ObjectEntry>> {
+        let state = self.key_state(bucket, key, usize::MAX).await?;
+        Ok(state
+            .plain
+            .into_iter()
+            .chain(state.versions.into_iter().map(|version| version.entry))
+            .find(|entry| entry.upload_id.as_deref() == Some(upload_id)))
+    }
+
     /// The data objects the versions of `key` use (its plain entry and every version).
     pub async fn pieces_in_use(
         &self,

@@ -491,6 +491,25 @@ impl Gateway {
             convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let _guard = self.store.lock_upload(&input.upload_id).await;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        if let Some(done) = self
+            .store
+            .completed_by(&bucket, &input.key, &input.upload_id)
+            .await?
+        {
+            // A Complete that crashed after its commit left the upload listed: this retry
+            // finishes its cleanup and answers as it would have (committing again would make
+            // a second object sharing the first one's pieces, which deleting either frees).
+            self.forget_completed_upload(&bucket, &input.key, &input.upload_id)
+                .await?;
+            return Ok(CompleteMultipartUploadOutput {
+                bucket: Some(input.bucket.clone()),
+                key: Some(input.key.clone()),
+                e_tag: Some(convert::etag(&done.etag)),
+                location: Some(format!("/{}/{}", input.bucket, input.key)),
+                version_id: super::objects::new_version_id(&done),
+                ..Default::default()
+            });
+        }
         let mut listed: Vec<CompletedPart> = input
             .multipart_upload
             .and_then(|m| m.parts)
@@ -547,6 +566,7 @@ impl Gateway {
                 .collect(),
             parts_count: chosen.len() as u32,
             part_sizes: chosen.iter().map(|p| p.size).collect(),
+            upload_id: Some(input.upload_id.clone()),
             ..upload.template
         };
         // A precondition that fails leaves the upload as it was, for another Complete.
@@ -621,10 +641,22 @@ impl Gateway {
         if !owns {
             return Err(GatewayError::AccessDenied);
         }
-        let parts = self.parts(&bucket, &input.upload_id).await?;
         // A Complete that crashed after committing left the upload listed: the parts the
         // object uses stay.
-        let live = self.store.pieces_in_use(&bucket, &input.key).await?;
+        self.forget_completed_upload(&bucket, &input.key, &input.upload_id)
+            .await?;
+        Ok(AbortMultipartUploadOutput::default())
+    }
+
+    /// Removes an upload's parts but those an object of `key` uses, and its records.
+    async fn forget_completed_upload(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        upload_id: &str,
+    ) -> Result<()> {
+        let parts = self.parts(bucket, upload_id).await?;
+        let live = self.store.pieces_in_use(bucket, key).await?;
         self.store
             .remove_pieces(
                 parts
@@ -634,9 +666,7 @@ impl Gateway {
                     .collect(),
             )
             .await;
-        self.forget_upload(&bucket, &input.key, &input.upload_id)
-            .await?;
-        Ok(AbortMultipartUploadOutput::default())
+        self.forget_upload(bucket, key, upload_id).await
     }
 }
 
