@@ -2,7 +2,8 @@
 //!
 //! Grammar: `[PROFILE@]BACKING` where
 //! - `BACKING` is `mem:SIZE`, `file:PATH` (an existing file or block device),
-//!   `file:PATH:SIZE` (created sparse, or resized, to SIZE), or a bare `PATH`;
+//!   `file:PATH:SIZE` (created sparse, or resized, to SIZE), or a bare `PATH` (an existing
+//!   file; a bare `PATH:SIZE` is refused: the size needs `file:`);
 //! - `PROFILE` is an emulation preset ([`EmulationProfile::PRESETS`] or `instant`);
 //! - `SIZE` is bytes with an optional binary suffix `K`, `M`, `G`, `T` (`KiB`.. also accepted).
 //!
@@ -81,12 +82,32 @@ impl DeviceSpec {
             }
             Backing::Memory { size_bytes }
         } else {
-            let rest = backing.strip_prefix("file:").unwrap_or(backing);
+            let explicit = backing.strip_prefix("file:");
+            let rest = explicit.unwrap_or(backing);
             if rest.is_empty() {
                 return Err(invalid("empty path"));
             }
+            // A bare path names an existing file. `WORD:SIZE` is a mistyped `mem:SIZE`, and
+            // `PATH:SIZE` a `file:` left out: neither creates a file (before, `bogus:1G`
+            // created a 1 GiB file named `bogus` in the working directory).
+            if explicit.is_none() && !std::path::Path::new(rest).exists() {
+                if let Some((path, size)) = rest.rsplit_once(':') {
+                    if parse_size_bytes(size).is_some() {
+                        let why = if path.contains('/') {
+                            format!("to create {path} with that size write `file:{rest}`")
+                        } else {
+                            format!(
+                                "unknown backing {path:?} (known: `mem:SIZE`, \
+                                 `file:PATH[:SIZE]`, or the path of an existing file)"
+                            )
+                        };
+                        return Err(invalid(&why));
+                    }
+                }
+            }
             // A trailing `:SIZE` creates the file; a path may itself contain ':' otherwise.
-            match rest.rsplit_once(':').and_then(|(path, size)| {
+            let sized = explicit.and_then(|rest| rest.rsplit_once(':'));
+            match sized.and_then(|(path, size)| {
                 parse_size_bytes(size).map(|size_bytes| (path, size_bytes))
             }) {
                 Some((path, size_bytes)) => Backing::File {
@@ -211,6 +232,27 @@ mod tests {
             "more than the machine has"
         );
         assert!(DeviceSpec::parse("file:").is_err());
+        let mistyped = DeviceSpec::parse("bogus:1G").unwrap_err().to_string();
+        assert!(mistyped.contains("unknown backing \"bogus\""), "{mistyped}");
+        assert!(DeviceSpec::parse("hdd-10k@men:1G").is_err());
+        let unprefixed = DeviceSpec::parse("/nonexistent/a.img:1G")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unprefixed.contains("file:/nonexistent/a.img:1G"),
+            "{unprefixed}"
+        );
+        // An existing file whose name ends in ':SIZE' is that file.
+        let directory = tempfile::tempdir().unwrap();
+        let odd = directory.path().join("pci-0:0:1");
+        std::fs::write(&odd, b"").unwrap();
+        assert_eq!(
+            DeviceSpec::parse(odd.to_str().unwrap()).unwrap().backing,
+            Backing::File {
+                path: odd,
+                size_bytes: None
+            }
+        );
     }
 
     #[tokio::test]
