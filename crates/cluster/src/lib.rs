@@ -887,6 +887,13 @@ impl Inner {
     /// from the map as it is when the change is made) after they failed a write the others
     /// committed. Recovery copies the PG to them, since they stay in its up set.
     pub(crate) fn exclude_from_acting(&self, pg: PgId, failed: &[i32]) -> Result<()> {
+        // Nothing to take out (an earlier failure already did), or nobody left to serve: no
+        // new epoch to persist.
+        let current = placement(&self.map(), pg).acting;
+        let remaining = current.iter().filter(|osd| !failed.contains(osd)).count();
+        if remaining == 0 || remaining == current.len() {
+            return Ok(());
+        }
         self.change_map(|state| {
             let place = placement(&self.map(), pg);
             let acting: Vec<i32> = place
