@@ -527,3 +527,59 @@ async fn scrub_errors_survive_a_restart_until_repaired() {
     );
     cluster.shutdown().await.unwrap();
 }
+
+/// An object deleted while one of its OSDs was down stays deleted: the OSD that returns with
+/// the old copy serves nothing until recovery has removed it, so a scrub right after its
+/// return (which keeps a copy some acting replica holds) cannot bring the object back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_missed_by_a_down_osd_is_not_undone_by_scrub() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let mut config = common::small_config(3, 1, "mem", 3);
+    config.pools[0].min_size = Some(2);
+    let cluster = Cluster::create(dir.path(), config, options).await.unwrap();
+    let pool = cluster.pool("data").unwrap();
+    // The primary, then a replica, misses the deletion.
+    for position in [0, 1] {
+        let name = format!("doomed-{position}");
+        pool.write_full(&name, b"old data").await.unwrap();
+        let placement = cluster.locate("data", &name).unwrap();
+        let absent = placement.acting[position];
+        cluster.mark_down(absent).unwrap();
+        pool.remove(&name).await.unwrap();
+        cluster.mark_up(absent).unwrap();
+        let back = cluster.locate("data", &name).unwrap();
+        assert!(
+            !back.acting.contains(&absent),
+            "the returning osd.{absent} serves before recovery: {back:?}"
+        );
+        let report = cluster.scrub(Some("data"), true).await.unwrap();
+        assert!(report.is_clean(), "{report:?}");
+        assert!(matches!(
+            pool.read_full(&name).await,
+            Err(RadosError::NotFound(_))
+        ));
+        assert!(cluster.recover(5).await.unwrap());
+        assert!(matches!(
+            pool.read_full(&name).await,
+            Err(RadosError::NotFound(_))
+        ));
+        let collection = cluster.collection_of("data", &name).unwrap();
+        assert_eq!(
+            cluster
+                .osd(absent)
+                .unwrap()
+                .version(&collection, &name)
+                .await
+                .unwrap(),
+            None,
+            "recovery removed the stale copy from osd.{absent}"
+        );
+        assert!(cluster.scrub(Some("data"), true).await.unwrap().is_clean());
+    }
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
