@@ -988,6 +988,118 @@ def test_acl_changes_racing_writes_undo_nothing():
         nuke(b)
 
 
+def test_unsupported_features_are_refused_not_dropped():
+    """What strata does not have is refused with S3's codes rather than accepted and dropped:
+    SSE-C (the data would be stored in the clear and served without the key), server-side
+    encryption, object lock, other storage classes, tagging, other regions."""
+    import base64
+    b = new_bucket()
+    key = os.urandom(32)
+    sse_c = dict(SSECustomerAlgorithm="AES256", SSECustomerKey=base64.b64encode(key).decode(),
+                 SSECustomerKeyMD5=base64.b64encode(hashlib.md5(key).digest()).decode())
+    # boto3 refuses SSE-C over plain HTTP itself: a request signed by hand shows what the
+    # gateway does.
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    headers = {"x-amz-content-sha256": hashlib.sha256(b"secret").hexdigest(),
+               "x-amz-server-side-encryption-customer-algorithm": sse_c["SSECustomerAlgorithm"],
+               "x-amz-server-side-encryption-customer-key": sse_c["SSECustomerKey"],
+               "x-amz-server-side-encryption-customer-key-md5": sse_c["SSECustomerKeyMD5"]}
+    request = AWSRequest(method="PUT", url=f"{ENDPOINT}/{b}/ssec", data=b"secret", headers=headers)
+    botocore.auth.SigV4Auth(Credentials(*MAIN), "s3", "us-east-1").add_auth(request)
+    status, body = _http("PUT", f"{ENDPOINT}/{b}/ssec", b"secret", dict(request.headers.items()))
+    check(status == 400 and b"InvalidRequest" in body, (status, body))
+    got = error_of(s3.put_object, Bucket=b, Key="sse", Body=b"x", ServerSideEncryption="AES256")
+    check(got == ("NotImplemented", 501), got)
+    got = error_of(s3.put_object, Bucket=b, Key="lock", Body=b"x", ObjectLockMode="COMPLIANCE",
+                   ObjectLockRetainUntilDate=datetime.datetime(2030, 1, 1))
+    check(got == ("InvalidRequest", 400), got)
+    got = error_of(s3.put_object, Bucket=b, Key="ia", Body=b"x", StorageClass="STANDARD_IA")
+    check(got == ("InvalidStorageClass", 400), got)
+    got = error_of(s3.create_multipart_upload, Bucket=b, Key="ia", StorageClass="GLACIER")
+    check(got == ("InvalidStorageClass", 400), got)
+    got = error_of(s3.put_object, Bucket=b, Key="tagged", Body=b"x", Tagging="a=1")
+    check(got == ("NotImplemented", 501), got)
+    s3.put_object(Bucket=b, Key="plain", Body=b"x", StorageClass="STANDARD")
+    for key in ["sse", "lock", "ia", "tagged"]:
+        check(error_of(s3.head_object, Bucket=b, Key=key)[1] == 404, key)
+    check(error_of(s3.head_object, Bucket=b, Key="ssec")[1] == 404)
+    nuke(b)
+    got = error_of(s3.create_bucket, Bucket=f"strata-test-{os.getpid()}-lock",
+                   ObjectLockEnabledForBucket=True)
+    check(got == ("NotImplemented", 501), got)
+    for region in ["eu-west-1", "us-east-1"]:
+        got = error_of(s3.create_bucket, Bucket=f"strata-test-{os.getpid()}-where",
+                       CreateBucketConfiguration={"LocationConstraint": region})
+        check(got == ("InvalidLocationConstraint", 400), (region, got))
+
+
+def test_checksums_are_verified():
+    """x-amz-checksum-* values (CRC32, CRC32C, SHA1) are checked against the body, on PUT and
+    part uploads; a mismatch is BadDigest and keeps nothing."""
+    import base64
+    import zlib
+    b = new_bucket()
+    data = os.urandom(70000)
+    crc32 = base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+    sha1 = base64.b64encode(hashlib.sha1(data).digest()).decode()
+    s3.put_object(Bucket=b, Key="good", Body=data, ChecksumCRC32=crc32)
+    s3.put_object(Bucket=b, Key="good1", Body=data, ChecksumSHA1=sha1)
+    s3.put_object(Bucket=b, Key="default", Body=data)  # boto3's own checksum, if it sends one
+    wrong = base64.b64encode((zlib.crc32(data) ^ 1).to_bytes(4, "big")).decode()
+    got = error_of(s3.put_object, Bucket=b, Key="bad", Body=data, ChecksumCRC32=wrong)
+    check(got == ("BadDigest", 400), got)
+    got = error_of(s3.put_object, Bucket=b, Key="bad", Body=data, ChecksumCRC32C=crc32)
+    check(got == ("BadDigest", 400), got)
+    upload = s3.create_multipart_upload(Bucket=b, Key="parts")["UploadId"]
+    got = error_of(s3.upload_part, Bucket=b, Key="parts", UploadId=upload, PartNumber=1,
+                   Body=data, ChecksumCRC32=wrong)
+    check(got == ("BadDigest", 400), got)
+    check(not s3.list_parts(Bucket=b, Key="parts", UploadId=upload).get("Parts"))
+    s3.upload_part(Bucket=b, Key="parts", UploadId=upload, PartNumber=1, Body=data, ChecksumCRC32=crc32)
+    s3.abort_multipart_upload(Bucket=b, Key="parts", UploadId=upload)
+    check(error_of(s3.head_object, Bucket=b, Key="bad")[1] == 404)
+    for key in ["good", "good1", "default"]:
+        check(s3.get_object(Bucket=b, Key=key)["Body"].read() == data, key)
+    nuke(b)
+
+
+def test_ranges_heads_and_conditions_as_s3():
+    """A range over an empty object is unsatisfiable (416), a HEAD for a range answers 206 as
+    the GET, and If-Match compares strongly (a weak tag never matches)."""
+    b = new_bucket()
+    s3.put_object(Bucket=b, Key="empty", Body=b"")
+    for spec in ["bytes=-1", "bytes=0-", "bytes=0-0"]:
+        got = error_of(s3.get_object, Bucket=b, Key="empty", Range=spec)
+        check(got == ("InvalidRange", 416), (spec, got))
+    s3.put_object(Bucket=b, Key="ten", Body=b"0123456789")
+    head = s3.head_object(Bucket=b, Key="ten", Range="bytes=2-5")
+    check(head["ResponseMetadata"]["HTTPStatusCode"] == 206 and head["ContentLength"] == 4, head)
+    check(head["ContentRange"] == "bytes 2-5/10", head)
+    etag = s3.head_object(Bucket=b, Key="ten")["ETag"]
+    got = error_of(s3.get_object, Bucket=b, Key="ten", IfMatch="W/" + etag)
+    check(got[1] == 412, got)
+    check(s3.get_object(Bucket=b, Key="ten", IfMatch=etag)["Body"].read() == b"0123456789")
+    got = error_of(s3.get_object, Bucket=b, Key="ten", IfNoneMatch="W/" + etag)
+    check(got[1] == 304, got)
+    nuke(b)
+
+
+def test_a_put_without_length_is_refused():
+    """A PUT with a body but neither Content-Length nor Transfer-Encoding has no body in
+    HTTP/1.1: 411 MissingContentLength, as S3 and radosgw, not an empty object."""
+    import socket
+    from urllib.parse import urlparse
+    b = new_bucket()
+    endpoint = urlparse(ENDPOINT)
+    with socket.create_connection((endpoint.hostname, endpoint.port), timeout=30) as connection:
+        connection.sendall(f"PUT /{b}/nolength HTTP/1.1\r\nHost: {endpoint.netloc}\r\n\r\nsome body".encode())
+        reply = connection.recv(65536)
+    check(reply.startswith(b"HTTP/1.1 411") and b"MissingContentLength" in reply, reply[:200])
+    check(error_of(s3.head_object, Bucket=b, Key="nolength")[1] == 404)
+    nuke(b)
+
+
 def main():
     selected = sys.argv[1:] or os.environ.get("S3_TESTS", "").split()
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and callable(f)]

@@ -86,6 +86,15 @@ pub enum GatewayError {
     /// Content-MD5 does not match the body.
     #[error("content-md5 mismatch")]
     BadDigest,
+    /// An `x-amz-checksum-*` the request gave (header or trailer) does not match the body.
+    #[error("the body's {0} does not match the x-amz-checksum-{0} the request gave")]
+    ChecksumMismatch(&'static str),
+    /// A storage class strata does not have (it has one, STANDARD).
+    #[error("storage class {0:?}: strata stores every object as STANDARD")]
+    InvalidStorageClass(String),
+    /// A CreateBucket LocationConstraint other than this gateway's region.
+    #[error("location constraint {0:?}: this gateway serves region {1:?} only")]
+    InvalidLocationConstraint(String, String),
     /// Content-MD5 is not valid base64 of 16 bytes.
     #[error("invalid content-md5")]
     InvalidDigest,
@@ -192,7 +201,9 @@ impl GatewayError {
             GatewayError::InvalidPart(_) => S3ErrorCode::InvalidPart,
             GatewayError::InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
             GatewayError::EntityTooSmall => S3ErrorCode::EntityTooSmall,
-            GatewayError::BadDigest => S3ErrorCode::BadDigest,
+            GatewayError::BadDigest | GatewayError::ChecksumMismatch(_) => S3ErrorCode::BadDigest,
+            GatewayError::InvalidStorageClass(_) => S3ErrorCode::InvalidStorageClass,
+            GatewayError::InvalidLocationConstraint(..) => S3ErrorCode::InvalidLocationConstraint,
             GatewayError::InvalidDigest => S3ErrorCode::InvalidDigest,
             GatewayError::IncompleteBody => S3ErrorCode::IncompleteBody,
             GatewayError::ContentSha256Mismatch => {

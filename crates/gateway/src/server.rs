@@ -83,6 +83,13 @@ fn refuse_early<B>(request: &http::Request<B>, auth: bool) -> Option<http::Respo
     if let Some(refusal) = refuse_bucket_name(request.uri().path()) {
         return Some(refusal);
     }
+    if unannounced_put_body(request) {
+        return Some(error_response(
+            http::StatusCode::LENGTH_REQUIRED,
+            "MissingContentLength",
+            "You must provide the Content-Length HTTP header.",
+        ));
+    }
     if auth {
         let unsigned = unsigned_amz_headers(request);
         if !unsigned.is_empty() {
@@ -666,6 +673,32 @@ fn unquoted_attributes_etag(response: http::Response<s3s::Body>) -> http::Respon
 /// Largest body of a chunked PUT without Content-Length that is buffered to learn its length.
 const UNSIZED_BODY_MAX_BYTES: usize = 64 << 20;
 
+/// Whether `request` is an object or part upload with neither Content-Length nor
+/// Transfer-Encoding. HTTP/1.1 then gives it no body, so whatever the client sends after the
+/// headers is not the object: S3 and radosgw answer 411, where s3s would store an empty
+/// object. Copies and sub-resource PUTs (`?acl`, ...) carry no body and pass.
+fn unannounced_put_body<B>(request: &http::Request<B>) -> bool {
+    let headers = request.headers();
+    if request.method() != http::Method::PUT
+        || headers.contains_key(http::header::CONTENT_LENGTH)
+        || headers.contains_key(http::header::TRANSFER_ENCODING)
+        || headers.contains_key("x-amz-copy-source")
+    {
+        return false;
+    }
+    let names_key = request
+        .uri()
+        .path()
+        .trim_start_matches('/')
+        .split_once('/')
+        .is_some_and(|(_, key)| !key.is_empty());
+    let data_upload = request
+        .uri()
+        .query()
+        .is_none_or(|query| query.split('&').any(|p| p.starts_with("uploadId=")));
+    names_key && data_upload
+}
+
 /// Whether `request` is a PUT whose length only the end of its body tells: HTTP/1.1
 /// `Transfer-Encoding: chunked` with neither Content-Length nor the aws-chunked decoded length.
 fn unsized_put<B>(request: &http::Request<B>) -> bool {
@@ -793,6 +826,7 @@ pub async fn serve(
                             return Ok(preflight(&gateway, cross_origin).await);
                         }
                         let carries_body = carries_body(&request);
+                        let is_head = request.method() == http::Method::HEAD;
                         let empty_expecting_continue = expects_continue_without_body(&request);
                         let wants_attributes = request.method() == http::Method::GET
                             && request.uri().query().is_some_and(|q| {
@@ -830,6 +864,14 @@ pub async fn serve(
                         }
                         if wants_attributes {
                             response = unquoted_attributes_etag(response);
+                        }
+                        // s3s answers a HEAD for a range or a part 200; S3 answers 206, as
+                        // the GET.
+                        if is_head
+                            && response.status() == http::StatusCode::OK
+                            && response.headers().contains_key(http::header::CONTENT_RANGE)
+                        {
+                            *response.status_mut() = http::StatusCode::PARTIAL_CONTENT;
                         }
                         if (carries_body && !response.status().is_success())
                             || empty_expecting_continue

@@ -54,11 +54,25 @@ impl Gateway {
             )
             .await?;
         let acl = input.acl.as_ref().map(|a| a.as_str()).unwrap_or("");
+        if input.object_lock_enabled_for_bucket == Some(true) {
+            return Err(GatewayError::NotImplemented(
+                "object lock: strata cannot keep objects from being deleted".into(),
+            ));
+        }
         let location = input
             .create_bucket_configuration
             .and_then(|c| c.location_constraint)
             .map(|l| l.as_str().to_string())
             .unwrap_or_default();
+        // As S3 and radosgw: a constraint names the region that serves the request (and
+        // us-east-1 is never named: it is the default).
+        let region = &self.config().region;
+        if !location.is_empty() && (location != *region || location == "us-east-1") {
+            return Err(GatewayError::InvalidLocationConstraint(
+                location,
+                region.clone(),
+            ));
+        }
         match self
             .store
             .create_bucket(&input.bucket, &owner, acl, grants, &location)

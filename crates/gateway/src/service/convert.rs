@@ -55,9 +55,12 @@ pub fn metadata_out(entry: &ObjectEntry) -> Option<Metadata> {
     Some(entry.metadata.clone().into_iter().collect())
 }
 
-fn etag_matches(condition: &ETagCondition, stored: &str) -> bool {
+/// Whether `condition` holds for an object whose ETag is `stored`. If-Match compares
+/// strongly (RFC 9110 §13.1.1: a weak tag never matches), If-None-Match weakly (§13.1.2).
+fn etag_matches(condition: &ETagCondition, stored: &str, strong: bool) -> bool {
     match condition {
         ETagCondition::Any => true,
+        ETagCondition::ETag(ETag::Weak(_)) if strong => false,
         ETagCondition::ETag(tag) => tag.value() == stored,
     }
 }
@@ -80,6 +83,8 @@ pub fn write_condition(
     Ok(crate::store::WriteCondition {
         if_match: if_match.map(|condition| match condition {
             ETagCondition::Any => "*".to_string(),
+            // Compared strongly: kept with its W/ so that it matches no stored ETag.
+            ETagCondition::ETag(ETag::Weak(value)) => format!("W/{value}"),
             ETagCondition::ETag(tag) => tag.value().to_string(),
         }),
         if_none_match_any,
@@ -104,7 +109,7 @@ impl Conditions<'_> {
     pub fn check(&self, entry: &ObjectEntry, not_modified_is_failure: bool) -> Result<()> {
         let mtime_s = (entry.mtime_ns / 1_000_000_000) as i64;
         if let Some(condition) = self.if_match {
-            if !etag_matches(condition, &entry.etag) {
+            if !etag_matches(condition, &entry.etag, true) {
                 return Err(GatewayError::PreconditionFailed);
             }
         } else if let Some(since) = self.if_unmodified_since {
@@ -118,7 +123,7 @@ impl Conditions<'_> {
             GatewayError::NotModified(entry.etag.clone())
         };
         if let Some(condition) = self.if_none_match {
-            if etag_matches(condition, &entry.etag) {
+            if etag_matches(condition, &entry.etag, false) {
                 return Err(not_modified);
             }
         } else if let Some(since) = self.if_modified_since {

@@ -4,6 +4,7 @@
 mod acls;
 mod buckets;
 pub(crate) mod convert;
+mod integrity;
 mod multipart;
 mod objects;
 mod refusals;

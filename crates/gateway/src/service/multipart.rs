@@ -1,7 +1,7 @@
 //! Multipart uploads: parts are stored as pieces of their own and become the object's manifest
 //! at completion (no data is copied).
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use md5::{Digest, Md5};
 use rados::RadosError;
 use s3s::dto::*;
@@ -76,6 +76,7 @@ impl Gateway {
         req: S3Request<CreateMultipartUploadInput>,
     ) -> Result<CreateMultipartUploadOutput> {
         let requester = self.requester(&req).await?;
+        super::integrity::refuse_unsupported_write_headers(&req.headers)?;
         let input = req.input;
         let bucket = self
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
@@ -188,6 +189,9 @@ impl Gateway {
         req: S3Request<UploadPartInput>,
     ) -> Result<UploadPartOutput> {
         let requester = self.requester(&req).await?;
+        super::integrity::refuse_customer_keys(&req.headers)?;
+        let checksums = super::integrity::ChecksumCheck::of(&req.headers);
+        let trailers = req.trailing_headers.clone();
         let input = req.input;
         let bucket = self
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
@@ -200,9 +204,18 @@ impl Gateway {
             input.part_number,
             self.store.new_tag(4)
         );
+        let hasher = checksums
+            .as_ref()
+            .map(super::integrity::ChecksumCheck::hasher);
         let (pieces, size, md5) = match input.body {
             Some(body) => {
-                let body = body.map_err(|error| GatewayError::from_request_body(&*error));
+                let body = body
+                    .inspect(move |item| {
+                        if let (Some(feed), Ok(bytes)) = (&hasher, item) {
+                            feed.lock().unwrap_or_else(|p| p.into_inner()).update(bytes);
+                        }
+                    })
+                    .map_err(|error| GatewayError::from_request_body(&*error));
                 self.store
                     .write_body(&bucket.id, &tag, &input.key, body)
                     .await?
@@ -215,7 +228,9 @@ impl Gateway {
                     .await?
             }
         };
-        if let Err(error) = check_content_md5(input.content_md5.as_deref(), &md5) {
+        let checked = check_content_md5(input.content_md5.as_deref(), &md5)
+            .and_then(|()| checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref())));
+        if let Err(error) = checked {
             self.store.remove_pieces(pieces).await;
             return Err(error);
         }
@@ -240,6 +255,7 @@ impl Gateway {
         req: S3Request<UploadPartCopyInput>,
     ) -> Result<UploadPartCopyOutput> {
         let requester = self.requester(&req).await?;
+        super::integrity::refuse_customer_keys(&req.headers)?;
         let input = req.input;
         let (_source_bucket, _source_key, source) = self
             .copy_source(

@@ -2,12 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use std::sync::{Arc, Mutex};
-
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use s3s::checksum::ChecksumHasher;
-use s3s::crypto::{Checksum as _, Sha256};
 use s3s::dto::*;
 use s3s::S3Request;
 
@@ -171,6 +167,9 @@ impl Gateway {
             Some(value) if value.is_empty() => Some(String::new()),
             _ => req.input.content_md5.clone(),
         };
+        super::integrity::refuse_unsupported_write_headers(&req.headers)?;
+        let checksums = super::integrity::ChecksumCheck::of(&req.headers);
+        let trailers = req.trailing_headers.clone();
         let input = req.input;
         let bucket = self
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
@@ -189,13 +188,10 @@ impl Gateway {
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         let tag = self.store.new_tag(8);
-        // A SHA-256 the client gave is checked against the data as it streams in.
-        let hasher = input.checksum_sha256.as_ref().map(|_| {
-            Arc::new(Mutex::new(ChecksumHasher {
-                sha256: Some(Sha256::new()),
-                ..Default::default()
-            }))
-        });
+        // The checksums the client gave are checked against the data as it streams in.
+        let hasher = checksums
+            .as_ref()
+            .map(super::integrity::ChecksumCheck::hasher);
         let (pieces, size, md5) = match input.body {
             Some(body) => {
                 let feed = hasher.clone();
@@ -221,17 +217,13 @@ impl Gateway {
             self.store.remove_pieces(pieces).await;
             return Err(error);
         }
-        let checksum_sha256 = match (&input.checksum_sha256, hasher) {
-            (Some(given), Some(hasher)) => {
-                let hasher = std::mem::take(&mut *hasher.lock().unwrap_or_else(|p| p.into_inner()));
-                let computed = hasher.finalize().checksum_sha256.unwrap_or_default();
-                if computed != *given {
-                    self.store.remove_pieces(pieces).await;
-                    return Err(GatewayError::BadDigest);
-                }
-                Some(computed)
+        let checksum_sha256 = match checksums.map(|check| check.verify(trailers.as_ref())) {
+            None => None,
+            Some(Ok(sha256)) => sha256,
+            Some(Err(error)) => {
+                self.store.remove_pieces(pieces).await;
+                return Err(error);
             }
-            _ => None,
         };
         let entry = ObjectEntry {
             size,
@@ -368,6 +360,7 @@ impl Gateway {
         req: S3Request<GetObjectInput>,
     ) -> Result<GetObjectOutput> {
         let requester = self.requester(&req).await?;
+        super::integrity::refuse_customer_keys(&req.headers)?;
         let input = req.input;
         let ObjectRead {
             bucket,
@@ -428,6 +421,7 @@ impl Gateway {
         req: S3Request<HeadObjectInput>,
     ) -> Result<HeadObjectOutput> {
         let requester = self.requester(&req).await?;
+        super::integrity::refuse_customer_keys(&req.headers)?;
         let input = req.input;
         let ObjectRead {
             bucket,
@@ -622,6 +616,7 @@ impl Gateway {
         req: S3Request<CopyObjectInput>,
     ) -> Result<CopyObjectOutput> {
         let requester = self.requester(&req).await?;
+        super::integrity::refuse_unsupported_write_headers(&req.headers)?;
         let input = req.input;
         let (source_bucket, source_key, source) = self
             .copy_source(
@@ -870,6 +865,11 @@ fn byte_range(range: Option<Range>, size_bytes: u64) -> Result<(u64, u64, Option
             let r = range
                 .check(size_bytes)
                 .map_err(|_| GatewayError::InvalidRange)?;
+            // An empty object has no byte to return: every range is unsatisfiable (s3s
+            // answers a suffix range over it with 0..0).
+            if r.start >= r.end {
+                return Err(GatewayError::InvalidRange);
+            }
             let header = format!("bytes {}-{}/{}", r.start, r.end - 1, size_bytes);
             Ok((r.start, r.end, Some(header)))
         }

@@ -1,0 +1,286 @@
+//! What a PUT or a part upload asks the gateway to check or keep beyond its bytes: the
+//! `x-amz-checksum-*` values it gives (in headers, or announced by `x-amz-trailer` and sent
+//! after an aws-chunked body), and the features it asks for that strata does not have
+//! (server-side encryption, object lock, storage classes, tagging, website redirects), which
+//! are refused rather than silently dropped.
+//!
+//! Why: s3s 0.14.1 parses these headers but checks none of them. A client that sends a
+//! CRC32 (boto3 from 1.36 on does by default, as a trailer) expects a corrupted upload to be
+//! refused with BadDigest; a client that asks for SSE-C expects the data encrypted with its
+//! key and a GET without the key refused. Answering 200 to either tells it something false.
+
+use std::sync::{Arc, Mutex};
+
+use s3s::checksum::ChecksumHasher;
+use s3s::crypto::{Checksum as _, Crc32, Crc32c, Crc64Nvme, Sha1, Sha256};
+use s3s::dto::Checksum;
+use s3s::TrailingHeaders;
+
+use crate::error::{GatewayError, Result};
+
+/// The checksum algorithms S3 defines, by header name and display name.
+const ALGORITHMS: [(&str, &str); 5] = [
+    ("x-amz-checksum-crc32", "crc32"),
+    ("x-amz-checksum-crc32c", "crc32c"),
+    ("x-amz-checksum-sha1", "sha1"),
+    ("x-amz-checksum-sha256", "sha256"),
+    ("x-amz-checksum-crc64nvme", "crc64nvme"),
+];
+
+/// The checksums one upload must match, and the hasher its body feeds.
+pub(super) struct ChecksumCheck {
+    /// (algorithm, base64 value) given in headers.
+    given: Vec<(&'static str, String)>,
+    /// The algorithm whose value the body's trailer carries.
+    trailer: Option<&'static str>,
+    hasher: Arc<Mutex<ChecksumHasher>>,
+}
+
+impl ChecksumCheck {
+    /// The checks `headers` ask for; `None` when they ask for none.
+    pub(super) fn of(headers: &http::HeaderMap) -> Option<ChecksumCheck> {
+        let given: Vec<(&'static str, String)> = ALGORITHMS
+            .iter()
+            .filter_map(|&(header, name)| {
+                let value = headers.get(header)?;
+                Some((
+                    name,
+                    String::from_utf8_lossy(value.as_bytes()).trim().to_string(),
+                ))
+            })
+            .collect();
+        let trailer = headers
+            .get("x-amz-trailer")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| {
+                let value = value.trim().to_ascii_lowercase();
+                ALGORITHMS
+                    .iter()
+                    .find(|(header, _)| *header == value)
+                    .map(|&(_, name)| name)
+            });
+        if given.is_empty() && trailer.is_none() {
+            return None;
+        }
+        let mut hasher = ChecksumHasher::default();
+        for name in given.iter().map(|(name, _)| *name).chain(trailer) {
+            match name {
+                "crc32" => hasher.crc32 = Some(Crc32::new()),
+                "crc32c" => hasher.crc32c = Some(Crc32c::new()),
+                "sha1" => hasher.sha1 = Some(Sha1::new()),
+                "sha256" => hasher.sha256 = Some(Sha256::new()),
+                _ => hasher.crc64nvme = Some(Crc64Nvme::new()),
+            }
+        }
+        Some(ChecksumCheck {
+            given,
+            trailer,
+            hasher: Arc::new(Mutex::new(hasher)),
+        })
+    }
+
+    /// The hasher the body's bytes go through, in order.
+    pub(super) fn hasher(&self) -> Arc<Mutex<ChecksumHasher>> {
+        Arc::clone(&self.hasher)
+    }
+
+    /// Compares what the body hashed to with every value given; the SHA-256, when one was
+    /// given and matched, is returned to be kept with the object.
+    pub(super) fn verify(self, trailers: Option<&TrailingHeaders>) -> Result<Option<String>> {
+        let hasher = std::mem::take(&mut *self.hasher.lock().unwrap_or_else(|p| p.into_inner()));
+        let computed = hasher.finalize();
+        let mut expected = self.given;
+        if let Some(name) = self.trailer {
+            let header = format!("x-amz-checksum-{name}");
+            let value = trailers
+                .and_then(|trailers| {
+                    trailers.read(|headers| {
+                        headers
+                            .get(header.as_str())
+                            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string())
+                    })
+                })
+                .flatten()
+                .ok_or_else(|| {
+                    GatewayError::InvalidRequest(format!(
+                        "x-amz-trailer announced {header} but the body carried no such trailer"
+                    ))
+                })?;
+            expected.push((name, value));
+        }
+        let mut sha256 = None;
+        for (name, value) in expected {
+            if computed_value(&computed, name) != Some(&value) {
+                return Err(GatewayError::ChecksumMismatch(name));
+            }
+            if name == "sha256" {
+                sha256 = Some(value);
+            }
+        }
+        Ok(sha256)
+    }
+}
+
+fn computed_value<'a>(computed: &'a Checksum, name: &str) -> Option<&'a String> {
+    match name {
+        "crc32" => computed.checksum_crc32.as_ref(),
+        "crc32c" => computed.checksum_crc32c.as_ref(),
+        "sha1" => computed.checksum_sha1.as_ref(),
+        "sha256" => computed.checksum_sha256.as_ref(),
+        _ => computed.checksum_crc64nvme.as_ref(),
+    }
+}
+
+/// Refuses what a write asks for that strata does not have, as S3 answers where the feature
+/// is missing: SSE-C (S3 refuses it over plain HTTP, which is all this gateway speaks),
+/// server-side encryption (501: the data would be stored in the clear), object lock headers
+/// (no bucket here has object lock), a storage class other than STANDARD, tagging and
+/// website redirects (501: they would be dropped).
+pub(super) fn refuse_unsupported_write_headers(headers: &http::HeaderMap) -> Result<()> {
+    refuse_customer_keys(headers)?;
+    if let Some(value) = header_text(headers, "x-amz-server-side-encryption") {
+        return Err(match value.as_str() {
+            "AES256" | "aws:kms" | "aws:kms:dsse" => GatewayError::NotImplemented(format!(
+                "server-side encryption ({value}): strata does not encrypt data at rest"
+            )),
+            _ => GatewayError::InvalidArgument(format!(
+                "x-amz-server-side-encryption {value:?} (valid: AES256, aws:kms, aws:kms:dsse)"
+            )),
+        });
+    }
+    for lock in [
+        "x-amz-object-lock-mode",
+        "x-amz-object-lock-retain-until-date",
+        "x-amz-object-lock-legal-hold",
+    ] {
+        if headers.contains_key(lock) {
+            return Err(GatewayError::InvalidRequest(format!(
+                "{lock}: the bucket is missing its object lock configuration"
+            )));
+        }
+    }
+    if let Some(class) = header_text(headers, "x-amz-storage-class") {
+        if class != "STANDARD" {
+            return Err(GatewayError::InvalidStorageClass(class));
+        }
+    }
+    for (header, feature) in [
+        ("x-amz-tagging", "object tagging"),
+        ("x-amz-website-redirect-location", "website redirects"),
+    ] {
+        if headers.contains_key(header) {
+            return Err(GatewayError::NotImplemented(format!(
+                "{header}: strata does not keep {feature}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses SSE-C headers (on writes, reads and copies alike).
+pub(super) fn refuse_customer_keys(headers: &http::HeaderMap) -> Result<()> {
+    let customer = headers.keys().any(|name| {
+        let name = name.as_str();
+        name.starts_with("x-amz-server-side-encryption-customer-")
+            || name.starts_with("x-amz-copy-source-server-side-encryption-customer-")
+    });
+    if customer {
+        return Err(GatewayError::InvalidRequest(
+            "server-side encryption with customer-provided keys (SSE-C) is not supported: \
+             strata would store the data in the clear"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+fn header_text(headers: &http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> http::HeaderMap {
+        let mut map = http::HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    fn fed(check: &ChecksumCheck, data: &[u8]) {
+        check.hasher().lock().unwrap().update(data);
+    }
+
+    #[test]
+    fn header_checksums_are_compared_with_the_body() {
+        // crc32("hello") = 0x3610a686, crc32c("hello") = 0x9a71bb4c.
+        let good = headers(&[
+            ("x-amz-checksum-crc32", "NhCmhg=="),
+            ("x-amz-checksum-crc32c", "mnG7TA=="),
+        ]);
+        let check = ChecksumCheck::of(&good).unwrap();
+        fed(&check, b"hello");
+        assert_eq!(check.verify(None).unwrap(), None);
+
+        let bad = headers(&[("x-amz-checksum-crc32", "AAAAAA==")]);
+        let check = ChecksumCheck::of(&bad).unwrap();
+        fed(&check, b"hello");
+        assert!(matches!(
+            check.verify(None),
+            Err(GatewayError::ChecksumMismatch("crc32"))
+        ));
+        assert!(ChecksumCheck::of(&headers(&[("content-type", "a/b")])).is_none());
+    }
+
+    #[test]
+    fn an_announced_trailer_that_never_came_is_refused() {
+        let announced = headers(&[("x-amz-trailer", "x-amz-checksum-crc32")]);
+        let check = ChecksumCheck::of(&announced).unwrap();
+        fed(&check, b"hello");
+        assert!(matches!(
+            check.verify(None),
+            Err(GatewayError::InvalidRequest(_))
+        ));
+    }
+
+    #[test]
+    fn features_strata_lacks_are_refused_not_dropped() {
+        let refused = |pairs: &[(&'static str, &str)]| {
+            refuse_unsupported_write_headers(&headers(pairs)).unwrap_err()
+        };
+        assert!(matches!(
+            refused(&[("x-amz-server-side-encryption-customer-algorithm", "AES256")]),
+            GatewayError::InvalidRequest(_)
+        ));
+        assert!(matches!(
+            refused(&[("x-amz-server-side-encryption", "AES256")]),
+            GatewayError::NotImplemented(_)
+        ));
+        assert!(matches!(
+            refused(&[("x-amz-server-side-encryption", "bogus")]),
+            GatewayError::InvalidArgument(_)
+        ));
+        assert!(matches!(
+            refused(&[("x-amz-object-lock-mode", "COMPLIANCE")]),
+            GatewayError::InvalidRequest(_)
+        ));
+        assert!(matches!(
+            refused(&[("x-amz-storage-class", "STANDARD_IA")]),
+            GatewayError::InvalidStorageClass(_)
+        ));
+        assert!(matches!(
+            refused(&[("x-amz-tagging", "a=1")]),
+            GatewayError::NotImplemented(_)
+        ));
+        assert!(refuse_unsupported_write_headers(&headers(&[
+            ("x-amz-storage-class", "STANDARD"),
+            ("content-type", "text/plain"),
+        ]))
+        .is_ok());
+    }
+}
