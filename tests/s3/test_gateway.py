@@ -1085,6 +1085,23 @@ def test_ranges_heads_and_conditions_as_s3():
     nuke(b)
 
 
+def test_metadata_limits_and_directives():
+    """User metadata over S3's 2 KiB is MetadataTooLarge; a metadata directive other than
+    COPY or REPLACE is refused."""
+    b = new_bucket()
+    s3.put_object(Bucket=b, Key="fits", Body=b"x", Metadata={"k": "v" * 2047})
+    got = error_of(s3.put_object, Bucket=b, Key="big", Body=b"x", Metadata={"k": "v" * 2048})
+    check(got == ("MetadataTooLarge", 400), got)
+    got = error_of(s3.create_multipart_upload, Bucket=b, Key="big", Metadata={"a": "v" * 3000})
+    check(got == ("MetadataTooLarge", 400), got)
+    got = error_of(s3.copy_object, Bucket=b, Key="copy", CopySource={"Bucket": b, "Key": "fits"},
+                   MetadataDirective="FOO")
+    check(got == ("InvalidArgument", 400), got)
+    s3.copy_object(Bucket=b, Key="copy", CopySource={"Bucket": b, "Key": "fits"}, MetadataDirective="COPY")
+    check(s3.head_object(Bucket=b, Key="copy")["Metadata"] == {"k": "v" * 2047})
+    nuke(b)
+
+
 def test_a_put_without_length_is_refused():
     """A PUT with a body but neither Content-Length nor Transfer-Encoding has no body in
     HTTP/1.1: 411 MissingContentLength, as S3 and radosgw, not an empty object."""

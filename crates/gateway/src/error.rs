@@ -89,6 +89,9 @@ pub enum GatewayError {
     /// An `x-amz-checksum-*` the request gave (header or trailer) does not match the body.
     #[error("the body's {0} does not match the x-amz-checksum-{0} the request gave")]
     ChecksumMismatch(&'static str),
+    /// User metadata over S3's 2 KiB.
+    #[error("user metadata of {0} bytes is over S3's limit of 2048")]
+    MetadataTooLarge(usize),
     /// A storage class strata does not have (it has one, STANDARD).
     #[error("storage class {0:?}: strata stores every object as STANDARD")]
     InvalidStorageClass(String),
@@ -203,6 +206,7 @@ impl GatewayError {
             GatewayError::EntityTooSmall => S3ErrorCode::EntityTooSmall,
             GatewayError::BadDigest | GatewayError::ChecksumMismatch(_) => S3ErrorCode::BadDigest,
             GatewayError::InvalidStorageClass(_) => S3ErrorCode::InvalidStorageClass,
+            GatewayError::MetadataTooLarge(_) => S3ErrorCode::MetadataTooLarge,
             GatewayError::InvalidLocationConstraint(..) => S3ErrorCode::InvalidLocationConstraint,
             GatewayError::InvalidDigest => S3ErrorCode::InvalidDigest,
             GatewayError::IncompleteBody => S3ErrorCode::IncompleteBody,

@@ -39,13 +39,22 @@ pub fn parse_http_date(value: &str) -> Option<Timestamp> {
 }
 
 /// User metadata as stored.
-pub fn metadata_in(metadata: Option<Metadata>) -> BTreeMap<String, String> {
-    metadata
+pub fn metadata_in(metadata: Option<Metadata>) -> Result<BTreeMap<String, String>> {
+    let metadata: BTreeMap<String, String> = metadata
         .unwrap_or_default()
         .into_iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v))
-        .collect()
+        .collect();
+    let bytes: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > USER_METADATA_BYTES_MAX {
+        return Err(GatewayError::MetadataTooLarge(bytes));
+    }
+    Ok(metadata)
 }
+
+/// S3's limit on user metadata: the UTF-8 bytes of every `x-amz-meta-*` name (without the
+/// prefix) and value, 2 KiB.
+pub const USER_METADATA_BYTES_MAX: usize = 2048;
 
 /// User metadata for a response.
 pub fn metadata_out(entry: &ObjectEntry) -> Option<Metadata> {

@@ -109,7 +109,7 @@ impl Gateway {
                     input.content_language.as_deref(),
                     input.expires.as_ref(),
                 ),
-                metadata: convert::metadata_in(input.metadata),
+                metadata: convert::metadata_in(input.metadata)?,
                 ..ObjectEntry::default()
             },
         };

@@ -240,7 +240,7 @@ impl Gateway {
                 input.content_language.as_deref(),
                 input.expires.as_ref(),
             ),
-            metadata: convert::metadata_in(input.metadata),
+            metadata: convert::metadata_in(input.metadata)?,
             pieces,
             parts_count: 0,
             checksum_sha256,
@@ -634,10 +634,15 @@ impl Gateway {
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         convert::validate_key(&input.key)?;
-        let replace = input
-            .metadata_directive
-            .as_ref()
-            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let replace = match input.metadata_directive.as_ref().map(|d| d.as_str()) {
+            None | Some(MetadataDirective::COPY) => false,
+            Some(MetadataDirective::REPLACE) => true,
+            Some(other) => {
+                return Err(GatewayError::InvalidArgument(format!(
+                    "x-amz-metadata-directive {other:?} (valid: COPY, REPLACE)"
+                )))
+            }
+        };
         // Copying a named version onto its key makes it the latest again, which S3 allows.
         let names_version = matches!(
             &input.copy_source,
@@ -661,7 +666,7 @@ impl Gateway {
                     input.content_language.as_deref(),
                     input.expires.as_ref(),
                 ),
-                convert::metadata_in(input.metadata),
+                convert::metadata_in(input.metadata)?,
             )
         } else {
             (source.headers.clone(), source.metadata.clone())
