@@ -177,10 +177,23 @@ pub fn validate_bucket_name(name: &str) -> Result<()> {
         || !alnum(bytes.last())
         || name.contains("..")
         || is_ip
+        || reserved_bucket_name(name)
     {
-        return Err(GatewayError::InvalidBucketName(name.to_string()));
+        return Err(GatewayError::InvalidBucketName(format!(
+            "{name:?}: {}",
+            bucket_name_problem(name)
+        )));
     }
     Ok(())
+}
+
+/// Names S3 reserves for its own use (access point aliases, Object Lambda): refused at
+/// creation as S3 refuses them, so a bucket made here can move to S3 under its name.
+fn reserved_bucket_name(name: &str) -> bool {
+    name.starts_with("sthree-")
+        || name.starts_with("xn--")
+        || name.ends_with("-s3alias")
+        || name.ends_with("--ol-s3")
 }
 
 /// Which of S3's bucket naming rules `name` breaks (the rules s3s checks), for an error message;
@@ -203,6 +216,8 @@ pub fn bucket_name_problem(name: &str) -> &'static str {
         "it may not be an IP address"
     } else if name.starts_with("xn--") {
         "it may not start with 'xn--'"
+    } else if reserved_bucket_name(name) {
+        "it may not start with 'sthree-' or end with '-s3alias' or '--ol-s3' (reserved by S3)"
     } else {
         "bucket names are 3 to 63 lowercase letters, digits, '.' and '-'"
     }
@@ -238,6 +253,10 @@ mod tests {
         assert!(validate_bucket_name("-abc").is_err());
         assert!(validate_bucket_name("192.168.5.4").is_err());
         assert!(validate_bucket_name("a..b").is_err());
+        assert!(validate_bucket_name("sthree-bucket").is_err());
+        assert!(validate_bucket_name("bucket-s3alias").is_err());
+        assert!(validate_bucket_name("bucket--ol-s3").is_err());
+        assert!(bucket_name_problem("sthree-bucket").contains("reserved"));
     }
 
     #[test]
