@@ -175,6 +175,8 @@ impl Gateway {
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         convert::validate_key(&input.key)?;
+        // Everything that can refuse the request is checked before its data is written.
+        let metadata = convert::metadata_in(input.metadata.clone())?;
         let condition =
             convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let owner = Self::owner_of(&requester)?;
@@ -240,7 +242,7 @@ impl Gateway {
                 input.content_language.as_deref(),
                 input.expires.as_ref(),
             ),
-            metadata: convert::metadata_in(input.metadata)?,
+            metadata,
             pieces,
             parts_count: 0,
             checksum_sha256,
