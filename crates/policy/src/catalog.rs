@@ -25,6 +25,12 @@ pub const POLICY_NAMES: &[&str] = &[
     "strata",
 ];
 
+/// Largest capacity [`build`] accepts: keys are 32-bit, so a larger cache could never fill.
+/// Capacities up to it cost memory in proportion to the key space, not to the capacity (the
+/// sketches sized from the capacity store only the slots their keys write, see
+/// `sketch::Slots`), so a cache far larger than its trace simulates exactly as given.
+pub const CAPACITY_MAX_OBJECTS: u64 = 1 << 32;
+
 /// Everything needed to build a policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicySpec {
@@ -75,9 +81,12 @@ fn with_admission<E: Eviction + 'static>(
         }
         Some("bloom") => Box::new(Filtered::new(
             eviction,
-            BloomAdmission::new(2 * capacity, 0.01),
+            BloomAdmission::new(2 * capacity, 0.01, spec.key_space),
         )),
-        Some("tinylfu") => Box::new(Filtered::new(eviction, TinyLfu::new(capacity))),
+        Some("tinylfu") => Box::new(Filtered::new(
+            eviction,
+            TinyLfu::new(capacity, spec.key_space),
+        )),
         Some(other) => match other.strip_prefix("prob").map(str::parse::<f64>) {
             Some(Ok(p)) if (0.0..=1.0).contains(&p) => {
                 Box::new(Filtered::new(eviction, Probabilistic::new(p, spec.seed)))
@@ -182,6 +191,16 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
         return Err(PolicyError::InvalidParameter {
             name: "capacity",
             reason: "must be at least 1 object".into(),
+        });
+    }
+    if spec.capacity as u64 > CAPACITY_MAX_OBJECTS {
+        return Err(PolicyError::InvalidParameter {
+            name: "capacity",
+            reason: format!(
+                "{} objects is more than the {CAPACITY_MAX_OBJECTS} distinct keys a policy can \
+                 see (keys are 32-bit)",
+                spec.capacity
+            ),
         });
     }
     let lowered = spec.name.to_ascii_lowercase();
@@ -300,5 +319,35 @@ mod tests {
             build(&PolicySpec::new("nope", 1, 1)),
             Err(PolicyError::UnknownPolicy(_))
         ));
+    }
+
+    /// A cache of 4 billion objects over 1,000 keys: every policy builds and runs in memory
+    /// proportional to the keys (the sketches sized from the capacity used to allocate
+    /// hundreds of gigabytes and abort), and nothing is evicted.
+    #[test]
+    fn a_cache_far_larger_than_its_keys_runs_in_little_memory() {
+        for name in POLICY_NAMES.iter().copied().chain([
+            "lru+bloom",
+            "lru+tinylfu",
+            "lru+second-hit",
+            "strata:epoch_min=1000000000",
+        ]) {
+            let spec = PolicySpec::new(name, 4_000_000_000, 1_000);
+            let mut cache = build(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut effects = Effects::default();
+            for seq in 0..20_000u64 {
+                let request = Request {
+                    key: (crate::mix64(seq) % 1_000) as u32,
+                    seq,
+                    now_ms: seq,
+                    size_bytes: 1,
+                    ..Request::default()
+                };
+                cache.on_request(&request, &mut effects);
+            }
+            assert!(effects.evicted.is_empty(), "{name}");
+        }
+        let too_large = PolicySpec::new("lru", (CAPACITY_MAX_OBJECTS + 1) as usize, 1);
+        assert!(build(&too_large).is_err());
     }
 }

@@ -532,7 +532,7 @@ impl Strata {
             streak: 0,
             dwell_left: 0,
             main_ghost,
-            sketch: gated.then(|| Frequencies::new(sketch_period(&config))),
+            sketch: gated.then(|| Frequencies::new(sketch_period(&config), key_space)),
             sketch_left: sketch_period(&config),
             write_allowance: f64::INFINITY,
             fixed_scores,

@@ -112,6 +112,8 @@ pub struct OutputArgs {
 Eviction policies accept an admission filter: NAME+second-hit, NAME+bloom, NAME+tinylfu, NAME+prob0.25.\n\
 strata takes knobs: strata:small=0.1/threshold=2/adapt=1/epoch=2/decay=0.5/ghost=0.9/budget=0.33.\n\
 Cache sizes: 4897 (objects), 10% (of unique objects), 64M / 4GiB (bytes / mean object size).\n\
+A cache larger than the trace's distinct objects is simulated as given, in memory proportional\n\
+to the trace (admission windows, Ceph's target ratios and strata's epochs depend on it).\n\
 Formats: cloudphysics-csv vscsi arc msr systor tencent-block tencent-photo object strata\n\
 (guessed from the file name; .zst .gz .bz2 .xz are decompressed).\n\
 Example: strata sim cache --trace cloudPhysicsIO.csv --policy lru,s3fifo,strata --cache-size 1%,5%,10%"
