@@ -16,6 +16,7 @@ use crate::trace::Trace;
 use policy::hottable::Period;
 use policy::{Cache, Effects, Outcome, Request};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// SSD and HDD pool timing.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -169,7 +170,7 @@ pub struct RunResult {
 /// Metrics of one period.
 #[derive(Clone, Debug, Serialize)]
 pub struct PeriodResult {
-    /// Period index from the trace start.
+    /// Period index from the first request's time.
     pub period: u64,
     /// Requests.
     pub requests: u64,
@@ -186,12 +187,17 @@ pub struct PeriodResult {
 }
 
 /// Runs `cache` over `trace`. `next_seq` (from [`Trace::next_seq`]) is needed by Belady only.
+/// Returns the totals and, when `options.period` is set, the metrics of every period that had
+/// requests, by period index counted from the first request's time (as the hot table counts
+/// its periods). Only periods with requests are kept, so a trace whose times leap (one record
+/// at time 0, the rest 40 years later) costs no memory for the empty periods between: one
+/// slot per period from time 0 used to need 20 GB there.
 pub fn simulate(
     trace: &Trace,
     next_seq: Option<&[u64]>,
     cache: &mut dyn Cache,
     options: &RunOptions,
-) -> (Metrics, Vec<Metrics>) {
+) -> (Metrics, Vec<(u64, Metrics)>) {
     let timing = options.timing;
     let (ssd_devices, hdd_devices) = (
         timing.ssd_devices.max(1) as f64,
@@ -199,7 +205,8 @@ pub fn simulate(
     );
     let mut dirty = vec![false; trace.unique];
     let mut total = Metrics::default();
-    let mut periods: Vec<Metrics> = Vec::new();
+    let mut periods: BTreeMap<u64, Metrics> = BTreeMap::new();
+    let origin_ms = trace.requests.first().map_or(0, |r| r.time_ms);
     let mut effects = Effects::default();
     for (seq, r) in trace.requests.iter().enumerate() {
         let request = Request {
@@ -272,14 +279,15 @@ pub fn simulate(
         m.hdd_busy_s = hdd_us / hdd_devices / 1e6;
         add(&mut total, &m);
         if let Some(period) = options.period {
-            let index = period.index(&request, 0) as usize;
-            if index >= periods.len() {
-                periods.resize(index + 1, Metrics::default());
-            }
-            add(&mut periods[index], &m);
+            add(
+                periods
+                    .entry(period.index(&request, origin_ms))
+                    .or_default(),
+                &m,
+            );
         }
     }
-    (total, periods)
+    (total, periods.into_iter().collect())
 }
 
 fn add(total: &mut Metrics, m: &Metrics) {
@@ -304,7 +312,7 @@ impl RunResult {
         policy: &str,
         cache: &dyn Cache,
         total: &Metrics,
-        periods: &[Metrics],
+        periods: &[(u64, Metrics)],
     ) -> RunResult {
         RunResult {
             trace: trace.name.clone(),
@@ -327,10 +335,9 @@ impl RunResult {
             threshold: None,
             periods: periods
                 .iter()
-                .enumerate()
                 .filter(|(_, m)| m.requests > 0)
-                .map(|(i, m)| PeriodResult {
-                    period: i as u64,
+                .map(|&(period, ref m)| PeriodResult {
+                    period,
                     requests: m.requests,
                     miss_ratio: m.miss_ratio(),
                     cache_writes: m.cache_writes,
@@ -360,4 +367,50 @@ pub fn replay(trace: &Trace, next_seq: Option<&[u64]>, cache: &mut dyn Cache) ->
         hits += cache.on_request(&request, &mut effects).is_hit() as u64;
     }
     hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(
+        trace: &Trace,
+        name: &str,
+        capacity: usize,
+        options: &RunOptions,
+    ) -> (Metrics, Vec<(u64, Metrics)>) {
+        let spec = policy::PolicySpec::new(name, capacity, trace.unique);
+        let mut cache = policy::build(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+        simulate(trace, None, cache.as_mut(), options)
+    }
+
+    /// Periods count from the first request and only periods with requests take memory: one
+    /// request at time 0 and the rest 4 x 10^11 minutes later used to allocate 20 GB of slots.
+    #[test]
+    fn per_period_metrics_cost_only_the_periods_with_requests() {
+        let late = 12_816_638_529_551; // ms: an MSR filetime / 10,000
+        let parts = [(7, 4096, 0, false)]
+            .into_iter()
+            .chain((0..100u64).map(|i| (i % 10, 4096, late + i * 1_000, false)));
+        let trace = Trace::from_parts("leap", parts, true);
+        let options = RunOptions {
+            period: Some(Period::Millis(60_000)),
+            ..RunOptions::default()
+        };
+        let (total, periods) = run(&trace, "lru", 5, &options);
+        assert_eq!(total.requests, 101);
+        let indices: Vec<u64> = periods.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indices, vec![0, late / 60_000, late / 60_000 + 1]);
+        assert_eq!(periods.iter().map(|(_, m)| m.requests).sum::<u64>(), 101);
+        // A trace whose first request is not its earliest: the later periods count from it.
+        let parts = [
+            (1, 1, 120_000, false),
+            (2, 1, 0, false),
+            (3, 1, 240_000, false),
+        ];
+        let trace = Trace::from_parts("unsorted", parts, true);
+        let (_, periods) = run(&trace, "lru", 1, &options);
+        let indices: Vec<u64> = periods.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indices, vec![0, 2]);
+    }
 }
