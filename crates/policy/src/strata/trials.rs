@@ -503,7 +503,7 @@ mod tests {
             )
         };
         assert_eq!(after_a_loss(true), (Outcome::Admitted, true, false));
-        assert_eq!(after_a_loss(false), (Outcome::Bypassed, false, true));
+        assert_eq!(after_a_loss(false), (Outcome::Buffered, false, true));
     }
 
     #[test]
