@@ -58,6 +58,28 @@ impl Default for Timing {
 }
 
 impl Timing {
+    /// Refuses latencies and bandwidths that are negative, zero (bandwidths) or not finite: a
+    /// negative `hdd_op_us` gave a negative HDD busy time and NaN printed as `null`.
+    pub fn check(&self) -> anyhow::Result<()> {
+        for (name, value) in [("ssd_op_us", self.ssd_op_us), ("hdd_op_us", self.hdd_op_us)] {
+            if !(value.is_finite() && value >= 0.0) {
+                anyhow::bail!("{name} = {value}: a latency must be a finite number >= 0");
+            }
+        }
+        for (name, value) in [
+            ("ssd_bytes_per_s", self.ssd_bytes_per_s),
+            ("hdd_bytes_per_s", self.hdd_bytes_per_s),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                anyhow::bail!("{name} = {value}: a bandwidth must be a finite number > 0");
+            }
+        }
+        if self.ssd_devices == 0 || self.hdd_devices == 0 {
+            anyhow::bail!("a pool needs at least one device");
+        }
+        Ok(())
+    }
+
     fn ssd_us(&self, bytes: u64) -> f64 {
         self.ssd_op_us + bytes as f64 / self.ssd_bytes_per_s * 1e6
     }
