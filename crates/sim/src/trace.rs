@@ -11,8 +11,9 @@
 //!   512-byte sectors, ioType 1 = write, time in s).
 //! - `tencent-photo`: Tencent photo cache lines `time id type size ...`; object = id + type.
 //! - `object`: whitespace `ts id size` object requests (adapt_size traces).
-//! - `strata`: our own text format, documented in [`write_strata`]:
-//!   a header line `# strata-trace v1` then `time_ms,key,size_bytes,op` with op `r` or `w`.
+//! - `strata`: our own text format, documented in [`write_strata`]: a header line
+//!   `# strata-trace v2` then `time_ms,key,size_bytes,op,object_bytes` with op `r` or `w`;
+//!   version 1 files (no `object_bytes`) read as before.
 //!
 //! Any file may be compressed: `.zst`, `.gz`, `.bz2` and `.xz` are decompressed by extension.
 //! Without timestamps, request `i` happens at `i` ms (1,000 requests per second).
@@ -196,8 +197,13 @@ enum Address {
         length_bytes: u64,
         unit_bytes: u64,
     },
-    /// A whole object.
-    Object { id: u64, size_bytes: u64 },
+    /// A whole object; `object_bytes`, when the record says it, is the object's size (the
+    /// strata format's fifth field), which may exceed the request's.
+    Object {
+        id: u64,
+        size_bytes: u64,
+        object_bytes: Option<u64>,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -408,10 +414,21 @@ fn block(volume: u32, offset_bytes: u64, length_bytes: u64) -> Result<Address> {
 
 /// An object of `size_bytes`, which must fit the simulator's 32-bit sizes (it was clamped).
 fn object(id: u64, size_bytes: u64) -> Result<Address> {
-    if size_bytes > u64::from(u32::MAX) {
-        bail!("object size {size_bytes} is above the 4 GiB - 1 bytes the simulator stores");
+    sized_object(id, size_bytes, None)
+}
+
+/// An object requested for `size_bytes` whose whole size may be given apart.
+fn sized_object(id: u64, size_bytes: u64, object_bytes: Option<u64>) -> Result<Address> {
+    for size in std::iter::once(size_bytes).chain(object_bytes) {
+        if size > u64::from(u32::MAX) {
+            bail!("object size {size} is above the 4 GiB - 1 bytes the simulator stores");
+        }
     }
-    Ok(Address::Object { id, size_bytes })
+    Ok(Address::Object {
+        id,
+        size_bytes,
+        object_bytes,
+    })
 }
 
 /// Seconds (whole) to milliseconds, refusing overflow.
@@ -532,9 +549,18 @@ fn parse_line(format: Format, text: &str) -> Result<Option<RawRecord>> {
             if !["r", "w"].iter().any(|o| op.eq_ignore_ascii_case(o)) {
                 bail!("bad op `{op}` in field 4 (r or w)");
             }
+            // Version 2's fifth field; version 1 lines have four.
+            let object_bytes = match csv.get(4) {
+                Some(_) => Some(number(&csv, 4, "object size")?),
+                None => None,
+            };
             RawRecord {
                 time_ms: Some(number(&csv, 0, "time")?),
-                address: object(number(&csv, 1, "key")?, number(&csv, 2, "size")?)?,
+                address: sized_object(
+                    number(&csv, 1, "key")?,
+                    number(&csv, 2, "size")?,
+                    object_bytes,
+                )?,
                 write: op.eq_ignore_ascii_case("w"),
             }
         }
@@ -701,6 +727,8 @@ fn expand(name: &str, records: &[RawRecord], mapping: Mapping, limit: Option<usi
     let origin = records.iter().filter_map(|r| r.time_ms).min().unwrap_or(0);
     let limit = limit.unwrap_or(usize::MAX);
     let mut parts: Vec<(u64, u32, u64, bool)> = Vec::with_capacity(records.len().min(limit));
+    // Object sizes the records state (raw id -> largest), applied after the dense remap.
+    let mut stated: HashMap<u64, u32> = HashMap::new();
     'records: for record in records {
         let time_ms = |index: usize| {
             if timed {
@@ -710,12 +738,22 @@ fn expand(name: &str, records: &[RawRecord], mapping: Mapping, limit: Option<usi
             }
         };
         match record.address {
-            Address::Object { id, size_bytes } => parts.push((
+            Address::Object {
                 id,
-                size_bytes.min(u32::MAX as u64) as u32,
-                time_ms(parts.len()),
-                record.write,
-            )),
+                size_bytes,
+                object_bytes,
+            } => {
+                if let Some(bytes) = object_bytes {
+                    let slot = stated.entry(id).or_default();
+                    *slot = (*slot).max(bytes.min(u32::MAX as u64) as u32);
+                }
+                parts.push((
+                    id,
+                    size_bytes.min(u32::MAX as u64) as u32,
+                    time_ms(parts.len()),
+                    record.write,
+                ))
+            }
             Address::Block {
                 volume,
                 offset_bytes,
@@ -770,7 +808,24 @@ fn expand(name: &str, records: &[RawRecord], mapping: Mapping, limit: Option<usi
         }
     }
     parts.truncate(limit);
-    let mut trace = Trace::from_parts(name, parts, timed);
+    let mut trace = if stated.is_empty() {
+        Trace::from_parts(name, parts, timed)
+    } else {
+        // Keys are dense in order of first request: walk the parts again to find each
+        // stated object's key.
+        let raw: Vec<u64> = parts.iter().map(|p| p.0).collect();
+        let mut trace = Trace::from_parts(name, parts, timed);
+        let mut seen = vec![false; trace.unique];
+        for (request, id) in trace.requests.iter().zip(raw) {
+            let key = request.key as usize;
+            if !std::mem::replace(&mut seen[key], true) {
+                if let Some(&bytes) = stated.get(&id) {
+                    trace.object_bytes[key] = trace.object_bytes[key].max(bytes);
+                }
+            }
+        }
+        trace
+    };
     if let Mapping::Object { object_bytes } = mapping {
         // A promotion copies the whole RBD object, whatever part of it was requested.
         trace
@@ -781,18 +836,23 @@ fn expand(name: &str, records: &[RawRecord], mapping: Mapping, limit: Option<usi
     trace
 }
 
-/// Writes a trace in our own format: a header line `# strata-trace v1`, then one line per request
-/// `time_ms,key,size_bytes,op` where `key` is the dense object id and `op` is `r` or `w`.
+/// Writes a trace in our own format: a header line `# strata-trace v2`, then one line per request
+/// `time_ms,key,size_bytes,op,object_bytes` where `key` is the dense object id, `op` is `r` or
+/// `w` and `object_bytes` the object's size (what a promotion copies: 4 MiB for RBD-like
+/// objects requested 4 KiB at a time). Version 1 had no `object_bytes`, so a converted trace
+/// took each object's size from its largest request (seed 003's 4 MiB objects came back as
+/// 4 KiB ones); version 1 files still read, and readers of version 1 ignore the fifth field.
 pub fn write_strata(trace: &Trace, mut out: impl Write) -> Result<()> {
-    writeln!(out, "# strata-trace v1")?;
+    writeln!(out, "# strata-trace v2")?;
     for r in &trace.requests {
         writeln!(
             out,
-            "{},{},{},{}",
+            "{},{},{},{},{}",
             r.time_ms,
             r.key,
             r.size_bytes,
-            if r.write { 'w' } else { 'r' }
+            if r.write { 'w' } else { 'r' },
+            trace.object_bytes[r.key as usize]
         )?;
     }
     Ok(())
@@ -870,6 +930,32 @@ mod tests {
             .collect();
         let again = expand("t", &records, Mapping::Record, None);
         assert_eq!(again.requests, trace.requests);
+    }
+
+    /// The object size survives a round trip (4 KiB requests of 4 MiB objects came back as
+    /// 4 KiB objects), and version 1 lines, without it, still read.
+    #[test]
+    fn own_format_keeps_object_sizes_and_reads_version_1() {
+        let trace = crate::generator::ClientWorkload {
+            clients: 2,
+            requests_per_client: 1_000,
+            ..Default::default()
+        }
+        .generate();
+        let mut bytes = Vec::new();
+        write_strata(&trace, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
+        let again = load_bytes("gen.strata", &bytes, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again.requests, trace.requests);
+        assert_eq!(again.object_bytes, trace.object_bytes);
+        assert!(again.object_bytes.iter().all(|&b| b == 4 << 20));
+        let v1 = load_bytes(
+            "v1.strata",
+            b"# strata-trace v1\n0,5,100,r\n3,7,200,w\n9,5,50,r\n",
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again.name, "gen");
+        assert_eq!(v1.object_bytes, vec![100, 200]);
     }
 
     /// Writes `bytes` to `name` in a fresh directory, loads it, and returns the error text

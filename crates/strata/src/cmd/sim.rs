@@ -28,7 +28,8 @@ pub enum Which {
     /// s3fifo, wtinylfu and sieve on every trace and cache size, with cache writes / LRU's.
     Compare(CompareArgs),
     /// Convert any supported trace (or seed 003's generator) to strata's own text format
-    /// (`# strata-trace v1`, then `time_ms,key,size_bytes,op` lines).
+    /// (`# strata-trace v2`, then `time_ms,key,size_bytes,op,object_bytes` lines; version 1
+    /// files, without `object_bytes`, still read).
     Convert(ConvertArgs),
 }
 
