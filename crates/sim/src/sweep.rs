@@ -43,6 +43,9 @@ impl CacheSize {
             }
             return Ok(CacheSize::Objects(objects));
         }
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            bail!("cache size `{text}` objects does not fit 64 bits");
+        }
         if text.parse::<f64>().is_ok() {
             bail!(
                 "cache size `{text}`: a bare number is a whole number of objects (4897); give a \
@@ -251,7 +254,15 @@ mod tests {
     /// object (`100B`, `1K`, `1e-9%` became 1 object).
     #[test]
     fn bare_decimals_and_sizes_below_one_object_are_refused() {
-        for ambiguous in ["4897.0", "1.5", "1e3", "NaN", "-1", "4897 objects"] {
+        for ambiguous in [
+            "4897.0",
+            "1.5",
+            "1e3",
+            "NaN",
+            "-1",
+            "4897 objects",
+            "99999999999999999999",
+        ] {
             assert!(CacheSize::parse(ambiguous).is_err(), "{ambiguous}");
         }
         assert_eq!(CacheSize::parse("100B").unwrap(), CacheSize::Bytes(100));
