@@ -92,17 +92,20 @@ pub struct BloomAdmission {
     entries: usize,
     fpp: f64,
     generation: u64,
+    key_space: usize,
 }
 
 impl BloomAdmission {
-    /// Filters sized for `entries` distinct keys per generation at false-positive rate `fpp`.
-    pub fn new(entries: usize, fpp: f64) -> Self {
+    /// Filters sized for `entries` distinct keys per generation at false-positive rate `fpp`,
+    /// for a key space of about `key_space` keys (it sizes memory only; more keys still work).
+    pub fn new(entries: usize, fpp: f64, key_space: usize) -> Self {
         BloomAdmission {
-            current: Bloom::new(entries, fpp, 1),
-            previous: Bloom::new(entries, fpp, 1),
+            current: Bloom::new(entries, fpp, 1, key_space),
+            previous: Bloom::new(entries, fpp, 1, key_space),
             entries,
             fpp,
             generation: 1,
+            key_space,
         }
     }
 }
@@ -117,7 +120,7 @@ impl Admission for BloomAdmission {
         self.current.insert(key);
         if self.current.unique_inserts() as usize >= self.entries {
             self.generation += 1;
-            let fresh = Bloom::new(self.entries, self.fpp, 1);
+            let fresh = Bloom::new(self.entries, self.fpp, 1, self.key_space);
             self.previous = std::mem::replace(&mut self.current, fresh);
         }
         false
@@ -164,10 +167,11 @@ pub struct TinyLfu {
 }
 
 impl TinyLfu {
-    /// A sketch for a cache of `capacity` objects.
-    pub fn new(capacity: usize) -> Self {
+    /// A sketch for a cache of `capacity` objects over about `key_space` keys (it sizes memory
+    /// only; more keys still work).
+    pub fn new(capacity: usize, key_space: usize) -> Self {
         TinyLfu {
-            sketch: CountingBloom::new(capacity.max(16), 0.01),
+            sketch: CountingBloom::new(capacity.max(16), 0.01, key_space),
             requests: 0,
             reset_interval: 10 * capacity.max(16),
         }

@@ -20,10 +20,18 @@ pub const POLICY_NAMES: &[&str] = &[
     "sieve",
     "belady",
     "ceph",
+    "ceph-seed003",
     "ceph-corrected",
+    "ceph-fast",
     "hottable",
     "strata",
 ];
+
+/// Largest capacity [`build`] accepts: keys are 32-bit, so a larger cache could never fill.
+/// Capacities up to it cost memory in proportion to the key space, not to the capacity (the
+/// sketches sized from the capacity store only the slots their keys write, see
+/// `sketch::Slots`), so a cache far larger than its trace simulates exactly as given.
+pub const CAPACITY_MAX_OBJECTS: u64 = 1 << 32;
 
 /// Everything needed to build a policy.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,9 +83,12 @@ fn with_admission<E: Eviction + 'static>(
         }
         Some("bloom") => Box::new(Filtered::new(
             eviction,
-            BloomAdmission::new(2 * capacity, 0.01),
+            BloomAdmission::new(2 * capacity, 0.01, spec.key_space),
         )),
-        Some("tinylfu") => Box::new(Filtered::new(eviction, TinyLfu::new(capacity))),
+        Some("tinylfu") => Box::new(Filtered::new(
+            eviction,
+            TinyLfu::new(capacity, spec.key_space),
+        )),
         Some(other) => match other.strip_prefix("prob").map(str::parse::<f64>) {
             Some(Ok(p)) if (0.0..=1.0).contains(&p) => {
                 Box::new(Filtered::new(eviction, Probabilistic::new(p, spec.seed)))
@@ -85,95 +96,242 @@ fn with_admission<E: Eviction + 'static>(
             _ => {
                 return Err(PolicyError::InvalidParameter {
                     name: "admission",
-                    reason: format!("`{other}`: expected second-hit, bloom, tinylfu or prob<P>"),
+                    reason: format!(
+                        "`{other}`: expected second-hit, bloom, tinylfu or prob<P> with P in \
+                         [0, 1] (e.g. prob0.25)"
+                    ),
                 })
             }
         },
     })
 }
 
+/// What a knob accepts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Accepts {
+    /// 0 (off) or 1 (on).
+    Flag,
+    /// A whole number in `[min, max]`.
+    Whole(f64, f64),
+    /// A number in `[min, max]` (`max` may be infinite).
+    Real(f64, f64),
+}
+
+impl Accepts {
+    fn admits(self, number: f64) -> bool {
+        match self {
+            Accepts::Flag => number == 0.0 || number == 1.0,
+            Accepts::Whole(min, max) => number.fract() == 0.0 && (min..=max).contains(&number),
+            Accepts::Real(min, max) => (min..=max).contains(&number),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Accepts::Flag => "0 or 1".into(),
+            Accepts::Whole(min, max) => format!("a whole number in [{min}, {max}]"),
+            Accepts::Real(min, max) => format!("a number in [{min}, {max}]"),
+        }
+    }
+}
+
+/// `strata`'s knobs and their ranges (each a field of [`StrataConfig`], which documents it).
+/// The ranges are what the policy means by the knob (shares of the capacity below 0.9, 8-bit
+/// thresholds and caps, bit sets of the trials there are); the upper limits of counts keep a
+/// knob from asking for more than a trace can hold (keys are 32-bit; `epoch_min` at most 10^9
+/// requests). `budget=inf` runs without a write budget.
+const STRATA_KNOBS: &[(&str, Accepts)] = &[
+    ("small", Accepts::Real(0.0, 0.9)),
+    ("threshold", Accepts::Whole(0.0, 255.0)),
+    ("ghost", Accepts::Real(0.0, 100.0)),
+    ("gate", Accepts::Flag),
+    ("gate_shapes", Accepts::Flag),
+    ("adapt", Accepts::Flag),
+    ("follow", Accepts::Whole(0.0, 2.0)),
+    ("follow_small", Accepts::Real(0.0, 0.9)),
+    ("margin", Accepts::Real(0.0, 1.0)),
+    ("epoch_min", Accepts::Whole(1.0, 1e9)),
+    ("learn", Accepts::Flag),
+    ("sample", Accepts::Whole(0.0, 4294967296.0)),
+    ("unhit", Accepts::Flag),
+    ("epoch", Accepts::Real(0.0, 1e6)),
+    ("decay", Accepts::Real(0.0, 1.0)),
+    ("budget", Accepts::Real(0.0, f64::INFINITY)),
+    ("split", Accepts::Flag),
+    ("persist", Accepts::Whole(1.0, 1e6)),
+    ("switch_cost", Accepts::Real(0.0, 1e6)),
+    ("shadow_budget", Accepts::Flag),
+    ("reset", Accepts::Real(0.0, 1e6)),
+    ("dwell", Accepts::Whole(0.0, 1e6)),
+    ("split_shapes", Accepts::Flag),
+    ("split_max", Accepts::Real(0.0, 0.9)),
+    ("split_min", Accepts::Real(0.0, 0.9)),
+    ("main_ghost_admit", Accepts::Flag),
+    ("trials", Accepts::Whole(0.0, 4294967295.0)),
+    ("adopt", Accepts::Flag),
+    ("fixed_trial", Accepts::Flag),
+    ("trials_margin", Accepts::Real(0.0, 1.0)),
+    ("tiny", Accepts::Whole(0.0, 4294967296.0)),
+    ("tiny_small", Accepts::Real(0.0, 0.9)),
+    ("tiny_candidate", Accepts::Real(0.0, 0.9)),
+    ("tiny_shapes", Accepts::Flag),
+    ("trials_decay", Accepts::Real(0.0, 1.0)),
+    ("lru_buffer", Accepts::Flag),
+    ("lru_trial", Accepts::Whole(0.0, 3.0)),
+    ("lru_trial_margin", Accepts::Real(0.0, 1.0)),
+    ("lru_trial_margin_sampled", Accepts::Real(0.0, 1.0)),
+    ("lru_shadows", Accepts::Flag),
+    ("lru_below", Accepts::Real(0.0, 1.0)),
+    ("main_frequency_cap", Accepts::Whole(1.0, 255.0)),
+    ("lru_frequency_cap", Accepts::Whole(0.0, 255.0)),
+    ("lru_frequency_cap_tiny", Accepts::Flag),
+    ("lru_trial_threshold", Accepts::Whole(0.0, 255.0)),
+    ("lru_trial_threshold_sampled", Accepts::Flag),
+    ("scan_trial", Accepts::Whole(0.0, 3.0)),
+    ("scan_start", Accepts::Whole(0.0, 2.0)),
+    ("scan_trial_margin", Accepts::Real(0.0, 1.0)),
+    ("scan_leave_margin", Accepts::Real(-1.0, 1.0)),
+    ("scan_adopt", Accepts::Flag),
+    ("scan_watch", Accepts::Flag),
+    ("scan_below", Accepts::Whole(0.0, 4294967296.0)),
+    ("dram_only", Accepts::Flag),
+    ("trials_z", Accepts::Real(0.0, 1e6)),
+    ("trials_z_min", Accepts::Whole(0.0, 1e12)),
+    ("trials_adopt", Accepts::Flag),
+    ("trials_z_sampled", Accepts::Flag),
+    ("trials_shape", Accepts::Flag),
+    ("trials_converge", Accepts::Flag),
+    ("never_frequency_cap", Accepts::Whole(0.0, 255.0)),
+];
+
 /// `strata` takes its knobs after a colon: `strata:small=0.1/threshold=2/gate=0/adapt=1/budget=0.33`.
-fn strata_config(spec: &PolicySpec, _admission: Option<&str>) -> Result<StrataConfig, PolicyError> {
+/// A knob outside [`STRATA_KNOBS`], or a value outside its range (NaN included), is refused.
+fn strata_config(spec: &PolicySpec) -> Result<StrataConfig, PolicyError> {
     let mut config = StrataConfig::new(spec.capacity);
     let Some((_, knobs)) = spec.name.split_once(':') else {
         return Ok(config);
     };
     for knob in knobs.split('/').filter(|k| !k.is_empty()) {
         let (key, value) = knob.split_once('=').unwrap_or((knob, ""));
-        let bad = || PolicyError::InvalidParameter {
-            name: "strata",
-            reason: format!("bad knob `{knob}`"),
+        let Some(&(_, accepts)) = STRATA_KNOBS.iter().find(|(name, _)| *name == key) else {
+            let known: Vec<&str> = STRATA_KNOBS.iter().map(|(name, _)| *name).collect();
+            return Err(PolicyError::InvalidParameter {
+                name: "strata",
+                reason: format!("unknown knob `{knob}` (known: {})", known.join(", ")),
+            });
         };
-        let number: f64 = value.parse().map_err(|_| bad())?;
-        match key {
-            "small" => config.small = number.clamp(0.0, 0.9),
-            "threshold" => config.threshold = number.clamp(0.0, 255.0) as u8,
-            "ghost" => config.ghost = number.max(0.0),
-            "gate" => config.gate = number != 0.0,
-            "gate_shapes" => config.gate_shapes = number != 0.0,
-            "adapt" => config.adapt = number != 0.0,
-            "follow" => {
-                config.follow = number != 0.0;
-                config.follow_frequency = number >= 2.0;
-            }
-            "follow_small" => config.follow_small = number.clamp(0.0, 0.9),
-            "margin" => config.switch_margin = number.clamp(0.0, 1.0),
-            "epoch_min" => config.epoch_min = number.clamp(1.0, 1e12) as u64,
-            "learn" => config.learn = number != 0.0,
-            "sample" => config.sample_objects = number.clamp(0.0, 1e12) as usize,
-            "unhit" => config.admit_unhit = number != 0.0,
-            "epoch" => config.epoch = number.max(0.0),
-            "decay" => config.decay = number.clamp(0.0, 1.0),
-            "budget" => config.budget = number.max(0.0),
-            "split" => config.split = number != 0.0,
-            "persist" => config.persist = number.clamp(1.0, 1e6) as u32,
-            "switch_cost" => config.switch_cost = number.max(0.0),
-            "shadow_budget" => config.shadow_budget = number != 0.0,
-            "reset" => config.reset = number.max(0.0),
-            "dwell" => config.dwell = number.clamp(0.0, 1e6) as u32,
-            "split_shapes" => config.split_shapes = number != 0.0,
-            "split_max" => config.split_max = number.clamp(0.0, 0.9),
-            "split_min" => config.split_min = number.clamp(0.0, 0.9),
-            "main_ghost_admit" => config.main_ghost_admit = number != 0.0,
-            "trials" => config.trials = number.clamp(0.0, 1e9) as u32,
-            "adopt" => config.adopt = number != 0.0,
-            "fixed_trial" => config.fixed_trial = number != 0.0,
-            "trials_margin" => config.trials_margin = number.clamp(0.0, 1.0),
-            "tiny" => config.tiny = number.clamp(0.0, 1e12) as usize,
-            "tiny_small" => config.tiny_small = number.clamp(0.0, 0.9),
-            "tiny_candidate" => config.tiny_candidate = number.clamp(0.0, 0.9),
-            "tiny_shapes" => config.tiny_shapes = number != 0.0,
-            "trials_decay" => config.trials_decay = number.clamp(0.0, 1.0),
-            "lru_buffer" => config.lru_buffer = number != 0.0,
-            "lru_trial" => config.lru_trial = number.clamp(0.0, 3.0) as u32,
-            "lru_trial_margin" => config.lru_trial_margin = number.clamp(0.0, 1.0),
-            "lru_trial_margin_sampled" => config.lru_trial_margin_sampled = number.clamp(0.0, 1.0),
-            "lru_shadows" => config.lru_shadows = number != 0.0,
-            "lru_below" => config.lru_below = number.clamp(0.0, 1.0),
-            "main_frequency_cap" => config.main_frequency_cap = number.clamp(1.0, 255.0) as u8,
-            "lru_frequency_cap" => config.lru_frequency_cap = number.clamp(0.0, 255.0) as u8,
-            "lru_frequency_cap_tiny" => config.lru_frequency_cap_tiny = number != 0.0,
-            "lru_trial_threshold" => config.lru_trial_threshold = number.clamp(0.0, 255.0) as u8,
-            "lru_trial_threshold_sampled" => config.lru_trial_threshold_sampled = number != 0.0,
-            "scan_trial" => config.scan_trial = number.clamp(0.0, 3.0) as u32,
-            "scan_start" => config.scan_start = number.clamp(0.0, 2.0) as u8,
-            "scan_trial_margin" => config.scan_trial_margin = number.clamp(0.0, 1.0),
-            "scan_leave_margin" => config.scan_leave_margin = number.min(1.0),
-            "scan_adopt" => config.scan_adopt = number != 0.0,
-            "scan_watch" => config.scan_watch = number != 0.0,
-            "scan_below" => config.scan_below = number.clamp(0.0, 1e12) as usize,
-            "dram_only" => config.dram_only = number != 0.0,
-            "trials_z" => config.trials_z = number.max(0.0),
-            "trials_z_min" => config.trials_z_min = number.clamp(0.0, 1e12) as u64,
-            "trials_adopt" => config.trials_adopt = number != 0.0,
-            "trials_z_sampled" => config.trials_z_sampled = number != 0.0,
-            "trials_shape" => config.trials_shape = number != 0.0,
-            "trials_converge" => config.trials_converge = number != 0.0,
-            "never_frequency_cap" => config.never_frequency_cap = number.clamp(0.0, 255.0) as u8,
-            _ => return Err(bad()),
+        let number = value.parse::<f64>().ok().filter(|&n| accepts.admits(n));
+        let Some(number) = number else {
+            return Err(PolicyError::InvalidParameter {
+                name: "strata",
+                reason: format!("knob `{knob}`: {key} takes {}", accepts.describe()),
+            });
+        };
+        if !set_knob(&mut config, key, number) {
+            return Err(PolicyError::InvalidParameter {
+                name: "strata",
+                reason: format!("knob `{key}` is listed but has no setter (a bug)"),
+            });
         }
     }
     Ok(config)
+}
+
+/// Sets one knob of [`STRATA_KNOBS`] to a value within its range; false for any other name.
+fn set_knob(config: &mut StrataConfig, key: &str, number: f64) -> bool {
+    match key {
+        "small" => config.small = number,
+        "threshold" => config.threshold = number as u8,
+        "ghost" => config.ghost = number,
+        "gate" => config.gate = number != 0.0,
+        "gate_shapes" => config.gate_shapes = number != 0.0,
+        "adapt" => config.adapt = number != 0.0,
+        "follow" => {
+            config.follow = number != 0.0;
+            config.follow_frequency = number >= 2.0;
+        }
+        "follow_small" => config.follow_small = number,
+        "margin" => config.switch_margin = number,
+        "epoch_min" => config.epoch_min = number as u64,
+        "learn" => config.learn = number != 0.0,
+        "sample" => config.sample_objects = number as usize,
+        "unhit" => config.admit_unhit = number != 0.0,
+        "epoch" => config.epoch = number,
+        "decay" => config.decay = number,
+        "budget" => config.budget = number,
+        "split" => config.split = number != 0.0,
+        "persist" => config.persist = number as u32,
+        "switch_cost" => config.switch_cost = number,
+        "shadow_budget" => config.shadow_budget = number != 0.0,
+        "reset" => config.reset = number,
+        "dwell" => config.dwell = number as u32,
+        "split_shapes" => config.split_shapes = number != 0.0,
+        "split_max" => config.split_max = number,
+        "split_min" => config.split_min = number,
+        "main_ghost_admit" => config.main_ghost_admit = number != 0.0,
+        "trials" => config.trials = number as u32,
+        "adopt" => config.adopt = number != 0.0,
+        "fixed_trial" => config.fixed_trial = number != 0.0,
+        "trials_margin" => config.trials_margin = number,
+        "tiny" => config.tiny = number as usize,
+        "tiny_small" => config.tiny_small = number,
+        "tiny_candidate" => config.tiny_candidate = number,
+        "tiny_shapes" => config.tiny_shapes = number != 0.0,
+        "trials_decay" => config.trials_decay = number,
+        "lru_buffer" => config.lru_buffer = number != 0.0,
+        "lru_trial" => config.lru_trial = number as u32,
+        "lru_trial_margin" => config.lru_trial_margin = number,
+        "lru_trial_margin_sampled" => config.lru_trial_margin_sampled = number,
+        "lru_shadows" => config.lru_shadows = number != 0.0,
+        "lru_below" => config.lru_below = number,
+        "main_frequency_cap" => config.main_frequency_cap = number as u8,
+        "lru_frequency_cap" => config.lru_frequency_cap = number as u8,
+        "lru_frequency_cap_tiny" => config.lru_frequency_cap_tiny = number != 0.0,
+        "lru_trial_threshold" => config.lru_trial_threshold = number as u8,
+        "lru_trial_threshold_sampled" => config.lru_trial_threshold_sampled = number != 0.0,
+        "scan_trial" => config.scan_trial = number as u32,
+        "scan_start" => config.scan_start = number as u8,
+        "scan_trial_margin" => config.scan_trial_margin = number,
+        "scan_leave_margin" => config.scan_leave_margin = number,
+        "scan_adopt" => config.scan_adopt = number != 0.0,
+        "scan_watch" => config.scan_watch = number != 0.0,
+        "scan_below" => config.scan_below = number as usize,
+        "dram_only" => config.dram_only = number != 0.0,
+        "trials_z" => config.trials_z = number,
+        "trials_z_min" => config.trials_z_min = number as u64,
+        "trials_adopt" => config.trials_adopt = number != 0.0,
+        "trials_z_sampled" => config.trials_z_sampled = number != 0.0,
+        "trials_shape" => config.trials_shape = number != 0.0,
+        "trials_converge" => config.trials_converge = number != 0.0,
+        "never_frequency_cap" => config.never_frequency_cap = number as u8,
+        _ => return false,
+    }
+    true
+}
+
+/// The hot table's parameters: `a` in (0, 1] (0 would never forecast anything), `H` finite and
+/// at least 0, a period of at least 1 ms or 1 request. NaN used to pass (a NaN forecast is
+/// never above `H`: a miss ratio of 1 and no cache writes).
+fn check_hot_table(spec: &PolicySpec) -> Result<(), PolicyError> {
+    if !(spec.smoothing > 0.0 && spec.smoothing <= 1.0) {
+        return Err(PolicyError::InvalidParameter {
+            name: "smoothing",
+            reason: format!("a = {} is outside (0, 1]", spec.smoothing),
+        });
+    }
+    if !(spec.threshold.is_finite() && spec.threshold >= 0.0) {
+        return Err(PolicyError::InvalidParameter {
+            name: "threshold",
+            reason: format!("H = {} must be a finite number >= 0", spec.threshold),
+        });
+    }
+    if matches!(spec.period, Period::Millis(0) | Period::Requests(0)) {
+        return Err(PolicyError::InvalidParameter {
+            name: "period",
+            reason: "must be at least 1 ms or 1 request".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Builds the policy named by `spec.name`.
@@ -184,12 +342,32 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
             reason: "must be at least 1 object".into(),
         });
     }
+    if spec.capacity as u64 > CAPACITY_MAX_OBJECTS {
+        return Err(PolicyError::InvalidParameter {
+            name: "capacity",
+            reason: format!(
+                "{} objects is more than the {CAPACITY_MAX_OBJECTS} distinct keys a policy can \
+                 see (keys are 32-bit)",
+                spec.capacity
+            ),
+        });
+    }
     let lowered = spec.name.to_ascii_lowercase();
-    let lowered = lowered.split(':').next().unwrap_or_default().to_string();
+    let (lowered, knobs) = match lowered.split_once(':') {
+        Some((name, knobs)) => (name.to_string(), Some(knobs)),
+        None => (lowered.clone(), None),
+    };
     let (base, admission) = match lowered.split_once('+') {
         Some((base, admission)) => (base, Some(admission)),
         None => (lowered.as_str(), None),
     };
+    if knobs.is_some() && base != "strata" && POLICY_NAMES.contains(&base) {
+        // Knobs after a name that takes none used to be dropped: `lru:small=0.5` ran plain LRU.
+        return Err(PolicyError::InvalidParameter {
+            name: "knobs",
+            reason: format!("`{}`: only strata takes knobs after a colon", spec.name),
+        });
+    }
     let (capacity, keys) = (spec.capacity, spec.key_space);
     let standalone = |cache: Box<dyn Cache>| -> Result<Box<dyn Cache>, PolicyError> {
         match admission {
@@ -235,6 +413,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
             standalone(Box::new(CephTier::new(config, keys)))
         }
         "hottable" => {
+            check_hot_table(spec)?;
             let config = HotTableConfig {
                 capacity,
                 period: spec.period,
@@ -243,7 +422,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
             };
             standalone(Box::new(HotTable::new(config, keys)))
         }
-        "strata" => standalone(Box::new(Strata::new(strata_config(spec, admission)?, keys))),
+        "strata" => standalone(Box::new(Strata::new(strata_config(spec)?, keys))),
         _ => Err(PolicyError::UnknownPolicy(spec.name.clone())),
     }
 }
@@ -300,5 +479,94 @@ mod tests {
             build(&PolicySpec::new("nope", 1, 1)),
             Err(PolicyError::UnknownPolicy(_))
         ));
+    }
+
+    fn refusal(name: &str) -> String {
+        match build(&PolicySpec::new(name, 16, 16)) {
+            Ok(_) => panic!("{name} was accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Knobs and parameters outside their range, NaN included, and knobs after a name that
+    /// takes none, are refused with the range named (they used to be clamped or dropped).
+    #[test]
+    fn bad_knobs_and_parameters_are_refused_with_their_range() {
+        for (name, expected) in [
+            ("strata:epoch_min=1e12", "[1, 1000000000]"),
+            ("strata:epoch_min=inf", "[1, 1000000000]"),
+            ("strata:small=NaN", "[0, 0.9]"),
+            ("strata:decay=NaN", "[0, 1]"),
+            ("strata:budget=NaN", "[0, inf]"),
+            ("strata:small=2", "[0, 0.9]"),
+            ("strata:threshold=2.5", "whole number"),
+            ("strata:gate=2", "0 or 1"),
+            ("strata:nope=1", "unknown knob"),
+            ("lru:small=0.5", "only strata takes knobs"),
+            ("arc:garbage", "only strata takes knobs"),
+            ("lru+prob2", "P in [0, 1]"),
+            ("lru+probNaN", "P in [0, 1]"),
+        ] {
+            let error = refusal(name);
+            assert!(error.contains(expected), "{name}: {error}");
+        }
+        for (smoothing, threshold) in [(2.0, 1.0), (-1.0, 1.0), (0.0, 1.0), (f64::NAN, 1.0)]
+            .into_iter()
+            .chain([(0.5, f64::NAN), (0.5, -1.0), (0.5, f64::INFINITY)])
+        {
+            let mut spec = PolicySpec::new("hottable", 16, 16);
+            spec.smoothing = smoothing;
+            spec.threshold = threshold;
+            assert!(build(&spec).is_err(), "a={smoothing} H={threshold}");
+        }
+        let mut spec = PolicySpec::new("hottable", 16, 16);
+        spec.period = Period::Millis(0);
+        assert!(build(&spec).is_err());
+        for &(name, accepts) in STRATA_KNOBS {
+            let value = match accepts {
+                Accepts::Flag => 1.0,
+                Accepts::Whole(min, _) | Accepts::Real(min, _) => min,
+            };
+            let mut config = StrataConfig::new(16);
+            assert!(set_knob(&mut config, name, value), "{name} has no setter");
+        }
+        assert!(build(&PolicySpec::new(
+            "strata:budget=inf/small=0.2/follow=2",
+            16,
+            16
+        ))
+        .is_ok());
+        assert!(build(&PolicySpec::new("ceph-fast", 16, 16)).is_ok());
+        assert!(refusal("mru").contains("ceph-fast"));
+    }
+
+    /// A cache of 4 billion objects over 1,000 keys: every policy builds and runs in memory
+    /// proportional to the keys (the sketches sized from the capacity used to allocate
+    /// hundreds of gigabytes and abort), and nothing is evicted.
+    #[test]
+    fn a_cache_far_larger_than_its_keys_runs_in_little_memory() {
+        for name in POLICY_NAMES.iter().copied().chain([
+            "lru+bloom",
+            "lru+tinylfu",
+            "lru+second-hit",
+            "strata:epoch_min=1000000000",
+        ]) {
+            let spec = PolicySpec::new(name, 4_000_000_000, 1_000);
+            let mut cache = build(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut effects = Effects::default();
+            for seq in 0..20_000u64 {
+                let request = Request {
+                    key: (crate::mix64(seq) % 1_000) as u32,
+                    seq,
+                    now_ms: seq,
+                    size_bytes: 1,
+                    ..Request::default()
+                };
+                cache.on_request(&request, &mut effects);
+            }
+            assert!(effects.evicted.is_empty(), "{name}");
+        }
+        let too_large = PolicySpec::new("lru", (CAPACITY_MAX_OBJECTS + 1) as usize, 1);
+        assert!(build(&too_large).is_err());
     }
 }

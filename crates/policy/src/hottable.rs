@@ -106,6 +106,65 @@ impl SmoothedCounts {
         }
         self.active = kept;
     }
+
+    /// Whether no key has a forecast left: closing a period then changes nothing.
+    pub fn is_idle(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    /// Closes `periods` (at least 1) periods in which nothing was requested, in closed form:
+    /// `S * (1-a)^periods` in double precision, then `visit(key, first, last)` with the
+    /// forecast after the first of them (exact) and after the last; keys whose last forecast
+    /// is at most 0.001 are forgotten, as [`SmoothedCounts::roll`] forgets them. The counts
+    /// of the current period must be empty (a period has just been rolled).
+    pub fn decay_idle(
+        &mut self,
+        smoothing: f64,
+        periods: u64,
+        mut visit: impl FnMut(Key, f64, f64),
+    ) {
+        let keep = 1.0 - smoothing as f32;
+        let factor = (keep as f64).powf(periods as f64);
+        let mut kept = Vec::with_capacity(self.active.len());
+        for &key in &self.active {
+            let index = key as usize;
+            debug_assert_eq!(self.counts[index], 0, "decay_idle with requests pending");
+            let first = keep * self.forecast[index];
+            let last = (self.forecast[index] as f64 * factor) as f32;
+            self.forecast[index] = last;
+            visit(key, first as f64, last as f64);
+            if last > 1e-3 {
+                kept.push(key);
+            } else {
+                self.forecast[index] = 0.0;
+                self.is_active[index] = false;
+            }
+        }
+        self.active = kept;
+    }
+}
+
+/// Periods of one time gap closed one by one, exactly as the forecast is defined, before the
+/// rest of the gap is applied in closed form ([`SmoothedCounts::decay_idle`]). Forecasts of a
+/// million requests per period fall below 0.001 (and are forgotten) within this many idle
+/// periods for any `a` of 0.002 or more, so the closed form runs only for smaller `a`, whose
+/// single-precision steps it approximates; a gap after which no forecast is left is skipped
+/// at once. A gap thus costs at most this many rolls, however long: the hot table used to
+/// close every period of a gap one by one (a trace with a gap of 30,000 years at one-minute
+/// periods never finished).
+const EXACT_ROLLS_MAX: u64 = 10_000;
+
+/// Enters `key` in the hot table when `forecast` is above `threshold`, removes it when below.
+fn mark(hot: &mut Vec<bool>, key: Key, forecast: f64, threshold: f64) {
+    let index = key as usize;
+    if index >= hot.len() {
+        hot.resize((index + 1).next_power_of_two(), false);
+    }
+    if forecast > threshold {
+        hot[index] = true;
+    } else if forecast < threshold {
+        hot[index] = false;
+    }
 }
 
 /// Seed 000's hot table in front of an LRU cache pool.
@@ -117,6 +176,8 @@ pub struct HotTable {
     pool: Lru,
     period: u64,
     origin_ms: Option<u64>,
+    /// [`EXACT_ROLLS_MAX`] (a test compares against the unbounded per-period loop).
+    rolls_exact_max: u64,
 }
 
 impl HotTable {
@@ -129,6 +190,7 @@ impl HotTable {
             config,
             period: 0,
             origin_ms: None,
+            rolls_exact_max: EXACT_ROLLS_MAX,
         }
     }
 
@@ -137,23 +199,38 @@ impl HotTable {
         self.hot.get(key as usize).copied().unwrap_or(false)
     }
 
+    /// Closes the periods up to the request's: one by one while some forecast is alive (at
+    /// most [`EXACT_ROLLS_MAX`] of them, the rest in closed form), none once nothing is.
     fn advance(&mut self, request: &Request) {
         let origin = *self.origin_ms.get_or_insert(request.now_ms);
         let period = self.config.period.index(request, origin);
+        let threshold = self.config.threshold;
+        let mut rolls = 0u64;
         while self.period < period {
+            if self.counts.is_idle() {
+                self.period = period;
+                break;
+            }
+            if rolls == self.rolls_exact_max {
+                let hot = &mut self.hot;
+                self.counts.decay_idle(
+                    self.config.smoothing,
+                    period - self.period,
+                    |key, first, last| {
+                        // The forecasts of an idle stretch never rise: the last decides, and
+                        // on a tie with H the first (a key above H at any step entered).
+                        let decisive = if last == threshold { first } else { last };
+                        mark(hot, key, decisive, threshold);
+                    },
+                );
+                self.period = period;
+                break;
+            }
             self.period += 1;
-            let threshold = self.config.threshold;
+            rolls += 1;
             let hot = &mut self.hot;
             self.counts.roll(self.config.smoothing, |key, forecast| {
-                let index = key as usize;
-                if index >= hot.len() {
-                    hot.resize((index + 1).next_power_of_two(), false);
-                }
-                if forecast > threshold {
-                    hot[index] = true;
-                } else if forecast < threshold {
-                    hot[index] = false;
-                }
+                mark(hot, key, forecast, threshold)
             });
         }
     }
@@ -235,5 +312,105 @@ mod tests {
             table.on_request(&request(2, seq), &mut effects);
         }
         assert!(!table.is_hot(1), "forecast {}", table.counts.forecast(1));
+    }
+
+    fn timed(key: Key, seq: u64, now_ms: u64) -> Request {
+        Request {
+            key,
+            seq,
+            now_ms,
+            size_bytes: 1,
+            ..Request::default()
+        }
+    }
+
+    /// A gap of 10^15 ms (31,000 years of one-minute periods) is crossed at once: the hot table
+    /// used to close its 1.7 x 10^10 periods one by one and never finished. At a = 1e-4 the
+    /// forecast of 100,000 requests outlives EXACT_ROLLS_MAX periods: the closed form ends it.
+    #[test]
+    fn a_huge_time_gap_is_crossed_at_once() {
+        for (smoothing, requests) in [(0.5, 10), (1e-4, 100_000)] {
+            let config = HotTableConfig {
+                capacity: 1,
+                period: Period::Millis(60_000),
+                smoothing,
+                threshold: 0.5,
+            };
+            let mut table = HotTable::new(config, 4);
+            let mut effects = Effects::default();
+            for seq in 0..requests {
+                table.on_request(&timed(1, seq, 0), &mut effects);
+            }
+            table.on_request(&timed(2, requests, 60_000), &mut effects);
+            assert!(table.is_hot(1), "a = {smoothing}");
+            table.on_request(&timed(3, requests + 1, 1_000_000_000_000_000), &mut effects);
+            assert!(!table.is_hot(1), "a = {smoothing}");
+            assert_eq!(table.counts.forecast(1), 0.0, "a = {smoothing}");
+        }
+    }
+
+    /// The closed form decides as closing the periods one by one (here after 5 of them, over
+    /// gaps of up to 2,000 periods at a = 0.01).
+    #[test]
+    fn the_closed_form_decides_as_closing_every_period() {
+        let config = HotTableConfig {
+            capacity: 8,
+            period: Period::Millis(1_000),
+            smoothing: 0.01,
+            threshold: 1.0,
+        };
+        let mut closed = HotTable::new(config, 64);
+        closed.rolls_exact_max = 5;
+        let mut reference = HotTable::new(config, 64);
+        reference.rolls_exact_max = u64::MAX;
+        let mut effects = Effects::default();
+        let mut now_ms = 0;
+        for seq in 0..20_000u64 {
+            let hash = crate::mix64(seq);
+            now_ms += if hash.is_multiple_of(199) {
+                hash % 2_000_000
+            } else {
+                hash % 30
+            };
+            let request = timed((hash >> 20) as u32 % 4, seq, now_ms);
+            assert_eq!(
+                closed.on_request(&request, &mut effects),
+                reference.on_request(&request, &mut effects),
+                "request {seq}"
+            );
+        }
+    }
+
+    /// Skipping idle periods, and closing at most EXACT_ROLLS_MAX one by one, decide every
+    /// request as closing each period one by one does, over gaps of up to 300 periods.
+    #[test]
+    fn crossing_gaps_decides_as_closing_every_period() {
+        for smoothing in [0.2, 0.5, 1.0] {
+            let config = HotTableConfig {
+                capacity: 8,
+                period: Period::Millis(1_000),
+                smoothing,
+                threshold: 1.0,
+            };
+            let mut fast = HotTable::new(config, 64);
+            let mut reference = HotTable::new(config, 64);
+            reference.rolls_exact_max = u64::MAX;
+            let mut effects = Effects::default();
+            let mut now_ms = 0;
+            for seq in 0..20_000u64 {
+                let hash = crate::mix64(seq);
+                now_ms += if hash.is_multiple_of(97) {
+                    hash % 300_000
+                } else {
+                    hash % 300
+                };
+                let request = timed((hash >> 20) as u32 % 40, seq, now_ms);
+                assert_eq!(
+                    fast.on_request(&request, &mut effects),
+                    reference.on_request(&request, &mut effects),
+                    "a = {smoothing}, request {seq}"
+                );
+            }
+        }
     }
 }

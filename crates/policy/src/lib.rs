@@ -44,21 +44,30 @@ pub struct Request {
     pub next_seq: u64,
 }
 
-/// What happened to one request.
+/// What happened to one request. The variants say where the data went, so that an executor
+/// (or the simulator's cost model) charges every policy the same for the same movement: a miss
+/// that keeps the object, in flash or in DRAM, read the whole object from the backing pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Served from the cache pool.
+    /// Served from the cache's flash tier.
     Hit,
+    /// Served from a DRAM buffer that is part of the cache's capacity (`strata`'s probation
+    /// buffer): no flash read; a write there is written through to the backing pool.
+    BufferHit,
     /// Missed and the object was written into the cache (a promotion: one SSD write).
     Admitted,
+    /// Missed; the object was read from the backing pool into a DRAM buffer that is part of
+    /// the capacity, without a flash write (it may be written to flash later, reported in
+    /// [`Effects::promoted`]). A write request is written through to the backing pool.
+    Buffered,
     /// Missed and served by the backing pool without entering the cache.
     Bypassed,
 }
 
 impl Outcome {
-    /// Whether the request was served from the cache.
+    /// Whether the request was served from the cache (flash or DRAM buffer).
     pub fn is_hit(self) -> bool {
-        matches!(self, Outcome::Hit)
+        matches!(self, Outcome::Hit | Outcome::BufferHit)
     }
 }
 

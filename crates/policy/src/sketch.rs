@@ -1,24 +1,112 @@
 //! Frequency sketches and membership filters shared by W-TinyLFU, the admission filters and
-//! Ceph's bloom hit sets.
+//! Ceph's bloom hit sets, and the slot storage ([`Slots`]) they and `strata`'s gate share.
+//!
+//! Sketches are sized from the cache's capacity. A capacity far above the keys a trace can
+//! request (a 4-billion-object cache over 2,000 objects) would make them allocate per requested
+//! object, not per object seen; [`Slots`] then keeps only the slots written, so the sketch
+//! behaves exactly as the full-size one (same length, same hashes, same counts) in memory
+//! proportional to the keys.
 
 use crate::mix64;
+use std::collections::BTreeMap;
+
+/// Dense storage beyond this many bytes is considered for sparse storage.
+const DENSE_BYTES_MAX: usize = 1 << 20;
+/// Sparse storage when the array is this many times longer than the slots the expected keys
+/// can write: a sparse slot costs about 5 x a dense one (key, value, tree overhead).
+const SPARSE_FACTOR: usize = 8;
+
+/// A fixed-length array of `T` slots, all `zero` until written. Dense (a `Vec`) unless it is
+/// both large and far longer than the slots its keys can write; then sparse (a `BTreeMap` of
+/// the written slots: deterministic, no hasher seed). Either way it reads and writes the same
+/// values at the same indices.
+#[derive(Clone, Debug)]
+pub(crate) enum Slots<T> {
+    Dense(Vec<T>),
+    Sparse {
+        len: usize,
+        zero: T,
+        written: BTreeMap<usize, T>,
+    },
+}
+
+impl<T: Copy + PartialEq> Slots<T> {
+    /// `len` slots holding `zero`, of which the expected keys can write at most `writable`.
+    pub(crate) fn new(len: usize, zero: T, writable: usize) -> Self {
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        if bytes > DENSE_BYTES_MAX && len / SPARSE_FACTOR > writable {
+            Slots::Sparse {
+                len,
+                zero,
+                written: BTreeMap::new(),
+            }
+        } else {
+            Slots::Dense(vec![zero; len])
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Slots::Dense(slots) => slots.len(),
+            Slots::Sparse { len, .. } => *len,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> T {
+        match self {
+            Slots::Dense(slots) => slots[index],
+            Slots::Sparse { written, zero, .. } => written.get(&index).copied().unwrap_or(*zero),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, index: usize) -> &mut T {
+        match self {
+            Slots::Dense(slots) => &mut slots[index],
+            Slots::Sparse { len, zero, written } => {
+                assert!(index < *len, "slot {index} of {len}");
+                written.entry(index).or_insert(*zero)
+            }
+        }
+    }
+
+    /// Applies `update` to every slot. `update` must map `zero` to `zero` (the unwritten slots
+    /// of a sparse array are not visited); written slots back at `zero` are forgotten.
+    pub(crate) fn update_all(&mut self, mut update: impl FnMut(&mut T)) {
+        match self {
+            Slots::Dense(slots) => slots.iter_mut().for_each(update),
+            Slots::Sparse { written, zero, .. } => {
+                written.values_mut().for_each(&mut update);
+                written.retain(|_, slot| slot != zero);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_sparse(&self) -> bool {
+        matches!(self, Slots::Sparse { .. })
+    }
+}
 
 /// Counting bloom filter sized for `entries` at false-positive rate `error`
 /// (counters = entries * -ln(error)/ln(2)^2, hashes = ceil(ln 2 * counters per entry)),
 /// with double hashing and halving decay: the frequency estimator of W-TinyLFU.
 #[derive(Clone, Debug)]
 pub(crate) struct CountingBloom {
-    counters: Vec<u32>,
+    counters: Slots<u32>,
     hashes: u32,
 }
 
 impl CountingBloom {
-    pub(crate) fn new(entries: usize, error: f64) -> Self {
+    /// Sized for `entries`; `key_space` keys are expected (more still work, in more memory
+    /// when the filter is sparse).
+    pub(crate) fn new(entries: usize, error: f64, key_space: usize) -> Self {
         let per_entry = -error.ln() / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
         let hashes = (std::f64::consts::LN_2 * per_entry).ceil() as u32;
         let count = ((per_entry * entries as f64).ceil() as usize).max(2 * hashes as usize);
         CountingBloom {
-            counters: vec![0; count],
+            counters: Slots::new(count, 0, key_space.saturating_mul(hashes as usize)),
             hashes,
         }
     }
@@ -33,7 +121,7 @@ impl CountingBloom {
 
     pub(crate) fn estimate(&self, key: u64) -> u32 {
         self.slots(key)
-            .map(|slot| self.counters[slot])
+            .map(|slot| self.counters.get(slot))
             .min()
             .unwrap_or(0)
     }
@@ -47,34 +135,38 @@ impl CountingBloom {
             slots
         };
         for &slot in &slots[..(self.hashes as usize).min(32)] {
-            self.counters[slot] = self.counters[slot].saturating_add(1);
+            let counter = self.counters.get_mut(slot);
+            *counter = counter.saturating_add(1);
         }
     }
 
     pub(crate) fn decay(&mut self) {
-        for counter in &mut self.counters {
-            *counter >>= 1;
-        }
+        self.counters.update_all(|counter| *counter >>= 1);
     }
 }
 
 /// Plain bloom filter with `bits` sized for `entries` at `fpp`.
 #[derive(Clone, Debug)]
 pub(crate) struct Bloom {
-    words: Vec<u64>,
+    words: Slots<u64>,
     hashes: u32,
     inserted: u64,
     seed: u64,
 }
 
 impl Bloom {
-    pub(crate) fn new(entries: usize, fpp: f64, seed: u64) -> Self {
+    /// Sized for `entries` at `fpp`; `key_space` keys are expected (as for [`CountingBloom`]).
+    pub(crate) fn new(entries: usize, fpp: f64, seed: u64, key_space: usize) -> Self {
         let fpp = fpp.clamp(1e-9, 0.5);
         let bits_per = -fpp.ln() / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
         let bits = ((bits_per * entries.max(1) as f64).ceil() as usize).max(64);
         let hashes = ((std::f64::consts::LN_2 * bits_per).round() as u32).max(1);
         Bloom {
-            words: vec![0; bits.div_ceil(64)],
+            words: Slots::new(
+                bits.div_ceil(64),
+                0,
+                key_space.saturating_mul(hashes as usize),
+            ),
             hashes,
             inserted: 0,
             seed,
@@ -91,7 +183,7 @@ impl Bloom {
 
     pub(crate) fn contains(&self, key: u64) -> bool {
         self.bit_positions(key)
-            .all(|bit| self.words[bit / 64] & (1 << (bit % 64)) != 0)
+            .all(|bit| self.words.get(bit / 64) & (1 << (bit % 64)) != 0)
     }
 
     /// Inserts; returns whether the key was (probably) new.
@@ -103,8 +195,9 @@ impl Bloom {
         for i in 0..self.hashes as u64 {
             let bit = (a.wrapping_add(i.wrapping_mul(b)) % n) as usize;
             let mask = 1u64 << (bit % 64);
-            new |= self.words[bit / 64] & mask == 0;
-            self.words[bit / 64] |= mask;
+            let word = self.words.get_mut(bit / 64);
+            new |= *word & mask == 0;
+            *word |= mask;
         }
         if new {
             self.inserted += 1;
@@ -124,7 +217,7 @@ mod tests {
 
     #[test]
     fn counting_bloom_counts_and_decays() {
-        let mut sketch = CountingBloom::new(100, 0.001);
+        let mut sketch = CountingBloom::new(100, 0.001, 100);
         for _ in 0..6 {
             sketch.add(7);
         }
@@ -134,9 +227,48 @@ mod tests {
         assert_eq!(sketch.estimate(8).min(1), sketch.estimate(8).min(1));
     }
 
+    /// A sketch sized far beyond its keys stores only what is written, and answers exactly as
+    /// the full-size array would (the same length, so the same hashes land in the same slots).
+    #[test]
+    fn sparse_sketches_answer_as_dense_ones() {
+        let mut sparse = CountingBloom::new(1 << 20, 0.001, 100);
+        assert!(sparse.counters.is_sparse());
+        let mut dense = CountingBloom {
+            counters: Slots::Dense(vec![0; sparse.counters.len()]),
+            hashes: sparse.hashes,
+        };
+        let mut sparse_bloom = Bloom::new(1 << 24, 0.01, 5, 100);
+        assert!(sparse_bloom.words.is_sparse());
+        let mut dense_bloom = Bloom {
+            words: Slots::Dense(vec![0; sparse_bloom.words.len()]),
+            ..sparse_bloom.clone()
+        };
+        for i in 0..5_000u64 {
+            let key = mix64(i) % 100;
+            sparse.add(key);
+            dense.add(key);
+            assert_eq!(sparse_bloom.insert(key), dense_bloom.insert(key));
+            if i % 1_000 == 999 {
+                sparse.decay();
+                dense.decay();
+            }
+        }
+        for key in 0..200 {
+            assert_eq!(sparse.estimate(key), dense.estimate(key), "{key}");
+            assert_eq!(
+                sparse_bloom.contains(key),
+                dense_bloom.contains(key),
+                "{key}"
+            );
+        }
+        if let Slots::Sparse { written, .. } = &sparse.counters {
+            assert!(written.len() <= 100 * sparse.hashes as usize);
+        }
+    }
+
     #[test]
     fn bloom_has_no_false_negatives_and_few_false_positives() {
-        let mut bloom = Bloom::new(1000, 0.01, 3);
+        let mut bloom = Bloom::new(1000, 0.01, 3, 1000);
         for key in 0..1000 {
             bloom.insert(key);
         }

@@ -33,11 +33,6 @@ fn main() -> anyhow::Result<()> {
         .filter(|(p, _)| only.is_none_or(|o| o.split(',').any(|o| p.contains(o))))
         .map(|(p, _)| std::path::Path::new(dir).join(p))
         .collect();
-    let tuned: Vec<String> = SHARED_TRACES
-        .iter()
-        .filter(|(_, t)| *t)
-        .map(|(p, _)| p.to_string())
-        .collect();
     let sizes: Vec<CacheSize> = match args.iter().find_map(|a| a.strip_prefix("--sizes=")) {
         Some(list) => list
             .split(',')
@@ -75,7 +70,7 @@ fn main() -> anyhow::Result<()> {
         print!("{}", compare::report(&cells));
         return Ok(());
     }
-    let cells = compare::run_all(&paths, &tuned, synthetic, &sizes, &variants, 2)?;
+    let cells = compare::run_all(&paths, synthetic, &sizes, &variants, 2)?;
     print!("{}", compare::report(&cells));
     Ok(())
 }

@@ -186,6 +186,11 @@ pub fn tally(cells: &[Cell], v: usize) -> (usize, usize, usize) {
     (wins, ties, losses)
 }
 
+/// `1 tie`, `2 ties`.
+fn counted(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
 /// A Markdown table of every cell, then a summary per variant (tuning traces and hold-outs apart).
 pub fn report(cells: &[Cell]) -> String {
     let mut out = String::new();
@@ -251,9 +256,12 @@ pub fn report(cells: &[Cell]) -> String {
                 .fold(0.0, f64::max);
             let _ = writeln!(
                 out,
-                "{variant} on {label}: {wins} wins, {ties} ties, {losses} losses of {} cells; \
-                 worst margin {worst:+.5}; cache writes at most {writes:.3} of LRU's",
-                group.len()
+                "{variant} on {label}: {}, {}, {} of {}; worst margin {worst:+.5}; cache writes \
+                 at most {writes:.3} of LRU's",
+                counted(wins, "win", "wins"),
+                counted(ties, "tie", "ties"),
+                counted(losses, "loss", "losses"),
+                counted(group.len(), "cell", "cells"),
             );
         }
     }
@@ -275,11 +283,24 @@ pub const SHARED_TRACES: [(&str, bool); 9] = [
     ("objects/request.trace.xz", false),
 ];
 
-/// Loads each path (a trace is tuned when its file name contains one of `tuned`), adds the
-/// synthetic hold-outs when asked, and scores every cell.
+/// Whether `strata` was tuned on the trace named `name` (a loaded trace's name, its file name
+/// up to the first dot): the tuning traces of [`SHARED_TRACES`], wherever the file lies.
+pub fn is_tuning_trace(name: &str) -> bool {
+    SHARED_TRACES.iter().any(|&(path, tuned)| {
+        tuned
+            && path
+                .rsplit('/')
+                .next()
+                .and_then(|file| file.split('.').next())
+                == Some(name)
+    })
+}
+
+/// Loads each path, adds the synthetic hold-outs when asked, and scores every cell. A trace is
+/// marked tuned by its name ([`is_tuning_trace`]), so `--trace .../cloudPhysicsIO.csv` is
+/// labelled as with `--traces DIR` (it was reported as a hold-out).
 pub fn run_all(
     paths: &[std::path::PathBuf],
-    tuned: &[String],
     synthetic: bool,
     sizes: &[CacheSize],
     variants: &[String],
@@ -288,10 +309,7 @@ pub fn run_all(
     let mut all = Vec::new();
     for path in paths {
         let trace = crate::load(path, None, None, None)?;
-        let name = path.to_string_lossy();
-        let is_tuned = tuned
-            .iter()
-            .any(|t| !t.is_empty() && name.contains(t.as_str()));
+        let is_tuned = is_tuning_trace(&trace.name);
         all.extend(cells(&trace, sizes, variants, is_tuned, jobs)?);
     }
     if synthetic {
@@ -325,5 +343,19 @@ mod tests {
         let text = report(&cells);
         assert!(text.contains("| scan | 30 (30) |"), "{text}");
         assert!(text.contains("**loses by"), "{text}");
+        assert!(
+            text.contains("0 wins, 1 tie, 0 losses of 1 cell;"),
+            "{text}"
+        );
+    }
+
+    /// The tuning traces are known by name wherever their file lies (`compare --trace` of
+    /// cloudPhysicsIO was labelled a hold-out; only `--traces DIR` marked it).
+    #[test]
+    fn tuning_traces_are_known_by_name() {
+        assert!(is_tuning_trace("cloudPhysicsIO"));
+        assert!(is_tuning_trace("OLTP"));
+        assert!(!is_tuning_trace("P12"));
+        assert!(!is_tuning_trace("msr-cambridge1-sample"));
     }
 }

@@ -21,7 +21,8 @@ pub use trace::{load, Format, Mapping, Trace};
 
 use anyhow::{bail, Result};
 
-/// Parses a byte count: `4096`, `4K`, `4KiB`, `4M`, `1.5G`, `2T` (powers of 1024).
+/// Parses a byte count: `4096`, `4K`, `4KiB`, `4M`, `1.5G`, `2T` (powers of 1024). A count that
+/// is not a whole number of bytes (`1.5`, `1.1K`) is refused rather than rounded.
 pub fn parse_bytes(text: &str) -> Result<u64> {
     let text = text.trim();
     let split = text
@@ -44,7 +45,11 @@ pub fn parse_bytes(text: &str) -> Result<u64> {
         "t" => 1 << 40,
         _ => bail!("bad size unit in `{text}`"),
     };
-    Ok((value * multiplier as f64) as u64)
+    let bytes = value * multiplier as f64;
+    if bytes.fract() != 0.0 || bytes >= u64::MAX as f64 {
+        bail!("`{text}` is not a whole number of bytes below 2^64");
+    }
+    Ok(bytes as u64)
 }
 
 #[cfg(test)]
@@ -56,5 +61,7 @@ mod tests {
         assert_eq!(super::parse_bytes("1.5G").ok(), Some(3 << 29));
         assert_eq!(super::parse_bytes("512").ok(), Some(512));
         assert!(super::parse_bytes("3 parsecs").is_err());
+        assert!(super::parse_bytes("1.5").is_err());
+        assert!(super::parse_bytes("1.1K").is_err());
     }
 }

@@ -1,11 +1,20 @@
 //! One simulation run: feeds a trace to a policy and counts what an SSD cache pool in front of
 //! an HDD pool would do, overall and per period.
 //!
-//! Accounting per request (sizes in bytes; an "object" is the trace object's largest request):
-//! - hit: one SSD read, or one SSD write that dirties the cached copy;
+//! Accounting per request (sizes in bytes; an "object" is the trace object's largest request,
+//! or the mapping's object size), by [`Outcome`]:
+//! - hit (flash): one SSD read, or one SSD write that dirties the cached copy;
+//! - buffer hit (a DRAM buffer inside the capacity, `strata`'s): no device op for a read (the
+//!   model has no DRAM time); a write is written through: one HDD write of the request, the
+//!   copy stays clean. It is not an SSD write;
 //! - admitted (promotion): one HDD read of the object and one SSD write of it (a *cache write*);
 //!   a write request leaves it dirty;
-//! - bypassed: one HDD read or HDD write of the request;
+//! - buffered (the object kept in the DRAM buffer): one HDD read of the object, as for an
+//!   admission, since the whole object then serves later hits (with 4 MiB objects it was
+//!   charged the 4 KiB request, so a policy keeping misses in DRAM looked 4x faster than LRU
+//!   with the same misses); a write request is also written through (one HDD write of it);
+//! - bypassed (nothing kept): one HDD read or HDD write of the request;
+//! - promotion from the DRAM buffer ([`Effects::promoted`]): one SSD write of the object;
 //! - flush, or eviction of a dirty object: one HDD write of the object.
 //!
 //! Timing model: each op costs `latency + bytes / bandwidth` on its pool; a pool's busy time is
@@ -16,6 +25,7 @@ use crate::trace::Trace;
 use policy::hottable::Period;
 use policy::{Cache, Effects, Outcome, Request};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// SSD and HDD pool timing.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -48,6 +58,28 @@ impl Default for Timing {
 }
 
 impl Timing {
+    /// Refuses latencies and bandwidths that are negative, zero (bandwidths) or not finite: a
+    /// negative `hdd_op_us` gave a negative HDD busy time and NaN printed as `null`.
+    pub fn check(&self) -> anyhow::Result<()> {
+        for (name, value) in [("ssd_op_us", self.ssd_op_us), ("hdd_op_us", self.hdd_op_us)] {
+            if !(value.is_finite() && value >= 0.0) {
+                anyhow::bail!("{name} = {value}: a latency must be a finite number >= 0");
+            }
+        }
+        for (name, value) in [
+            ("ssd_bytes_per_s", self.ssd_bytes_per_s),
+            ("hdd_bytes_per_s", self.hdd_bytes_per_s),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                anyhow::bail!("{name} = {value}: a bandwidth must be a finite number > 0");
+            }
+        }
+        if self.ssd_devices == 0 || self.hdd_devices == 0 {
+            anyhow::bail!("a pool needs at least one device");
+        }
+        Ok(())
+    }
+
     fn ssd_us(&self, bytes: u64) -> f64 {
         self.ssd_op_us + bytes as f64 / self.ssd_bytes_per_s * 1e6
     }
@@ -75,8 +107,12 @@ pub struct Metrics {
     pub ssd_writes: u64,
     /// HDD read ops (misses and promotions).
     pub hdd_reads: u64,
-    /// HDD write ops (bypassed writes, flushes, dirty evictions).
+    /// HDD write ops (bypassed and written-through writes, flushes, dirty evictions).
     pub hdd_writes: u64,
+    /// Bytes read from the HDD pool.
+    pub hdd_read_bytes: u64,
+    /// Bytes written to the HDD pool.
+    pub hdd_write_bytes: u64,
     /// Evictions.
     pub evictions: u64,
     /// SSD pool busy time per device, seconds.
@@ -151,6 +187,10 @@ pub struct RunResult {
     pub hdd_reads: u64,
     /// HDD write ops.
     pub hdd_writes: u64,
+    /// Bytes read from the HDD pool.
+    pub hdd_read_bytes: u64,
+    /// Bytes written to the HDD pool.
+    pub hdd_write_bytes: u64,
     /// HDD busy time per device, seconds.
     pub hdd_busy_s: f64,
     /// SSD busy time per device, seconds.
@@ -169,7 +209,7 @@ pub struct RunResult {
 /// Metrics of one period.
 #[derive(Clone, Debug, Serialize)]
 pub struct PeriodResult {
-    /// Period index from the trace start.
+    /// Period index from the first request's time.
     pub period: u64,
     /// Requests.
     pub requests: u64,
@@ -186,12 +226,17 @@ pub struct PeriodResult {
 }
 
 /// Runs `cache` over `trace`. `next_seq` (from [`Trace::next_seq`]) is needed by Belady only.
+/// Returns the totals and, when `options.period` is set, the metrics of every period that had
+/// requests, by period index counted from the first request's time (as the hot table counts
+/// its periods). Only periods with requests are kept, so a trace whose times leap (one record
+/// at time 0, the rest 40 years later) costs no memory for the empty periods between: one
+/// slot per period from time 0 used to need 20 GB there.
 pub fn simulate(
     trace: &Trace,
     next_seq: Option<&[u64]>,
     cache: &mut dyn Cache,
     options: &RunOptions,
-) -> (Metrics, Vec<Metrics>) {
+) -> (Metrics, Vec<(u64, Metrics)>) {
     let timing = options.timing;
     let (ssd_devices, hdd_devices) = (
         timing.ssd_devices.max(1) as f64,
@@ -199,7 +244,8 @@ pub fn simulate(
     );
     let mut dirty = vec![false; trace.unique];
     let mut total = Metrics::default();
-    let mut periods: Vec<Metrics> = Vec::new();
+    let mut periods: BTreeMap<u64, Metrics> = BTreeMap::new();
+    let origin_ms = trace.requests.first().map_or(0, |r| r.time_ms);
     let mut effects = Effects::default();
     for (seq, r) in trace.requests.iter().enumerate() {
         let request = Request {
@@ -220,6 +266,12 @@ pub fn simulate(
         let size = r.size_bytes as u64;
         let object = trace.object_bytes[r.key as usize] as u64;
         let (mut ssd_us, mut hdd_us) = (0.0, 0.0);
+        let mut hdd_read = |m: &mut Metrics, bytes: u64| {
+            m.hdd_reads += 1;
+            m.hdd_read_bytes += bytes;
+            hdd_us += timing.hdd_us(bytes);
+        };
+        let mut hdd_write_ops = Vec::new();
         match outcome {
             Outcome::Hit => {
                 m.hits = 1;
@@ -230,22 +282,34 @@ pub fn simulate(
                     dirty[r.key as usize] = true;
                 }
             }
+            Outcome::BufferHit => {
+                m.hits = 1;
+                m.hit_bytes = size;
+                if r.write {
+                    hdd_write_ops.push(size);
+                }
+            }
             Outcome::Admitted => {
                 m.cache_writes = 1;
                 m.cache_write_bytes = object;
                 m.ssd_writes += 1;
-                m.hdd_reads += 1;
-                hdd_us += timing.hdd_us(object);
+                hdd_read(&mut m, object);
                 ssd_us += timing.ssd_us(object);
                 dirty[r.key as usize] = r.write;
             }
+            Outcome::Buffered => {
+                hdd_read(&mut m, object);
+                if r.write {
+                    hdd_write_ops.push(size);
+                }
+                dirty[r.key as usize] = false;
+            }
             Outcome::Bypassed => {
                 if r.write {
-                    m.hdd_writes += 1;
+                    hdd_write_ops.push(size);
                 } else {
-                    m.hdd_reads += 1;
+                    hdd_read(&mut m, size);
                 }
-                hdd_us += timing.hdd_us(size);
             }
         }
         for &key in &effects.promoted {
@@ -255,31 +319,30 @@ pub fn simulate(
             m.ssd_writes += 1;
             ssd_us += timing.ssd_us(object);
         }
-        for &key in &effects.flushed {
+        for &key in effects.flushed.iter().chain(&effects.evicted) {
             if std::mem::take(&mut dirty[key as usize]) {
-                m.hdd_writes += 1;
-                hdd_us += timing.hdd_us(trace.object_bytes[key as usize] as u64);
+                hdd_write_ops.push(trace.object_bytes[key as usize] as u64);
             }
         }
-        for &key in &effects.evicted {
-            m.evictions += 1;
-            if std::mem::take(&mut dirty[key as usize]) {
-                m.hdd_writes += 1;
-                hdd_us += timing.hdd_us(trace.object_bytes[key as usize] as u64);
-            }
+        m.evictions += effects.evicted.len() as u64;
+        for bytes in hdd_write_ops {
+            m.hdd_writes += 1;
+            m.hdd_write_bytes += bytes;
+            hdd_us += timing.hdd_us(bytes);
         }
         m.ssd_busy_s = ssd_us / ssd_devices / 1e6;
         m.hdd_busy_s = hdd_us / hdd_devices / 1e6;
         add(&mut total, &m);
         if let Some(period) = options.period {
-            let index = period.index(&request, 0) as usize;
-            if index >= periods.len() {
-                periods.resize(index + 1, Metrics::default());
-            }
-            add(&mut periods[index], &m);
+            add(
+                periods
+                    .entry(period.index(&request, origin_ms))
+                    .or_default(),
+                &m,
+            );
         }
     }
-    (total, periods)
+    (total, periods.into_iter().collect())
 }
 
 fn add(total: &mut Metrics, m: &Metrics) {
@@ -292,6 +355,8 @@ fn add(total: &mut Metrics, m: &Metrics) {
     total.ssd_writes += m.ssd_writes;
     total.hdd_reads += m.hdd_reads;
     total.hdd_writes += m.hdd_writes;
+    total.hdd_read_bytes += m.hdd_read_bytes;
+    total.hdd_write_bytes += m.hdd_write_bytes;
     total.evictions += m.evictions;
     total.ssd_busy_s += m.ssd_busy_s;
     total.hdd_busy_s += m.hdd_busy_s;
@@ -304,7 +369,7 @@ impl RunResult {
         policy: &str,
         cache: &dyn Cache,
         total: &Metrics,
-        periods: &[Metrics],
+        periods: &[(u64, Metrics)],
     ) -> RunResult {
         RunResult {
             trace: trace.name.clone(),
@@ -320,6 +385,8 @@ impl RunResult {
             ssd_writes: total.ssd_writes,
             hdd_reads: total.hdd_reads,
             hdd_writes: total.hdd_writes,
+            hdd_read_bytes: total.hdd_read_bytes,
+            hdd_write_bytes: total.hdd_write_bytes,
             hdd_busy_s: total.hdd_busy_s,
             ssd_busy_s: total.ssd_busy_s,
             throughput_rps: total.throughput_rps(),
@@ -327,10 +394,9 @@ impl RunResult {
             threshold: None,
             periods: periods
                 .iter()
-                .enumerate()
                 .filter(|(_, m)| m.requests > 0)
-                .map(|(i, m)| PeriodResult {
-                    period: i as u64,
+                .map(|&(period, ref m)| PeriodResult {
+                    period,
                     requests: m.requests,
                     miss_ratio: m.miss_ratio(),
                     cache_writes: m.cache_writes,
@@ -360,4 +426,95 @@ pub fn replay(trace: &Trace, next_seq: Option<&[u64]>, cache: &mut dyn Cache) ->
         hits += cache.on_request(&request, &mut effects).is_hit() as u64;
     }
     hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::TraceRequest;
+
+    fn run(
+        trace: &Trace,
+        name: &str,
+        capacity: usize,
+        options: &RunOptions,
+    ) -> (Metrics, Vec<(u64, Metrics)>) {
+        let spec = policy::PolicySpec::new(name, capacity, trace.unique);
+        let mut cache = policy::build(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+        simulate(trace, None, cache.as_mut(), options)
+    }
+
+    /// 4 KiB requests over 20 objects of 4 MiB, every object fits: LRU and strata miss the
+    /// same 20 first requests and must read the same 20 whole objects from the HDD pool
+    /// (strata, which keeps its misses in its DRAM buffer, was charged 20 x 4 KiB). Writes
+    /// into the DRAM buffer are written through to the HDD pool, not SSD writes.
+    #[test]
+    fn a_miss_kept_in_dram_costs_the_hdd_read_of_a_miss_kept_in_flash() {
+        let object_bytes = 4u32 << 20;
+        let parts = (0..2_000u64).map(|i| (i % 20, 4096, i, i % 3 == 0));
+        let mut trace = Trace::from_parts("objects", parts, true);
+        trace
+            .object_bytes
+            .iter_mut()
+            .for_each(|b| *b = object_bytes);
+        let options = RunOptions::default();
+        let (lru, _) = run(&trace, "lru", 100, &options);
+        let (strata, _) = run(&trace, "strata", 100, &options);
+        assert_eq!((lru.hits, strata.hits), (1_980, 1_980));
+        assert_eq!(lru.hdd_reads, 20);
+        assert_eq!(lru.hdd_read_bytes, 20 * u64::from(object_bytes));
+        assert_eq!(strata.hdd_read_bytes, lru.hdd_read_bytes);
+        // Nothing is promoted to flash: strata writes nothing to SSD; its 667 writes go
+        // through to the HDD pool (LRU's stay dirty in flash, never evicted).
+        assert_eq!(strata.cache_writes, 0);
+        assert_eq!(strata.ssd_writes, 0);
+        assert_eq!(strata.hdd_writes, 667);
+        assert_eq!(lru.hdd_writes, 0);
+        // Reads only: the same HDD time.
+        let reads = Trace {
+            requests: trace
+                .requests
+                .iter()
+                .map(|r| TraceRequest { write: false, ..*r })
+                .collect(),
+            ..trace.clone()
+        };
+        let (lru, _) = run(&reads, "lru", 100, &options);
+        let (strata, _) = run(&reads, "strata", 100, &options);
+        assert_eq!(strata.hdd_busy_s, lru.hdd_busy_s);
+        assert!(
+            strata.ssd_busy_s < lru.ssd_busy_s,
+            "DRAM hits cost no SSD time"
+        );
+    }
+
+    /// Periods count from the first request and only periods with requests take memory: one
+    /// request at time 0 and the rest 4 x 10^11 minutes later used to allocate 20 GB of slots.
+    #[test]
+    fn per_period_metrics_cost_only_the_periods_with_requests() {
+        let late = 12_816_638_529_551; // ms: an MSR filetime / 10,000
+        let parts = [(7, 4096, 0, false)]
+            .into_iter()
+            .chain((0..100u64).map(|i| (i % 10, 4096, late + i * 1_000, false)));
+        let trace = Trace::from_parts("leap", parts, true);
+        let options = RunOptions {
+            period: Some(Period::Millis(60_000)),
+            ..RunOptions::default()
+        };
+        let (total, periods) = run(&trace, "lru", 5, &options);
+        assert_eq!(total.requests, 101);
+        let indices: Vec<u64> = periods.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indices, vec![0, late / 60_000, late / 60_000 + 1]);
+        assert_eq!(periods.iter().map(|(_, m)| m.requests).sum::<u64>(), 101);
+        // A trace whose first request is not its earliest: the later periods count from it.
+        let parts = [
+            (1, 1, 120_000, false),
+            (2, 1, 0, false),
+            (3, 1, 240_000, false),
+        ];
+        let trace = Trace::from_parts("unsorted", parts, true);
+        let (_, periods) = run(&trace, "lru", 1, &options);
+        let indices: Vec<u64> = periods.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indices, vec![0, 2]);
+    }
 }

@@ -23,7 +23,9 @@ pub enum CacheSize {
 }
 
 impl CacheSize {
-    /// Parses `N`, `P%` or a byte size with a unit.
+    /// Parses `N` (a whole number of objects), `P%` or bytes with a unit (`64M`, `4GiB`,
+    /// `512B`). A number with neither (`4897.0`) is refused: it used to be read as bytes, so
+    /// `4897.0` was one object where `4897` was 4,897.
     pub fn parse(text: &str) -> Result<CacheSize> {
         let text = text.trim();
         if let Some(percent) = text.strip_suffix('%') {
@@ -31,7 +33,7 @@ impl CacheSize {
                 .parse()
                 .with_context(|| format!("bad percentage `{text}`"))?;
             if !(value > 0.0 && value <= 100.0) {
-                bail!("percentage out of range: `{text}`");
+                bail!("percentage out of range: `{text}` (0% < size <= 100%)");
             }
             return Ok(CacheSize::Percent(value));
         }
@@ -41,15 +43,29 @@ impl CacheSize {
             }
             return Ok(CacheSize::Objects(objects));
         }
-        let bytes = crate::parse_bytes(text)?;
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            bail!("cache size `{text}` objects does not fit 64 bits");
+        }
+        if text.parse::<f64>().is_ok() {
+            bail!(
+                "cache size `{text}`: a bare number is a whole number of objects (4897); give a \
+                 percentage (10%) or bytes with a unit (64M, 4GiB)"
+            );
+        }
+        let bytes = crate::parse_bytes(text).with_context(|| {
+            format!(
+                "cache size `{text}`: expected objects (4897), a percentage (10%) or bytes (64M)"
+            )
+        })?;
         if bytes == 0 {
             bail!("a cache of 0 bytes holds nothing: `{text}`");
         }
         Ok(CacheSize::Bytes(bytes))
     }
 
-    /// Capacity in objects for `trace` (at least 1).
-    pub fn objects(self, trace: &Trace) -> usize {
+    /// Capacity in objects for `trace`; a size that rounds down to no object is refused (it
+    /// used to become 1 object silently: `100B` or `1e-9%`).
+    pub fn objects(self, trace: &Trace) -> Result<usize> {
         let objects = match self {
             CacheSize::Objects(n) => n as f64,
             CacheSize::Percent(p) => (trace.unique as f64 * p / 100.0).floor(),
@@ -58,15 +74,38 @@ impl CacheSize {
                 (bytes as f64 / mean.max(1.0)).floor()
             }
         };
-        (objects as usize).max(1)
+        if objects < 1.0 {
+            let why = match self {
+                CacheSize::Bytes(_) => format!(
+                    "its mean object is {:.0} bytes",
+                    trace.unique_bytes() as f64 / trace.unique.max(1) as f64
+                ),
+                _ => format!("it has {} distinct objects", trace.unique),
+            };
+            bail!(
+                "cache size {} is less than one object of {} ({why})",
+                self.label(),
+                trace.name
+            );
+        }
+        Ok(objects as usize)
     }
 
-    /// Label as given.
+    /// Label as given (bytes in the largest binary unit that divides them).
     pub fn label(self) -> String {
         match self {
             CacheSize::Objects(n) => n.to_string(),
             CacheSize::Percent(p) => format!("{p}%"),
-            CacheSize::Bytes(b) => format!("{b}B"),
+            CacheSize::Bytes(b) => {
+                let unit = ["TiB", "GiB", "MiB", "KiB"]
+                    .into_iter()
+                    .zip([40, 30, 20, 10])
+                    .find(|&(_, shift)| b >= 1 << shift && b % (1 << shift) == 0);
+                match unit {
+                    Some((unit, shift)) => format!("{}{unit}", b >> shift),
+                    None => format!("{b}B"),
+                }
+            }
         }
     }
 }
@@ -102,6 +141,7 @@ struct Job {
 
 /// Runs every combination; results come back in plan order (policy, size, H, a).
 pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
+    plan.options.timing.check()?;
     let needs_next = plan
         .policies
         .iter()
@@ -111,7 +151,7 @@ pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
     for policy_name in &plan.policies {
         let hot = policy_name.eq_ignore_ascii_case("hottable");
         for &size in &plan.sizes {
-            let capacity = size.objects(trace);
+            let capacity = size.objects(trace)?;
             let pairs: Vec<(f64, f64)> = if hot {
                 plan.thresholds
                     .iter()
@@ -207,5 +247,43 @@ mod tests {
         for empty in ["0", "0K", "0%"] {
             assert!(CacheSize::parse(empty).is_err(), "{empty}");
         }
+    }
+
+    /// A bare number is a whole number of objects; a decimal without a unit is refused (it
+    /// was bytes: `4897,4897.0` gave 4,897 objects, then 1), and so is a size below one
+    /// object (`100B`, `1K`, `1e-9%` became 1 object).
+    #[test]
+    fn bare_decimals_and_sizes_below_one_object_are_refused() {
+        for ambiguous in [
+            "4897.0",
+            "1.5",
+            "1e3",
+            "NaN",
+            "-1",
+            "4897 objects",
+            "99999999999999999999",
+        ] {
+            assert!(CacheSize::parse(ambiguous).is_err(), "{ambiguous}");
+        }
+        assert_eq!(CacheSize::parse("100B").unwrap(), CacheSize::Bytes(100));
+        assert_eq!(CacheSize::parse("64M").unwrap().label(), "64MiB");
+        let parts = (0..1_000u64).map(|i| (i % 100, 4096, i, false));
+        let trace = crate::Trace::from_parts("t", parts, true);
+        for small in ["100B", "1K", "1e-9%", "0.5%"] {
+            let size = CacheSize::parse(small).unwrap();
+            let error = size.objects(&trace).map_err(|e| e.to_string());
+            assert!(
+                error.is_err_and(|e| e.contains("less than one object")),
+                "{small}"
+            );
+        }
+        assert_eq!(
+            CacheSize::parse("8K").unwrap().objects(&trace).ok(),
+            Some(2)
+        );
+        assert_eq!(
+            CacheSize::parse("1%").unwrap().objects(&trace).ok(),
+            Some(1)
+        );
     }
 }

@@ -61,7 +61,7 @@ fn strata_on_listed_traces() {
         .filter(|p| !p.is_empty())
         .map(Into::into)
         .collect();
-    let cells = compare::run_all(&paths, &[], false, &SIZES, &variants, 2)
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let cells =
+        compare::run_all(&paths, false, &SIZES, &variants, 2).unwrap_or_else(|e| panic!("{e:#}"));
     eprint!("{}", compare::report(&cells));
 }

@@ -107,7 +107,8 @@ impl HitSetHistory {
                 });
                 let target_size = target.clamp(MIN_TARGET_SIZE, MAX_TARGET_SIZE);
                 HitSet::Bloom {
-                    bloom: Bloom::new(target_size as usize, fpp, 0x4854),
+                    // Bounded by MAX_TARGET_SIZE: always dense.
+                    bloom: Bloom::new(target_size as usize, fpp, 0x4854, usize::MAX),
                     target_size,
                 }
             }

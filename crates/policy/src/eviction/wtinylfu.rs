@@ -50,7 +50,7 @@ impl WTinyLfu {
         let main_capacity = capacity - window;
         WTinyLfu {
             lists: Lists::new(3, key_space),
-            sketch: CountingBloom::new(main_capacity.max(1), 0.001),
+            sketch: CountingBloom::new(main_capacity.max(1), 0.001, key_space),
             capacity,
             main_capacity,
             probation_capacity: (main_capacity as f64 * config.probation_ratio) as usize,

@@ -3,6 +3,7 @@
 //! megabytes (a cache of 300,000 objects) a probe per hash cost more than the rest of the policy
 //! (W-TinyLFU's `CountingBloom`: 10 cache misses per request; then one line per filter: 2).
 
+use crate::sketch::Slots;
 use crate::{mix64, Key};
 
 /// Bytes per block: one cache line, 32 counters then 256 doorkeeper bits.
@@ -18,19 +19,26 @@ const DOORKEEPER_BITS: usize = 256;
 /// the counts and empties the doorkeeper. A key's counters and doorkeeper bits share one block.
 #[derive(Clone, Debug)]
 pub(super) struct Frequencies {
-    blocks: Vec<[u8; BLOCK_BYTES]>,
+    /// Sparse when the period asks for far more blocks than the key space can touch (a cache
+    /// far larger than its trace, or a long `epoch_min`): see [`Slots`].
+    blocks: Slots<[u8; BLOCK_BYTES]>,
 }
 
 impl Frequencies {
     /// Sized for `period` requests between halvings: about 10 doorkeeper bits per request of a
     /// period (1% false positives) and 16 counters per tenth of them (the capacity, unless the
-    /// period is its floor), whichever needs more blocks.
-    pub(super) fn new(period: u64) -> Self {
-        let period = period.max(1) as usize;
-        let for_doorkeeper = (period * 10).div_ceil(DOORKEEPER_BITS);
-        let for_counters = (period.div_ceil(10) * 16).div_ceil(COUNTERS);
+    /// period is its floor), whichever needs more blocks. About `key_space` keys are expected
+    /// (each touches one block); it sizes memory only.
+    pub(super) fn new(period: u64, key_space: usize) -> Self {
+        let period = usize::try_from(period.max(1)).unwrap_or(usize::MAX);
+        let for_doorkeeper = period.saturating_mul(10).div_ceil(DOORKEEPER_BITS);
+        let for_counters = period.div_ceil(10).saturating_mul(16).div_ceil(COUNTERS);
         Frequencies {
-            blocks: vec![[0; BLOCK_BYTES]; for_doorkeeper.max(for_counters).max(1)],
+            blocks: Slots::new(
+                for_doorkeeper.max(for_counters).max(1),
+                [0; BLOCK_BYTES],
+                key_space,
+            ),
         }
     }
 
@@ -47,7 +55,7 @@ impl Frequencies {
     /// Counts one request of `key`.
     pub(super) fn add(&mut self, key: Key) {
         let (block, counters, bits) = self.probes(key);
-        let block = &mut self.blocks[block];
+        let block = self.blocks.get_mut(block);
         let mut seen = true;
         for bit in bits {
             let (byte, mask) = (COUNTERS + bit / 8, 1u8 << (bit % 8));
@@ -69,7 +77,7 @@ impl Frequencies {
     /// Requests of `key` seen this period and (halved) before.
     pub(super) fn estimate(&self, key: Key) -> u32 {
         let (block, counters, bits) = self.probes(key);
-        let block = &self.blocks[block];
+        let block = self.blocks.get(block);
         let count = counters.iter().map(|&c| block[c]).min().unwrap_or(0);
         let seen = bits
             .iter()
@@ -79,12 +87,12 @@ impl Frequencies {
 
     /// Halves every count and empties the doorkeeper: old popularity fades.
     pub(super) fn decay(&mut self) {
-        for block in &mut self.blocks {
+        self.blocks.update_all(|block| {
             for counter in &mut block[..COUNTERS] {
                 *counter >>= 1;
             }
             block[COUNTERS..].fill(0);
-        }
+        });
     }
 }
 
@@ -94,7 +102,7 @@ mod tests {
 
     #[test]
     fn counts_repeats_not_first_requests_and_halves() {
-        let mut frequencies = Frequencies::new(10_000);
+        let mut frequencies = Frequencies::new(10_000, 2_000);
         frequencies.add(7);
         assert_eq!(
             frequencies.estimate(7),

@@ -162,18 +162,22 @@ impl Strata {
     pub(super) fn serve(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
         let key = request.key;
         match self.lists.list_of(key) {
-            Some(SMALL) | Some(MAIN) => {
+            Some(list @ (SMALL | MAIN)) => {
                 if self.lru_now
                     && (self.dram_only_now
                         || (self.small_target as f64)
                             < self.config.lru_below * self.config.capacity as f64)
-                    && self.lists.in_list(key, SMALL)
+                    && list == SMALL
                 {
                     self.lists.move_to_head(SMALL, key);
                 }
                 let frequency = self.frequency_mut(key);
                 *frequency = frequency.saturating_add(1);
-                return Outcome::Hit;
+                return if list == SMALL {
+                    Outcome::BufferHit
+                } else {
+                    Outcome::Hit
+                };
             }
             Some(STALE) => {
                 self.lists.remove(key);
@@ -205,7 +209,7 @@ impl Strata {
             Outcome::Admitted
         } else {
             self.lists.push_head(SMALL, key);
-            Outcome::Bypassed
+            Outcome::Buffered
         }
     }
 }

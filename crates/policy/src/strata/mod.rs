@@ -183,8 +183,10 @@
 //!   the cache may hold, and main gets the rest.
 //! - Cache writes: objects written into main (flash): ghost admissions (reported as
 //!   [`Outcome::Admitted`]) and promotions from the buffer (reported in [`Effects::promoted`]).
-//!   Entering the buffer is a miss served by the backing pool ([`Outcome::Bypassed`]) plus a
-//!   DRAM copy; a write request there is written through to the backing pool.
+//!   Entering the buffer is a miss that reads the object from the backing pool into DRAM
+//!   ([`Outcome::Buffered`]: the same backing-pool read as any policy's admission, no flash
+//!   write); a hit there is served from DRAM ([`Outcome::BufferHit`]); a write request into
+//!   the buffer is written through to the backing pool.
 //! - DRAM metadata (ids, not counted as capacity, as for every other policy here, whose ghost
 //!   lists and sketches are not counted either): per object in the key space 10 bytes for the
 //!   queues and frequency; per shadow candidate the same again, plus one shadow LRU; for the
@@ -532,7 +534,7 @@ impl Strata {
             streak: 0,
             dwell_left: 0,
             main_ghost,
-            sketch: gated.then(|| Frequencies::new(sketch_period(&config))),
+            sketch: gated.then(|| Frequencies::new(sketch_period(&config), key_space)),
             sketch_left: sketch_period(&config),
             write_allowance: f64::INFINITY,
             fixed_scores,

@@ -24,12 +24,12 @@ fn one_hit_wonders_stay_within_the_write_budget() {
             next_seq: u64::MAX,
         };
         match cache.on_request(&request, &mut effects) {
-            Outcome::Hit => {}
+            Outcome::Hit | Outcome::BufferHit => {}
             Outcome::Admitted => {
                 writes += 1;
                 misses += 1;
             }
-            Outcome::Bypassed => misses += 1,
+            Outcome::Buffered | Outcome::Bypassed => misses += 1,
         }
         writes += effects.promoted.len() as u64;
         assert!(cache.len() <= 100);
@@ -101,12 +101,12 @@ fn misses_and_writes(cache: &mut dyn Cache, keys: &[Key]) -> (u64, u64) {
             ..Request::default()
         };
         match cache.on_request(&request, &mut effects) {
-            Outcome::Hit => {}
+            Outcome::Hit | Outcome::BufferHit => {}
             Outcome::Admitted => {
                 misses += 1;
                 writes += 1;
             }
-            Outcome::Bypassed => misses += 1,
+            Outcome::Buffered | Outcome::Bypassed => misses += 1,
         }
         writes += effects.promoted.len() as u64;
         assert!(cache.len() <= cache.capacity());

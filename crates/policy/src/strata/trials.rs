@@ -102,7 +102,10 @@ impl Trial {
         // A replica that switches must be able to take the gated shape: it keeps a sketch when
         // the live cache does.
         if ticks_per_epoch > 0 && live.gate_shapes && replica.sketch.is_none() {
-            replica.sketch = Some(super::Frequencies::new(super::sketch_period(&config)));
+            replica.sketch = Some(super::Frequencies::new(
+                super::sketch_period(&config),
+                key_space,
+            ));
             replica.sketch_left = super::sketch_period(&config);
         }
         Trial {
@@ -500,7 +503,7 @@ mod tests {
             )
         };
         assert_eq!(after_a_loss(true), (Outcome::Admitted, true, false));
-        assert_eq!(after_a_loss(false), (Outcome::Bypassed, false, true));
+        assert_eq!(after_a_loss(false), (Outcome::Buffered, false, true));
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub enum Which {
     /// s3fifo, wtinylfu and sieve on every trace and cache size, with cache writes / LRU's.
     Compare(CompareArgs),
     /// Convert any supported trace (or seed 003's generator) to strata's own text format
-    /// (`# strata-trace v1`, then `time_ms,key,size_bytes,op` lines).
+    /// (`# strata-trace v2`, then `time_ms,key,size_bytes,op,object_bytes` lines; version 1
+    /// files, without `object_bytes`, still read).
     Convert(ConvertArgs),
 }
 
@@ -56,8 +57,9 @@ pub struct ConvertArgs {
 #[derive(clap::Args)]
 #[command(
     after_help = "Example (from the workspace root): strata sim compare --traces ../shared/data/traces --synthetic\n\
-With --traces DIR the nine traces of issue 5's table are read from DIR (cloudPhysicsIO and OLTP\n\
-marked as tuning traces); --trace FILE adds any other trace as a hold-out."
+With --traces DIR the nine traces of issue 5's table are read from DIR; --trace FILE adds any\n\
+other trace. Traces named cloudPhysicsIO and OLTP are marked as tuning traces, the rest are\n\
+hold-outs."
 )]
 pub struct CompareArgs {
     /// Directory holding the shared traces (`cloudphysics/`, `arc/`, `snia/`, `objects/`).
@@ -97,8 +99,10 @@ pub struct OutputArgs {
     /// Print CSV instead of a table.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
-    /// Also write an SVG plot of miss ratio against cache size to this file.
-    #[arg(long, value_name = "FILE")]
+    /// Also write an SVG plot to this file (a name ending in .svg): miss ratio against cache
+    /// size; for seed003, estimated requests/s against clients. The file is created before
+    /// the runs, so an unwritable path fails at once.
+    #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Worker threads for sweeps.
     #[arg(long, default_value_t = 1)]
@@ -108,10 +112,14 @@ pub struct OutputArgs {
 /// `strata sim cache`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Policies: lru fifo arc 2q s3fifo wtinylfu sieve belady ceph ceph-corrected ceph-fast hottable strata.\n\
-Eviction policies accept an admission filter: NAME+second-hit, NAME+bloom, NAME+tinylfu, NAME+prob0.25.\n\
-strata takes knobs: strata:small=0.1/threshold=2/adapt=1/epoch=2/decay=0.5/ghost=0.9/budget=0.33.\n\
-Cache sizes: 4897 (objects), 10% (of unique objects), 64M / 4GiB (bytes / mean object size).\n\
+    after_help = "Policies: lru fifo arc 2q s3fifo wtinylfu sieve belady ceph (= ceph-seed003) ceph-corrected ceph-fast hottable strata.\n\
+Eviction policies accept an admission filter: NAME+second-hit, NAME+bloom, NAME+tinylfu, NAME+prob0.25 (P in [0, 1]).\n\
+Only strata takes knobs: strata:small=0.1/threshold=2/adapt=1/epoch=2/decay=0.5/ghost=0.9/budget=0.33\n\
+(each within its range; an unknown knob or a value out of range is refused with the range).\n\
+Cache sizes: 4897 (a whole number of objects), 10% (of unique objects), 64M / 4GiB / 512B (bytes /\n\
+mean object size); a decimal without % or a unit, or a size below one object, is refused.\n\
+A cache larger than the trace's distinct objects is simulated as given, in memory proportional\n\
+to the trace (admission windows, Ceph's target ratios and strata's epochs depend on it).\n\
 Formats: cloudphysics-csv vscsi arc msr systor tencent-block tencent-photo object strata\n\
 (guessed from the file name; .zst .gz .bz2 .xz are decompressed).\n\
 Example: strata sim cache --trace cloudPhysicsIO.csv --policy lru,s3fifo,strata --cache-size 1%,5%,10%"
@@ -143,7 +151,7 @@ pub struct CacheArgs {
         value_name = "S[,S...]"
     )]
     pub cache_size: Vec<String>,
-    /// Hot table thresholds H (requests per period), comma-separated.
+    /// Hot table thresholds H (requests per period, finite, >= 0), comma-separated.
     #[arg(
         long = "threshold",
         short = 'H',
@@ -151,7 +159,7 @@ pub struct CacheArgs {
         default_value = "0.5"
     )]
     pub threshold: Vec<f64>,
-    /// Hot table smoothing constants a, comma-separated.
+    /// Hot table smoothing constants a (in (0, 1]), comma-separated.
     #[arg(
         long = "smoothing",
         short = 'a',
@@ -159,11 +167,13 @@ pub struct CacheArgs {
         default_value = "0.5"
     )]
     pub smoothing: Vec<f64>,
-    /// Period: `60s` (virtual time) or `10000r` (requests). Used by the hot table and per-period
-    /// reports.
+    /// Period: `60s` (virtual time, at least 1 ms) or `10000r` (requests, at least 1). Used by
+    /// the hot table and per-period reports.
     #[arg(long, default_value = "60s")]
     pub period: String,
-    /// Print per-period metrics (JSON includes them).
+    /// Print per-period metrics, counted from the first request: a table per run after the
+    /// table; with --csv, one CSV of a row per run and period instead of a row per run (so the
+    /// output stays one CSV); JSON includes them.
     #[arg(long)]
     pub per_period: bool,
     /// Read at most this many requests.
@@ -172,10 +182,10 @@ pub struct CacheArgs {
     /// Seed for randomised policies.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// SSD latency per op, microseconds.
+    /// SSD latency per op, microseconds (finite, >= 0).
     #[arg(long, default_value_t = 100.0)]
     pub ssd_op_us: f64,
-    /// HDD latency per op, microseconds.
+    /// HDD latency per op, microseconds (finite, >= 0).
     #[arg(long, default_value_t = 8000.0)]
     pub hdd_op_us: f64,
     #[command(flatten)]
@@ -185,7 +195,8 @@ pub struct CacheArgs {
 /// `strata sim seed000`.
 #[derive(clap::Args)]
 pub struct Seed000Args {
-    /// Timed trace (default ../shared/data/traces/cloudphysics/cloudPhysicsIO.csv, else the fixture).
+    /// Timed trace (default: the shared cloudPhysicsIO.csv beside the project, else the
+    /// project's fixture; looked up from the current directory, then from the project root).
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Thresholds H.
@@ -206,13 +217,13 @@ pub struct Seed000Args {
 /// `strata sim seed003`.
 #[derive(clap::Args)]
 pub struct Seed003Args {
-    /// Largest number of clients.
+    /// Largest number of clients (at least 1).
     #[arg(long, default_value_t = 14)]
     pub max_clients: u32,
-    /// Requests per client.
+    /// Requests per client (at least 1).
     #[arg(long, default_value_t = 20_000)]
     pub requests_per_client: u64,
-    /// Cache pool size in 4 MiB objects (default: a quarter of 14 clients' data).
+    /// Cache pool size in 4 MiB objects, at least 1 (default: a quarter of 14 clients' data).
     #[arg(long)]
     pub cache_objects: Option<u64>,
     /// Policies (`hdd-only` = no cache).
@@ -239,44 +250,83 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
 }
 
+/// `60s` or `10000r`. A period must be finite and at least 1 ms, or at least 1 request: `0s`,
+/// `0r`, `NaNs` and `-5s` used to become 1 ms or 1 request silently.
 fn parse_period(text: &str) -> Result<Period> {
     let text = text.trim();
     if let Some(s) = text.strip_suffix('s') {
         let seconds: f64 = s.parse().with_context(|| format!("bad period `{text}`"))?;
-        return Ok(Period::Millis((seconds * 1000.0).max(1.0) as u64));
+        let ms = seconds * 1000.0;
+        if !(ms.is_finite() && ms >= 1.0 && ms < u64::MAX as f64) {
+            bail!("period `{text}`: a time period must be a finite number of seconds >= 0.001");
+        }
+        return Ok(Period::Millis(ms as u64));
     }
     if let Some(r) = text.strip_suffix('r') {
-        return Ok(Period::Requests(
-            r.parse::<u64>()
-                .with_context(|| format!("bad period `{text}`"))?
-                .max(1),
-        ));
+        let requests = r
+            .parse::<u64>()
+            .with_context(|| format!("bad period `{text}`: a whole number of requests"))?;
+        if requests == 0 {
+            bail!("period `{text}`: a period of requests must be at least 1r");
+        }
+        return Ok(Period::Requests(requests));
     }
     bail!("period `{text}` must end in s (seconds) or r (requests)")
 }
 
-fn emit(results: &[sim::RunResult], output: &OutputArgs, title: &str) -> Result<()> {
+/// The `--plot` file, created before any run so that a bad path fails at once (it used to fail
+/// after the whole sweep); only `.svg` names are accepted (a `.png` got SVG text).
+fn plot_file(output: &OutputArgs) -> Result<Option<(PathBuf, std::fs::File)>> {
+    let Some(path) = &output.plot else {
+        return Ok(None);
+    };
+    if !path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+    {
+        bail!(
+            "--plot writes SVG: give a file name ending in .svg (got {})",
+            path.display()
+        );
+    }
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot write the plot to {}", path.display()))?;
+    Ok(Some((path.clone(), file)))
+}
+
+fn write_plot(plot: Option<(PathBuf, std::fs::File)>, svg: impl FnOnce() -> String) -> Result<()> {
+    if let Some((path, mut file)) = plot {
+        use std::io::Write as _;
+        file.write_all(svg().as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn emit(
+    results: &[sim::RunResult],
+    output: &OutputArgs,
+    plot: Option<(PathBuf, std::fs::File)>,
+    title: &str,
+    per_period: bool,
+) -> Result<()> {
     if output.json {
         println!("{}", report::json(results)?);
+    } else if output.csv && per_period {
+        print!("{}", report::periods_csv(results));
     } else if output.csv {
         print!("{}", report::csv(results));
     } else {
         print!("{}", report::table(results));
     }
-    if let Some(path) = &output.plot {
-        let svg = report::svg(results, title, "miss ratio", |r| r.miss_ratio);
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
+    write_plot(plot, || {
+        report::svg(results, title, "miss ratio", |r| r.miss_ratio)
+    })
 }
 
 fn run_cache(args: CacheArgs) -> Result<ExitCode> {
     let format = args.format.as_deref().map(Format::parse).transpose()?;
     let mapping = args.mapping.as_deref().map(Mapping::parse).transpose()?;
-    let trace = sim::load(&args.trace, format, mapping, args.limit)?;
-    if trace.requests.is_empty() {
-        bail!("{}: no requests", args.trace.display());
-    }
     let sizes = args
         .cache_size
         .iter()
@@ -288,6 +338,12 @@ fn run_cache(args: CacheArgs) -> Result<ExitCode> {
         hdd_op_us: args.hdd_op_us,
         ..Timing::default()
     };
+    timing.check()?;
+    let plot = plot_file(&args.output)?;
+    let trace = sim::load(&args.trace, format, mapping, args.limit)?;
+    if trace.requests.is_empty() {
+        bail!("{}: no requests", args.trace.display());
+    }
     let plan = SweepPlan {
         policies: args.policy.clone(),
         sizes,
@@ -306,9 +362,11 @@ fn run_cache(args: CacheArgs) -> Result<ExitCode> {
     emit(
         &results,
         &args.output,
+        plot,
         &format!("{}: miss ratio", trace.name),
+        args.per_period,
     )?;
-    if args.per_period && !args.output.json {
+    if args.per_period && !args.output.json && !args.output.csv {
         for r in &results {
             println!(
                 "\n{} @ {} objects: period requests miss_ratio cache_writes hdd_ops rps",
@@ -325,17 +383,37 @@ fn run_cache(args: CacheArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn default_cloudphysics() -> PathBuf {
-    let shared = PathBuf::from("../shared/data/traces/cloudphysics/cloudPhysicsIO.csv");
-    if shared.exists() {
-        shared
-    } else {
-        PathBuf::from("fixtures/traces/cloudPhysicsIO.csv.zst")
+/// The first of `relative` paths that exists, looked up from the current directory, then from
+/// the project root (the workspace this binary was built from), so that the defaults work
+/// from anywhere on the machine that built it; otherwise an error naming where it looked.
+pub(crate) fn default_trace(relative: &[&str]) -> Result<PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let candidates: Vec<PathBuf> = relative
+        .iter()
+        .flat_map(|r| [PathBuf::from(r), root.join(r)])
+        .collect();
+    match candidates.iter().find(|p| p.exists()) {
+        Some(path) => Ok(path.clone()),
+        None => bail!(
+            "no default trace found (looked for {}); pass --trace FILE",
+            candidates
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
 fn run_seed000(args: Seed000Args) -> Result<ExitCode> {
-    let path = args.trace.unwrap_or_else(default_cloudphysics);
+    let path = match args.trace {
+        Some(path) => path,
+        None => default_trace(&[
+            "../shared/data/traces/cloudphysics/cloudPhysicsIO.csv",
+            "fixtures/traces/cloudPhysicsIO.csv.zst",
+        ])?,
+    };
+    let plot = plot_file(&args.output)?;
     let trace = sim::load(&path, None, None, None)?;
     if !trace.timed {
         bail!(
@@ -348,7 +426,9 @@ fn run_seed000(args: Seed000Args) -> Result<ExitCode> {
     emit(
         &results,
         &args.output,
+        plot,
         &format!("seed 000 on {}", trace.name),
+        false,
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -362,6 +442,7 @@ fn run_seed003(args: Seed003Args) -> Result<ExitCode> {
     let cache_objects = args
         .cache_objects
         .unwrap_or(base.objects_per_client() * 14 / 4);
+    let plot = plot_file(&args.output)?;
     let points = sim::experiments::seed003_ramp(
         &base,
         args.max_clients,
@@ -369,8 +450,18 @@ fn run_seed003(args: Seed003Args) -> Result<ExitCode> {
         &args.policy,
         args.output.jobs,
     )?;
+    write_plot(plot, || {
+        sim::experiments::ramp_svg(
+            &points,
+            &format!("seed 003: {cache_objects} cache objects of 4 MiB"),
+        )
+    })?;
     if args.output.json {
         println!("{}", serde_json_string(&points)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.output.csv {
+        print!("{}", sim::experiments::ramp_csv(&points));
         return Ok(ExitCode::SUCCESS);
     }
     println!(
@@ -401,18 +492,14 @@ fn serde_json_string(points: &[sim::experiments::RampPoint]) -> Result<String> {
 
 fn run_compare(args: CompareArgs) -> Result<ExitCode> {
     let mut paths = Vec::new();
-    let mut tuned = Vec::new();
     if let Some(dir) = &args.traces {
-        for (path, is_tuned) in sim::compare::SHARED_TRACES {
+        for (path, _) in sim::compare::SHARED_TRACES {
             let full = dir.join(path);
             if !full.exists() {
                 bail!(
                     "{} not found (is --traces the shared traces directory?)",
                     full.display()
                 );
-            }
-            if is_tuned {
-                tuned.push(full.to_string_lossy().into_owned());
             }
             paths.push(full);
         }
@@ -426,14 +513,7 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         .iter()
         .map(|s| CacheSize::parse(s))
         .collect::<Result<Vec<_>>>()?;
-    let mut cells = sim::compare::run_all(
-        &paths,
-        &tuned,
-        args.synthetic,
-        &sizes,
-        &args.policy,
-        args.jobs,
-    )?;
+    let mut cells = sim::compare::run_all(&paths, args.synthetic, &sizes, &args.policy, args.jobs)?;
     if args.late {
         for trace in sim::compare::late_synthetic_traces() {
             cells.extend(sim::compare::cells(

@@ -2,7 +2,7 @@
 //! a textbook peer measured in the same run (an LRU over a `HashMap` of raw ids and a
 //! `BTreeMap` recency index, the way a simulator without dense ids would do it).
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Result};
 use policy::PolicySpec;
 use sim::CacheSize;
 use std::collections::{BTreeMap, HashMap};
@@ -13,7 +13,8 @@ use std::time::Instant;
 /// Measure cache simulator throughput.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace (default: the cloudPhysicsIO fixture).
+    /// Trace (default: the project's cloudPhysicsIO fixture, looked up from the current
+    /// directory, then from the project root).
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Policies to time.
@@ -26,7 +27,7 @@ pub struct Args {
     /// Cache size.
     #[arg(long, default_value = "10%")]
     pub cache_size: String,
-    /// Replays per policy (the best is reported).
+    /// Replays per policy, at least 1 (the best is reported).
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
 }
@@ -34,7 +35,7 @@ pub struct Args {
 fn best_of(repeat: u32, mut run: impl FnMut() -> u64) -> (f64, u64) {
     let mut best = f64::MAX;
     let mut hits = 0;
-    for _ in 0..repeat.max(1) {
+    for _ in 0..repeat {
         let start = Instant::now();
         hits = run();
         best = best.min(start.elapsed().as_secs_f64());
@@ -63,18 +64,20 @@ fn peer_lru(keys: &[u64], capacity: usize) -> u64 {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let path = args.trace.unwrap_or_else(|| {
-        let fixture = PathBuf::from("fixtures/traces/cloudPhysicsIO.csv.zst");
-        if fixture.exists() {
-            fixture
-        } else {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../fixtures/traces/cloudPhysicsIO.csv.zst")
-        }
-    });
-    let trace = sim::load(&path, None, None, None)
-        .with_context(|| format!("loading {}", path.display()))?;
-    let capacity = CacheSize::parse(&args.cache_size)?.objects(&trace);
+    if args.repeat == 0 {
+        bail!("--repeat 0 measures nothing: give at least 1");
+    }
+    let path = match args.trace {
+        Some(path) => path,
+        None => crate::cmd::sim::default_trace(&["fixtures/traces/cloudPhysicsIO.csv.zst"])?,
+    };
+    let size = CacheSize::parse(&args.cache_size)?;
+    let trace = sim::load(&path, None, None, None)?;
+    if trace.requests.is_empty() {
+        // Rates over no requests are 0/0: NaN and inf rows.
+        bail!("{}: no requests to replay", path.display());
+    }
+    let capacity = size.objects(&trace)?;
     let next_seq = trace.next_seq();
     let n = trace.requests.len() as f64;
     println!(
