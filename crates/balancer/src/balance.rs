@@ -38,8 +38,10 @@ use crate::BalancerError;
 /// Knobs of [`balance`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BalanceConfig {
-    /// Stop after this many shards moved relative to raw CRUSH (None = no limit). Paths are
-    /// taken cheapest first, so the plan is the best prefix. Default: None.
+    /// At most this many shards change OSD in this run, counted from the current up sets
+    /// (existing upmaps kept), like Ceph's `--upmap-max` (None = no limit). The best plan's
+    /// per-PG changes are applied best first while each strictly improves the balance (see
+    /// [`crate::limit`]), so the result is never worse than the current state. Default: None.
     pub max_moves: Option<usize>,
 }
 
@@ -87,7 +89,7 @@ pub enum ViolationReason {
         forced: usize,
         allowed: usize,
     },
-    /// `--max-moves` stopped the balancer first.
+    /// `max_moves` left out the changes that would have fixed it.
     MoveLimit,
     /// The rule's constraints admit no placement that fixes it; the flow proved the total
     /// distance outside the bounds minimal.
@@ -143,7 +145,16 @@ struct PoolPart {
 }
 
 /// Balance PG shard counts with the fewest moves. Pure.
+///
+/// PGs that [`crate::aside::set_aside`] would leave as they are are refused: pass the
+/// movable part of the problem.
 pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, BalancerError> {
+    if let Some(first) = crate::aside::find(problem).first() {
+        return Err(BalancerError::Invalid(format!(
+            "{} (set such PGs aside first)",
+            first.reason
+        )));
+    }
     problem.validate()?;
     let targets = Targets::compute(problem);
     let total_shards: usize = problem.pgs.iter().map(Pg::shard_count).sum();
@@ -218,15 +229,20 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
         pg_base.push(add_pg(&mut network, part, pg, costs)?);
     }
 
-    let report = network.solve(config.max_moves.map(|m| m as i64));
-    let stats = SolveStats {
+    let report = network.solve(None);
+    let mut stats = SolveStats {
         nodes: network.node_count(),
         arcs: network.arc_count(),
         phases: report.phases,
         augmentations: report.augmentations,
-        budget_exhausted: report.budget_exhausted,
+        budget_exhausted: false,
     };
-    let up = extract(problem, &parts, &network, &node_osd, &pg_base)?;
+    let mut up = extract(problem, &parts, &network, &node_osd, &pg_base)?;
+    if let Some(max_moves) = config.max_moves {
+        let (limited, left_out) = crate::limit::limit_moves(problem, &targets, &up, max_moves);
+        up = limited;
+        stats.budget_exhausted = left_out;
+    }
     let trees: BTreeMap<PoolId, DomainTree> = parts
         .into_iter()
         .map(|(id, part)| (id, part.tree))
@@ -837,5 +853,68 @@ mod tests {
             .violations
             .iter()
             .all(|v| v.reason == ViolationReason::MoveLimit));
+    }
+
+    fn distance(problem: &Problem, up: &BTreeMap<PgId, Vec<OsdId>>) -> u64 {
+        let plan = Plan {
+            up: up.clone(),
+            items: BTreeMap::new(),
+            changes: Vec::new(),
+            moved_before: 0,
+            moved_after: 0,
+            shards_changed: 0,
+            violations: Vec::new(),
+            stats: SolveStats::default(),
+        };
+        objective(problem, &plan).0
+    }
+
+    /// Review finding 3: `max_moves` below the number of existing upmaps removed upmaps and
+    /// unbalanced a balanced cluster. Now it counts changes from the current up sets: a
+    /// balanced cluster is left alone, and a partly balanced one only gets better, by at most
+    /// N changed shards.
+    #[test]
+    fn max_moves_counts_changes_from_the_current_state_and_never_worsens_it() {
+        let spec = ClusterSpec {
+            racks: 1,
+            hosts_per_rack: 5,
+            osds_per_host: 4,
+            weight_spread: 1.0,
+            pools: vec![PoolSpec {
+                pg_count: 512,
+                size: 3,
+                rack_limit: None,
+                class: None,
+            }],
+            seed: 5,
+        };
+        let mut problem = generate(&spec);
+        let best = balance(&problem, &BalanceConfig::default()).expect("balance");
+        assert!(
+            best.moved_after > 20,
+            "needs many moves: {}",
+            best.moved_after
+        );
+        for pg in &mut problem.pgs {
+            pg.upmap_items = best.items.get(&pg.id).cloned().unwrap_or_default();
+        }
+        let limited = BalanceConfig { max_moves: Some(5) };
+        let again = balance(&problem, &limited).expect("balance");
+        assert!(again.changes.is_empty(), "{:?}", again.changes);
+        assert_eq!(again.moved_after, best.moved_after);
+        // Half the upmaps applied: at most 5 shards change, and the distance only shrinks.
+        for (index, pg) in problem.pgs.iter_mut().enumerate() {
+            if index % 2 == 0 {
+                pg.upmap_items.clear();
+            }
+        }
+        let current: BTreeMap<PgId, Vec<OsdId>> =
+            problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect();
+        let plan = balance(&problem, &limited).expect("balance");
+        check_plan(&problem, &plan).expect("valid plan");
+        assert!(plan.shards_changed <= 5, "{}", plan.shards_changed);
+        assert!(plan.shards_changed > 0);
+        assert!(distance(&problem, &plan.up) < distance(&problem, &current));
+        assert!(plan.stats.budget_exhausted);
     }
 }

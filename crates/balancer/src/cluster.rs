@@ -89,11 +89,14 @@ pub fn build_problem(
     (problem, skipped)
 }
 
-/// Parent links and device weights of the real (non-shadow) hierarchy.
+/// Parent links and device weights of the real (non-shadow) hierarchy. A bucket linked under
+/// two parents keeps its first one here; rules read their own hierarchy ([`take_hierarchy`]).
 struct Hierarchy {
     parent: BTreeMap<i32, i32>,
     bucket_type: BTreeMap<i32, i32>,
     device_weight: BTreeMap<OsdId, f64>,
+    /// Buckets in the map: no acyclic chain of parents is longer.
+    bucket_count: usize,
 }
 
 impl Hierarchy {
@@ -102,6 +105,7 @@ impl Hierarchy {
             parent: BTreeMap::new(),
             bucket_type: BTreeMap::new(),
             device_weight: BTreeMap::new(),
+            bucket_count: crush.iter_buckets().count(),
         };
         for bucket in crush.iter_buckets() {
             if crush.is_shadow_bucket(bucket.id) {
@@ -111,7 +115,7 @@ impl Hierarchy {
                 .bucket_type
                 .insert(bucket.id, i32::from(bucket.type_id));
             for (position, &item) in bucket.items.iter().enumerate() {
-                hierarchy.parent.insert(item, bucket.id);
+                hierarchy.parent.entry(item).or_insert(bucket.id);
                 if item >= 0 {
                     let weight = f64::from(bucket.item_weight(position)) / f64::from(WEIGHT_ONE);
                     hierarchy.device_weight.insert(item, weight);
@@ -121,35 +125,89 @@ impl Hierarchy {
         hierarchy
     }
 
+    /// The nearest ancestor of each type. The walk is bounded by the bucket count, so a cycle
+    /// (which `CrushMap::validate` refuses anyway) ends it instead of looping forever; any
+    /// acyclic depth is fine.
     fn ancestors(&self, osd: OsdId) -> BTreeMap<i32, i32> {
         let mut out = BTreeMap::new();
         let mut item = osd;
-        let mut guard = 0;
-        while let Some(&parent) = self.parent.get(&item) {
+        for _ in 0..=self.bucket_count {
+            let Some(&parent) = self.parent.get(&item) else {
+                break;
+            };
             if let Some(&type_id) = self.bucket_type.get(&parent) {
                 out.entry(type_id).or_insert(parent);
             }
             item = parent;
-            guard += 1;
-            assert!(guard < 1000, "cycle in the CRUSH hierarchy");
         }
         out
     }
 }
 
-/// Devices under `item` (any bucket, shadow buckets included) with positive CRUSH weight.
-fn devices_under(crush: &CrushMap, item: i32, out: &mut BTreeSet<OsdId>) {
-    if item >= 0 {
-        out.insert(item);
-        return;
+/// What a rule sees under its `take`: the devices it can choose and their ancestry.
+struct TakeHierarchy {
+    /// Devices reachable from the take through items of positive weight.
+    candidates: BTreeSet<OsdId>,
+    /// Each device's nearest ancestor per bucket type on its first path from the take (Ceph's
+    /// `get_parent_of_type` with a rule likewise returns the first bucket of the type under
+    /// the take that holds the device). Shadow (per-class) buckets are named by their original
+    /// bucket, so domains read the same with or without a device class.
+    ancestors: BTreeMap<OsdId, BTreeMap<i32, i32>>,
+}
+
+/// Walk the hierarchy under `take` depth first without recursion (any depth), walking each
+/// bucket at most twice: once when first reached, and once more if that was through a zero
+/// weight and a path of positive weights reaches it later (its devices are then candidates).
+fn take_hierarchy(crush: &CrushMap, take: i32) -> TakeHierarchy {
+    let original: BTreeMap<i32, i32> = crush
+        .class_buckets
+        .iter()
+        .flat_map(|(&id, by_class)| by_class.values().map(move |&shadow| (shadow, id)))
+        .collect();
+    let mut out = TakeHierarchy {
+        candidates: BTreeSet::new(),
+        ancestors: BTreeMap::new(),
+    };
+    if take >= 0 {
+        out.candidates.insert(take);
+        out.ancestors.insert(take, BTreeMap::new());
+        return out;
     }
-    if let Some(bucket) = crush.bucket(item) {
-        for (position, &child) in bucket.items.iter().enumerate() {
-            if bucket.item_weight(position) > 0 {
-                devices_under(crush, child, out);
+    let mut reached = BTreeSet::from([take]);
+    let mut reached_weighted = BTreeSet::from([take]);
+    // The path from the take: (bucket, next item index, reached through positive weights).
+    let mut path: Vec<(&crush::Bucket, usize, bool)> = Vec::new();
+    if let Some(bucket) = crush.bucket(take) {
+        path.push((bucket, 0, true));
+    }
+    while let Some(&mut (bucket, ref mut next, weighted)) = path.last_mut() {
+        let Some(&item) = bucket.items.get(*next) else {
+            path.pop();
+            continue;
+        };
+        let weighted = weighted && bucket.item_weight(*next) > 0;
+        *next += 1;
+        if item >= 0 {
+            if weighted {
+                out.candidates.insert(item);
             }
+            out.ancestors.entry(item).or_insert_with(|| {
+                let mut ancestors = BTreeMap::new();
+                for (parent, _, _) in path.iter().rev() {
+                    let id = original.get(&parent.id).copied().unwrap_or(parent.id);
+                    ancestors.entry(i32::from(parent.type_id)).or_insert(id);
+                }
+                ancestors
+            });
+            continue;
+        }
+        let first = reached.insert(item);
+        let first_weighted = weighted && reached_weighted.insert(item);
+        if let (Some(child), true) = (crush.bucket(item), first || first_weighted) {
+            path.push((child, 0, weighted));
         }
     }
+    out
 }
 
 /// Candidates and separation levels of a pool's rule. Supports one `take` followed by
@@ -221,13 +279,16 @@ pub fn rule_constraints(
     if last != TYPE_OSD && !last_leaf {
         return Err(unsupported("the last step chooses buckets, not OSDs"));
     }
-    let mut candidates = BTreeSet::new();
-    devices_under(crush, take, &mut candidates);
+    let TakeHierarchy {
+        mut candidates,
+        ancestors,
+    } = take_hierarchy(crush, take);
     candidates.retain(|o| weights.get(o).is_some_and(|&w| w > 0.0));
     Ok(RuleConstraints {
         candidates,
         levels,
         positional: info.erasure,
+        ancestors,
     })
 }
 
@@ -269,10 +330,12 @@ pub fn from_osdmap(map: &osdmap::OsdMap, only_pools: &[PoolId]) -> (Problem, Vec
             // A full pg_upmap replaces the CRUSH set before items apply (Ceph skips it if it
             // names an out OSD); the balancer treats it as the PG's raw set, so its items
             // stay relative to it, as Ceph applies them.
+            let mut from_pg_upmap = false;
             if let Some(set) = map.pg_upmap().get(&pg) {
                 let usable = |o: &i32| *o == osdmap::ITEM_NONE || map.osd_weight(*o) != 0;
                 if set.iter().all(usable) {
                     raw.clone_from(set);
+                    from_pg_upmap = true;
                 }
             }
             let upmap_items = map.pg_upmap_items().get(&pg).cloned().unwrap_or_default();
@@ -284,6 +347,7 @@ pub fn from_osdmap(map: &osdmap::OsdMap, only_pools: &[PoolId]) -> (Problem, Vec
                 raw,
                 upmap_items,
                 size_bytes: None,
+                from_pg_upmap,
             });
         }
     }
@@ -295,6 +359,7 @@ pub fn from_osdmap(map: &osdmap::OsdMap, only_pools: &[PoolId]) -> (Problem, Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::problem::Osd;
 
     fn fixture(name: &str) -> CrushMap {
         let path = format!(
@@ -370,5 +435,84 @@ mod tests {
             .all(|o| map.device_classes.get(o).copied() == ssd_class));
         let osd_rule = constraints(&map, 3, 3).map(|c| c.levels).ok();
         assert_eq!(osd_rule, Some(levels(&[(TYPE_OSD, 1)])));
+    }
+
+    /// Review finding 2: a valid hierarchy 1200 levels deep (hosts nested in hosts) made
+    /// `Hierarchy::ancestors` panic on a "cycle" guard. Any acyclic depth now works.
+    #[test]
+    fn a_hierarchy_deeper_than_a_thousand_levels_builds() {
+        let levels = 1200;
+        let mut text = String::from("device 0 osd.0\ndevice 1 osd.1\ndevice 2 osd.2\n");
+        text.push_str("type 0 osd\ntype 1 host\ntype 2 root\n");
+        for i in 0..levels {
+            let items = if i == 0 {
+                (0..3)
+                    .map(|d| format!("\titem osd.{d} weight 1.0\n"))
+                    .collect()
+            } else {
+                format!("\titem z{} weight 3.0\n", i - 1)
+            };
+            text.push_str(&format!(
+                "host z{i} {{\n\tid {}\n\talg straw2\n\thash 0\n{items}}}\n",
+                -1 - i
+            ));
+        }
+        text.push_str(&format!(
+            "root top {{\n\tid {}\n\talg straw2\n\thash 0\n\titem z{} weight 3.0\n}}\n",
+            -1 - levels,
+            levels - 1
+        ));
+        text.push_str("rule r {\n\tid 0\n\ttype replicated\n\tmin_size 1\n\tmax_size 10\n");
+        text.push_str("\tstep take top\n\tstep choose firstn 0 type osd\n\tstep emit\n}\n");
+        let crush = crush::text::compile(&text).expect("compile");
+        let states: Vec<OsdState> = (0..3)
+            .map(|id| OsdState {
+                id,
+                exists: true,
+                up: true,
+                reweight: 1.0,
+            })
+            .collect();
+        let pool = PoolInfo {
+            id: 1,
+            name: "p".into(),
+            size: 3,
+            rule_id: 0,
+            erasure: false,
+        };
+        let (problem, skipped) = build_problem(&crush, &states, &[pool], Vec::new());
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let candidates = &problem.pools[0].rule.candidates;
+        assert_eq!(
+            candidates.iter().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        assert_eq!(problem.osds[0].ancestors.get(&1), Some(&-1), "nearest host");
+    }
+
+    /// Review finding 1: a host linked under a rack of the rule's root and also under another
+    /// root has its rack in the rule's hierarchy, whichever parent comes last.
+    #[test]
+    fn failure_domains_are_read_under_the_rule_s_take() {
+        let path = format!(
+            "{}/tests/fixtures/crush_two_parents.txt",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let map = crush::text::compile(&text).expect("compile");
+        let rack = map.type_id_by_name("rack").unwrap_or(-1);
+        let r0 = map.item_id_by_name("r0").unwrap_or(0);
+        let rule = constraints(&map, 0, 3).expect("rule 0");
+        let osd = Osd {
+            id: 0,
+            weight: 1.0,
+            ancestors: BTreeMap::new(),
+            class: None,
+        };
+        assert_eq!(
+            rule.domain(&osd, rack),
+            i64::from(r0),
+            "osd.0 is in h0, in r0"
+        );
     }
 }

@@ -38,7 +38,8 @@ pub fn optimum(problem: &Problem) -> (u64, usize) {
             .into_iter()
             .filter(|set| {
                 pool.rule.levels.iter().filter(|l| l.pin_to_raw).all(|l| {
-                    let domain = |o: &OsdId| problem.osd(*o).map(|x| x.domain(l.type_id));
+                    let domain =
+                        |o: &OsdId| problem.osd(*o).map(|x| pool.rule.domain(x, l.type_id));
                     set.iter()
                         .all(|o| raw.iter().any(|r| domain(r) == domain(o)))
                 })
@@ -48,7 +49,7 @@ pub fn optimum(problem: &Problem) -> (u64, usize) {
                     let mut count: BTreeMap<i64, u32> = BTreeMap::new();
                     for o in set {
                         if let Some(osd) = problem.osd(*o) {
-                            *count.entry(osd.domain(l.type_id)).or_default() += 1;
+                            *count.entry(pool.rule.domain(osd, l.type_id)).or_default() += 1;
                         }
                     }
                     count.values().all(|&c| c <= l.max_per_pg)

@@ -87,6 +87,8 @@ pub fn generate(spec: &ClusterSpec) -> Problem {
                 candidates,
                 levels,
                 positional: false,
+                // Every generated OSD has one parent per level: `Osd::ancestors` is the rule's.
+                ancestors: BTreeMap::new(),
             },
         };
         for seed in 0..spec_pool.pg_count {
@@ -99,6 +101,7 @@ pub fn generate(spec: &ClusterSpec) -> Problem {
                 raw,
                 upmap_items: Vec::new(),
                 size_bytes: Some(rng.gen_range(1_u64 << 30..4_u64 << 30)),
+                from_pg_upmap: false,
             });
         }
         problem.pools.push(pool);

@@ -7,7 +7,9 @@
 //! - [`targets`]: weight-proportional targets and their `[floor, ceil]` bounds;
 //! - [`analysis`]: per-OSD distribution tables (seed 004's figures) and [`svg`] charts;
 //! - [`flow`]: an exact min-cost flow solver;
+//! - [`aside`]: PGs whose raw set (a hand-made `pg_upmap`) the balancer cannot move safely;
 //! - [`balance`]: the count balancer, one min-cost flow over all pools at once;
+//! - [`limit`]: `max_moves`, at most N shard changes per run, never worse than before;
 //! - [`bytes`]: the bytes balancer (swaps on top of the count plan);
 //! - [`cluster`]: the adapter from a CRUSH map plus OSD/pool/PG data to a [`Problem`];
 //! - [`generate`]: seeded synthetic clusters for tests and benches.
@@ -17,12 +19,14 @@
 //! changes OSDs in place (position `i` of the up set replaces position `i` of the raw set).
 
 pub mod analysis;
+pub mod aside;
 pub mod balance;
 pub mod bytes;
 pub mod cluster;
 pub mod error;
 pub mod flow;
 pub mod generate;
+pub mod limit;
 pub mod problem;
 pub mod svg;
 pub mod targets;
@@ -32,6 +36,7 @@ pub mod tree;
 mod exhaustive;
 
 pub use analysis::{Distribution, Scope, Summary, Table};
+pub use aside::{set_aside, SetAside};
 pub use balance::{balance, BalanceConfig, Plan, UpmapChange, Violation, ViolationReason};
 pub use error::BalancerError;
 pub use problem::{Level, Osd, OsdId, Pg, PgId, Pool, PoolId, Problem, RuleConstraints, ITEM_NONE};

@@ -21,7 +21,10 @@ pub struct Osd {
     pub id: OsdId,
     /// Effective weight: CRUSH weight times reweight; 0 for an OSD that is out.
     pub weight: f64,
-    /// Ancestor bucket id at each CRUSH type id (`1 -> host bucket`, `3 -> rack bucket`, ...).
+    /// Ancestor bucket id at each CRUSH type id (`1 -> host bucket`, `3 -> rack bucket`, ...),
+    /// through the OSD's first parent. A pool's failure domains come from
+    /// [`RuleConstraints::ancestors`] instead where the rule's hierarchy knows the OSD: a bucket
+    /// linked under two parents has a different ancestry in each root.
     pub ancestors: BTreeMap<i32, i32>,
     /// Device class name, if any.
     pub class: Option<String>,
@@ -63,6 +66,24 @@ pub struct RuleConstraints {
     /// Erasure-coded (indep): positions matter; a shard changes OSD in place. Replicated pools
     /// also change in place (upmap items replace an OSD where it stands), so this only reports.
     pub positional: bool,
+    /// Ancestor bucket per CRUSH type of each OSD under the rule's `take`, as the rule's
+    /// hierarchy nests them (Ceph's `verify_upmap` looks parents up from the take root). Needed
+    /// because a bucket may sit under two parents (`ceph osd crush link`): its rack in the
+    /// rule's root is not its rack in another root. OSDs absent here use [`Osd::ancestors`].
+    pub ancestors: BTreeMap<OsdId, BTreeMap<i32, i32>>,
+}
+
+impl RuleConstraints {
+    /// The failure domain of `osd` at CRUSH type `type_id` in this rule's hierarchy (the OSD
+    /// itself at type 0, or when it has no ancestor of that type).
+    pub fn domain(&self, osd: &Osd, type_id: i32) -> i64 {
+        match self.ancestors.get(&osd.id) {
+            Some(ancestors) if type_id != TYPE_OSD => ancestors
+                .get(&type_id)
+                .map_or(i64::from(osd.id), |&bucket| i64::from(bucket)),
+            _ => osd.domain(type_id),
+        }
+    }
 }
 
 /// One pool.
@@ -109,6 +130,9 @@ pub struct Pg {
     pub upmap_items: Vec<(OsdId, OsdId)>,
     /// Bytes stored (bytes mode), if known.
     pub size_bytes: Option<u64>,
+    /// `raw` is the PG's full `pg_upmap` entry, which Ceph uses in place of the CRUSH set;
+    /// messages about a bad raw set then name that entry as its source.
+    pub from_pg_upmap: bool,
 }
 
 impl Pg {

@@ -53,7 +53,7 @@ impl DomainTree {
             };
             let mut parent = None;
             for (level, l) in levels.iter().enumerate() {
-                let key = osd.domain(l.type_id);
+                let key = pool.rule.domain(osd, l.type_id);
                 let next = tree.domains.len();
                 let id = *index.entry((level, key, parent)).or_insert(next);
                 if id == next {

@@ -7,6 +7,10 @@
 
 use std::collections::BTreeMap;
 
+/// The highest device id a map may use. Mapping sizes per-device vectors by the highest id
+/// (as Ceph does), so an id like 2147483647 would need gigabytes; real clusters number their
+/// OSDs densely from 0, and a million is far beyond any of them.
+pub const DEVICE_ID_MAX: i32 = (1 << 20) - 1;
 /// `CRUSH_ITEM_NONE`: a hole in an `indep` result (printed as 2147483647 by crushtool).
 pub const ITEM_NONE: i32 = 0x7fff_ffff;
 /// `CRUSH_ITEM_UNDEF`: an internal marker of the indep chooser (never returned).
@@ -418,6 +422,14 @@ impl CrushMap {
     pub fn validate(&self) -> crate::error::Result<()> {
         use crate::error::CrushError;
         let invalid = |message: String| Err(CrushError::Invalid(message));
+        let device_ids = self.iter_buckets().flat_map(|b| b.items.iter().copied());
+        let named_ids = self.item_names.keys().copied();
+        if let Some(id) = device_ids.chain(named_ids).find(|&id| id > DEVICE_ID_MAX) {
+            return invalid(format!(
+                "device id {id} is above {DEVICE_ID_MAX}, the highest this tool maps (per-device \
+                 tables are sized by the highest id)"
+            ));
+        }
         for (slot, bucket) in self.buckets.iter().enumerate() {
             let Some(bucket) = bucket else { continue };
             if i64::from(bucket.id) != -1 - slot as i64 {

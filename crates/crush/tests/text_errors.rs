@@ -258,3 +258,35 @@ proptest! {
         }
     }
 }
+
+/// Regression (review finding 6): `device 2147483647 osd.53` compiled, and `--test` then sized
+/// its per-device tables by that id (17 GB). Such an id is refused, by the compiler with its
+/// line and by the decoder (which sees binary maps from elsewhere), naming the id.
+#[test]
+fn absurd_device_ids_are_refused_naming_the_id() {
+    let source = |id: i64| {
+        format!(
+            "device 0 osd.0\ndevice {id} osd.big\ntype 0 osd\ntype 1 root\n\
+             root r {{\n\tid -1\n\talg straw2\n\thash 0\n\titem osd.0 weight 1.0\n\titem osd.big weight 1.0\n}}\n"
+        )
+    };
+    match compile(&source(2_147_483_647)) {
+        Err(CrushError::Parse { line, message }) => {
+            assert_eq!(line, 2);
+            assert!(message.contains("2147483647"), "{message}");
+        }
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+    assert!(compile(&source(i64::from(crush::DEVICE_ID_MAX))).is_ok());
+    // A binary map holding such an id (encoded by hand, as another tool could write it).
+    let mut map = compile(&source(1)).unwrap_or_default();
+    if let Some(Some(bucket)) = map.buckets.first_mut() {
+        bucket.items[1] = 2_147_483_647;
+    }
+    map.item_names.insert(2_147_483_647, "osd.big".into());
+    let bytes = crush::codec::encode(&map);
+    match crush::codec::decode(&bytes) {
+        Err(error) => assert!(error.to_string().contains("2147483647"), "{error}"),
+        Ok(_) => panic!("decoded a map with device 2147483647"),
+    }
+}

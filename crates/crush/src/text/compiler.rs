@@ -5,8 +5,9 @@
 //! Where Ceph crashes, corrupts memory or allocates without bound, we refuse with an error
 //! instead: uniform buckets of weight 0, tree buckets over 64 items, bucket ids below
 //! -[`BUCKET_SLOTS_MAX`], rule ids from [`RULE_SLOTS_MAX`] on, device ids that overflow to negative
-//! values. Everything else Ceph accepts, we accept, even oddities such as a device id declared
-//! twice (the last name wins, both names refer to the id).
+//! values or pass [`DEVICE_ID_MAX`] (mapping would allocate per-device tables that large).
+//! Everything else Ceph accepts, we accept, even oddities such as a device id declared twice
+//! (the last name wins, both names refer to the id).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -16,7 +17,9 @@ use super::parse::{
     BucketDecl, ChooseArgsDecl, DeviceDecl, RuleDecl, Statement, StepKind, TunableDecl, TypeDecl,
 };
 use crate::error::{CrushError, Result};
-use crate::map::{BucketAlgorithm, ChooseArg, ChooseArgMap, CrushMap, Rule, RuleStep, Tunables};
+use crate::map::{
+    BucketAlgorithm, ChooseArg, ChooseArgMap, CrushMap, Rule, RuleStep, Tunables, DEVICE_ID_MAX,
+};
 
 /// The most bucket slots (`max_buckets`) a compiled map may have: ids go down to -65536.
 pub const BUCKET_SLOTS_MAX: usize = 1 << 16;
@@ -218,6 +221,16 @@ impl Compiler {
             return Err(error(
                 device.line,
                 format!("device id of '{}' is out of range", device.name),
+            ));
+        }
+        if device.id > DEVICE_ID_MAX {
+            return Err(error(
+                device.line,
+                format!(
+                    "device id {} of '{}' is above {DEVICE_ID_MAX}, the highest strata maps \
+                     (per-device tables are sized by the highest id)",
+                    device.id, device.name
+                ),
             ));
         }
         if self.item_id.contains_key(&device.name) {

@@ -32,7 +32,10 @@ pub struct Args {
     /// `ceph pg dump pgs --format json` output, for bytes mode and byte columns.
     #[arg(long, value_name = "FILE")]
     pub pg_stats: Option<PathBuf>,
-    /// Move at most this many shards away from raw CRUSH.
+    /// Change at most N shards' OSD in this run, counted from the current up sets (existing
+    /// upmaps stay), like osdmaptool's --upmap-max. The best plan's PG changes are applied
+    /// best first while each strictly improves the balance, so the result is never worse than
+    /// the current state; run again to continue.
     #[arg(long, value_name = "N")]
     pub max_moves: Option<usize>,
     /// Write the ceph commands here instead of stdout.
@@ -90,6 +93,12 @@ pub fn current_up(problem: &Problem) -> BTreeMap<PgId, Vec<i32>> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (problem, skipped) = load(&args.map, &args.pools)?;
     warn_skipped(&skipped);
+    // PGs whose raw set the balancer cannot move safely stay as they are (and out of the
+    // tables): the rest is balanced, and the operator learns which entries to fix.
+    let (problem, aside) = balancer::set_aside(&problem);
+    for pg in &aside {
+        eprintln!("strata: leaving pg {} as it is: {}", pg.pg, pg.reason);
+    }
     let sizes = match &args.pg_stats {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -132,7 +141,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &args.json {
-        let json = json_report(&plan, &before, &after, elapsed_s);
+        let mut json = json_report(&plan, &before, &after, elapsed_s);
+        json["set_aside"] = aside
+            .iter()
+            .map(|a| serde_json::json!({"pgid": a.pg.to_string(), "reason": a.reason}))
+            .collect();
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -186,7 +199,24 @@ pub fn report(
             "every OSD is within [floor, ceil] of its target, per pool and in total"
         );
     }
-    for v in &plan.violations {
+    // Every OSD left out by --max-moves has the same reason: one line, not one per OSD.
+    let (limited, others): (Vec<_>, Vec<_>) = plan
+        .violations
+        .iter()
+        .partition(|v| v.reason == balancer::ViolationReason::MoveLimit);
+    if !limited.is_empty() {
+        let mut osds: Vec<i32> = limited.iter().map(|v| v.osd).collect();
+        osds.sort_unstable();
+        osds.dedup();
+        let list: Vec<String> = osds.iter().map(|o| format!("osd.{o}")).collect();
+        let _ = writeln!(
+            out,
+            "unresolved: {} OSDs outside their bounds because --max-moves stopped the run (run again to continue): {}",
+            osds.len(),
+            list.join(" ")
+        );
+    }
+    for v in others {
         let scope = v.pool.map_or("total".to_string(), |p| format!("pool {p}"));
         let _ = writeln!(
             out,
