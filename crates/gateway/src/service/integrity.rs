@@ -131,6 +131,26 @@ fn computed_value<'a>(computed: &'a Checksum, name: &str) -> Option<&'a String> 
     }
 }
 
+/// A PUT's or part's body as the store writes it: request-body errors as S3 reports them,
+/// every byte fed in order to `checksums`' hasher; an absent body is empty.
+pub(super) fn request_body(
+    body: Option<s3s::dto::StreamingBlob>,
+    checksums: Option<&ChecksumCheck>,
+) -> futures::stream::BoxStream<'static, Result<bytes::Bytes>> {
+    use futures::{StreamExt, TryStreamExt};
+    let Some(body) = body else {
+        return futures::stream::empty().boxed();
+    };
+    let hasher = checksums.map(ChecksumCheck::hasher);
+    body.inspect(move |item| {
+        if let (Some(feed), Ok(bytes)) = (&hasher, item) {
+            feed.lock().unwrap_or_else(|p| p.into_inner()).update(bytes);
+        }
+    })
+    .map_err(|error| GatewayError::from_request_body(&*error))
+    .boxed()
+}
+
 /// Refuses what a write asks for that strata does not have, as S3 answers where the feature
 /// is missing: SSE-C (S3 refuses it over plain HTTP, which is all this gateway speaks),
 /// server-side encryption (501: the data would be stored in the clear), object lock headers

@@ -1,7 +1,6 @@
 //! Multipart uploads: parts are stored as pieces of their own and become the object's manifest
 //! at completion (no data is copied).
 
-use futures::{StreamExt, TryStreamExt};
 use md5::{Digest, Md5};
 use rados::RadosError;
 use s3s::dto::*;
@@ -204,30 +203,11 @@ impl Gateway {
             input.part_number,
             self.store.new_tag(4)
         );
-        let hasher = checksums
-            .as_ref()
-            .map(super::integrity::ChecksumCheck::hasher);
-        let (pieces, size, md5) = match input.body {
-            Some(body) => {
-                let body = body
-                    .inspect(move |item| {
-                        if let (Some(feed), Ok(bytes)) = (&hasher, item) {
-                            feed.lock().unwrap_or_else(|p| p.into_inner()).update(bytes);
-                        }
-                    })
-                    .map_err(|error| GatewayError::from_request_body(&*error));
-                self.store
-                    .write_body(&bucket.id, &tag, &input.key, body)
-                    .await?
-            }
-            None => {
-                let empty =
-                    futures::stream::empty::<std::result::Result<bytes::Bytes, GatewayError>>();
-                self.store
-                    .write_body(&bucket.id, &tag, &input.key, empty)
-                    .await?
-            }
-        };
+        let body = super::integrity::request_body(input.body, checksums.as_ref());
+        let (pieces, size, md5) = self
+            .store
+            .write_body(&bucket.id, &tag, &input.key, body)
+            .await?;
         let checked = check_content_md5(input.content_md5.as_deref(), &md5)
             .and_then(|()| checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref())));
         if let Err(error) = checked {

@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
 use s3s::dto::*;
 use s3s::S3Request;
 
@@ -191,30 +189,11 @@ impl Gateway {
             .unwrap_or_default();
         let tag = self.store.new_tag(8);
         // The checksums the client gave are checked against the data as it streams in.
-        let hasher = checksums
-            .as_ref()
-            .map(super::integrity::ChecksumCheck::hasher);
-        let (pieces, size, md5) = match input.body {
-            Some(body) => {
-                let feed = hasher.clone();
-                let body = body
-                    .inspect(move |item| {
-                        if let (Some(feed), Ok(bytes)) = (&feed, item) {
-                            feed.lock().unwrap_or_else(|p| p.into_inner()).update(bytes);
-                        }
-                    })
-                    .map_err(|error| GatewayError::from_request_body(&*error));
-                self.store
-                    .write_body(&bucket.id, &tag, &input.key, body)
-                    .await?
-            }
-            None => {
-                let empty = futures::stream::empty::<std::result::Result<Bytes, GatewayError>>();
-                self.store
-                    .write_body(&bucket.id, &tag, &input.key, empty)
-                    .await?
-            }
-        };
+        let body = super::integrity::request_body(input.body, checksums.as_ref());
+        let (pieces, size, md5) = self
+            .store
+            .write_body(&bucket.id, &tag, &input.key, body)
+            .await?;
         if let Err(error) = check_content_md5(content_md5.as_deref(), &md5) {
             self.store.remove_pieces(pieces).await;
             return Err(error);
