@@ -2,7 +2,7 @@
 //! (the last two apply to the hot table only) over one trace, with a progress bar on stderr
 //! (hidden when stderr is not a terminal).
 
-use crate::run::{simulate, RunOptions, RunResult};
+use crate::run::{simulate_reporting, RunOptions, RunResult};
 use crate::trace::Trace;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -177,15 +177,25 @@ pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
             }
         }
     }
+    // The bar counts requests replayed over every run, so it moves during a long run (a
+    // strata run of a 10-million-request trace takes about a minute); the message says
+    // which run each worker started last and how many have ended.
+    let requests = trace.requests.len() as u64;
     let bar = if plan.progress && std::io::stderr().is_terminal() {
-        ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr())
+        ProgressBar::with_draw_target(
+            Some(requests * jobs.len() as u64),
+            ProgressDrawTarget::stderr(),
+        )
     } else {
         ProgressBar::hidden()
     };
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {percent}% of {human_len} requests, eta {eta} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let ended = std::sync::atomic::AtomicUsize::new(0);
     let total = jobs.len();
     let queue = Mutex::new(jobs.into_iter());
     let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; total]);
@@ -198,7 +208,13 @@ pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
                     Err(_) => None,
                 };
                 let Some(job) = job else { break };
-                bar.set_message(format!("{} @ {}", job.spec.name, job.spec.capacity));
+                let started = |ended: usize| {
+                    format!(
+                        "({ended}/{total} runs ended; started {} @ {})",
+                        job.spec.name, job.spec.capacity
+                    )
+                };
+                bar.set_message(started(ended.load(std::sync::atomic::Ordering::Relaxed)));
                 let mut cache = match policy::build(&job.spec) {
                     Ok(cache) => cache,
                     Err(e) => {
@@ -208,10 +224,15 @@ pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
                         break;
                     }
                 };
-                let (total, periods) =
-                    simulate(trace, next_seq.as_deref(), cache.as_mut(), &plan.options);
+                let (metrics, periods) = simulate_reporting(
+                    trace,
+                    next_seq.as_deref(),
+                    cache.as_mut(),
+                    &plan.options,
+                    &mut |replayed| bar.inc(replayed),
+                );
                 let mut result =
-                    RunResult::new(trace, &job.spec.name, cache.as_ref(), &total, &periods);
+                    RunResult::new(trace, &job.spec.name, cache.as_ref(), &metrics, &periods);
                 if job.hot {
                     result.threshold = Some(job.spec.threshold);
                     result.smoothing = Some(job.spec.smoothing);
@@ -219,7 +240,8 @@ pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
                 if let Ok(mut results) = results.lock() {
                     results[job.index] = Some(result);
                 }
-                bar.inc(1);
+                let now_ended = ended.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                bar.set_message(started(now_ended));
             });
         }
     });

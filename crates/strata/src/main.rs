@@ -9,8 +9,10 @@ mod cmd;
 
 /// strata: storage for clusters that mix fast (NVMe/SSD) and slow (HDD) devices.
 ///
-/// Ceph-compatible CRUSH placement and balancing, cache-policy simulation, and (as they land)
-/// an embedded cluster served over S3 and NBD.
+/// An embedded cluster of local devices served over S3, with Ceph-compatible CRUSH placement and
+/// balancing, an Open-CAS-style block cache served over NBD, and trace-driven cache-policy
+/// simulation. Start with `strata serve` (a small cluster in ./strata-data, S3 on :9000), then
+/// `strata status` from another shell.
 #[derive(Parser)]
 #[command(name = "strata", version, propagate_version = true)]
 struct Cli {
