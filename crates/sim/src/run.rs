@@ -266,7 +266,7 @@ pub fn simulate_reporting(
     let origin_ms = trace.requests.first().map_or(0, |r| r.time_ms);
     let mut effects = Effects::default();
     for (seq, r) in trace.requests.iter().enumerate() {
-        if seq as u64 % PROGRESS_REQUESTS == 0 && seq > 0 {
+        if seq > 0 && (seq as u64).is_multiple_of(PROGRESS_REQUESTS) {
             progress(PROGRESS_REQUESTS);
         }
         let request = Request {
