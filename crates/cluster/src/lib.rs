@@ -407,7 +407,21 @@ impl Cluster {
                 options.device_wrapper.as_ref(),
                 create,
             )
-            .await?;
+            .await
+            .map_err(|error| match error {
+                // The store refused to replay a damaged log; say how to serve without it.
+                ClusterError::Store {
+                    osd,
+                    source: store::StoreError::Mount(why),
+                } => ClusterError::Store {
+                    osd,
+                    source: store::StoreError::Mount(format!(
+                        "{why}; to start the cluster without this OSD's copies, move {} aside: the OSD then starts empty and recovery refills it from the other replicas",
+                        osd::meta_path(&data_dir, osd).display()
+                    )),
+                },
+                other => other,
+            })?;
             osds.insert(osd.id, opened);
         }
         // Versions handed out before a crash lie below the reservation; start above it. Saved

@@ -60,11 +60,16 @@ pub enum StoreError {
     Metadata(String),
     /// A flush or metadata commit failed earlier; the store refuses writes because it cannot know
     /// what reached the media. Reopen it.
-    #[error("store is poisoned by an earlier failed flush or commit; reopen it")]
+    #[error("store is poisoned by a failed flush or commit (this transaction's or an earlier one's; the log has the cause); reopen it")]
     Poisoned,
     /// The store was shut down.
     #[error("store is shut down")]
     Closed,
+    /// A mount found its metadata log or the data it vouches for in a state it cannot replay
+    /// without losing acknowledged writes (a record damaged in the middle of the log, data it
+    /// cannot read). Nothing was replayed, dropped or reset: the log is left as found.
+    #[error("cannot mount: {0}")]
+    Mount(String),
     /// The request is malformed (bad name, offset beyond limits, bad configuration...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -88,7 +93,10 @@ impl StoreError {
             StoreError::InvalidArgument(_) => EINVAL,
             StoreError::Closed => ESHUTDOWN,
             StoreError::Device(error) => error.errno(),
-            StoreError::Checksum { .. } | StoreError::Metadata(_) | StoreError::Poisoned => EIO,
+            StoreError::Checksum { .. }
+            | StoreError::Metadata(_)
+            | StoreError::Mount(_)
+            | StoreError::Poisoned => EIO,
         }
     }
 

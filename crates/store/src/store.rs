@@ -693,10 +693,7 @@ async fn data_matches(
     block_bytes: u64,
 ) -> Result<bool> {
     for digest in digests {
-        let Some(data) = read_or_none(device, digest.offset_bytes, digest.length_bytes).await
-        else {
-            return Ok(false);
-        };
+        let data = read_for_replay(device, digest.offset_bytes, digest.length_bytes).await?;
         if crate::wal::digest(&data, block_bytes as usize) != digest.hash {
             return Ok(false);
         }
@@ -704,16 +701,27 @@ async fn data_matches(
     Ok(true)
 }
 
-/// `length_bytes` read at `offset_bytes`, or `None` if the device fails the read (to a
-/// mount, data it cannot read did not reach it).
-async fn read_or_none(
+/// `length_bytes` read at `offset_bytes` for a mount's check of a record's data. A failed
+/// read fails the mount: it says nothing about whether the data reached the device (an
+/// unwritten extent reads back as its old contents, not as an error), and taking it for
+/// "never written" dropped the record and every later one, acknowledged or not, for good
+/// (the log is emptied after a replay).
+async fn read_for_replay(
     device: &Arc<dyn Device>,
     offset_bytes: u64,
     length_bytes: u64,
-) -> Option<Vec<u8>> {
+) -> Result<Vec<u8>> {
     let mut data = vec![0u8; length_bytes as usize];
-    device.read_at(offset_bytes, &mut data).await.ok()?;
-    Some(data)
+    device
+        .read_at(offset_bytes, &mut data)
+        .await
+        .map_err(|error| {
+            StoreError::Mount(format!(
+                "reading {length_bytes} bytes at device offset {offset_bytes} of {}, to check the data of a metadata log record, failed: {error}; the log was left as it is (retry once the device reads, or restore this store's objects from another replica)",
+                device.name()
+            ))
+        })?;
+    Ok(data)
 }
 
 /// For a record of format 5 or older (no digests): whether every extent that its onodes
@@ -756,11 +764,8 @@ async fn data_is_intact(
             if old {
                 continue;
             }
-            let Some(data) =
-                read_or_none(device, extent.device_offset_bytes, extent.length_bytes).await
-            else {
-                return Ok(false);
-            };
+            let data =
+                read_for_replay(device, extent.device_offset_bytes, extent.length_bytes).await?;
             if first_bad_block(&data, &extent.crcs, checksum_block_bytes).is_some() {
                 return Ok(false);
             }

@@ -29,6 +29,10 @@
 //! per extent written: u64 device offset, u64 length, u64 xxh3 of the data]`. Reading stops at
 //! the first record that is short, has a bad magic or checksum, belongs to another
 //! generation than the first record or breaks the sequence: a torn tail is never applied.
+//! But a log may end early only where a crash can have cut it: when a later intact record of
+//! the generation says the missing one had been flushed (`flushed before` beyond it), the
+//! missing record was durable and was damaged since, so opening the log fails
+//! (`StoreError::Mount`) rather than drop it and every later, maybe acknowledged, record.
 //! Flag 2 (`FLUSHED_BEFORE`, set by every record since format 5): the `u64` after the flags
 //! is a sequence number S such that, when this record was written, a device flush had
 //! completed after the records before S (and their data) were written: only the records from
@@ -202,6 +206,21 @@ impl Wal {
                 .await?;
         }
         let (records, end) = decode_records(&bytes, block_bytes as usize);
+        if let Some(last) = records.last() {
+            if let Some((offset, later)) =
+                durable_record_after_end(&bytes, block_bytes as usize, end, last)
+            {
+                return Err(StoreError::Mount(format!(
+                    "the metadata log of {} is damaged: the record of sequence {} at log offset {end} (device offset {}) does not read back, yet the intact record of sequence {} at log offset {offset} says every record before sequence {} had been flushed; replaying the {} records before the damage would lose acknowledged writes, so the log was left as it is (restore this store's objects from another replica)",
+                    device.name(),
+                    last.sequence + 1,
+                    start_bytes + end as u64,
+                    later.sequence,
+                    later.flushed_before,
+                    records.len(),
+                )));
+            }
+        }
         Ok((
             Wal {
                 device,
@@ -397,6 +416,53 @@ pub(crate) fn decode_records(bytes: &[u8], align_bytes: usize) -> (Vec<Record>, 
         at = (at + HEADER_BYTES + length).div_ceil(align_bytes) * align_bytes;
     }
     (records, at)
+}
+
+/// A record after the valid ones (which end at `end`, the last being `last`) that proves the
+/// log was damaged after it was durable rather than cut short by a crash: one of `last`'s
+/// generation, with a later sequence, that says the records up to and including the missing
+/// one had been flushed when it was written (`flushed_before` beyond it). The log can end
+/// at a bad record for two reasons:
+/// - a crash while records were unflushed: the device kept some writes and not others, so a
+///   record can be missing while a later one (written before any flush covered the missing
+///   one) is intact. None of them was acknowledged (a batch is answered after its flush and
+///   every earlier batch's), and every such later record has `flushed_before` at or below
+///   the missing sequence, since nothing had flushed it;
+/// - damage at rest (a flipped bit, a bad sector) of a record that was flushed, and maybe
+///   acknowledged. Any record written after that flush says so.
+///
+/// A record whose failed batch was taken back (`Wal::truncate_blocking`) is a missing record
+/// of the first kind: its flush failed, so no record says it was flushed. Old records of
+/// this generation behind the end were taken back with it or written before a reset (a new
+/// generation), so they never continue the sequence with such a claim.
+fn durable_record_after_end(
+    bytes: &[u8],
+    align_bytes: usize,
+    end: usize,
+    last: &Record,
+) -> Option<(usize, Record)> {
+    let align_bytes = align_bytes.max(1);
+    let missing = last.sequence + 1;
+    let mut at = end + align_bytes;
+    while let Some(header) = bytes.get(at..at + HEADER_BYTES) {
+        let word =
+            |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+        let candidate = (word(0) == MAGIC)
+            .then(|| bytes.get(at + HEADER_BYTES..at + HEADER_BYTES + word(4) as usize))
+            .flatten()
+            .filter(|payload| crc32c::crc32c(payload) == word(8))
+            .and_then(decode_payload);
+        if let Some(record) = candidate {
+            if record.generation == last.generation
+                && record.sequence > missing
+                && record.flushed_before > missing
+            {
+                return Some((at, record));
+            }
+        }
+        at += align_bytes;
+    }
+    None
 }
 
 /// Reads little-endian fields off the front of a slice.
@@ -721,6 +787,72 @@ mod tests {
         let mut before = vec![1u8; start as usize];
         device.read_at(0, &mut before).await.unwrap();
         assert!(before.iter().all(|&b| b == 0));
+    }
+
+    /// Writes records `1..=4` of one generation, record `s` saying the records before
+    /// `flushed_before(s)` were flushed, then flips a byte inside record 2.
+    async fn four_records_the_second_damaged(flushed_before: fn(u64) -> u64) -> Arc<dyn Device> {
+        let device = memory_device();
+        let runtime = tokio::runtime::Handle::current();
+        let (start, region) = (1 << 20, 1 << 20);
+        let (mut wal, _) = Wal::open(Arc::clone(&device), start, region).await.unwrap();
+        let change = batch(&[(Space::Objects, b"k".to_vec(), Some(b"v".to_vec()))]);
+        for sequence in 1..=4 {
+            let mut out = Vec::new();
+            encode_record(
+                &mut out,
+                wal.generation,
+                sequence,
+                flushed_before(sequence),
+                &change,
+                &[],
+                &[],
+            );
+            let r = runtime.clone();
+            wal = tokio::task::spawn_blocking(move || {
+                wal.append_blocking(&out, &r).unwrap();
+                wal
+            })
+            .await
+            .unwrap();
+        }
+        let mut block = vec![0u8; 4096];
+        device.read_at(start + 4096, &mut block).await.unwrap();
+        block[HEADER_BYTES + 20] ^= 0x10;
+        device.write_at(start + 4096, &block).await.unwrap();
+        device
+    }
+
+    /// A record that does not read back, followed by one that says it had been flushed
+    /// (so it was durable, and maybe acknowledged), is damage, not a torn tail: the open
+    /// fails and names it, where it used to end the log there and lose records 2 to 4 for
+    /// good (a mount empties the log after replaying it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_damaged_record_that_a_later_one_says_was_flushed_refuses_the_open() {
+        // Each record written after the previous one's flush, as one write at a time does.
+        let device = four_records_the_second_damaged(|sequence| sequence).await;
+        let error = Wal::open(Arc::clone(&device), 1 << 20, 1 << 20)
+            .await
+            .err()
+            .expect("a damaged log must not open");
+        let text = error.to_string();
+        assert!(matches!(error, StoreError::Mount(_)), "{text}");
+        assert!(text.contains("sequence 2 at log offset 4096"), "{text}");
+        assert!(text.contains("sequence 3"), "{text}");
+    }
+
+    /// The same missing record when nothing after it says it was flushed is what a crash
+    /// leaves when the device kept a later unflushed write and not an earlier one: none of
+    /// them was acknowledged, and the log ends before it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_missing_record_that_no_later_one_says_was_flushed_ends_the_log() {
+        let device = four_records_the_second_damaged(|_| 1).await;
+        let (wal, records) = Wal::open(Arc::clone(&device), 1 << 20, 1 << 20)
+            .await
+            .expect("a torn tail opens");
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].sequence, 1);
+        assert_eq!(wal.next_sequence, 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
