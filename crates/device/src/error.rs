@@ -10,15 +10,18 @@ use std::io;
 #[non_exhaustive]
 pub enum DeviceError {
     /// The operating system refused the operation.
-    #[error("{operation} failed: {source} (errno {errno})")]
+    ///
+    /// The OS error is part of the message and not a `source()`: error chains printed
+    /// whole (`{:#}`) said it twice ("open /x failed: No such file or directory (os error
+    /// 2) (errno 2): No such file or directory (os error 2)").
+    #[error("{operation} failed: {cause}")]
     Io {
         /// What was being done ("pread", "open /path", ...).
         operation: String,
         /// The raw errno, or `libc`'s EIO (5) when the error carried none.
         errno: i32,
         /// The underlying error.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     /// The range `[offset_bytes, offset_bytes + length_bytes)` is not inside the device.
     #[error("range {offset_bytes}+{length_bytes} is outside the device of {size_bytes} bytes")]
@@ -70,7 +73,7 @@ impl DeviceError {
         DeviceError::Io {
             operation: operation.into(),
             errno: source.raw_os_error().unwrap_or(EIO),
-            source,
+            cause: source,
         }
     }
 

@@ -207,6 +207,32 @@ impl FileDevice {
             .seek(SeekFrom::End(0))
             .map_err(|e| DeviceError::io(format!("seek {}", path.display()), e))?;
         let size_bytes = raw_size - raw_size % block_size_bytes;
+        if size_bytes == 0 {
+            return Err(DeviceError::InvalidConfig(format!(
+                "{} holds {raw_size} bytes, less than one {block_size_bytes}-byte block",
+                path.display()
+            )));
+        }
+        if size_bytes != raw_size {
+            // A block device's last partial block cannot be addressed in whole blocks (a
+            // partition sized in 512-byte sectors); a regular file would be cut without a
+            // word, so it is refused.
+            if !is_block_device {
+                return Err(DeviceError::InvalidConfig(format!(
+                    "{} holds {raw_size} bytes, not a multiple of the {block_size_bytes}-byte block: its last {} bytes could not be used (extend it, e.g. `truncate -s {} {}`)",
+                    path.display(),
+                    raw_size - size_bytes,
+                    size_bytes + block_size_bytes,
+                    path.display()
+                )));
+            }
+            tracing::warn!(
+                path = %path.display(),
+                raw_size,
+                size_bytes,
+                "the device's last partial block is not used"
+            );
+        }
         let file = Arc::new(file);
         let engine = match config.engine {
             IoEngine::Threads { threads } => {
@@ -912,5 +938,36 @@ mod tests {
             FileDeviceConfig::default()
         )
         .is_err());
+    }
+
+    /// An existing file whose size is not whole blocks is refused, naming its size: it was
+    /// exported cut to whole blocks without a word (6,000 bytes as 4,096; 100 bytes as an
+    /// empty device). One of whole blocks opens at its size.
+    #[test]
+    fn an_existing_file_of_partial_blocks_is_refused() {
+        let directory = tempfile::tempdir().unwrap();
+        for (raw, wanted) in [(6000u64, "not a multiple"), (100, "less than one")] {
+            let path = directory.path().join(format!("odd-{raw}"));
+            std::fs::File::create(&path).unwrap().set_len(raw).unwrap();
+            let error = FileDevice::open(&path, FileDeviceConfig::default())
+                .err()
+                .expect("refused");
+            assert!(error.to_string().contains(wanted), "{error}");
+            assert!(error.to_string().contains(&raw.to_string()), "{error}");
+        }
+        let path = directory.path().join("whole");
+        std::fs::File::create(&path).unwrap().set_len(8192).unwrap();
+        let device = FileDevice::open(&path, FileDeviceConfig::default()).unwrap();
+        assert_eq!(device.size_bytes(), 8192);
+    }
+
+    /// An OS error is said once when the error's chain is printed whole.
+    #[test]
+    fn an_os_error_is_said_once() {
+        let error = FileDevice::open("/nonexistent/strata-disk", FileDeviceConfig::default())
+            .err()
+            .expect("refused");
+        let chain = format!("{:#}", anyhow::Error::from(error));
+        assert_eq!(chain.matches("No such file").count(), 1, "{chain}");
     }
 }
