@@ -236,7 +236,11 @@ impl Meta {
             let value = self
                 .superblock
                 .get(key)?
-                .ok_or_else(|| StoreError::Metadata(format!("superblock lacks {key}")))?;
+                .ok_or_else(|| {
+                    StoreError::Metadata(format!(
+                        "the database's superblock has no `{key}`: the database is damaged (a file of it truncated or removed) or was never completed by a create"
+                    ))
+                })?;
             let bytes: [u8; 8] = value[..].try_into().map_err(|_| {
                 StoreError::Metadata(format!("superblock {key} is {} bytes", value.len()))
             })?;
