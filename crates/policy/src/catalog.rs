@@ -460,6 +460,7 @@ mod tests {
                     seq: i as u64,
                     now_ms: i as u64 * 1000,
                     size_bytes: 1,
+                    object_bytes: 0,
                     write: i % 4 == 0,
                     next_seq: next_seq[i],
                 };
