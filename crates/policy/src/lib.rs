@@ -131,6 +131,11 @@ pub trait Cache {
     fn contains(&self, key: Key) -> bool;
     /// Display name including the main parameters.
     fn name(&self) -> String;
+    /// The policy's own counters worth reporting beside the simulator's (name, value); none by
+    /// default. Ceph's tier reports its forced evictions here, which are not Ceph's behaviour.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Errors of this crate: bad names or parameters.

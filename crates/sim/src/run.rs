@@ -209,6 +209,9 @@ pub struct RunResult {
     /// Per-period metrics, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub periods: Vec<PeriodResult>,
+    /// The policy's own counters ([`Cache::counters`]; Ceph's tier: its forced evictions).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub policy_counters: BTreeMap<String, u64>,
 }
 
 /// Metrics of one period.
@@ -437,6 +440,11 @@ impl RunResult {
             throughput_rps: total.throughput_rps(),
             smoothing: None,
             threshold: None,
+            policy_counters: cache
+                .counters()
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value))
+                .collect(),
             periods: periods
                 .iter()
                 .filter(|(_, m)| m.requests > 0)
