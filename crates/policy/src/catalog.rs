@@ -40,6 +40,9 @@ pub struct PolicySpec {
     pub name: String,
     /// Capacity in objects.
     pub capacity: usize,
+    /// Capacity in bytes, when the cache size was given in bytes (Ceph's tier then sets
+    /// `target_max_bytes` to it, beside `target_max_objects` = `capacity`). Default none.
+    pub capacity_bytes: Option<u64>,
     /// Number of distinct keys expected (presizes arrays; keys beyond it still work).
     pub key_space: usize,
     /// Hot table period. Default one minute.
@@ -60,6 +63,7 @@ impl PolicySpec {
         PolicySpec {
             name: name.to_string(),
             capacity,
+            capacity_bytes: None,
             key_space,
             period: Period::Millis(60_000),
             smoothing: 0.5,
@@ -402,6 +406,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
                 .unwrap_or_else(|| CephTierConfig::seed003(capacity));
             config.capacity = capacity;
             config.target_max_objects = capacity;
+            config.target_max_bytes = spec.capacity_bytes.unwrap_or(0);
             if base == "ceph-corrected" {
                 config.temperature = TemperatureEviction::Corrected;
             }
@@ -460,6 +465,7 @@ mod tests {
                     seq: i as u64,
                     now_ms: i as u64 * 1000,
                     size_bytes: 1,
+                    object_bytes: 0,
                     write: i % 4 == 0,
                     next_seq: next_seq[i],
                 };

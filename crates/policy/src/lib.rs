@@ -33,6 +33,10 @@ pub struct Request {
     pub key: Key,
     /// Bytes of the request (the object's size for whole-object traces).
     pub size_bytes: u32,
+    /// Bytes of the whole object the request falls in (what a promotion copies: 4 MiB for an
+    /// RBD-like object read 4 KiB at a time); 0 when the caller does not know, read as
+    /// `size_bytes`. Ceph's tier counts it against its byte targets and promotion throttle.
+    pub object_bytes: u32,
     /// Virtual time of the request in milliseconds.
     pub now_ms: u64,
     /// Sequence number of the request in the trace (0-based).
@@ -62,6 +66,24 @@ pub enum Outcome {
     Buffered,
     /// Missed and served by the backing pool without entering the cache.
     Bypassed,
+    /// Missed; served by the backing pool as [`Outcome::Bypassed`] is (the request read from
+    /// it or written to it), and the object was then copied into the cache's flash tier
+    /// *clean*, a write included: Ceph's writeback tier proxies a miss (`do_proxy_read`,
+    /// `do_proxy_write`) and then promotes (`maybe_promote`), and `finish_promote` never sets
+    /// the dirty flag. The bypass's HDD op plus an admission's HDD read of the object and SSD
+    /// write.
+    AdmittedAfterProxy,
+}
+
+impl Request {
+    /// [`Request::object_bytes`], or the request's size when it is not known.
+    pub fn object_bytes_or_size(&self) -> u64 {
+        if self.object_bytes > 0 {
+            u64::from(self.object_bytes)
+        } else {
+            u64::from(self.size_bytes)
+        }
+    }
 }
 
 impl Outcome {
@@ -109,6 +131,11 @@ pub trait Cache {
     fn contains(&self, key: Key) -> bool;
     /// Display name including the main parameters.
     fn name(&self) -> String;
+    /// The policy's own counters worth reporting beside the simulator's (name, value); none by
+    /// default. Ceph's tier reports its forced evictions here, which are not Ceph's behaviour.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Errors of this crate: bad names or parameters.

@@ -11,6 +11,7 @@ fn request(key: u32, seq: u64, next_seq: u64) -> Request {
         seq,
         now_ms: seq,
         size_bytes: 1,
+        object_bytes: 0,
         write: false,
         next_seq,
     }

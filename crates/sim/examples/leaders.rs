@@ -20,6 +20,7 @@ fn main() -> anyhow::Result<()> {
         let request = Request {
             key: r.key,
             size_bytes: r.size_bytes,
+            object_bytes: 0,
             now_ms: r.time_ms,
             seq: seq as u64,
             write: r.write,

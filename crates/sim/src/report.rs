@@ -67,6 +67,22 @@ pub fn table(results: &[RunResult]) -> String {
     for row in &rows {
         line(row.iter().map(String::as_str).collect(), &mut out);
     }
+    // Evictions a policy forced outside its own rules (Ceph's tier at the pool's hard
+    // capacity, which Ceph's agent never does) are said under the table.
+    for r in results {
+        if let Some(&forced) = r
+            .policy_counters
+            .get("forced_evictions")
+            .filter(|&&n| n > 0)
+        {
+            let evicted = r.policy_counters.get("evicted").copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "note: {} at {} objects: {forced} of {evicted} evictions forced by the pool's hard capacity (not Ceph's behaviour)",
+                r.policy, r.cache_size_objects
+            );
+        }
+    }
     out
 }
 

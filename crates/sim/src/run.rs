@@ -14,6 +14,11 @@
 //!   charged the 4 KiB request, so a policy keeping misses in DRAM looked 4x faster than LRU
 //!   with the same misses); a write request is also written through (one HDD write of it);
 //! - bypassed (nothing kept): one HDD read or HDD write of the request;
+//! - admitted after proxy (Ceph's writeback: the miss is proxied to the HDD pool, then the
+//!   object is promoted): the bypass's HDD read or write of the request, plus the admission's
+//!   HDD read of the object and SSD write of it; the copy is clean, a write's too (it went to
+//!   the HDD pool). Before, Ceph's write misses were charged as admissions that absorbed the
+//!   write into a dirty copy, with no HDD write;
 //! - promotion from the DRAM buffer ([`Effects::promoted`]): one SSD write of the object;
 //! - flush, or eviction of a dirty object: one HDD write of the object.
 //!
@@ -204,6 +209,9 @@ pub struct RunResult {
     /// Per-period metrics, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub periods: Vec<PeriodResult>,
+    /// The policy's own counters ([`Cache::counters`]; Ceph's tier: its forced evictions).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub policy_counters: BTreeMap<String, u64>,
 }
 
 /// Metrics of one period.
@@ -272,6 +280,7 @@ pub fn simulate_reporting(
         let request = Request {
             key: r.key,
             size_bytes: r.size_bytes,
+            object_bytes: trace.object_bytes[r.key as usize],
             now_ms: r.time_ms,
             seq: seq as u64,
             write: r.write,
@@ -331,6 +340,19 @@ pub fn simulate_reporting(
                 } else {
                     hdd_read(&mut m, size);
                 }
+            }
+            Outcome::AdmittedAfterProxy => {
+                if r.write {
+                    hdd_write_ops.push(size);
+                } else {
+                    hdd_read(&mut m, size);
+                }
+                m.cache_writes = 1;
+                m.cache_write_bytes = object;
+                m.ssd_writes += 1;
+                hdd_read(&mut m, object);
+                ssd_us += timing.ssd_us(object);
+                dirty[r.key as usize] = false;
             }
         }
         for &key in &effects.promoted {
@@ -418,6 +440,11 @@ impl RunResult {
             throughput_rps: total.throughput_rps(),
             smoothing: None,
             threshold: None,
+            policy_counters: cache
+                .counters()
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value))
+                .collect(),
             periods: periods
                 .iter()
                 .filter(|(_, m)| m.requests > 0)
@@ -443,6 +470,7 @@ pub fn replay(trace: &Trace, next_seq: Option<&[u64]>, cache: &mut dyn Cache) ->
         let request = Request {
             key: r.key,
             size_bytes: r.size_bytes,
+            object_bytes: trace.object_bytes[r.key as usize],
             now_ms: r.time_ms,
             seq: seq as u64,
             write: r.write,
@@ -540,6 +568,34 @@ mod tests {
             strata.ssd_busy_s < lru.ssd_busy_s,
             "DRAM hits cost no SSD time"
         );
+    }
+
+    /// Ceph's writeback write miss: the 4 KiB write goes to the HDD pool (do_proxy_write) and
+    /// the 4 MiB object is promoted clean (one HDD read of it, one SSD write), so nothing is
+    /// left to flush. It used to be an admission that absorbed the write into a dirty copy:
+    /// no HDD write at all.
+    #[test]
+    fn a_ceph_write_miss_is_charged_the_proxied_write_and_the_promotion() {
+        let object_bytes = 4u32 << 20;
+        let parts = (0..10u64).map(|i| (0, 4096, i * 1000, i == 0));
+        let mut trace = Trace::from_parts("one", parts, true);
+        trace
+            .object_bytes
+            .iter_mut()
+            .for_each(|b| *b = object_bytes);
+        let mut spec = policy::PolicySpec::new("ceph", 10, trace.unique);
+        let mut config = policy::ceph::CephTierConfig::seed003(10);
+        config.min_write_recency_for_promote = 0;
+        spec.ceph = Some(config);
+        let mut cache = policy::build(&spec).unwrap();
+        let (m, _) = simulate(&trace, None, cache.as_mut(), &RunOptions::default());
+        assert_eq!(m.hits, 9);
+        assert_eq!((m.hdd_writes, m.hdd_write_bytes), (1, 4096));
+        assert_eq!(
+            (m.hdd_reads, m.hdd_read_bytes),
+            (1, u64::from(object_bytes))
+        );
+        assert_eq!((m.cache_writes, m.ssd_writes), (1, 1));
     }
 
     /// Periods count from the first request and only periods with requests take memory: one

@@ -162,6 +162,9 @@ pub fn run(trace: &Trace, plan: &SweepPlan) -> Result<Vec<RunResult>> {
             };
             for (threshold, smoothing) in pairs {
                 let mut spec = PolicySpec::new(policy_name, capacity, trace.unique);
+                if let CacheSize::Bytes(bytes) = size {
+                    spec.capacity_bytes = Some(bytes);
+                }
                 spec.period = plan.period;
                 spec.seed = plan.seed;
                 if hot {

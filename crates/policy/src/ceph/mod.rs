@@ -5,11 +5,52 @@
 //! objects in hash order (not recency order), flushing dirty objects older than
 //! `cache_min_flush_age` and evicting clean ones older than `cache_min_evict_age` whose
 //! temperature passes the histogram test. The agent runs `agent_ops_per_request` steps on the PG
-//! of each request (virtual time has no background threads). If the pool reaches its hard
-//! capacity the PG is forced to evict, as a full OSD blocks writes until the agent frees room.
+//! of each request (virtual time has no background threads).
+//!
+//! What a miss does follows `maybe_handle_cache_detail`, by cache mode:
+//! - writeback: the request is proxied to the base pool (`do_proxy_read`, `do_proxy_write`),
+//!   then `maybe_promote` checks recency in the hit sets and the promotion throttle and copies
+//!   the object in; `finish_promote` never sets the dirty flag, so the copy is clean even after
+//!   a write miss ([`Outcome::AdmittedAfterProxy`]: the simulator charges the proxied request
+//!   and the promotion). With no hit sets (`hit_set_count` or `hit_set_period` 0,
+//!   `hit_set_setup` clears them) every miss calls `promote_object` at once, the op waiting for
+//!   the copy and then running on it (a write dirties it). While the PG's agent is in `full`
+//!   evict mode, reads are proxied without promotion and writes wait for room
+//!   (`block_write_on_full_cache`); here they are proxied without promotion (virtual time has
+//!   no waiting; Ceph would proxy them once room is made, and maybe promote);
+//! - readproxy: reads are proxied; writes call `promote_object` directly: no recency test, no
+//!   throttle;
+//! - readonly: read misses call `promote_object` directly; write misses are redirected to the
+//!   base pool (`do_cache_redirect`); a write to a cached object is a hit (`NOOP` before the
+//!   mode switch), runs on the cached copy and dirties it (`make_writeable` sets the dirty flag
+//!   in any mode), which is not invalidated;
+//! - proxy: every miss is proxied.
+//!
+//! The promotion throttle is Ceph's, one per OSD (`OSDService::promote_throttle`, see
+//! `throttle`): the pool's `osd_count` OSDs each take the PGs whose primary they are (PG `p`
+//! on OSD `p % osd_count`) and let through about `osd_tier_promote_max_objects_sec` (25)
+//! objects or `osd_tier_promote_max_bytes_sec` (5 MiB) per second, whichever binds first: a
+//! 4 MiB object counts its 4 MiB ([`Request::object_bytes`]).
+//!
+//! The agent's ratios (`agent_choose_mode`) are the larger of the byte ratio (the PG's bytes,
+//! plus BlueStore's estimated 300 bytes per object, over `target_max_bytes / pg_num`) and the
+//! object ratio (objects over `target_max_objects / pg_num`); a target of 0 is unset.
+//!
+//! Ages (`agent_maybe_flush`, `agent_maybe_evict`) count from the object's `local_mtime`, set
+//! when a write runs on the cached copy, else from its `mtime`: `finish_promote` copies the
+//! base object's `mtime` (its last write) and leaves `local_mtime` unset, so an object promoted
+//! by a read and not written for `cache_min_evict_age` may be evicted at once. The tier keeps
+//! each object's last write time for this (0, long ago, for an object the trace never wrote).
+//!
+//! Not Ceph: if the pool reaches its hard capacity (objects) anyway, one object is forced out
+//! (clean first, in scan order, ignoring ages and temperature) so the simulator's bound
+//! `len() <= capacity()` holds; Ceph's agent never does that (an OSD that fills up blocks
+//! writes instead). These evictions are counted apart ([`CephTierStats::forced`], reported by
+//! [`Cache::counters`]).
 
 mod agent;
 mod hitset;
+mod throttle;
 
 pub use agent::{EvictMode, FlushMode};
 pub use hitset::HitSetKind;
@@ -18,15 +59,22 @@ use crate::list::NIL;
 use crate::{mix64, Cache, Effects, Key, Outcome, Request};
 use agent::{choose_evict_mode, choose_flush_mode, Targets, TemperatureHistogram};
 use hitset::HitSetHistory;
+use throttle::PromoteThrottle;
+
+/// BlueStore's `estimate_objects_overhead`: 300 bytes per object, added to a PG's bytes.
+const OBJECT_OVERHEAD_BYTES: u64 = 300;
 
 /// Cache modes of a Ceph cache tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheMode {
-    /// Reads and writes promote (subject to recency); writes dirty the cached copy.
+    /// Misses are proxied, then promoted clean subject to recency and the throttle; writes to
+    /// cached objects dirty them.
     Writeback,
-    /// Reads are proxied to the base pool; writes promote as in writeback.
+    /// Reads are proxied to the base pool; write misses promote at once (no recency test, no
+    /// throttle) and dirty the copy.
     ReadProxy,
-    /// Reads promote; writes go to the base pool and invalidate the cached copy.
+    /// Read misses promote at once; write misses go to the base pool; writes to cached objects
+    /// run on (and dirty) the cached copy.
     ReadOnly,
     /// Everything missing is proxied; nothing is promoted.
     Proxy,
@@ -47,17 +95,20 @@ pub enum TemperatureEviction {
 pub struct CephTierConfig {
     /// Hard capacity of the cache pool in objects.
     pub capacity: usize,
-    /// `target_max_objects`; default the capacity.
+    /// `target_max_objects`, 0 unset. Seed 003: 1,000,000 (the catalog sets the capacity).
     pub target_max_objects: usize,
+    /// `target_max_bytes`, 0 unset. Seed 003: 2 TiB (the catalog sets the capacity in bytes
+    /// when the cache size is given in bytes, else 0).
+    pub target_max_bytes: u64,
     /// PGs of the cache pool. Default 32.
     pub pg_count: u32,
     /// Cache mode. Default writeback.
     pub mode: CacheMode,
     /// `hit_set_type` (bloom with `hit_set_fpp` 0.05 by default).
     pub hit_set: HitSetKind,
-    /// `hit_set_count`: archived hit sets kept. Default 12.
+    /// `hit_set_count`: archived hit sets kept; 0 disables hit sets. Default 12.
     pub hit_set_count: u32,
-    /// `hit_set_period` in seconds. Default 14400.
+    /// `hit_set_period` in seconds; 0 disables hit sets. Default 14400.
     pub hit_set_period_s: u64,
     /// `hit_set_grade_decay_rate` in percent. Default 20.
     pub hit_set_grade_decay_rate: u32,
@@ -77,9 +128,13 @@ pub struct CephTierConfig {
     pub cache_min_flush_age_s: u64,
     /// `cache_min_evict_age` in seconds. Default 1800.
     pub cache_min_evict_age_s: u64,
-    /// Promotion throttle for the whole pool, objects per second
-    /// (`osd_tier_promote_max_objects_sec` 25 x OSDs). Default 150 (6 OSDs).
-    pub promote_max_objects_per_s: f64,
+    /// OSDs of the cache pool, each with its own promotion throttle. Seed 003: 24 (3 hosts of
+    /// 8 NVMe OSDs).
+    pub osd_count: u32,
+    /// `osd_tier_promote_max_objects_sec` per OSD, 0 unset. Default 25.
+    pub promote_max_objects_per_s: u64,
+    /// `osd_tier_promote_max_bytes_sec` per OSD, 0 unset. Default 5 MiB.
+    pub promote_max_bytes_per_s: u64,
     /// Agent steps (objects examined) per request in high flush or evict mode; low flush mode
     /// uses half (`osd_agent_max_low_ops` 2 vs `osd_agent_max_ops` 4). Default 4.
     pub agent_ops_per_request: u32,
@@ -89,12 +144,14 @@ pub struct CephTierConfig {
 
 impl CephTierConfig {
     /// Seed 003's settings (the Ambedded benchmark's cache tier) for a pool of `capacity`
-    /// objects: writeback, bloom hit sets 12 x 4 h, recency 2/2, dirty 0.4/0.6, full 0.8,
-    /// min flush age 600 s, min evict age 1800 s.
+    /// objects: writeback, bloom hit sets 12 x 4 h, recency 2/2, `target_max_bytes` 2 TiB,
+    /// `target_max_objects` 1 million, dirty 0.4/0.6, full 0.8, min flush age 600 s, min evict
+    /// age 1800 s, 24 NVMe OSDs with Ceph's default promotion throttle.
     pub fn seed003(capacity: usize) -> Self {
         CephTierConfig {
             capacity,
-            target_max_objects: capacity,
+            target_max_objects: 1_000_000,
+            target_max_bytes: 2 << 40,
             pg_count: 32,
             mode: CacheMode::Writeback,
             hit_set: HitSetKind::Bloom { fpp: 0.05 },
@@ -109,7 +166,9 @@ impl CephTierConfig {
             cache_target_full_ratio: 0.8,
             cache_min_flush_age_s: 600,
             cache_min_evict_age_s: 1800,
-            promote_max_objects_per_s: 150.0,
+            osd_count: 24,
+            promote_max_objects_per_s: 25,
+            promote_max_bytes_per_s: 5 << 20,
             agent_ops_per_request: 4,
             temperature: TemperatureEviction::Faithful,
         }
@@ -126,6 +185,8 @@ struct Pg {
     evict_mode: EvictMode,
     evict_effort_micro: u64,
     histogram: TemperatureHistogram,
+    /// Bytes of the PG's objects.
+    bytes: u64,
 }
 
 /// Counters of the tier's own activity.
@@ -137,9 +198,10 @@ pub struct CephTierStats {
     pub recency_refused: u64,
     /// Objects flushed by the agent.
     pub flushed: u64,
-    /// Objects evicted by the agent (any mode).
+    /// Objects evicted (by the agent in any mode, or forced).
     pub evicted: u64,
-    /// Objects evicted because the pool reached its hard capacity.
+    /// Objects evicted because the pool reached its hard capacity (not Ceph's behaviour: the
+    /// simulator's bound; included in `evicted`).
     pub forced: u64,
 }
 
@@ -150,11 +212,16 @@ pub struct CephTier {
     pgs: Vec<Pg>,
     position: Vec<u32>,
     dirty: Vec<bool>,
+    /// Ceph's `local_mtime` if set, else `mtime`, of cached objects: what ages count from.
     mtime_ms: Vec<u64>,
+    /// Last write of each object, wherever it went (0: not written in the trace).
+    last_write_ms: Vec<u64>,
+    /// Bytes of each cached object.
+    size_bytes: Vec<u64>,
     grades: Vec<u64>,
     len: usize,
-    tokens: f64,
-    last_ms: Option<u64>,
+    hit_sets_enabled: bool,
+    throttles: Vec<PromoteThrottle>,
     /// Activity counters.
     pub stats: CephTierStats,
 }
@@ -162,7 +229,7 @@ pub struct CephTier {
 impl CephTier {
     /// An empty tier.
     pub fn new(config: CephTierConfig, key_space: usize) -> Self {
-        assert!(config.capacity > 0 && config.pg_count > 0);
+        assert!(config.capacity > 0 && config.pg_count > 0 && config.osd_count > 0);
         let period_ms = config.hit_set_period_s.max(1) * 1000;
         let pgs = (0..config.pg_count)
             .map(|_| Pg {
@@ -179,6 +246,7 @@ impl CephTier {
                 evict_mode: EvictMode::Idle,
                 evict_effort_micro: 0,
                 histogram: TemperatureHistogram::default(),
+                bytes: 0,
             })
             .collect();
         let mut grade = 1_000_000u64;
@@ -189,16 +257,27 @@ impl CephTier {
                 grade
             })
             .collect();
+        let throttles = (0..config.osd_count)
+            .map(|osd| {
+                PromoteThrottle::new(
+                    config.promote_max_objects_per_s,
+                    config.promote_max_bytes_per_s,
+                    mix64(0x7410_7713 ^ u64::from(osd)),
+                )
+            })
+            .collect();
         CephTier {
-            tokens: config.promote_max_objects_per_s,
+            hit_sets_enabled: config.hit_set_count > 0 && config.hit_set_period_s > 0,
+            throttles,
             config,
             pgs,
             position: vec![NIL; key_space],
             dirty: vec![false; key_space],
             mtime_ms: vec![0; key_space],
+            last_write_ms: vec![0; key_space],
+            size_bytes: vec![0; key_space],
             grades,
             len: 0,
-            last_ms: None,
             stats: CephTierStats::default(),
         }
     }
@@ -214,6 +293,8 @@ impl CephTier {
             self.position.resize(size, NIL);
             self.dirty.resize(size, false);
             self.mtime_ms.resize(size, 0);
+            self.last_write_ms.resize(size, 0);
+            self.size_bytes.resize(size, 0);
         }
     }
 
@@ -245,20 +326,10 @@ impl CephTier {
         }
     }
 
-    fn throttle_allows(&mut self, now_ms: u64) -> bool {
-        let rate = self.config.promote_max_objects_per_s;
-        if rate <= 0.0 {
-            return true;
-        }
-        let last = self.last_ms.replace(now_ms).unwrap_or(now_ms);
-        self.tokens =
-            (self.tokens + rate * now_ms.saturating_sub(last) as f64 / 1000.0).min(rate.max(1.0));
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+    /// The promotion throttle of the PG's primary OSD.
+    fn throttle_of(&mut self, pg: usize) -> &mut PromoteThrottle {
+        let osd = pg % self.throttles.len();
+        &mut self.throttles[osd]
     }
 
     fn targets(&self) -> Targets {
@@ -270,13 +341,34 @@ impl CephTier {
         }
     }
 
+    /// The PG's dirty and full ratios (micro): the larger of the byte and object ratios, as
+    /// agent_choose_mode computes them.
+    fn ratios_micro(&self, pg: usize) -> (u64, u64) {
+        let divisor = u128::from(self.config.pg_count);
+        let state = &self.pgs[pg];
+        let objects = state.objects.len() as u128;
+        let dirty = state.dirty as u128;
+        let (mut dirty_micro, mut full_micro) = (0u128, 0u128);
+        if self.config.target_max_bytes > 0 && objects > 0 {
+            let bytes = u128::from(state.bytes) + u128::from(OBJECT_OVERHEAD_BYTES) * objects;
+            let average = bytes / objects;
+            let target = (u128::from(self.config.target_max_bytes) / divisor).max(1);
+            dirty_micro = dirty * average * 1_000_000 / target;
+            full_micro = objects * average * 1_000_000 / target;
+        }
+        if self.config.target_max_objects > 0 {
+            let target = (self.config.target_max_objects as u128 / divisor).max(1);
+            dirty_micro = dirty_micro.max(dirty * 1_000_000 / target);
+            full_micro = full_micro.max(objects * 1_000_000 / target);
+        }
+        let clamp = |micro: u128| u64::try_from(micro).unwrap_or(u64::MAX);
+        (clamp(dirty_micro), clamp(full_micro))
+    }
+
     fn choose_mode(&mut self, pg: usize) {
-        let per_pg_target =
-            (self.config.target_max_objects as u64 / self.config.pg_count as u64).max(1);
+        let (dirty_micro, full_micro) = self.ratios_micro(pg);
         let targets = self.targets();
         let state = &mut self.pgs[pg];
-        let dirty_micro = state.dirty as u64 * 1_000_000 / per_pg_target;
-        let full_micro = state.objects.len() as u64 * 1_000_000 / per_pg_target;
         state.flush_mode = choose_flush_mode(state.flush_mode, dirty_micro, &targets, state.dirty);
         let (mode, effort) = choose_evict_mode(state.evict_mode, full_micro, &targets);
         state.evict_mode = mode;
@@ -284,6 +376,10 @@ impl CephTier {
     }
 
     fn temperature(&self, pg: usize, key: Key) -> u64 {
+        if !self.hit_sets_enabled {
+            // agent_maybe_evict estimates a temperature only `if (hit_set)`.
+            return 0;
+        }
         let sets = &self.pgs[pg].hit_sets;
         let mut temperature = if sets.current.contains(key) {
             1_000_000
@@ -303,16 +399,22 @@ impl CephTier {
         temperature
     }
 
-    fn insert_object(&mut self, pg: usize, key: Key, dirty: bool, now_ms: u64) {
+    /// Copies `key` in (finish_promote). Its ages count from its last write (`mtime`), or
+    /// from now when the op that waited for the promotion writes it (`local_mtime`).
+    fn insert_object(&mut self, pg: usize, key: Key, bytes: u64, dirty: bool, now_ms: u64) {
         self.grow(key);
         let state = &mut self.pgs[pg];
         self.position[key as usize] = state.objects.len() as u32;
         state.objects.push(key);
+        state.bytes += bytes;
+        self.size_bytes[key as usize] = bytes;
         self.dirty[key as usize] = dirty;
         if dirty {
             state.dirty += 1;
+            self.mtime_ms[key as usize] = now_ms;
+        } else {
+            self.mtime_ms[key as usize] = self.last_write_ms[key as usize];
         }
-        self.mtime_ms[key as usize] = now_ms;
         self.len += 1;
     }
 
@@ -324,6 +426,7 @@ impl CephTier {
             self.position[moved as usize] = index as u32;
         }
         self.position[key as usize] = NIL;
+        state.bytes -= self.size_bytes[key as usize];
         if self.dirty[key as usize] {
             self.dirty[key as usize] = false;
             state.dirty -= 1;
@@ -429,6 +532,7 @@ impl CephTier {
             }
         };
         self.remove_object(pg, key, effects);
+        self.stats.evicted += 1;
         self.stats.forced += 1;
     }
 
@@ -438,19 +542,91 @@ impl CephTier {
     }
 }
 
+impl CephTier {
+    /// maybe_promote's recency test and the OSD's throttle; promotes clean after a proxied
+    /// request (writeback).
+    fn maybe_promote(
+        &mut self,
+        pg: usize,
+        request: &Request,
+        in_hit_set: bool,
+        effects: &mut Effects,
+    ) -> Outcome {
+        let recency = if request.write {
+            self.config.min_write_recency_for_promote
+        } else {
+            self.config.min_read_recency_for_promote
+        };
+        if !self.recency_allows(pg, request.key, in_hit_set, recency) {
+            self.stats.recency_refused += 1;
+            return Outcome::Bypassed;
+        }
+        if self.throttle_of(pg).throttled(request.now_ms) {
+            self.stats.throttled += 1;
+            return Outcome::Bypassed;
+        }
+        // The proxied write reached the base object before the copy (it was sent first):
+        // the copy's mtime is the write's.
+        self.promote_object(pg, request, false, effects);
+        Outcome::AdmittedAfterProxy
+    }
+
+    /// promote_object and finish_promote: the object is copied in (clean); `dirty` when the op
+    /// that waited for the copy then writes it.
+    fn promote_object(&mut self, pg: usize, request: &Request, dirty: bool, effects: &mut Effects) {
+        while self.len >= self.config.capacity {
+            self.force_evict(pg, effects);
+        }
+        let bytes = request.object_bytes_or_size();
+        self.throttle_of(pg).finish(bytes);
+        self.insert_object(pg, request.key, bytes, dirty, request.now_ms);
+        self.choose_mode(pg);
+    }
+
+    /// A miss, by cache mode (maybe_handle_cache_detail).
+    fn miss(
+        &mut self,
+        pg: usize,
+        request: &Request,
+        in_hit_set: bool,
+        effects: &mut Effects,
+    ) -> Outcome {
+        let full = self.pgs[pg].evict_mode == EvictMode::Full;
+        match self.config.mode {
+            CacheMode::Writeback if full => Outcome::Bypassed,
+            CacheMode::Writeback if !self.hit_sets_enabled => {
+                self.promote_object(pg, request, request.write, effects);
+                Outcome::Admitted
+            }
+            CacheMode::Writeback => self.maybe_promote(pg, request, in_hit_set, effects),
+            CacheMode::ReadProxy if request.write && !full => {
+                self.promote_object(pg, request, true, effects);
+                Outcome::Admitted
+            }
+            CacheMode::ReadOnly if !request.write => {
+                self.promote_object(pg, request, false, effects);
+                Outcome::Admitted
+            }
+            CacheMode::ReadProxy | CacheMode::ReadOnly | CacheMode::Proxy => Outcome::Bypassed,
+        }
+    }
+}
+
 impl Cache for CephTier {
     fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
         let key = request.key;
         let now_ms = request.now_ms;
         let pg = self.pg_of(key);
-        let in_hit_set = self.pgs[pg].hit_sets.record(key, now_ms);
+        let in_hit_set = self.hit_sets_enabled && self.pgs[pg].hit_sets.record(key, now_ms);
         self.agent_work(pg, now_ms, effects);
+        if request.write {
+            self.grow(key);
+            self.last_write_ms[key as usize] = now_ms;
+        }
         if self.cached(key) {
             if request.write {
-                if self.config.mode == CacheMode::ReadOnly {
-                    self.remove_object(pg, key, effects);
-                    return Outcome::Bypassed;
-                }
+                // make_writeable dirties the copy in any mode (readonly's too) and the write
+                // sets its local_mtime.
                 if !self.dirty[key as usize] {
                     self.dirty[key as usize] = true;
                     self.pgs[pg].dirty += 1;
@@ -459,34 +635,16 @@ impl Cache for CephTier {
             }
             return Outcome::Hit;
         }
-        let promotes = match self.config.mode {
-            CacheMode::Proxy => false,
-            CacheMode::ReadProxy => request.write,
-            CacheMode::ReadOnly => !request.write,
-            CacheMode::Writeback => true,
-        };
-        if !promotes {
-            return Outcome::Bypassed;
-        }
-        let recency = if request.write {
-            self.config.min_write_recency_for_promote
-        } else {
-            self.config.min_read_recency_for_promote
-        };
-        if !self.recency_allows(pg, key, in_hit_set, recency) {
-            self.stats.recency_refused += 1;
-            return Outcome::Bypassed;
-        }
-        if !self.throttle_allows(now_ms) {
-            self.stats.throttled += 1;
-            return Outcome::Bypassed;
-        }
-        while self.len >= self.config.capacity {
-            self.force_evict(pg, effects);
-        }
-        self.insert_object(pg, key, request.write, now_ms);
-        self.choose_mode(pg);
-        Outcome::Admitted
+        self.miss(pg, request, in_hit_set, effects)
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("recency_refused", self.stats.recency_refused),
+            ("throttled", self.stats.throttled),
+            ("flushed", self.stats.flushed),
+            ("evicted", self.stats.evicted),
+            ("forced_evictions", self.stats.forced),
+        ]
     }
     fn len(&self) -> usize {
         self.len
@@ -512,73 +670,4 @@ impl Cache for CephTier {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(key: Key, seq: u64, now_ms: u64, write: bool) -> Request {
-        Request {
-            key,
-            seq,
-            now_ms,
-            write,
-            size_bytes: 4096,
-            next_seq: u64::MAX,
-        }
-    }
-
-    #[test]
-    fn recency_two_needs_current_and_previous_set() {
-        let mut config = CephTierConfig::seed003(100);
-        config.hit_set = HitSetKind::Explicit;
-        config.hit_set_period_s = 10;
-        config.pg_count = 1;
-        let mut tier = CephTier::new(config, 16);
-        let mut effects = Effects::default();
-        // First access: not in any set -> proxied.
-        assert_eq!(
-            tier.on_request(&request(1, 0, 0, false), &mut effects),
-            Outcome::Bypassed
-        );
-        // Same period again: in current set, but the archive is empty -> still proxied.
-        assert_eq!(
-            tier.on_request(&request(1, 1, 1000, false), &mut effects),
-            Outcome::Bypassed
-        );
-        // After the period the set rotates lazily, after this access is recorded: the access is
-        // in the (old) current set and in the newest archive -> promoted, as Ceph does.
-        assert_eq!(
-            tier.on_request(&request(1, 2, 11_000, false), &mut effects),
-            Outcome::Admitted
-        );
-        assert_eq!(
-            tier.on_request(&request(1, 3, 12_000, false), &mut effects),
-            Outcome::Hit
-        );
-        // A new object seen once in the new period is not promoted.
-        assert_eq!(
-            tier.on_request(&request(2, 4, 13_000, false), &mut effects),
-            Outcome::Bypassed
-        );
-    }
-
-    #[test]
-    fn pool_never_exceeds_capacity_and_flushes_dirty_objects() {
-        let mut config = CephTierConfig::seed003(50);
-        config.min_read_recency_for_promote = 0;
-        config.min_write_recency_for_promote = 0;
-        config.cache_min_flush_age_s = 0;
-        config.cache_min_evict_age_s = 0;
-        config.pg_count = 4;
-        let mut tier = CephTier::new(config, 1024);
-        let mut effects = Effects::default();
-        let mut flushed = 0;
-        for seq in 0..5000u64 {
-            effects.clear();
-            let key = (mix64(seq) % 500) as Key;
-            tier.on_request(&request(key, seq, seq * 10, seq % 3 == 0), &mut effects);
-            flushed += effects.flushed.len();
-            assert!(tier.len() <= 50);
-        }
-        assert!(flushed > 0);
-    }
-}
+mod tests;

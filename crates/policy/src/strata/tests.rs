@@ -20,12 +20,13 @@ fn one_hit_wonders_stay_within_the_write_budget() {
             seq,
             now_ms: seq,
             size_bytes: 1,
+            object_bytes: 0,
             write: false,
             next_seq: u64::MAX,
         };
         match cache.on_request(&request, &mut effects) {
             Outcome::Hit | Outcome::BufferHit => {}
-            Outcome::Admitted => {
+            Outcome::Admitted | Outcome::AdmittedAfterProxy => {
                 writes += 1;
                 misses += 1;
             }
@@ -102,7 +103,7 @@ fn misses_and_writes(cache: &mut dyn Cache, keys: &[Key]) -> (u64, u64) {
         };
         match cache.on_request(&request, &mut effects) {
             Outcome::Hit | Outcome::BufferHit => {}
-            Outcome::Admitted => {
+            Outcome::Admitted | Outcome::AdmittedAfterProxy => {
                 misses += 1;
                 writes += 1;
             }

@@ -1,0 +1,309 @@
+//! Tests of Ceph's cache tier model: each behaviour with the Ceph function it follows.
+use super::*;
+
+fn sized(key: Key, seq: u64, now_ms: u64, write: bool, object_bytes: u32) -> Request {
+    Request {
+        object_bytes,
+        ..request(key, seq, now_ms, write)
+    }
+}
+
+/// A tier of one PG that promotes on first access, to test what follows a promotion.
+fn eager(capacity: usize) -> CephTierConfig {
+    let mut config = CephTierConfig::seed003(capacity);
+    config.pg_count = 1;
+    config.osd_count = 1;
+    config.target_max_objects = capacity;
+    config.target_max_bytes = 0;
+    config.hit_set = HitSetKind::Explicit;
+    config.min_read_recency_for_promote = 0;
+    config.min_write_recency_for_promote = 0;
+    config
+}
+
+/// Promotions per second of a tier offered 200 new objects per second for 60 s.
+fn promoted_per_s(config: CephTierConfig, object_bytes: u32) -> f64 {
+    let mut tier = CephTier::new(config, 1 << 14);
+    let mut effects = Effects::default();
+    let mut promoted = 0;
+    for seq in 0..12_000u64 {
+        effects.clear();
+        let outcome = tier.on_request(
+            &sized(seq as Key, seq, seq * 5, false, object_bytes),
+            &mut effects,
+        );
+        promoted += u32::from(outcome == Outcome::AdmittedAfterProxy && seq >= 2_000);
+    }
+    // After the first 10 s (the first second has no cap yet).
+    f64::from(promoted) / 50.0
+}
+
+/// Ceph throttles promotions per OSD, at 25 objects or 5 MiB per second, the tighter
+/// binding: one OSD promotes about 25 small objects per second but only 1-2 of 4 MiB; 24
+/// OSDs about 24 times that. The pool-wide 150 objects/s it replaced let 4 MiB objects
+/// through at 150/s.
+#[test]
+fn promotions_are_throttled_per_osd_by_objects_and_bytes() {
+    let one = eager(1 << 14);
+    let small = promoted_per_s(one.clone(), 4096);
+    assert!((10.0..=30.0).contains(&small), "{small} small objects/s");
+    let large = promoted_per_s(one, 4 << 20);
+    assert!((0.8..=3.0).contains(&large), "{large} 4 MiB objects/s");
+    let mut pool = eager(1 << 14);
+    pool.pg_count = 96;
+    pool.osd_count = 24;
+    let large = promoted_per_s(pool, 4 << 20);
+    assert!(
+        (20.0..=72.0).contains(&large),
+        "{large} 4 MiB objects/s on 24 OSDs"
+    );
+}
+
+/// agent_choose_mode takes the larger of the byte and object ratios: 90 objects of 4 MiB
+/// against 100 x 4 MiB of target_max_bytes put the PG past its full ratio although they
+/// are 9% of target_max_objects.
+#[test]
+fn the_byte_target_drives_the_agent_when_it_is_the_fuller() {
+    let mut config = eager(1000);
+    config.target_max_objects = 1000;
+    config.target_max_bytes = 100 << 22;
+    let mut tier = CephTier::new(config, 1 << 10);
+    let mut effects = Effects::default();
+    for seq in 0..90u64 {
+        tier.on_request(&sized(seq as Key, seq, seq, false, 4 << 20), &mut effects);
+    }
+    assert_eq!(tier.len(), 90);
+    assert_eq!(tier.evict_mode(0), EvictMode::Some);
+    assert_eq!(tier.ratios_micro(0).1, 900_064);
+}
+
+/// finish_promote leaves local_mtime unset, so an object promoted by a read counts its
+/// age from its last write: never written, it is old enough to evict at once. A promotion
+/// stamped with its own time waited cache_min_evict_age (1800 s) first.
+#[test]
+fn a_read_promoted_object_ages_from_its_last_write() {
+    let mut config = eager(10);
+    config.cache_min_evict_age_s = 1800;
+    let mut tier = CephTier::new(config, 64);
+    let mut effects = Effects::default();
+    let start_ms = 3_600_000;
+    for seq in 0..9u64 {
+        tier.on_request(
+            &request(seq as Key, seq, start_ms + seq, false),
+            &mut effects,
+        );
+    }
+    assert_eq!(tier.evict_mode(0), EvictMode::Some);
+    for seq in 9..40u64 {
+        tier.on_request(&request(0, seq, start_ms + seq, false), &mut effects);
+    }
+    assert!(tier.stats.evicted > 0, "{:?}", tier.stats);
+    assert_eq!(tier.stats.forced, 0);
+    // A written object is young: written and promoted now, it stays.
+    let mut tier = CephTier::new(eager(10), 64);
+    for seq in 0..9u64 {
+        tier.on_request(
+            &request(seq as Key, seq, start_ms + seq, true),
+            &mut effects,
+        );
+    }
+    for seq in 9..40u64 {
+        tier.on_request(&request(0, seq, start_ms + seq, false), &mut effects);
+    }
+    assert_eq!(tier.stats.evicted, 0, "{:?}", tier.stats);
+}
+
+/// readproxy writes and readonly reads call promote_object directly (no recency test, no
+/// throttle); a readonly write to a cached object runs on it (dirty, still cached); with
+/// no hit sets writeback promotes every miss.
+#[test]
+fn cache_modes_promote_as_maybe_handle_cache_detail_does() {
+    let mut effects = Effects::default();
+    let mut config = CephTierConfig::seed003(100);
+    config.mode = CacheMode::ReadProxy;
+    let mut tier = CephTier::new(config.clone(), 16);
+    assert_eq!(
+        tier.on_request(&request(1, 0, 0, false), &mut effects),
+        Outcome::Bypassed
+    );
+    assert_eq!(
+        tier.on_request(&request(2, 1, 1, true), &mut effects),
+        Outcome::Admitted
+    );
+    config.mode = CacheMode::ReadOnly;
+    let mut tier = CephTier::new(config.clone(), 16);
+    assert_eq!(
+        tier.on_request(&request(2, 0, 0, true), &mut effects),
+        Outcome::Bypassed
+    );
+    assert_eq!(
+        tier.on_request(&request(1, 1, 1, false), &mut effects),
+        Outcome::Admitted
+    );
+    assert_eq!(
+        tier.on_request(&request(1, 2, 2, true), &mut effects),
+        Outcome::Hit
+    );
+    assert!(tier.contains(1));
+    config.mode = CacheMode::Writeback;
+    config.hit_set_count = 0;
+    let mut tier = CephTier::new(config, 16);
+    assert_eq!(
+        tier.on_request(&request(1, 0, 0, false), &mut effects),
+        Outcome::Admitted
+    );
+    assert_eq!(
+        tier.on_request(&request(2, 1, 1, true), &mut effects),
+        Outcome::Admitted
+    );
+}
+
+/// Evictions forced by the pool's hard capacity are not Ceph's: they are counted apart
+/// and reported. In `full` evict mode writeback proxies misses without promoting.
+#[test]
+fn forced_evictions_are_counted_apart_and_a_full_pg_does_not_promote() {
+    let mut effects = Effects::default();
+    let mut config = eager(10);
+    config.agent_ops_per_request = 0;
+    let mut tier = CephTier::new(config.clone(), 64);
+    for seq in 0..30u64 {
+        tier.on_request(&request(seq as Key, seq, seq, false), &mut effects);
+    }
+    assert_eq!(tier.len(), 10);
+    assert_eq!(tier.stats.forced, 20);
+    assert!(tier.counters().contains(&("forced_evictions", 20)));
+    config.target_max_objects = 5;
+    let mut tier = CephTier::new(config, 64);
+    for seq in 0..6u64 {
+        tier.on_request(&request(seq as Key, seq, seq, false), &mut effects);
+    }
+    assert_eq!(tier.evict_mode(0), EvictMode::Full);
+    assert_eq!(
+        tier.on_request(&request(7, 6, 6, false), &mut effects),
+        Outcome::Bypassed
+    );
+    assert_eq!(tier.stats.forced, 0);
+}
+
+fn request(key: Key, seq: u64, now_ms: u64, write: bool) -> Request {
+    Request {
+        key,
+        seq,
+        now_ms,
+        write,
+        size_bytes: 4096,
+        object_bytes: 0,
+        next_seq: u64::MAX,
+    }
+}
+
+#[test]
+fn recency_two_needs_current_and_previous_set() {
+    let mut config = CephTierConfig::seed003(100);
+    config.hit_set = HitSetKind::Explicit;
+    config.hit_set_period_s = 10;
+    config.pg_count = 1;
+    let mut tier = CephTier::new(config, 16);
+    let mut effects = Effects::default();
+    // First access: not in any set -> proxied.
+    assert_eq!(
+        tier.on_request(&request(1, 0, 0, false), &mut effects),
+        Outcome::Bypassed
+    );
+    // Same period again: in current set, but the archive is empty -> still proxied.
+    assert_eq!(
+        tier.on_request(&request(1, 1, 1000, false), &mut effects),
+        Outcome::Bypassed
+    );
+    // After the period the set rotates lazily, after this access is recorded: the access is
+    // in the (old) current set and in the newest archive -> promoted, as Ceph does.
+    assert_eq!(
+        tier.on_request(&request(1, 2, 11_000, false), &mut effects),
+        Outcome::AdmittedAfterProxy
+    );
+    assert_eq!(
+        tier.on_request(&request(1, 3, 12_000, false), &mut effects),
+        Outcome::Hit
+    );
+    // A new object seen once in the new period is not promoted.
+    assert_eq!(
+        tier.on_request(&request(2, 4, 13_000, false), &mut effects),
+        Outcome::Bypassed
+    );
+}
+
+/// A writeback write miss that passes recency is proxied to the base pool and the object
+/// promoted clean (do_proxy_write, then maybe_promote; finish_promote sets no dirty flag):
+/// nothing to flush. It used to be inserted dirty, absorbing the write.
+#[test]
+fn a_writeback_write_miss_is_proxied_and_promoted_clean() {
+    let mut config = CephTierConfig::seed003(100);
+    config.min_write_recency_for_promote = 0;
+    config.cache_min_flush_age_s = 0;
+    config.cache_target_dirty_ratio = 0.0;
+    config.pg_count = 1;
+    let mut tier = CephTier::new(config, 16);
+    let mut effects = Effects::default();
+    assert_eq!(
+        tier.on_request(&request(1, 0, 0, true), &mut effects),
+        Outcome::AdmittedAfterProxy
+    );
+    assert!(tier.contains(1));
+    // A dirty ratio target of 0 flushes any dirty object the agent meets: none is dirty.
+    for seq in 1..20 {
+        tier.on_request(&request(1, seq, seq * 1000, false), &mut effects);
+    }
+    assert!(effects.flushed.is_empty());
+    assert_eq!(tier.stats.flushed, 0);
+    // A write hit dirties the copy, which the agent then flushes.
+    assert_eq!(
+        tier.on_request(&request(1, 20, 20_000, true), &mut effects),
+        Outcome::Hit
+    );
+    tier.on_request(&request(1, 21, 21_000, false), &mut effects);
+    assert_eq!(tier.stats.flushed, 1);
+}
+
+/// Seed 003's tier (bloom sets, 4 h period, recency 2) over few objects per PG, as
+/// `--mapping object` gives: the sets fill after 1000 accesses each, so an object read
+/// again is promoted well within a 2 h trace. Counting only new keys, no set ever filled and
+/// nothing was promoted.
+#[test]
+fn few_hot_objects_are_promoted_once_their_pg_has_1000_accesses() {
+    let mut config = CephTierConfig::seed003(100);
+    config.pg_count = 1;
+    let mut tier = CephTier::new(config, 16);
+    let mut effects = Effects::default();
+    let mut admitted = 0;
+    for seq in 0..3000u64 {
+        let outcome = tier.on_request(
+            &request((seq % 10) as Key, seq, seq * 1000, false),
+            &mut effects,
+        );
+        admitted += (outcome == Outcome::AdmittedAfterProxy) as u32;
+    }
+    assert_eq!(admitted, 10, "each of the 10 objects promoted once");
+    assert_eq!(tier.len(), 10);
+}
+
+#[test]
+fn pool_never_exceeds_capacity_and_flushes_dirty_objects() {
+    let mut config = CephTierConfig::seed003(50);
+    config.target_max_objects = 50;
+    config.min_read_recency_for_promote = 0;
+    config.min_write_recency_for_promote = 0;
+    config.cache_min_flush_age_s = 0;
+    config.cache_min_evict_age_s = 0;
+    config.pg_count = 4;
+    let mut tier = CephTier::new(config, 1024);
+    let mut effects = Effects::default();
+    let mut flushed = 0;
+    for seq in 0..5000u64 {
+        effects.clear();
+        let key = (mix64(seq) % 500) as Key;
+        tier.on_request(&request(key, seq, seq * 10, seq % 3 == 0), &mut effects);
+        flushed += effects.flushed.len();
+        assert!(tier.len() <= 50);
+    }
+    assert!(flushed > 0);
+}
