@@ -204,7 +204,7 @@ pub struct Seed000Args {
         long,
         short = 'H',
         value_delimiter = ',',
-        default_value = "0,0.5,1,2,4,8,18"
+        default_value = "0,0.1,0.2,0.5,1,2,4,8,18"
     )]
     pub threshold: Vec<f64>,
     /// Smoothing constants a.
