@@ -83,7 +83,8 @@ pub struct GatewayConfig {
     pub index_pool: String,
     /// Pool for object data. Default `strata.rgw.data`.
     pub data_pool: String,
-    /// Replicas of each pool when the gateway creates it. Default 1.
+    /// Replicas of each pool when the gateway creates it (min_size is Ceph's default,
+    /// size - size/2). Default 1.
     pub pool_size: u32,
     /// Placement groups of each pool when the gateway creates it. Default 16.
     pub pool_pg_num: u32,

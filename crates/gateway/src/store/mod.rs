@@ -183,13 +183,12 @@ pub(crate) async fn open_pool(
         Err(RadosError::NotFound(_)) => {}
         Err(error) => return Err(error.into()),
     }
+    // min_size is Ceph's default, size - size/2 (2 of 3): a write is acknowledged only with
+    // a majority of its copies. It was pinned to 1, which acknowledged S3 writes held by a
+    // single OSD while two were down.
     let spec = PoolSpec::new(name)
         .with_size(config.pool_size)
         .with_pg_num(config.pool_pg_num);
-    let spec = PoolSpec {
-        min_size: Some(1),
-        ..spec
-    };
     match rados.pool_create(spec).await {
         Ok(_) | Err(RadosError::Exists(_)) => Ok(rados.io_ctx(name).await?),
         Err(error) => Err(error.into()),

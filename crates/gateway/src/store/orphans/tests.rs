@@ -367,3 +367,24 @@ async fn the_report_counts_only_listed_objects() {
         "{report:?}"
     );
 }
+
+/// Review item 5: the gateway created its pools with min_size 1 whatever their size, so S3
+/// writes were acknowledged with one copy while two of three OSDs were down. Now Ceph's
+/// default, size - size/2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_pools_take_cephs_min_size() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cluster = cluster_of(dir.path(), 3).await;
+    for (size, min_size) in [(1, 1), (2, 1), (3, 2)] {
+        let config = GatewayConfig {
+            pool_size: size,
+            ..GatewayConfig::default()
+        };
+        let name = format!("pool-of-{size}");
+        super::super::open_pool(&cluster, &config, &name)
+            .await
+            .expect("pool");
+        let info = cluster.pool_lookup(&name).await.expect("lookup");
+        assert_eq!((info.size, info.min_size), (size, min_size));
+    }
+}
