@@ -152,6 +152,10 @@ pub enum GatewayError {
     /// A stored record does not decode (a bug or corruption).
     #[error("corrupt metadata: {0}")]
     Corrupt(String),
+    /// Orphan collection (`strata gc`) took this upload for abandoned (it ran longer than the
+    /// grace period) and fenced its commit: nothing was stored, the client may retry (500).
+    #[error("upload outlived the orphan collection's grace period and was not stored; retry: {0}")]
+    UploadCollected(String),
 }
 
 /// The result type of the gateway.
@@ -241,7 +245,9 @@ impl GatewayError {
                 RadosError::CompareFailed(_) => S3ErrorCode::ServiceUnavailable,
                 _ => S3ErrorCode::InternalError,
             },
-            GatewayError::Corrupt(_) => S3ErrorCode::InternalError,
+            GatewayError::Corrupt(_) | GatewayError::UploadCollected(_) => {
+                S3ErrorCode::InternalError
+            }
         }
     }
 
@@ -270,7 +276,9 @@ impl GatewayError {
             GatewayError::PreconditionFailed => S::PRECONDITION_FAILED,
             GatewayError::NotModified(_) => S::NOT_MODIFIED,
             GatewayError::NotImplemented(_) => S::NOT_IMPLEMENTED,
-            GatewayError::Rados(_) | GatewayError::Corrupt(_) => match self.code() {
+            GatewayError::Rados(_)
+            | GatewayError::Corrupt(_)
+            | GatewayError::UploadCollected(_) => match self.code() {
                 S3ErrorCode::ServiceUnavailable => S::SERVICE_UNAVAILABLE,
                 _ => S::INTERNAL_SERVER_ERROR,
             },

@@ -75,6 +75,41 @@ pub fn shard_of(key: &str, shards: u32) -> u32 {
 /// one, and the unversioned read and write paths never see them.
 pub const VERSION_NAMESPACE: u8 = 0xff;
 
+/// First byte of every write intent's omap key (`0xFE tag`, value: the start time in ns as
+/// decimal text), kept in the object the write will commit to: the key's index shard for a
+/// PUT or copy, the upload's object for a part. Like [`VERSION_NAMESPACE`] it never occurs in
+/// UTF-8, and it sorts between the plain entries and the version entries: listings stop at
+/// it. A commit removes its intent in the same guarded omap write that stores the entry, and
+/// orphan collection removes (fences) an intent older than its grace period the same way, so
+/// exactly one of the two wins (see [`crate::store`]).
+pub const INTENT_NAMESPACE: u8 = 0xfe;
+
+/// The omap key of the write intent of data tag `tag`.
+pub fn intent_key(tag: &str) -> Vec<u8> {
+    let mut out = vec![INTENT_NAMESPACE];
+    out.extend_from_slice(tag.as_bytes());
+    out
+}
+
+/// The tag of a write intent's omap key; `None` for any other omap key.
+pub fn parse_intent_key(raw: &[u8]) -> Option<String> {
+    let (&first, tag) = raw.split_first()?;
+    (first == INTENT_NAMESPACE)
+        .then(|| String::from_utf8(tag.to_vec()).ok())
+        .flatten()
+}
+
+/// Whether an omap key of an index shard or an upload object is bookkeeping (a version entry
+/// or a write intent) rather than a plain entry or a part.
+pub fn is_namespaced(raw: &[u8]) -> bool {
+    raw.first().is_some_and(|&b| b >= INTENT_NAMESPACE)
+}
+
+/// The prefix every data object of tag `tag` in bucket `bucket_id` starts with.
+pub fn pieces_prefix(bucket_id: &str, tag: &str) -> String {
+    format!("{bucket_id}_{tag}_")
+}
+
 /// Characters of a version suffix: 16 hex digits of `u64::MAX - mtime_ns`, then 8 random hex
 /// digits.
 pub const VERSION_SUFFIX_CHARS: usize = 24;

@@ -10,7 +10,9 @@
 //! - index pool: bucket index `.dir.<bucket-id>.<shard>` (omap: key -> entry), sharded by a
 //!   hash of the key; in a bucket with versioning also `0xFF key 0x00 suffix` -> one version
 //!   or delete marker, newest first, in the same shard as the key ([`versioning`]);
-//!   multipart uploads `.uploads.<bucket-id>` and `.upload.<bucket-id>.<id>`.
+//!   multipart uploads `.uploads.<bucket-id>` and `.upload.<bucket-id>.<id>`; in both a shard
+//!   and an upload object, `0xFE tag` -> start time is the write intent of an upload in
+//!   progress (between the plain entries and the versions; listings skip it).
 //! - data pool: one head object per written object version, `<bucket-id>_<tag>_<key>`, holding
 //!   up to one chunk (4 MiB) of data with the metadata in an xattr; larger objects continue in
 //!   `<bucket-id>_<tag>__shadow_<n>` pieces. Multipart parts are pieces of their own and are
@@ -40,6 +42,17 @@
 //!   atomic omap write to the key's shard; a version's pieces are removed only after the
 //!   write that made them unreachable, and belong to that version alone.
 //! - Client mistakes map to S3 4xx errors in one place ([`error`]); 5xx only for the cluster.
+//! - Orphan collection (`strata gc`) never removes data an acknowledged object uses: every
+//!   PUT, copy and part upload records a write intent (`0xFE tag` in the omap of the object
+//!   it commits to) before writing data, and its commit is one guarded omap write that needs
+//!   the intent and removes it. The collector lists the data pool first, then reads every
+//!   reference (entries, parts, intents, GC queue); it leaves data under a live intent alone
+//!   and fences an intent older than the grace period by removing it with a guarded write, so
+//!   of a slow upload and the collector exactly one wins: the upload then fails with 500
+//!   (nothing stored, retry) instead of acknowledging data that is gone. Orphans go to the
+//!   GC queue (removed after `gc_min_wait_s`), so data an overwrite replaced during the pass
+//!   keeps its wait. Decided as radosgw's bucket-index prepare/complete, with the
+//!   conservatism of its offline orphan tools; see `store/orphans.rs` for the whole protocol.
 
 pub mod acl;
 mod auth;
@@ -58,7 +71,7 @@ pub use auth::{AllowAll, ClusterAuth};
 pub use error::GatewayError;
 pub use server::{serve, Server};
 pub use service::Gateway;
-pub use store::{GatewayStats, OrphanReport};
+pub use store::{GatewayStats, OrphanReport, ORPHAN_GRACE_S_MIN};
 pub use users::{User, Users};
 
 /// How a gateway lays out and serves data.
@@ -70,7 +83,8 @@ pub struct GatewayConfig {
     pub index_pool: String,
     /// Pool for object data. Default `strata.rgw.data`.
     pub data_pool: String,
-    /// Replicas of each pool when the gateway creates it. Default 1.
+    /// Replicas of each pool when the gateway creates it (min_size is Ceph's default,
+    /// size - size/2). Default 1.
     pub pool_size: u32,
     /// Placement groups of each pool when the gateway creates it. Default 16.
     pub pool_pg_num: u32,

@@ -94,11 +94,12 @@ impl IndexWalk {
         Ok(self.shards[i].buffer.pop_front())
     }
 
-    /// The next plain entry (key and entry); `None` at the end or at the version entries,
-    /// which sort after every plain entry.
+    /// The next plain entry (key and entry); `None` at the end or at the write intents and
+    /// version entries, which sort after every plain entry.
     pub async fn next_plain(&mut self) -> Result<Option<(String, ObjectEntry)>> {
         match self.next().await? {
-            Some((key, _)) if key.first() == Some(&VERSION_NAMESPACE) => Ok(None),
+            // Write intents (0xFE) and then versions (0xFF) follow the plain entries.
+            Some((key, _)) if layout::is_namespaced(&key) => Ok(None),
             Some((key, value)) => {
                 let key = String::from_utf8(key)
                     .map_err(|e| crate::GatewayError::Corrupt(e.to_string()))?;

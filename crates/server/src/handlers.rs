@@ -18,7 +18,7 @@
 //! | `POST /api/scrub?pool=P&repair=true`   | deep scrub, returns the report         |
 //! | `GET /api/users`, `POST /api/users`    | S3 users: list, create (`{"uid",...}`) |
 //! | `GET/DELETE /api/users/{uid}`          | one user's keys, remove it             |
-//! | `POST /api/gc?grace_s=S&dry_run=true`  | S3 orphan collection, returns the report |
+//! | `POST /api/gc?grace_s=S&dry_run=true&force=true` | S3 orphan collection, returns the report |
 
 use bytes::Bytes;
 use hyper::{Method, Uri};
@@ -181,6 +181,7 @@ async fn collect_orphans(gateway: Option<&gateway::Gateway>, uri: &Uri) -> Resul
     };
     let mut grace_s: u64 = 3600;
     let mut dry_run = false;
+    let mut force = false;
     for (name, value) in query(uri)? {
         match name.as_str() {
             "grace_s" => {
@@ -191,12 +192,22 @@ async fn collect_orphans(gateway: Option<&gateway::Gateway>, uri: &Uri) -> Resul
                 })?
             }
             "dry_run" => dry_run = value == "true" || value == "1",
+            "force" => force = value == "true" || value == "1",
             other => {
                 return Err(ServerError::BadRequest(format!(
-                    "unknown parameter {other:?} (grace_s, dry_run)"
+                    "unknown parameter {other:?} (grace_s, dry_run, force)"
                 )))
             }
         }
+    }
+    // Uploads running longer than the grace period are fenced (they fail with 500): a short
+    // one breaks ordinary slow uploads, so it takes force=true (a dry run changes nothing).
+    if grace_s < gateway::ORPHAN_GRACE_S_MIN && !dry_run && !force {
+        return Err(ServerError::BadRequest(format!(
+            "grace_s {grace_s} is shorter than {} s: every upload still running after it \
+             would be failed; pass force=true (strata gc --force) to do it anyway",
+            gateway::ORPHAN_GRACE_S_MIN
+        )));
     }
     let grace_ns = grace_s.saturating_mul(1_000_000_000);
     let report = gateway

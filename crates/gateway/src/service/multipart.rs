@@ -13,7 +13,7 @@ use crate::acl::{Permission, Requester};
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, BucketRecord, ObjectEntry, PartRecord, UploadRecord};
 use crate::list::past_prefix;
-use crate::store::OmapChange;
+use crate::store::{Intent, OmapChange};
 
 /// Highest part number S3 allows.
 const PART_NUMBER_MAX: i32 = 10_000;
@@ -61,8 +61,11 @@ impl Gateway {
                 Err(error) => return Err(error.into()),
             };
             for (key, value) in &page.entries {
-                out.push(layout::decode(value)?);
                 after = Some(key.clone());
+                if layout::is_namespaced(key) {
+                    continue; // the write intent of a part upload in progress
+                }
+                out.push(layout::decode(value)?);
             }
             if !page.more || page.entries.is_empty() {
                 return Ok(out);
@@ -140,23 +143,33 @@ impl Gateway {
         object_key: &str,
         upload_id: &str,
         part: PartRecord,
+        intent: &Intent,
     ) -> Result<()> {
         let oid = layout::upload_object(&bucket.id, upload_id);
         let key = layout::part_key(part.number);
         let _guard = self.store.lock_upload(upload_id).await;
         if let Err(error) = self.upload(bucket, object_key, upload_id).await {
-            self.store.remove_pieces(part.pieces).await;
+            self.store.abandon_write(intent, part.pieces).await;
             return Err(error);
         }
         let encoded = layout::encode(&part);
-        let replaced = self
+        let replaced = match self
             .store
-            .update_omap_value(&oid, &key, |stored| {
+            .update_omap_value(&oid, &key, Some(intent), |stored| {
                 let old = stored.map(layout::decode::<PartRecord>).transpose()?;
                 let replaced = old.map(|old| old.pieces).unwrap_or_default();
                 Ok(OmapChange::Set(encoded.clone(), Vec::new(), replaced))
             })
-            .await?;
+            .await
+        {
+            Ok(replaced) => replaced,
+            Err(error) => {
+                if matches!(error, GatewayError::UploadCollected(_)) {
+                    self.store.abandon_write(intent, part.pieces).await;
+                }
+                return Err(error);
+            }
+        };
         if replaced.is_empty() {
             return Ok(());
         }
@@ -203,15 +216,26 @@ impl Gateway {
             input.part_number,
             self.store.new_tag(4)
         );
+        let intent = self
+            .store
+            .begin_part_write(&bucket, &input.upload_id, &tag)
+            .await?;
         let body = super::integrity::request_body(input.body, checksums.as_ref());
-        let (pieces, size, md5) = self
+        let (pieces, size, md5) = match self
             .store
             .write_body(&bucket.id, &tag, &input.key, body)
-            .await?;
+            .await
+        {
+            Ok(written) => written,
+            Err(error) => {
+                self.store.abandon_write(&intent, Vec::new()).await;
+                return Err(error);
+            }
+        };
         let checked = check_content_md5(input.content_md5.as_deref(), &md5)
             .and_then(|()| checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref())));
         if let Err(error) = checked {
-            self.store.remove_pieces(pieces).await;
+            self.store.abandon_write(&intent, pieces).await;
             return Err(error);
         }
         let etag = hex::encode(md5);
@@ -222,7 +246,7 @@ impl Gateway {
             mtime_ns: self.store.now_ns(),
             pieces,
         };
-        self.save_part(&bucket, &input.key, &input.upload_id, part)
+        self.save_part(&bucket, &input.key, &input.upload_id, part, &intent)
             .await?;
         Ok(UploadPartOutput {
             e_tag: Some(convert::etag(&etag)),
@@ -264,11 +288,22 @@ impl Gateway {
             input.part_number,
             self.store.new_tag(4)
         );
+        let intent = self
+            .store
+            .begin_part_write(&bucket, &input.upload_id, &tag)
+            .await?;
         let stream = Box::pin(self.store.read_range(&source.pieces, start, end));
-        let (pieces, size, md5) = self
+        let (pieces, size, md5) = match self
             .store
             .write_body(&bucket.id, &tag, &input.key, stream)
-            .await?;
+            .await
+        {
+            Ok(written) => written,
+            Err(error) => {
+                self.store.abandon_write(&intent, Vec::new()).await;
+                return Err(error);
+            }
+        };
         let etag = hex::encode(md5);
         let mtime_ns = self.store.now_ns();
         let part = PartRecord {
@@ -278,7 +313,7 @@ impl Gateway {
             mtime_ns,
             pieces,
         };
-        self.save_part(&bucket, &input.key, &input.upload_id, part)
+        self.save_part(&bucket, &input.key, &input.upload_id, part, &intent)
             .await?;
         Ok(UploadPartCopyOutput {
             copy_part_result: Some(CopyPartResult {
@@ -568,7 +603,7 @@ impl Gateway {
         // A precondition that fails leaves the upload as it was, for another Complete.
         let entry = self
             .store
-            .commit_if(&bucket, &input.key, entry, &condition)
+            .commit_if(&bucket, &input.key, entry, &condition, None)
             .await?;
         let used: std::collections::BTreeSet<i32> = chosen.iter().map(|p| p.number).collect();
         let unused = stored

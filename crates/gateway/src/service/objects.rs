@@ -188,21 +188,33 @@ impl Gateway {
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         let tag = self.store.new_tag(8);
+        // Orphan collection leaves the data of a write with a live intent alone.
+        let intent = self
+            .store
+            .begin_object_write(&bucket, &input.key, &tag)
+            .await?;
         // The checksums the client gave are checked against the data as it streams in.
         let body = super::integrity::request_body(input.body, checksums.as_ref());
-        let (pieces, size, md5) = self
+        let (pieces, size, md5) = match self
             .store
             .write_body(&bucket.id, &tag, &input.key, body)
-            .await?;
+            .await
+        {
+            Ok(written) => written,
+            Err(error) => {
+                self.store.abandon_write(&intent, Vec::new()).await;
+                return Err(error);
+            }
+        };
         if let Err(error) = check_content_md5(content_md5.as_deref(), &md5) {
-            self.store.remove_pieces(pieces).await;
+            self.store.abandon_write(&intent, pieces).await;
             return Err(error);
         }
         let checksum_sha256 = match checksums.map(|check| check.verify(trailers.as_ref())) {
             None => None,
             Some(Ok(sha256)) => sha256,
             Some(Err(error)) => {
-                self.store.remove_pieces(pieces).await;
+                self.store.abandon_write(&intent, pieces).await;
                 return Err(error);
             }
         };
@@ -230,16 +242,20 @@ impl Gateway {
         let pieces = entry.pieces.clone();
         let entry = match self
             .store
-            .commit_if(&bucket, &input.key, entry, &condition)
+            .commit_if(&bucket, &input.key, entry, &condition, Some(&intent))
             .await
         {
             Ok(entry) => entry,
             Err(error) => {
+                // Nothing refers to the data (a cluster error may hide a commit that
+                // happened: then the intent is gone, and orphan collection sorts it out).
                 if matches!(
                     error,
-                    GatewayError::PreconditionFailed | GatewayError::NoSuchKey(_)
+                    GatewayError::PreconditionFailed
+                        | GatewayError::NoSuchKey(_)
+                        | GatewayError::UploadCollected(_)
                 ) {
-                    self.store.remove_pieces(pieces).await; // nothing refers to them
+                    self.store.abandon_write(&intent, pieces).await;
                 }
                 return Err(error);
             }
@@ -663,11 +679,22 @@ impl Gateway {
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         let tag = self.store.new_tag(8);
+        let intent = self
+            .store
+            .begin_object_write(&bucket, &input.key, &tag)
+            .await?;
         let stream = Box::pin(self.store.read_range(&source.pieces, 0, source.size));
-        let (pieces, size, md5) = self
+        let (pieces, size, md5) = match self
             .store
             .write_body(&bucket.id, &tag, &input.key, stream)
-            .await?;
+            .await
+        {
+            Ok(written) => written,
+            Err(error) => {
+                self.store.abandon_write(&intent, Vec::new()).await;
+                return Err(error);
+            }
+        };
         let etag = if source.parts_count > 0 {
             source.etag.clone()
         } else {
@@ -687,7 +714,20 @@ impl Gateway {
             checksum_sha256: source.checksum_sha256.clone(),
             ..Default::default()
         };
-        let entry = self.store.commit(&bucket, &input.key, entry).await?;
+        let pieces = entry.pieces.clone();
+        let entry = match self
+            .store
+            .commit(&bucket, &input.key, entry, Some(&intent))
+            .await
+        {
+            Ok(entry) => entry,
+            Err(error) => {
+                if matches!(error, GatewayError::UploadCollected(_)) {
+                    self.store.abandon_write(&intent, pieces).await;
+                }
+                return Err(error);
+            }
+        };
         Ok(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(convert::etag(&entry.etag)),

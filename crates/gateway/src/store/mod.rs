@@ -1,9 +1,10 @@
 //! The gateway's state in the cluster: buckets, index entries, data pieces, uploads, GC.
 //!
 //! Everything S3-specific (headers, XML, auth) stays in [`crate::service`]; this module speaks
-//! only records ([`crate::layout`]) and byte streams.
+//! only records ([`crate::layout`]) and byte streams. Write intents and orphan collection
+//! live in [`orphans`].
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -14,9 +15,14 @@ use rados::{IoCtx, PoolSpec, Rados, RadosError, WriteOp};
 use rand::{Rng, SeedableRng};
 
 use crate::error::{GatewayError, Result};
-use crate::layout::{self, BucketRecord, ObjectEntry, PartRecord, Piece, Versioning};
+use crate::layout::{self, BucketRecord, ObjectEntry, Piece, Versioning};
 use crate::versioning::{self, Found, KeyState, Plan, Version};
 use crate::GatewayConfig;
+
+mod orphans;
+
+pub(crate) use orphans::Intent;
+pub use orphans::{OrphanReport, ORPHAN_GRACE_S_MIN};
 
 /// Counters of one gateway process (observable; tests read them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,25 +39,8 @@ pub struct GatewayStats {
     /// Index commits that lost a race with another gateway (the entry changed between the
     /// read and the guarded write) and were decided again.
     pub index_races: u64,
-    /// Unreferenced data objects removed by orphan collection.
+    /// Unreferenced data objects orphan collection removed or queued for removal.
     pub orphans_removed: u64,
-}
-
-/// What one [`Store::collect_orphans`] pass found.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct OrphanReport {
-    /// Objects in the data pool.
-    pub data_objects: u64,
-    /// Data objects index entries and uploaded parts refer to.
-    pub referenced: u64,
-    /// Unreferenced objects younger than the grace period (possibly a PUT in progress).
-    pub too_young: u64,
-    /// Unreferenced objects older than the grace period.
-    pub orphans: Vec<String>,
-    /// Their logical bytes.
-    pub orphan_bytes: u64,
-    /// How many of them were removed (none in a dry run).
-    pub removed: u64,
 }
 
 #[derive(Default)]
@@ -194,13 +183,12 @@ pub(crate) async fn open_pool(
         Err(RadosError::NotFound(_)) => {}
         Err(error) => return Err(error.into()),
     }
+    // min_size is Ceph's default, size - size/2 (2 of 3): a write is acknowledged only with
+    // a majority of its copies. It was pinned to 1, which acknowledged S3 writes held by a
+    // single OSD while two were down.
     let spec = PoolSpec::new(name)
         .with_size(config.pool_size)
         .with_pg_num(config.pool_pg_num);
-    let spec = PoolSpec {
-        min_size: Some(1),
-        ..spec
-    };
     match rados.pool_create(spec).await {
         Ok(_) | Err(RadosError::Exists(_)) => Ok(rados.io_ctx(name).await?),
         Err(error) => Err(error.into()),
@@ -345,7 +333,7 @@ impl Store {
     pub async fn bucket_has_no_objects(&self, record: &BucketRecord) -> Result<bool> {
         for shard in 0..record.shards {
             let oid = layout::index_shard_object(&record.id, shard);
-            if !self.omap_is_empty(&self.index, &oid).await? {
+            if self.shard_has_entries(&oid).await? {
                 return Ok(false);
             }
         }
@@ -382,6 +370,32 @@ impl Store {
                 .await,
         )?;
         Ok(())
+    }
+
+    /// Whether an index shard holds an entry or a version (write intents of uploads in
+    /// progress do not count: their commits fail once the bucket's shards are gone).
+    async fn shard_has_entries(&self, oid: &str) -> Result<bool> {
+        let first = match self.index.omap_get_vals(oid, None, b"", 1).await {
+            Ok(page) => page.entries.into_iter().next(),
+            Err(RadosError::NotFound(_)) => return Ok(false),
+            Err(error) => return Err(error.into()),
+        };
+        match first {
+            None => Ok(false),
+            Some((key, _)) if key.first() == Some(&layout::INTENT_NAMESPACE) => {
+                let versions = [layout::VERSION_NAMESPACE];
+                Ok(!self.omap_is_empty_with(oid, &versions).await?)
+            }
+            Some(_) => Ok(true),
+        }
+    }
+
+    async fn omap_is_empty_with(&self, oid: &str, prefix: &[u8]) -> Result<bool> {
+        match self.index.omap_get_vals(oid, None, prefix, 1).await {
+            Ok(page) => Ok(page.entries.is_empty()),
+            Err(RadosError::NotFound(_)) => Ok(true),
+            Err(error) => Err(error.into()),
+        }
     }
 
     async fn omap_is_empty(&self, io: &Arc<dyn IoCtx>, oid: &str) -> Result<bool> {
@@ -437,12 +451,19 @@ impl Store {
     /// pieces it frees) is always the one the index held: no overwrite or delete orphans
     /// another writer's data. Callers hold an in-process lock, which only spares this
     /// gateway's own writers the retries.
+    /// With `intent`, the write also requires the intent to still be there and removes it
+    /// (the commit of a write in progress, see [`orphans`]): when orphan collection fenced
+    /// it, nothing is written and the error is [`GatewayError::UploadCollected`].
     pub(crate) async fn update_omap_value<T>(
         &self,
         oid: &str,
         omap_key: &[u8],
+        intent: Option<&Intent>,
         mut change: impl FnMut(Option<&[u8]>) -> Result<OmapChange<T>>,
     ) -> Result<T> {
+        if let Some(intent) = intent {
+            assert_eq!(intent.oid, oid, "a write commits where its intent is");
+        }
         for _ in 0..INDEX_RACE_RETRIES {
             let raw = match self
                 .index
@@ -454,6 +475,10 @@ impl Store {
                 Err(error) => return Err(error.into()),
             };
             let guarded = WriteOp::new().compare_omap(omap_key.to_vec(), raw.clone());
+            let guarded = match intent {
+                Some(intent) => intent.guard(guarded),
+                None => guarded,
+            };
             let (op, freed, result) = match change(raw.as_deref())? {
                 OmapChange::Keep(result) => return Ok(result),
                 OmapChange::Set(value, freed, result) => (
@@ -467,12 +492,17 @@ impl Store {
                     result,
                 ),
             };
+            let op = match intent {
+                Some(intent) => intent.consume(op),
+                None => op,
+            };
             match self.index.operate(oid, op).await {
                 Ok(()) => {
                     self.retire_pieces(freed).await;
                     return Ok(result);
                 }
                 Err(RadosError::CompareFailed(_)) => {
+                    self.check_intent(intent).await?;
                     self.counters.index_races.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(error) => return Err(error.into()),
@@ -489,11 +519,12 @@ impl Store {
         &self,
         bucket: &BucketRecord,
         key: &str,
+        intent: Option<&Intent>,
         mut change: impl FnMut(Option<ObjectEntry>) -> OmapChange<T>,
     ) -> Result<T> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
         let _guard = self.locks.lock(&bucket.id, key).await;
-        self.update_omap_value(&oid, key.as_bytes(), |raw| {
+        self.update_omap_value(&oid, key.as_bytes(), intent, |raw| {
             let old = raw.map(layout::decode).transpose()?;
             Ok(change(old))
         })
@@ -501,14 +532,17 @@ impl Store {
     }
 
     /// Makes `entry` the object `key` (a new version of it in a bucket with versioning) and
-    /// returns the object as stored, with its version id in a bucket with versioning.
+    /// returns the object as stored, with its version id in a bucket with versioning. With
+    /// `intent` (the write that stored the entry's data), the commit also ends the intent,
+    /// and fails with [`GatewayError::UploadCollected`] if orphan collection fenced it.
     pub async fn commit(
         &self,
         bucket: &BucketRecord,
         key: &str,
         entry: ObjectEntry,
+        intent: Option<&Intent>,
     ) -> Result<ObjectEntry> {
-        self.commit_if(bucket, key, entry, &WriteCondition::default())
+        self.commit_if(bucket, key, entry, &WriteCondition::default(), intent)
             .await
     }
 
@@ -521,11 +555,12 @@ impl Store {
         key: &str,
         entry: ObjectEntry,
         condition: &WriteCondition,
+        intent: Option<&Intent>,
     ) -> Result<ObjectEntry> {
         let bucket = match bucket.versioning {
             Some(_) => bucket.clone(),
             None => match self
-                .commit_unversioned(bucket, key, &entry, condition)
+                .commit_unversioned(bucket, key, &entry, condition, intent)
                 .await?
             {
                 Unversioned::Done => return Ok(entry),
@@ -535,7 +570,7 @@ impl Store {
         let status = bucket.versioning.ok_or_else(|| {
             GatewayError::Corrupt(format!("{key}: a version in a bucket without versioning"))
         })?;
-        self.commit_version(&bucket, key, entry, status, condition)
+        self.commit_version(&bucket, key, entry, status, condition, intent)
             .await
     }
 
@@ -549,8 +584,9 @@ impl Store {
         key: &str,
         entry: &ObjectEntry,
         condition: &WriteCondition,
+        intent: Option<&Intent>,
     ) -> Result<Unversioned> {
-        self.update_plain(bucket, key, |old| match old {
+        self.update_plain(bucket, key, intent, |old| match old {
             Some(old) if old.version_id.is_some() => {
                 OmapChange::Keep(Ok(Unversioned::BucketVersioned))
             }
@@ -574,7 +610,7 @@ impl Store {
     /// Removes object `key` of a bucket without versioning (done if it was not there);
     /// removes nothing if the key has a version entry (as [`Store::commit_unversioned`]).
     pub async fn delete(&self, bucket: &BucketRecord, key: &str) -> Result<Unversioned> {
-        self.update_plain(bucket, key, |old| match old {
+        self.update_plain(bucket, key, None, |old| match old {
             None => OmapChange::Keep(Unversioned::Done),
             Some(old) if old.version_id.is_some() => OmapChange::Keep(Unversioned::BucketVersioned),
             Some(old) => OmapChange::Remove(old.pieces, Unversioned::Done),
@@ -726,6 +762,7 @@ impl Store {
         key: &str,
         plan: Plan,
         stored: &Stored,
+        intent: Option<&Intent>,
     ) -> Result<bool> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
         let touched: BTreeSet<&Vec<u8>> = plan
@@ -748,12 +785,17 @@ impl Store {
                 .collect();
             op = op.omap_set(set);
         }
+        if let Some(intent) = intent {
+            assert_eq!(intent.oid, oid, "a write commits where its intent is");
+            op = intent.consume(intent.guard(op));
+        }
         match self.index.operate(&oid, op).await {
             Ok(()) => {
                 self.retire_pieces(plan.freed).await;
                 Ok(true)
             }
             Err(RadosError::CompareFailed(_)) => {
+                self.check_intent(intent).await?;
                 self.counters.index_races.fetch_add(1, Ordering::Relaxed);
                 Ok(false)
             }
@@ -769,6 +811,7 @@ impl Store {
         mut entry: ObjectEntry,
         status: Versioning,
         condition: &WriteCondition,
+        intent: Option<&Intent>,
     ) -> Result<ObjectEntry> {
         let _guard = self.locks.lock(&bucket.id, key).await;
         // Enabled needs only the newest version (for the ordering); Suspended must find the
@@ -784,7 +827,7 @@ impl Store {
             let suffix = layout::version_suffix(entry.mtime_ns, &self.new_tag(4));
             let (plan, written) =
                 versioning::plan_write(key, &state, status, entry.clone(), &suffix);
-            if self.carry_out(bucket, key, plan, &stored).await? {
+            if self.carry_out(bucket, key, plan, &stored, intent).await? {
                 return Ok(written);
             }
         }
@@ -806,8 +849,15 @@ impl Store {
             delete_marker: true,
             ..ObjectEntry::default()
         };
-        self.commit_version(bucket, key, marker, status, &WriteCondition::default())
-            .await
+        self.commit_version(
+            bucket,
+            key,
+            marker,
+            status,
+            &WriteCondition::default(),
+            None,
+        )
+        .await
     }
 
     /// Checks a version id from a request: `null` or one this gateway could have generated.
@@ -868,7 +918,7 @@ impl Store {
             };
             let removed = state.get(found).cloned();
             let plan = versioning::plan_remove(key, &state, found);
-            if self.carry_out(bucket, key, plan, &stored).await? {
+            if self.carry_out(bucket, key, plan, &stored, None).await? {
                 return Ok(removed);
             }
         }
@@ -897,7 +947,7 @@ impl Store {
         let null = version_id.is_none_or(|v| v == versioning::NULL_VERSION_ID);
         if bucket.versioning.is_none() && null {
             let outcome = self
-                .update_plain(bucket, key, |old| match old {
+                .update_plain(bucket, key, None, |old| match old {
                     Some(old) if old.version_id.is_some() => {
                         OmapChange::Keep(Plain::BucketVersioned)
                     }
@@ -933,7 +983,7 @@ impl Store {
                 return Ok(false);
             };
             let plan = versioning::plan_update(key, &state, found, entry.clone());
-            if self.carry_out(bucket, key, plan, &stored).await? {
+            if self.carry_out(bucket, key, plan, &stored, None).await? {
                 return Ok(true);
             }
         }
@@ -1164,86 +1214,6 @@ impl Store {
                 return Ok(out);
             }
         }
-    }
-
-    /// Every data object some index entry or uploaded part refers to. Uploads are read before
-    /// the index shards: a multipart completion commits its entry before it forgets the
-    /// upload, so a part moving from one to the other is seen in at least one of them.
-    async fn referenced_pieces(&self) -> Result<HashSet<String>> {
-        // Data queued for the GC is the GC's to remove, when its wait is over.
-        let mut referenced: HashSet<String> = self
-            .omap_all(&self.meta, layout::GC_OBJECT)
-            .await?
-            .into_iter()
-            .map(|(key, _)| String::from_utf8_lossy(&key).into_owned())
-            .collect();
-        for bucket in self.buckets().await? {
-            let uploads = self
-                .omap_all(&self.index, &layout::uploads_object(&bucket.id))
-                .await?;
-            for (raw, _) in uploads {
-                let Some(at) = raw.iter().position(|&b| b == 0) else {
-                    continue;
-                };
-                let upload_id = String::from_utf8_lossy(&raw[at + 1..]).into_owned();
-                let oid = layout::upload_object(&bucket.id, &upload_id);
-                for (_, value) in self.omap_all(&self.index, &oid).await? {
-                    let part: PartRecord = layout::decode(&value)?;
-                    referenced.extend(part.pieces.into_iter().map(|p| p.oid));
-                }
-            }
-            for shard in 0..bucket.shards {
-                let oid = layout::index_shard_object(&bucket.id, shard);
-                for (_, value) in self.omap_all(&self.index, &oid).await? {
-                    let entry: ObjectEntry = layout::decode(&value)?;
-                    referenced.extend(entry.pieces.into_iter().map(|p| p.oid));
-                }
-            }
-        }
-        Ok(referenced)
-    }
-
-    /// Finds data objects no index entry or uploaded part refers to and that are older than
-    /// `grace_ns` (so a PUT still writing its data is left alone), and removes them unless
-    /// `dry_run`. Such objects are left by a gateway that died between writing an object's
-    /// data and committing its index entry (overwrites and deletes free their data
-    /// themselves), like the orphans radosgw's `rgw-orphan-list` finds.
-    pub async fn collect_orphans(&self, grace_ns: u64, dry_run: bool) -> Result<OrphanReport> {
-        let referenced = self.referenced_pieces().await?;
-        let names = self.data.list_all().await?;
-        let now_ns = self.now_ns();
-        let mut report = OrphanReport {
-            data_objects: names.len() as u64,
-            referenced: referenced.len() as u64,
-            ..OrphanReport::default()
-        };
-        for name in names {
-            if referenced.contains(&name) {
-                continue;
-            }
-            let stat = match self.data.stat(&name).await {
-                Ok(stat) => stat,
-                Err(RadosError::NotFound(_)) => continue,
-                Err(error) => return Err(error.into()),
-            };
-            if now_ns.saturating_sub(stat.mtime_ns) < grace_ns {
-                report.too_young += 1;
-                continue;
-            }
-            report.orphans.push(name.clone());
-            report.orphan_bytes += stat.size_bytes;
-            if !dry_run {
-                match self.data.remove(&name).await {
-                    Ok(()) => report.removed += 1,
-                    Err(RadosError::NotFound(_)) => {}
-                    Err(error) => return Err(error.into()),
-                }
-            }
-        }
-        self.counters
-            .orphans_removed
-            .fetch_add(report.removed, Ordering::Relaxed);
-        Ok(report)
     }
 
     /// Serialises changes of one multipart upload: its parts, its completion, its abort.
