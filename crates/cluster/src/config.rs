@@ -33,8 +33,10 @@ pub struct ClusterConfig {
     /// day, Ceph's `osd_deep_scrub_interval` is a week).
     #[serde(default = "default_scrub_interval_s")]
     pub scrub_interval_s: u64,
-    /// Length of a statistics period in seconds: how often the server ends a period
-    /// (`Cluster::take_stats_period`: per-OSD load and per-object access counts). Default 60.
+    /// Length of a statistics period in seconds: how often `strata serve` ends a period
+    /// (`Cluster::take_stats_period`: per-OSD load and per-object access counts, reported by
+    /// `/api/stats`, `strata stats` and the `strata_osd_period_*` metrics; the access table
+    /// starts empty each period). 0: no periods. Default 60.
     #[serde(default = "default_stats_period_s")]
     pub stats_period_s: u64,
     /// Objects whose access counts are tracked per period at most; accesses to further objects

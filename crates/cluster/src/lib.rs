@@ -436,7 +436,7 @@ impl Cluster {
         let poller = options
             .poll_while_busy
             .then(|| Arc::new(poll::Poller::default()));
-        let stats = stats::Stats::new(config.access_objects_max);
+        let stats = stats::Stats::new(config.access_objects_max, (options.clock_ns)());
         stats.set_scrub_errors(scrub_errors);
         let inner = Arc::new(Inner {
             stats,
@@ -662,10 +662,16 @@ impl Cluster {
     }
 
     /// Ends a statistics period: per-OSD load since the previous call (since open for the
-    /// first) and per-object access counts of the period. The caller sets the rhythm (the
-    /// server calls it every `stats_period_s`).
-    pub fn take_stats_period(&self) -> stats::StatsPeriod {
+    /// first) and per-object access counts of the period, whose table it empties. The caller
+    /// sets the rhythm (the server calls it every `stats_period_s`); the result is also kept
+    /// for [`Cluster::last_stats_period`].
+    pub fn take_stats_period(&self) -> Arc<stats::StatsPeriod> {
         stats::take_period(&self.inner)
+    }
+
+    /// The last period [`Cluster::take_stats_period`] ended, if any.
+    pub fn last_stats_period(&self) -> Option<Arc<stats::StatsPeriod>> {
+        stats::last_period(&self.inner)
     }
 
     /// A pool handle (the concrete type behind [`rados::Rados::io_ctx`]).

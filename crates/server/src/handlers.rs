@@ -12,6 +12,7 @@
 //! | `GET /api/pools`, `POST /api/pools`    | list, create (`{"name","size",...}`)   |
 //! | `DELETE /api/pools/{name}`             | removes a pool and its objects         |
 //! | `GET /api/df`                          | [`report::Usage`] and pools            |
+//! | `GET /api/stats?top=N`                 | [`report::PeriodReport`]: the last statistics period, its N (20) most accessed objects |
 //! | `GET /api/objects/{pool}`              | object names                           |
 //! | `PUT/GET/DELETE /api/objects/{pool}/{object}` | write whole, read, remove       |
 //! | `GET /api/stat/{pool}/{object}`        | size, mtime, version, placement        |
@@ -109,6 +110,24 @@ pub(crate) async fn route(
             let objects = pools.iter().map(|p| p.objects).sum();
             let usage = report::usage(&cluster.osd_stats(), objects);
             json(json!({ "usage": usage, "pools": pools }))
+        }
+        ("GET", ["api", "stats"]) => {
+            let mut top = 20;
+            for (name, value) in query(uri)? {
+                match name.as_str() {
+                    "top" => {
+                        top = value.parse().map_err(|_| {
+                            ServerError::BadRequest(format!("top {value:?} is not a count"))
+                        })?
+                    }
+                    other => {
+                        return Err(ServerError::BadRequest(format!(
+                            "unknown parameter {other:?} (top)"
+                        )))
+                    }
+                }
+            }
+            json(report::period(&cluster, top))
         }
         ("GET", ["api", "objects", pool]) => {
             let io = cluster.io_ctx(pool).await?;

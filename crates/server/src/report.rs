@@ -386,3 +386,156 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         recovery: recovery(cluster),
     })
 }
+
+/// One OSD's load in the last completed statistics period (`GET /api/stats`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OsdPeriod {
+    /// Id.
+    pub id: i32,
+    /// Device reads in the period.
+    pub read_ops: u64,
+    /// Device writes in the period.
+    pub write_ops: u64,
+    /// Device bytes read.
+    pub read_bytes: u64,
+    /// Device bytes written.
+    pub write_bytes: u64,
+    /// Median device read latency, µs.
+    pub read_latency_us_p50: f64,
+    /// 99th percentile device read latency, µs.
+    pub read_latency_us_p99: f64,
+    /// Median device write latency, µs.
+    pub write_latency_us_p50: f64,
+    /// 99th percentile device write latency, µs.
+    pub write_latency_us_p99: f64,
+    /// Share of the period the device had an operation in flight, 0..=1.
+    pub busy_fraction: f64,
+    /// Operations in flight on the device at the period's end.
+    pub queue_depth: u64,
+    /// Largest queue depth an operation found on arrival in the period.
+    pub queue_depth_max: u64,
+    /// Object reads the OSD served.
+    pub object_read_ops: u64,
+    /// Transactions the OSD applied.
+    pub object_write_ops: u64,
+    /// Median object read latency, µs.
+    pub object_read_latency_us_p50: f64,
+    /// Median transaction latency, µs.
+    pub object_write_latency_us_p50: f64,
+}
+
+/// One object's accesses in the last completed period.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ObjectPeriod {
+    /// Pool name (the pool id when the pool is gone).
+    pub pool: String,
+    /// Object name.
+    pub object: String,
+    /// Reads.
+    pub reads: u64,
+    /// Mutations.
+    pub writes: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Data bytes written.
+    pub write_bytes: u64,
+}
+
+/// `GET /api/stats`: the last completed statistics period (`stats_period_s` of the cluster
+/// config), or none before the first has ended.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PeriodReport {
+    /// The configured period length, s (0: periods are off).
+    pub stats_period_s: u64,
+    /// The last completed period.
+    pub period: Option<PeriodStats>,
+}
+
+/// One completed period.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PeriodStats {
+    /// Start, ns since the Unix epoch.
+    pub start_ns: u64,
+    /// End, ns since the Unix epoch.
+    pub end_ns: u64,
+    /// Per-OSD load.
+    pub osds: Vec<OsdPeriod>,
+    /// Objects the access table attributed accesses to in the period.
+    pub objects_tracked: u64,
+    /// The most accessed objects (reads + writes), at most the `top` asked for.
+    pub objects: Vec<ObjectPeriod>,
+    /// Accesses to objects beyond the table's bound (`access_objects_max`): reads.
+    pub untracked_reads: u64,
+    /// Accesses to objects beyond the table's bound: writes.
+    pub untracked_writes: u64,
+}
+
+/// Per-OSD figures of one period.
+pub fn osd_period(osd: &OsdStats) -> OsdPeriod {
+    let device = &osd.device;
+    OsdPeriod {
+        id: osd.id,
+        read_ops: device.read.ops,
+        write_ops: device.write.ops,
+        read_bytes: device.read.bytes,
+        write_bytes: device.write.bytes,
+        read_latency_us_p50: device.read.latency_us_p50(),
+        read_latency_us_p99: device.read.latency_us_p99(),
+        write_latency_us_p50: device.write.latency_us_p50(),
+        write_latency_us_p99: device.write.latency_us_p99(),
+        busy_fraction: osd.busy_fraction(),
+        queue_depth: device.queue_depth,
+        queue_depth_max: device.queue_depth_at_arrival.max(),
+        object_read_ops: osd.ops.read.ops,
+        object_write_ops: osd.ops.write.ops,
+        object_read_latency_us_p50: osd.ops.read.latency_us_p50(),
+        object_write_latency_us_p50: osd.ops.write.latency_us_p50(),
+    }
+}
+
+/// The last completed period with its `top` most accessed objects.
+pub fn period(cluster: &Cluster, top: usize) -> PeriodReport {
+    let stats_period_s = cluster.config().stats_period_s;
+    let Some(period) = cluster.last_stats_period() else {
+        return PeriodReport {
+            stats_period_s,
+            period: None,
+        };
+    };
+    let map = cluster.osd_map();
+    let pool_name = |id: i64| {
+        map.pools()
+            .get(&id)
+            .map_or_else(|| id.to_string(), |pool| pool.name.clone())
+    };
+    let mut ranked: Vec<_> = period.access.objects.iter().collect();
+    ranked.sort_by(|(a_key, a), (b_key, b)| {
+        (b.reads + b.writes)
+            .cmp(&(a.reads + a.writes))
+            .then_with(|| a_key.cmp(b_key))
+    });
+    let objects = ranked
+        .into_iter()
+        .take(top)
+        .map(|((pool, object), access)| ObjectPeriod {
+            pool: pool_name(*pool),
+            object: object.clone(),
+            reads: access.reads,
+            writes: access.writes,
+            read_bytes: access.read_bytes,
+            write_bytes: access.write_bytes,
+        })
+        .collect();
+    PeriodReport {
+        stats_period_s,
+        period: Some(PeriodStats {
+            start_ns: period.start_ns,
+            end_ns: period.end_ns,
+            osds: period.osds.iter().map(osd_period).collect(),
+            objects_tracked: period.access.objects.len() as u64,
+            objects,
+            untracked_reads: period.access.untracked.reads,
+            untracked_writes: period.access.untracked.writes,
+        }),
+    }
+}
