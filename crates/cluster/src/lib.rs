@@ -226,6 +226,8 @@ impl Placement {
 pub(crate) struct Inner {
     data_dir: PathBuf,
     config: ClusterConfig,
+    /// `config` with every OSD weighted: what placement is built from ([`weighed`]).
+    placed: ClusterConfig,
     options: ClusterOptions,
     osds: BTreeMap<i32, Osd>,
     /// Device errors of each OSD since its last success (see
@@ -314,7 +316,8 @@ impl Cluster {
             b"cluster creation in progress; see Cluster::create\n",
         )?;
         write_durably(&data_dir.join("cluster.toml"), config.to_toml().as_bytes())?;
-        let mut state = ClusterState::initial(&config);
+        let placed = weighed(&config, &data_dir, |_| true)?;
+        let mut state = ClusterState::initial(&placed);
         for pool in &config.pools {
             let class = config.pool_class(pool)?;
             add_pool(
@@ -326,9 +329,10 @@ impl Cluster {
                 class,
             );
         }
-        state.build_map(&config)?;
+        state.build_map(&placed)?;
         // `start` creates the stores, then writes state.json: the point of no return.
-        let cluster = Self::start(data_dir.clone(), config, state, options, Fresh::All).await?;
+        let cluster =
+            Self::start(data_dir.clone(), config, placed, state, options, Fresh::All).await?;
         remove_path(&marker)?;
         sync_directory(&data_dir)?;
         Ok(cluster)
@@ -363,8 +367,9 @@ impl Cluster {
             .map(|osd| osd.id)
             .filter(|&id| !osd::meta_path(&data_dir, id).exists())
             .collect();
-        let state = adopt_config(ClusterState::load(&state_path)?, &config, &fresh)?;
-        Self::start(data_dir, config, state, options, Fresh::Only(fresh)).await
+        let placed = weighed(&config, &data_dir, |id| fresh.contains(&id))?;
+        let state = adopt_config(ClusterState::load(&state_path)?, &placed, &fresh)?;
+        Self::start(data_dir, config, placed, state, options, Fresh::Only(fresh)).await
     }
 
     /// Opens the cluster in `data_dir`, creating it with `config` if there is none.
@@ -383,11 +388,12 @@ impl Cluster {
     async fn start(
         data_dir: PathBuf,
         config: ClusterConfig,
+        placed: ClusterConfig,
         mut state: ClusterState,
         options: ClusterOptions,
         fresh: Fresh,
     ) -> Result<Cluster> {
-        let map = state.build_map(&config)?;
+        let map = state.build_map(&placed)?;
         let mut osds = BTreeMap::new();
         for osd in &config.osds {
             let create = match &fresh {
@@ -442,6 +448,7 @@ impl Cluster {
             stats,
             data_dir,
             config,
+            placed,
             options,
             osds,
             device_errors,
@@ -809,6 +816,26 @@ pub(crate) fn is_settled(map: &OsdMap, pg: PgId) -> bool {
         && map.pg_temp().get(&pg) == settled_pg_temp(map, pg, &place.up, &place.acting).as_ref()
 }
 
+/// `config` with a weight for every OSD that has none: its device's size in TiB (Ceph's
+/// convention), the device's real size ([`osd::device_size_bytes`]; `creating(id)`: the
+/// OSD's store is about to be created). The size written in the config used to decide, so an
+/// OSD whose spec gave none weighed 1 TiB whatever its file held. Fails for an existing
+/// store whose configured size differs from its device's.
+fn weighed(
+    config: &ClusterConfig,
+    data_dir: &Path,
+    creating: impl Fn(i32) -> bool,
+) -> Result<ClusterConfig> {
+    let mut placed = config.clone();
+    for osd in &mut placed.osds {
+        let size = osd::device_size_bytes(osd, data_dir, creating(osd.id))?;
+        if osd.weight.is_none() {
+            osd.weight = size.map(|bytes| bytes as f64 / (1u64 << 40) as f64);
+        }
+    }
+    Ok(placed)
+}
+
 /// Brings a state read from `state.json` in line with `cluster.toml` as it is now. When the
 /// file's hosts or OSDs changed since placement was last computed (an OSD added, a weight,
 /// class or host edited), the PGs that move keep their old holders as `pg_temp`, in a new
@@ -1073,7 +1100,7 @@ impl Inner {
         mutate(&mut next)?;
         next.epoch += 1;
         let mut probe = next.clone();
-        let probe_map = probe.build_map(&self.config)?;
+        let probe_map = probe.build_map(&self.placed)?;
         for pool in old_map.pools().values() {
             if !next.pools.contains_key(&pool.id) {
                 continue;
@@ -1085,7 +1112,7 @@ impl Inner {
                 hold_moved_pg(&old_map, &probe_map, pg, &BTreeSet::new(), &mut next);
             }
         }
-        let map = next.build_map(&self.config)?;
+        let map = next.build_map(&self.placed)?;
         next.save(&self.data_dir.join(STATE_FILE))?;
         let epoch = next.epoch;
         *state = next;
