@@ -149,8 +149,9 @@ pub struct Recovery {
 /// `GET /status`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Status {
-    /// `HEALTH_OK`, `HEALTH_WARN`, or `HEALTH_ERR` when the last scrub left errors (reasons
-    /// in `checks`).
+    /// `HEALTH_OK`, `HEALTH_WARN` (an OSD nearly full among others), or `HEALTH_ERR` when the
+    /// last scrub left errors or an OSD is full (reasons in `checks`, Ceph's check names
+    /// `OSD_NEARFULL` and `OSD_FULL` first).
     pub health: String,
     /// Why the cluster is not healthy.
     pub checks: Vec<String>,
@@ -330,14 +331,65 @@ pub fn recovery(cluster: &Cluster) -> Recovery {
     }
 }
 
+/// OSDs at or above the cluster's full and nearfull ratios, as `osd.N (P%)`.
+struct Fullness {
+    full: Vec<String>,
+    nearfull: Vec<String>,
+}
+
+/// Which OSDs are full or nearly (used = capacity - free: data and metadata), as Ceph's
+/// `OSD_FULL` and `OSD_NEARFULL` checks: a full OSD is not also counted nearfull.
+fn fullness(stats: &[OsdStats], nearfull_ratio: f64, full_ratio: f64) -> Fullness {
+    let mut fullness = Fullness {
+        full: Vec::new(),
+        nearfull: Vec::new(),
+    };
+    for osd in stats {
+        let total = osd.statfs.total_bytes;
+        if total == 0 {
+            continue;
+        }
+        let used = total.saturating_sub(osd.statfs.free_bytes) as f64 / total as f64;
+        let named = format!("osd.{} ({:.2}%)", osd.id, 100.0 * used);
+        if used >= full_ratio {
+            fullness.full.push(named);
+        } else if used >= nearfull_ratio {
+            fullness.nearfull.push(named);
+        }
+    }
+    fullness
+}
+
 /// The whole status.
 pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
     let osds = osd_tree(cluster);
     let pools = pools(cluster).await?;
     let pgs = pg_summary(cluster);
     let objects = pools.iter().map(|p| p.objects).sum();
-    let usage = usage(&cluster.osd_stats(), objects);
+    let osd_stats = cluster.osd_stats();
+    let usage = usage(&osd_stats, objects);
     let mut checks = Vec::new();
+    let fullness = fullness(
+        &osd_stats,
+        cluster.config().nearfull_ratio,
+        cluster.config().full_ratio,
+    );
+    if !fullness.full.is_empty() {
+        checks.push(format!(
+            "OSD_FULL: {} full osd(s) (used >= full_ratio {}): {}",
+            fullness.full.len(),
+            cluster.config().full_ratio,
+            fullness.full.join(", ")
+        ));
+    }
+    if !fullness.nearfull.is_empty() {
+        checks.push(format!(
+            "OSD_NEARFULL: {} nearfull osd(s) (used >= nearfull_ratio {}): {}",
+            fullness.nearfull.len(),
+            cluster.config().nearfull_ratio,
+            fullness.nearfull.join(", ")
+        ));
+    }
     let down = osds.iter().filter(|o| !o.up).count();
     if down > 0 {
         checks.push(format!("{down} osds down"));
@@ -370,7 +422,7 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         ));
     }
     Ok(Status {
-        health: if scrub_errors > 0 {
+        health: if scrub_errors > 0 || !fullness.full.is_empty() {
             "HEALTH_ERR".into()
         } else if checks.is_empty() {
             "HEALTH_OK".into()
