@@ -228,6 +228,8 @@ pub(crate) struct Inner {
     config: ClusterConfig,
     /// `config` with every OSD weighted: what placement is built from ([`weighed`]).
     placed: ClusterConfig,
+    /// Pools that may not be deleted, with who uses them ([`Cluster::protect_pool`]).
+    protected_pools: Mutex<BTreeMap<String, String>>,
     options: ClusterOptions,
     osds: BTreeMap<i32, Osd>,
     /// Device errors of each OSD since its last success (see
@@ -449,6 +451,7 @@ impl Cluster {
             data_dir,
             config,
             placed,
+            protected_pools: Mutex::new(BTreeMap::new()),
             options,
             osds,
             device_errors,
@@ -674,6 +677,17 @@ impl Cluster {
     /// for [`Cluster::last_stats_period`].
     pub fn take_stats_period(&self) -> Arc<stats::StatsPeriod> {
         stats::take_period(&self.inner)
+    }
+
+    /// Refuses deleting pool `name` from now on, naming `user` (what keeps data there) in the
+    /// error: the server protects the S3 gateway's pools while it serves S3, since deleting
+    /// the index pool turned every key into NoSuchKey and every data object into an orphan.
+    pub fn protect_pool(&self, name: &str, user: &str) {
+        self.inner
+            .protected_pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), user.to_string());
     }
 
     /// The last period [`Cluster::take_stats_period`] ended, if any.
@@ -1152,6 +1166,17 @@ impl Inner {
     }
 
     fn delete_pool(&self, name: &str) -> rados::Result<()> {
+        let protected = self
+            .protected_pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(user) = protected.get(name) {
+            return Err(RadosError::InvalidArgument(format!(
+                "pool {name:?} is in use by {user}: deleting it would lose what {user} keeps \
+                 there; refused (as Ceph's nodelete flag does)"
+            )));
+        }
+        drop(protected);
         self.change_map(|state| {
             let id = state
                 .pool_by_name(name)

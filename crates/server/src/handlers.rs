@@ -10,7 +10,7 @@
 //! | `GET /api/osd/tree`, `/api/osd/df`     | OSD tree, per-OSD usage                |
 //! | `POST /api/osd/{id}/{down,up,out,in}`  | marks the OSD, returns the new epoch   |
 //! | `GET /api/pools`, `POST /api/pools`    | list, create (`{"name","size",...}`)   |
-//! | `DELETE /api/pools/{name}`             | removes a pool and its objects         |
+//! | `DELETE /api/pools/{name}`             | removes a pool and its objects (not the S3 gateway's while S3 is served) |
 //! | `GET /api/df`                          | [`report::Usage`] and pools            |
 //! | `GET /api/stats?top=N`                 | [`report::PeriodReport`]: the last statistics period, its N (20) most accessed objects |
 //! | `GET /api/objects/{pool}`              | object names                           |

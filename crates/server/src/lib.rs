@@ -149,8 +149,17 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
             let hosts = cluster.config().hosts_with_class(None) as u32;
             gateway_config.pool_size = gateway_config.pool_size.max(hosts.clamp(1, 3));
             let rados: Arc<dyn Rados> = Arc::new(weak.clone());
+            let pools = [
+                gateway_config.metadata_pool.clone(),
+                gateway_config.index_pool.clone(),
+                gateway_config.data_pool.clone(),
+            ];
             match gateway::serve(rados, addr, gateway_config).await {
                 Ok(server) => {
+                    let user = "the S3 gateway (serve without S3, --no-s3, to delete it)";
+                    for pool in &pools {
+                        cluster.protect_pool(pool, user);
+                    }
                     admin.set_gateway(server.gateway.clone());
                     Some(server)
                 }
