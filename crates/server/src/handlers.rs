@@ -71,7 +71,10 @@ pub(crate) async fn route(
             metrics::render(&cluster, gateway.map(gateway::Gateway::stats)).await?,
         )),
         ("GET", ["api", "osd", "tree"]) => json(report::osd_tree(&cluster)),
-        ("GET", ["api", "osd", "df"]) => json(report::osd_usage(&cluster.osd_stats())),
+        ("GET", ["api", "osd", "df"]) => json(report::osd_usage(
+            &cluster.osd_stats(),
+            &report::pgs_per_osd(&cluster),
+        )),
         ("POST", ["api", "osd", id, action]) => {
             let id: i32 = id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
                 ServerError::BadRequest(format!(

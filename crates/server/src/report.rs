@@ -44,7 +44,8 @@ pub struct OsdUsage {
     pub metadata_bytes: u64,
     /// Objects (replicas counted where they are).
     pub objects: u64,
-    /// PG collections it holds.
+    /// PGs mapped to it by the current map (in their up or acting set), as `ceph osd df`
+    /// counts them.
     pub pgs: u64,
     /// Device reads and writes since open.
     pub device_ops: u64,
@@ -189,8 +190,26 @@ pub fn osd_tree(cluster: &Cluster) -> Vec<OsdEntry> {
         .collect()
 }
 
-/// Per-OSD space and load.
-pub fn osd_usage(stats: &[OsdStats]) -> Vec<OsdUsage> {
+/// PGs of every pool each OSD is in the up or acting set of (once per PG).
+pub fn pgs_per_osd(cluster: &Cluster) -> BTreeMap<i32, u64> {
+    let map = cluster.osd_map();
+    let mut counts = BTreeMap::new();
+    for pool in map.pools().values() {
+        for pg in pool.pgs() {
+            let place = placement(&map, pg);
+            let mut members: Vec<i32> = place.up.iter().chain(&place.acting).copied().collect();
+            members.sort_unstable();
+            members.dedup();
+            for osd in members {
+                *counts.entry(osd).or_default() += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// Per-OSD space and load; `pgs` from [`pgs_per_osd`].
+pub fn osd_usage(stats: &[OsdStats], pgs: &BTreeMap<i32, u64>) -> Vec<OsdUsage> {
     stats
         .iter()
         .map(|osd| {
@@ -205,7 +224,7 @@ pub fn osd_usage(stats: &[OsdStats]) -> Vec<OsdUsage> {
                 free_bytes: statfs.free_bytes,
                 metadata_bytes: statfs.onode_bytes + statfs.omap_bytes,
                 objects: statfs.objects,
-                pgs: statfs.collections.len() as u64,
+                pgs: pgs.get(&osd.id).copied().unwrap_or(0),
                 device_ops: osd.device.read.ops + osd.device.write.ops,
                 busy_fraction: osd.busy_fraction(),
             }

@@ -28,3 +28,22 @@ async fn the_gateways_pools_are_not_deleted_while_s3_is_served() {
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     running.shutdown().await.unwrap();
 }
+
+/// `osd df` counts the PGs the map places on each OSD, as `ceph osd df` does. Before, it
+/// counted the PG collections the store held: 0 everywhere on a fresh cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn osd_df_counts_the_pgs_the_map_places_on_each_osd() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = common::serve(dir.path(), common::config(3, "64M", 2), false).await;
+    let osds = common::json(&running, dir.path(), "GET", "/api/osd/df").await;
+    let pgs: Vec<u64> = osds
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|osd| osd["pgs"].as_u64().unwrap())
+        .collect();
+    // Pool "data": 8 PGs of 2 replicas over 3 OSDs.
+    assert_eq!(pgs.iter().sum::<u64>(), 16, "{pgs:?}");
+    assert!(pgs.iter().all(|&count| count > 0), "{pgs:?}");
+    running.shutdown().await.unwrap();
+}
