@@ -135,12 +135,12 @@ pub async fn render(
         (
             "strata_recovery_objects_copied_total",
             recovery.objects_copied,
-            "Object copies made by recovery.",
+            "Object copies written by recovery, backfill and repairs (read, scrub, write).",
         ),
         (
             "strata_recovery_bytes_copied_total",
             recovery.bytes_copied,
-            "Bytes copied by recovery.",
+            "Data bytes of the copies counted in strata_recovery_objects_copied_total.",
         ),
         (
             "strata_recovery_objects_repaired_total",

@@ -135,9 +135,10 @@ pub struct Recovery {
     pub pgs_pending: u64,
     /// PGs recovered since start.
     pub pgs_recovered: u64,
-    /// Object copies made.
+    /// Object copies written to another OSD by recovery, backfill and repairs (read,
+    /// scrub, a write's repair of its primary).
     pub objects_copied: u64,
-    /// Bytes copied.
+    /// Data bytes of those copies.
     pub bytes_copied: u64,
     /// Copies removed from OSDs that no longer hold the PG.
     pub objects_removed: u64,
