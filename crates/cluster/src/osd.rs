@@ -79,6 +79,8 @@ pub struct Osd {
     store: Store,
     /// Object-level operations served (reads, writes), their latency, queue depth, busy time.
     ops: StatsRecorder,
+    /// A setting of `cluster.toml` the store does not follow (see [`Osd::config_warning`]).
+    config_warning: Option<String>,
 }
 
 impl Osd {
@@ -110,13 +112,31 @@ impl Osd {
             osd: config.id,
             source,
         })?;
+        let recorded = store.statfs().min_alloc_size_bytes;
+        let warning = (recorded != config.min_alloc_size).then(|| {
+            let warning = format!(
+                "osd.{}: cluster.toml's min_alloc_size {} is ignored: its store was created \
+                 with {recorded}, which stays (set it back to {recorded}, or recreate the OSD \
+                 to change it)",
+                config.id, config.min_alloc_size
+            );
+            tracing::warn!("{warning}");
+            warning
+        });
         Ok(Osd {
+            config_warning: warning,
             id: config.id,
             host: config.host.clone(),
             class: config.class.clone(),
             store,
             ops: StatsRecorder::new(format!("osd.{}", config.id), DeviceKind::Other("osd")),
         })
+    }
+
+    /// What of its `cluster.toml` entry the OSD ignores, if anything: a `min_alloc_size`
+    /// other than the one its store was created with (the store's layout keeps its own).
+    pub fn config_warning(&self) -> Option<&str> {
+        self.config_warning.as_deref()
     }
 
     /// The store.

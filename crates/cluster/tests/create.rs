@@ -204,3 +204,37 @@ async fn a_changed_size_of_an_existing_osd_is_refused() {
     assert_eq!(cluster.osd_map().crush_item_weight(1), Some(WEIGHT_64M));
     cluster.shutdown().await.unwrap();
 }
+
+/// A store keeps the allocation unit it was created with; a `min_alloc_size` edited in
+/// `cluster.toml` afterwards is reported, naming the OSD and the recorded value, where it
+/// used to be ignored without a word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_min_alloc_size_is_reported_not_silently_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::create(dir.path(), common::small_config(2, 1, "file", 2), quiet())
+        .await
+        .unwrap();
+    assert_eq!(cluster.osd(1).unwrap().config_warning(), None);
+    cluster.shutdown().await.unwrap();
+    let path = dir.path().join("cluster.toml");
+    let mut edited = cluster::ClusterConfig::load(&path).unwrap();
+    edited.osds[1].min_alloc_size = 65536;
+    std::fs::write(&path, edited.to_toml()).unwrap();
+    let cluster = Cluster::open(dir.path(), quiet()).await.unwrap();
+    assert_eq!(cluster.osd(0).unwrap().config_warning(), None);
+    let warning = cluster.osd(1).unwrap().config_warning().expect("a warning");
+    assert!(
+        warning.contains("osd.1") && warning.contains("65536") && warning.contains("4096"),
+        "{warning}"
+    );
+    assert_eq!(
+        cluster
+            .osd(1)
+            .unwrap()
+            .store()
+            .statfs()
+            .min_alloc_size_bytes,
+        4096
+    );
+    cluster.shutdown().await.unwrap();
+}

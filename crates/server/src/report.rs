@@ -434,6 +434,17 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
             pgs.short_up
         ));
     }
+    // Settings of cluster.toml an OSD's store does not follow (its min_alloc_size).
+    for osd in cluster
+        .config()
+        .osds
+        .iter()
+        .filter_map(|o| cluster.osd(o.id))
+    {
+        if let Some(warning) = osd.config_warning() {
+            checks.push(warning.to_string());
+        }
+    }
     // As Ceph: copies a scrub found bad and did not repair are possible data damage.
     let scrub_errors = cluster.scrub_errors();
     if scrub_errors > 0 {

@@ -56,7 +56,8 @@ enum Command {
     Get(cmd::admin::object::GetArgs),
     /// Remove an object: `strata rm POOL OBJECT`.
     Rm(cmd::admin::object::ObjectArgs),
-    /// List the objects of a pool: `strata ls POOL`.
+    /// List the objects of a pool: `strata ls POOL` (one per line; control characters and
+    /// backslashes escaped, so a name holding a newline stays one line).
     Ls(cmd::admin::object::LsArgs),
     /// Size, mtime, version and placement of an object: `strata stat POOL OBJECT`.
     Stat(cmd::admin::object::ObjectArgs),
