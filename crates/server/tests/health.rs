@@ -31,7 +31,7 @@ async fn nearly_full_and_full_osds_are_named_in_the_health() {
         written += 1;
         let used = used_ratio(&running);
         let status = server::report::status(running.cluster()).await.unwrap();
-        if used >= 0.3 && used < 0.6 {
+        if (0.3..0.6).contains(&used) {
             seen_nearfull = true;
             assert_eq!(status.health, "HEALTH_WARN", "{used}: {:?}", status.checks);
             assert!(
