@@ -33,8 +33,10 @@ pub struct ClusterConfig {
     /// day, Ceph's `osd_deep_scrub_interval` is a week).
     #[serde(default = "default_scrub_interval_s")]
     pub scrub_interval_s: u64,
-    /// Length of a statistics period in seconds: how often the server ends a period
-    /// (`Cluster::take_stats_period`: per-OSD load and per-object access counts). Default 60.
+    /// Length of a statistics period in seconds: how often `strata serve` ends a period
+    /// (`Cluster::take_stats_period`: per-OSD load and per-object access counts, reported by
+    /// `/api/stats`, `strata stats` and the `strata_osd_period_*` metrics; the access table
+    /// starts empty each period). 0: no periods. Default 60.
     #[serde(default = "default_stats_period_s")]
     pub stats_period_s: u64,
     /// Objects whose access counts are tracked per period at most; accesses to further objects
@@ -52,6 +54,16 @@ pub struct ClusterConfig {
     /// 0 turns this off. Default 8.
     #[serde(default = "default_osd_device_errors_max")]
     pub osd_device_errors_max: u32,
+    /// Share of an OSD's device in use (allocated data and metadata) from which `status`
+    /// warns that it is nearly full (`OSD_NEARFULL`, HEALTH_WARN), as Ceph's
+    /// `mon_osd_nearfull_ratio`. 0 < nearfull_ratio <= full_ratio. Default 0.85.
+    #[serde(default = "default_nearfull_ratio")]
+    pub nearfull_ratio: f64,
+    /// Share in use from which `status` reports the OSD full (`OSD_FULL`, HEALTH_ERR), as
+    /// Ceph's `mon_osd_full_ratio`; writes are not refused for it (the store refuses what no
+    /// longer fits). At most 1. Default 0.95.
+    #[serde(default = "default_full_ratio")]
+    pub full_ratio: f64,
     /// Failure domains: hosts, each holding OSDs.
     #[serde(default, rename = "host")]
     pub hosts: Vec<HostConfig>,
@@ -138,6 +150,12 @@ fn default_access_objects_max() -> usize {
 }
 fn default_osd_device_errors_max() -> u32 {
     8
+}
+fn default_nearfull_ratio() -> f64 {
+    0.85
+}
+fn default_full_ratio() -> f64 {
+    0.95
 }
 
 fn default_true() -> bool {
@@ -238,6 +256,8 @@ impl ClusterConfig {
             access_objects_max: default_access_objects_max(),
             durable: true,
             osd_device_errors_max: default_osd_device_errors_max(),
+            nearfull_ratio: default_nearfull_ratio(),
+            full_ratio: default_full_ratio(),
             hosts: Vec::new(),
             osds: Vec::new(),
             pools: Vec::new(),
@@ -262,6 +282,15 @@ impl ClusterConfig {
     /// Checks everything serde cannot: unique names and ids, references, ranges.
     pub fn validate(&self) -> Result<()> {
         let bad = |what: String| Err(ClusterError::Config(what));
+        if !(self.nearfull_ratio > 0.0
+            && self.nearfull_ratio <= self.full_ratio
+            && self.full_ratio <= 1.0)
+        {
+            return bad(format!(
+                "nearfull_ratio {} and full_ratio {}: need 0 < nearfull_ratio <= full_ratio <= 1",
+                self.nearfull_ratio, self.full_ratio
+            ));
+        }
         let mut hosts = BTreeSet::new();
         for (index, host) in self.hosts.iter().enumerate() {
             if host.name.is_empty() {

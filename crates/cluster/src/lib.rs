@@ -226,6 +226,10 @@ impl Placement {
 pub(crate) struct Inner {
     data_dir: PathBuf,
     config: ClusterConfig,
+    /// `config` with every OSD weighted: what placement is built from ([`weighed`]).
+    placed: ClusterConfig,
+    /// Pools that may not be deleted, with who uses them ([`Cluster::protect_pool`]).
+    protected_pools: Mutex<BTreeMap<String, String>>,
     options: ClusterOptions,
     osds: BTreeMap<i32, Osd>,
     /// Device errors of each OSD since its last success (see
@@ -314,7 +318,8 @@ impl Cluster {
             b"cluster creation in progress; see Cluster::create\n",
         )?;
         write_durably(&data_dir.join("cluster.toml"), config.to_toml().as_bytes())?;
-        let mut state = ClusterState::initial(&config);
+        let placed = weighed(&config, &data_dir, |_| true)?;
+        let mut state = ClusterState::initial(&placed);
         for pool in &config.pools {
             let class = config.pool_class(pool)?;
             add_pool(
@@ -326,9 +331,10 @@ impl Cluster {
                 class,
             );
         }
-        state.build_map(&config)?;
+        state.build_map(&placed)?;
         // `start` creates the stores, then writes state.json: the point of no return.
-        let cluster = Self::start(data_dir.clone(), config, state, options, Fresh::All).await?;
+        let cluster =
+            Self::start(data_dir.clone(), config, placed, state, options, Fresh::All).await?;
         remove_path(&marker)?;
         sync_directory(&data_dir)?;
         Ok(cluster)
@@ -363,8 +369,9 @@ impl Cluster {
             .map(|osd| osd.id)
             .filter(|&id| !osd::meta_path(&data_dir, id).exists())
             .collect();
-        let state = adopt_config(ClusterState::load(&state_path)?, &config, &fresh)?;
-        Self::start(data_dir, config, state, options, Fresh::Only(fresh)).await
+        let placed = weighed(&config, &data_dir, |id| fresh.contains(&id))?;
+        let state = adopt_config(ClusterState::load(&state_path)?, &placed, &fresh)?;
+        Self::start(data_dir, config, placed, state, options, Fresh::Only(fresh)).await
     }
 
     /// Opens the cluster in `data_dir`, creating it with `config` if there is none.
@@ -383,11 +390,12 @@ impl Cluster {
     async fn start(
         data_dir: PathBuf,
         config: ClusterConfig,
+        placed: ClusterConfig,
         mut state: ClusterState,
         options: ClusterOptions,
         fresh: Fresh,
     ) -> Result<Cluster> {
-        let map = state.build_map(&config)?;
+        let map = state.build_map(&placed)?;
         let mut osds = BTreeMap::new();
         for osd in &config.osds {
             let create = match &fresh {
@@ -436,12 +444,14 @@ impl Cluster {
         let poller = options
             .poll_while_busy
             .then(|| Arc::new(poll::Poller::default()));
-        let stats = stats::Stats::new(config.access_objects_max);
+        let stats = stats::Stats::new(config.access_objects_max, (options.clock_ns)());
         stats.set_scrub_errors(scrub_errors);
         let inner = Arc::new(Inner {
             stats,
             data_dir,
             config,
+            placed,
+            protected_pools: Mutex::new(BTreeMap::new()),
             options,
             osds,
             device_errors,
@@ -662,10 +672,27 @@ impl Cluster {
     }
 
     /// Ends a statistics period: per-OSD load since the previous call (since open for the
-    /// first) and per-object access counts of the period. The caller sets the rhythm (the
-    /// server calls it every `stats_period_s`).
-    pub fn take_stats_period(&self) -> stats::StatsPeriod {
+    /// first) and per-object access counts of the period, whose table it empties. The caller
+    /// sets the rhythm (the server calls it every `stats_period_s`); the result is also kept
+    /// for [`Cluster::last_stats_period`].
+    pub fn take_stats_period(&self) -> Arc<stats::StatsPeriod> {
         stats::take_period(&self.inner)
+    }
+
+    /// Refuses deleting pool `name` from now on, naming `user` (what keeps data there) in the
+    /// error: the server protects the S3 gateway's pools while it serves S3, since deleting
+    /// the index pool turned every key into NoSuchKey and every data object into an orphan.
+    pub fn protect_pool(&self, name: &str, user: &str) {
+        self.inner
+            .protected_pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), user.to_string());
+    }
+
+    /// The last period [`Cluster::take_stats_period`] ended, if any.
+    pub fn last_stats_period(&self) -> Option<Arc<stats::StatsPeriod>> {
+        stats::last_period(&self.inner)
     }
 
     /// A pool handle (the concrete type behind [`rados::Rados::io_ctx`]).
@@ -801,6 +828,26 @@ pub(crate) fn is_settled(map: &OsdMap, pg: PgId) -> bool {
     let place = placement(map, pg);
     place.up.iter().all(|osd| place.acting.contains(osd))
         && map.pg_temp().get(&pg) == settled_pg_temp(map, pg, &place.up, &place.acting).as_ref()
+}
+
+/// `config` with a weight for every OSD that has none: its device's size in TiB (Ceph's
+/// convention), the device's real size ([`osd::device_size_bytes`]; `creating(id)`: the
+/// OSD's store is about to be created). The size written in the config used to decide, so an
+/// OSD whose spec gave none weighed 1 TiB whatever its file held. Fails for an existing
+/// store whose configured size differs from its device's.
+fn weighed(
+    config: &ClusterConfig,
+    data_dir: &Path,
+    creating: impl Fn(i32) -> bool,
+) -> Result<ClusterConfig> {
+    let mut placed = config.clone();
+    for osd in &mut placed.osds {
+        let size = osd::device_size_bytes(osd, data_dir, creating(osd.id))?;
+        if osd.weight.is_none() {
+            osd.weight = size.map(|bytes| bytes as f64 / (1u64 << 40) as f64);
+        }
+    }
+    Ok(placed)
 }
 
 /// Brings a state read from `state.json` in line with `cluster.toml` as it is now. When the
@@ -1067,7 +1114,7 @@ impl Inner {
         mutate(&mut next)?;
         next.epoch += 1;
         let mut probe = next.clone();
-        let probe_map = probe.build_map(&self.config)?;
+        let probe_map = probe.build_map(&self.placed)?;
         for pool in old_map.pools().values() {
             if !next.pools.contains_key(&pool.id) {
                 continue;
@@ -1079,7 +1126,7 @@ impl Inner {
                 hold_moved_pg(&old_map, &probe_map, pg, &BTreeSet::new(), &mut next);
             }
         }
-        let map = next.build_map(&self.config)?;
+        let map = next.build_map(&self.placed)?;
         next.save(&self.data_dir.join(STATE_FILE))?;
         let epoch = next.epoch;
         *state = next;
@@ -1119,6 +1166,17 @@ impl Inner {
     }
 
     fn delete_pool(&self, name: &str) -> rados::Result<()> {
+        let protected = self
+            .protected_pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(user) = protected.get(name) {
+            return Err(RadosError::InvalidArgument(format!(
+                "pool {name:?} is in use by {user}: deleting it would lose what {user} keeps \
+                 there; refused (as Ceph's nodelete flag does)"
+            )));
+        }
+        drop(protected);
         self.change_map(|state| {
             let id = state
                 .pool_by_name(name)

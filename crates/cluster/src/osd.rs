@@ -79,6 +79,8 @@ pub struct Osd {
     store: Store,
     /// Object-level operations served (reads, writes), their latency, queue depth, busy time.
     ops: StatsRecorder,
+    /// A setting of `cluster.toml` the store does not follow (see [`Osd::config_warning`]).
+    config_warning: Option<String>,
 }
 
 impl Osd {
@@ -110,13 +112,31 @@ impl Osd {
             osd: config.id,
             source,
         })?;
+        let recorded = store.statfs().min_alloc_size_bytes;
+        let warning = (recorded != config.min_alloc_size).then(|| {
+            let warning = format!(
+                "osd.{}: cluster.toml's min_alloc_size {} is ignored: its store was created \
+                 with {recorded}, which stays (set it back to {recorded}, or recreate the OSD \
+                 to change it)",
+                config.id, config.min_alloc_size
+            );
+            tracing::warn!("{warning}");
+            warning
+        });
         Ok(Osd {
+            config_warning: warning,
             id: config.id,
             host: config.host.clone(),
             class: config.class.clone(),
             store,
             ops: StatsRecorder::new(format!("osd.{}", config.id), DeviceKind::Other("osd")),
         })
+    }
+
+    /// What of its `cluster.toml` entry the OSD ignores, if anything: a `min_alloc_size`
+    /// other than the one its store was created with (the store's layout keeps its own).
+    pub fn config_warning(&self) -> Option<&str> {
+        self.config_warning.as_deref()
     }
 
     /// The store.
@@ -266,6 +286,59 @@ impl Osd {
 /// The metadata store of OSD `id` in `data_dir`.
 pub(crate) fn meta_path(data_dir: &Path, id: i32) -> std::path::PathBuf {
     data_dir.join(format!("osd.{id}.meta"))
+}
+
+/// The size in bytes the OSD's device has, or will have once opened (`create`: its store is
+/// about to be created): a memory device's, an existing file's or block device's own length,
+/// else the size the config asks a new file to have; `None` when nothing says.
+///
+/// A config that asks an existing store's file for another size is refused: the store keeps
+/// its metadata log at the end of the device, so a file grown under it would put the log
+/// in the middle, and the review found the other outcome, the size ignored while the CRUSH
+/// weight followed the config, moving PGs for capacity that was never there.
+pub(crate) fn device_size_bytes(
+    config: &OsdConfig,
+    data_dir: &Path,
+    create: bool,
+) -> Result<Option<u64>> {
+    let failed = |source| ClusterError::Device {
+        osd: config.id,
+        source,
+    };
+    let spec = device::DeviceSpec::parse(&config.device).map_err(failed)?;
+    let (path, asked) = match spec.backing {
+        device::Backing::Memory { size_bytes } => return Ok(Some(size_bytes)),
+        device::Backing::File { path, size_bytes } => (
+            data_dir.join(path),
+            size_bytes.or_else(|| config.size.as_deref().and_then(device::parse_size_bytes)),
+        ),
+    };
+    let actual = match std::fs::File::open(&path) {
+        Ok(mut file) => {
+            use std::io::Seek;
+            // A block device's metadata length is 0; its end is its size.
+            Some(file.seek(std::io::SeekFrom::End(0)).map_err(|e| {
+                failed(device::DeviceError::InvalidConfig(format!(
+                    "{}: {e}",
+                    path.display()
+                )))
+            })?)
+        }
+        Err(_) => None,
+    };
+    match (asked, actual) {
+        (Some(asked), Some(actual)) if !create && asked != actual => {
+            Err(failed(device::DeviceError::InvalidConfig(format!(
+                "cluster.toml asks for a device of {asked} bytes, but {} holds {actual}: the \
+                 size of an existing OSD's device cannot be changed (its store's metadata log \
+                 sits at the end of the device). Put the size back; for a larger device, add a \
+                 new OSD of that size, then mark this one out and remove it once drained",
+                path.display()
+            ))))
+        }
+        (Some(asked), Some(actual)) => Ok(Some(asked.max(actual))),
+        (asked, actual) => Ok(actual.or(asked)),
+    }
 }
 
 fn open_device(config: &OsdConfig, data_dir: &Path, create: bool) -> Result<Arc<dyn Device>> {

@@ -42,9 +42,10 @@ pub struct RecoverySnapshot {
     pub pgs_recovered: u64,
     /// PGs waiting for recovery at the end of the last pass.
     pub pgs_pending: u64,
-    /// Object copies made to new or stale members.
+    /// Object copies written to another OSD: by recovery and backfill to new or stale
+    /// members, and by repairs (read repair, scrub repair, a write's repair of its primary).
     pub objects_copied: u64,
-    /// Bytes of those copies.
+    /// Data bytes of those same copies.
     pub bytes_copied: u64,
     /// Copies removed from OSDs that should not hold them.
     pub objects_removed: u64,
@@ -76,7 +77,9 @@ impl RecoveryProgress {
 }
 
 /// Copies `object` from OSD `source` over its copies on `targets` (removing them when the
-/// source has none). Returns the number of copies written. Call under the PG lock.
+/// source has none). Returns the number of copies written. Every copy written counts in
+/// `objects_copied` and its data in `bytes_copied`, whoever asked (recovery, read or scrub
+/// repair), so the two count the same copies. Call under the PG lock.
 pub(crate) async fn copy_object(
     inner: &Inner,
     collection: &str,
@@ -102,6 +105,10 @@ pub(crate) async fn copy_object(
             .map_err(|e| store_to_rados(target, &e))?;
         written += 1;
         if let Some(image) = &image {
+            inner
+                .recovery
+                .objects_copied
+                .fetch_add(1, Ordering::Relaxed);
             inner
                 .recovery
                 .bytes_copied
@@ -214,10 +221,6 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
             };
             if !same {
                 copy_object(inner, &collection, name, primary, &[target]).await?;
-                inner
-                    .recovery
-                    .objects_copied
-                    .fetch_add(1, Ordering::Relaxed);
             }
         }
     }

@@ -415,7 +415,10 @@ impl ClusterState {
     }
 }
 
-/// CRUSH weight (16.16) of an OSD: its configured weight, else its size in TiB.
+/// CRUSH weight (16.16) of an OSD: its configured weight, else the size its config names in
+/// TiB. The cluster builds placement from configs whose every OSD has a weight, its device's
+/// real size where none was given (`weighed` in the crate root); the size fallbacks here
+/// serve configs built elsewhere.
 fn crush_weight(osd: &crate::config::OsdConfig) -> u32 {
     let weight = osd.weight.unwrap_or_else(|| {
         let size = osd

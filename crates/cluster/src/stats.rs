@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use device::DeviceStats;
 use rados::{ClusterStats, PoolStats};
@@ -46,6 +46,11 @@ struct AccessTable {
 /// What happened in one statistics period.
 #[derive(Clone, Debug)]
 pub struct StatsPeriod {
+    /// When the period began (the previous period's end, or the cluster's open), ns since the
+    /// Unix epoch by the cluster's clock.
+    pub start_ns: u64,
+    /// When it ended.
+    pub end_ns: u64,
     /// Per-OSD load in the period (device and object level, see [`OsdStats::since`]).
     pub osds: Vec<OsdStats>,
     /// Per-object accesses in the period.
@@ -55,8 +60,10 @@ pub struct StatsPeriod {
 /// The cluster's own counters.
 pub(crate) struct Stats {
     access: Mutex<AccessTable>,
-    /// OSD snapshots at the end of the previous period.
-    last_period: Mutex<Vec<OsdStats>>,
+    /// OSD snapshots at the end of the previous period, and when it ended (ns).
+    last_period: Mutex<(Vec<OsdStats>, u64)>,
+    /// The last completed period, for the admin API and metrics.
+    completed: Mutex<Option<Arc<StatsPeriod>>>,
     objects_max: usize,
     read_errors: AtomicU64,
     /// Bad copies the last scrub left unrepaired, and objects it found lost.
@@ -64,7 +71,8 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    pub(crate) fn new(objects_max: usize) -> Self {
+    /// `opened_ns`: when the first period begins.
+    pub(crate) fn new(objects_max: usize, opened_ns: u64) -> Self {
         Self {
             access: Mutex::new(AccessTable {
                 objects: HashMap::new(),
@@ -72,7 +80,8 @@ impl Stats {
                 untracked: ObjectAccess::default(),
             }),
             objects_max,
-            last_period: Mutex::new(Vec::new()),
+            last_period: Mutex::new((Vec::new(), opened_ns)),
+            completed: Mutex::new(None),
             read_errors: AtomicU64::new(0),
             scrub_errors: AtomicU64::new(0),
         }
@@ -196,27 +205,50 @@ pub(crate) fn osd_stats(inner: &Inner) -> Vec<OsdStats> {
         .collect()
 }
 
-pub(crate) fn take_period(inner: &Inner) -> StatsPeriod {
+/// Ends a period: the load since the previous one, the access table taken and emptied. The
+/// result is also kept as the last completed period ([`last_period`]).
+pub(crate) fn take_period(inner: &Inner) -> Arc<StatsPeriod> {
     let now = osd_stats(inner);
+    let end_ns = (inner.options.clock_ns)();
     let mut last = inner
         .stats
         .last_period
         .lock()
         .unwrap_or_else(|e| e.into_inner());
+    let (earlier_osds, start_ns) = &*last;
     let osds = now
         .iter()
         .map(
-            |current| match last.iter().find(|earlier| earlier.id == current.id) {
+            |current| match earlier_osds.iter().find(|earlier| earlier.id == current.id) {
                 Some(earlier) => current.since(earlier),
                 None => current.clone(),
             },
         )
         .collect();
-    *last = now;
-    StatsPeriod {
+    let period = Arc::new(StatsPeriod {
+        start_ns: *start_ns,
+        end_ns,
         osds,
         access: inner.stats.take_access_counts(),
-    }
+    });
+    *last = (now, end_ns);
+    drop(last);
+    *inner
+        .stats
+        .completed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&period));
+    period
+}
+
+/// The last completed period, if one has ended.
+pub(crate) fn last_period(inner: &Inner) -> Option<Arc<StatsPeriod>> {
+    inner
+        .stats
+        .completed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
@@ -282,7 +314,7 @@ mod tests {
 
     #[test]
     fn access_counts_are_bounded_attributed_and_reset() {
-        let stats = Stats::new(3);
+        let stats = Stats::new(3, 0);
         stats.record_access(1, "a", true, 10);
         stats.record_access(1, "a", false, 4);
         stats.record_access(2, "a", true, 1);
@@ -315,7 +347,7 @@ mod tests {
         assert_eq!(next.objects[&(2, "c".to_string())].writes, 1);
         assert_eq!(next.untracked, ObjectAccess::default());
         // A zero bound turns the table off.
-        let off = Stats::new(0);
+        let off = Stats::new(0, 0);
         off.record_access(1, "a", true, 1);
         assert_eq!(off.take_access_counts(), AccessCounts::default());
     }

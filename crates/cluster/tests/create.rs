@@ -136,3 +136,105 @@ async fn a_state_file_with_an_impossible_pool_is_refused() {
         .await
         .unwrap();
 }
+
+/// CRUSH weight in 16.16 of 64 MiB in TiB (Ceph's convention): 64 MiB / 1 TiB x 65536.
+const WEIGHT_64M: u32 = 4;
+
+/// An OSD whose spec names no size weighs what its device holds. Before, the size written in
+/// the config decided: an existing 64 MiB file named without a size weighed 1 TiB (weight
+/// 1.0), and took nearly every PG.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_osd_without_a_configured_size_weighs_its_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::small_config(2, 1, "file", 2);
+    for osd in &mut config.osds {
+        osd.weight = None;
+    }
+    std::fs::File::create(dir.path().join("osd.0.img"))
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    config.osds[0].device = "file:osd.0.img".to_string();
+    let cluster = Cluster::create(dir.path(), config, quiet()).await.unwrap();
+    let map = cluster.osd_map();
+    assert_eq!(map.crush_item_weight(0), Some(WEIGHT_64M));
+    assert_eq!(map.crush_item_weight(1), Some(WEIGHT_64M));
+    cluster.shutdown().await.unwrap();
+    let cluster = Cluster::open(dir.path(), quiet()).await.unwrap();
+    assert_eq!(cluster.osd_map().crush_item_weight(0), Some(WEIGHT_64M));
+    cluster.shutdown().await.unwrap();
+}
+
+/// The store keeps its metadata log at the end of its device, so an existing OSD's device
+/// cannot be resized: a config asking for another size is refused at start, naming the OSD,
+/// and nothing changes. Before, the file kept its size while the weight followed the config,
+/// and PGs moved for capacity that was not there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_size_of_an_existing_osd_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::small_config(2, 1, "file", 2);
+    for osd in &mut config.osds {
+        osd.weight = None;
+        osd.device = format!("file:osd.{}.img", osd.id);
+        osd.size = Some("64M".to_string());
+    }
+    let cluster = Cluster::create(dir.path(), config, quiet()).await.unwrap();
+    let epoch = cluster.epoch();
+    cluster.shutdown().await.unwrap();
+    let path = dir.path().join("cluster.toml");
+    let saved = std::fs::read_to_string(&path).unwrap();
+    let mut edited = cluster::ClusterConfig::from_toml(&saved).unwrap();
+    edited.osds[1].size = Some("128M".to_string());
+    std::fs::write(&path, edited.to_toml()).unwrap();
+    match Cluster::open(dir.path(), quiet()).await {
+        Err(error) => {
+            let error = error.to_string();
+            assert!(
+                error.contains("osd.1") && error.contains("cannot be changed"),
+                "{error}"
+            );
+        }
+        Ok(_) => panic!("opened with osd.1's size changed"),
+    }
+    let image = dir.path().join("osd.1.img");
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), 64 << 20);
+    std::fs::write(&path, saved).unwrap();
+    let cluster = Cluster::open(dir.path(), quiet()).await.unwrap();
+    assert_eq!(cluster.epoch(), epoch, "nothing moved");
+    assert_eq!(cluster.osd_map().crush_item_weight(1), Some(WEIGHT_64M));
+    cluster.shutdown().await.unwrap();
+}
+
+/// A store keeps the allocation unit it was created with; a `min_alloc_size` edited in
+/// `cluster.toml` afterwards is reported, naming the OSD and the recorded value, where it
+/// used to be ignored without a word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_min_alloc_size_is_reported_not_silently_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::create(dir.path(), common::small_config(2, 1, "file", 2), quiet())
+        .await
+        .unwrap();
+    assert_eq!(cluster.osd(1).unwrap().config_warning(), None);
+    cluster.shutdown().await.unwrap();
+    let path = dir.path().join("cluster.toml");
+    let mut edited = cluster::ClusterConfig::load(&path).unwrap();
+    edited.osds[1].min_alloc_size = 65536;
+    std::fs::write(&path, edited.to_toml()).unwrap();
+    let cluster = Cluster::open(dir.path(), quiet()).await.unwrap();
+    assert_eq!(cluster.osd(0).unwrap().config_warning(), None);
+    let warning = cluster.osd(1).unwrap().config_warning().expect("a warning");
+    assert!(
+        warning.contains("osd.1") && warning.contains("65536") && warning.contains("4096"),
+        "{warning}"
+    );
+    assert_eq!(
+        cluster
+            .osd(1)
+            .unwrap()
+            .store()
+            .statfs()
+            .min_alloc_size_bytes,
+        4096
+    );
+    cluster.shutdown().await.unwrap();
+}

@@ -10,8 +10,9 @@
 //! | `GET /api/osd/tree`, `/api/osd/df`     | OSD tree, per-OSD usage                |
 //! | `POST /api/osd/{id}/{down,up,out,in}`  | marks the OSD, returns the new epoch   |
 //! | `GET /api/pools`, `POST /api/pools`    | list, create (`{"name","size",...}`)   |
-//! | `DELETE /api/pools/{name}`             | removes a pool and its objects         |
+//! | `DELETE /api/pools/{name}`             | removes a pool and its objects (not the S3 gateway's while S3 is served) |
 //! | `GET /api/df`                          | [`report::Usage`] and pools            |
+//! | `GET /api/stats?top=N`                 | [`report::PeriodReport`]: the last statistics period, its N (20) most accessed objects |
 //! | `GET /api/objects/{pool}`              | object names                           |
 //! | `PUT/GET/DELETE /api/objects/{pool}/{object}` | write whole, read, remove       |
 //! | `GET /api/stat/{pool}/{object}`        | size, mtime, version, placement        |
@@ -70,7 +71,10 @@ pub(crate) async fn route(
             metrics::render(&cluster, gateway.map(gateway::Gateway::stats)).await?,
         )),
         ("GET", ["api", "osd", "tree"]) => json(report::osd_tree(&cluster)),
-        ("GET", ["api", "osd", "df"]) => json(report::osd_usage(&cluster.osd_stats())),
+        ("GET", ["api", "osd", "df"]) => json(report::osd_usage(
+            &cluster.osd_stats(),
+            &report::pgs_per_osd(&cluster),
+        )),
         ("POST", ["api", "osd", id, action]) => {
             let id: i32 = id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
                 ServerError::BadRequest(format!(
@@ -109,6 +113,24 @@ pub(crate) async fn route(
             let objects = pools.iter().map(|p| p.objects).sum();
             let usage = report::usage(&cluster.osd_stats(), objects);
             json(json!({ "usage": usage, "pools": pools }))
+        }
+        ("GET", ["api", "stats"]) => {
+            let mut top = 20;
+            for (name, value) in query(uri)? {
+                match name.as_str() {
+                    "top" => {
+                        top = value.parse().map_err(|_| {
+                            ServerError::BadRequest(format!("top {value:?} is not a count"))
+                        })?
+                    }
+                    other => {
+                        return Err(ServerError::BadRequest(format!(
+                            "unknown parameter {other:?} (top)"
+                        )))
+                    }
+                }
+            }
+            json(report::period(&cluster, top))
         }
         ("GET", ["api", "objects", pool]) => {
             let io = cluster.io_ctx(pool).await?;

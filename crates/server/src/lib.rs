@@ -89,6 +89,8 @@ pub struct Running {
     cluster: Arc<Cluster>,
     admin: admin::AdminServer,
     s3: Option<gateway::Server>,
+    /// Ends a statistics period every `stats_period_s` ([`end_stats_periods`]).
+    stats_periods: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Opens or creates the cluster and starts both endpoints.
@@ -147,8 +149,17 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
             let hosts = cluster.config().hosts_with_class(None) as u32;
             gateway_config.pool_size = gateway_config.pool_size.max(hosts.clamp(1, 3));
             let rados: Arc<dyn Rados> = Arc::new(weak.clone());
+            let pools = [
+                gateway_config.metadata_pool.clone(),
+                gateway_config.index_pool.clone(),
+                gateway_config.data_pool.clone(),
+            ];
             match gateway::serve(rados, addr, gateway_config).await {
                 Ok(server) => {
+                    let user = "the S3 gateway (serve without S3, --no-s3, to delete it)";
+                    for pool in &pools {
+                        cluster.protect_pool(pool, user);
+                    }
                     admin.set_gateway(server.gateway.clone());
                     Some(server)
                 }
@@ -160,7 +171,15 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
             }
         }
     };
+    let period_s = cluster.config().stats_period_s;
+    let stats_periods = (period_s > 0).then(|| {
+        tokio::spawn(end_stats_periods(
+            weak.clone(),
+            Duration::from_secs(period_s),
+        ))
+    });
     Ok(Running {
+        stats_periods,
         admin_addr: admin.local_addr,
         s3_addr: s3.as_ref().map(|s| s.local_addr),
         created,
@@ -184,6 +203,10 @@ impl Running {
     /// Stops accepting requests, waits briefly for requests in flight, then shuts the cluster
     /// down (every store flushed).
     pub async fn shutdown(self) -> Result<()> {
+        if let Some(task) = self.stats_periods {
+            task.abort();
+            let _ = task.await;
+        }
         self.admin.shutdown().await;
         if let Some(s3) = self.s3 {
             s3.shutdown().await;
@@ -192,6 +215,20 @@ impl Running {
         cluster.shutdown().await?;
         tracing::info!("cluster shut down cleanly");
         Ok(())
+    }
+}
+
+/// Ends a statistics period of the cluster every `period` (its `stats_period_s`): the admin
+/// API (`/api/stats`) and `/metrics` report the last one, and each end empties the
+/// per-object access table, so its bound applies per period. Holds the cluster only for the
+/// call, and stops when it is gone.
+async fn end_stats_periods(cluster: WeakCluster, period: Duration) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Ok(cluster) = cluster.get() else { return };
+        let _ = cluster.take_stats_period();
     }
 }
 

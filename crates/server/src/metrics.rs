@@ -1,7 +1,10 @@
 //! `GET /metrics`: the cluster in Prometheus text exposition format (version 0.0.4).
 //!
 //! Counters are cumulative since the server opened the cluster (Prometheus computes rates);
-//! latencies are reported as quantile gauges of the same cumulative histograms.
+//! latencies are reported as quantile gauges of the same cumulative histograms. The
+//! `strata_osd_period_*` and `strata_stats_period_*` gauges are the last completed statistics
+//! period's (`stats_period_s`): per-OSD ops, bytes, busy ratio, queue depth and latency
+//! quantiles of that period alone; absent before the first period ends.
 
 use std::fmt::Write;
 
@@ -132,12 +135,12 @@ pub async fn render(
         (
             "strata_recovery_objects_copied_total",
             recovery.objects_copied,
-            "Object copies made by recovery.",
+            "Object copies written by recovery, backfill and repairs (read, scrub, write).",
         ),
         (
             "strata_recovery_bytes_copied_total",
             recovery.bytes_copied,
-            "Bytes copied by recovery.",
+            "Data bytes of the copies counted in strata_recovery_objects_copied_total.",
         ),
         (
             "strata_recovery_objects_repaired_total",
@@ -151,6 +154,9 @@ pub async fn render(
         ),
     ];
     counters(&mut out, &recovery_counters);
+    if let Some(period) = cluster.last_stats_period() {
+        render_period(&mut out, &period);
+    }
     if let Some(gateway) = gateway {
         render_gateway(&mut out, gateway);
     }
@@ -297,6 +303,134 @@ fn render_device_ops(out: &mut Text, stats: &[OsdStats]) {
                 labels.push(("quantile", quantile.to_string()));
                 out.sample("strata_osd_op_latency_seconds", &labels, value_us / 1e6);
             }
+        }
+    }
+}
+
+/// The last completed statistics period, as gauges.
+fn render_period(out: &mut Text, period: &cluster::StatsPeriod) {
+    out.family(
+        "strata_stats_period_seconds",
+        "gauge",
+        "Length of the last completed statistics period.",
+    );
+    let length_ns = period.end_ns.saturating_sub(period.start_ns);
+    out.sample("strata_stats_period_seconds", &[], length_ns as f64 / 1e9);
+    out.family(
+        "strata_stats_period_end_seconds",
+        "gauge",
+        "When the last completed statistics period ended (Unix time).",
+    );
+    out.sample(
+        "strata_stats_period_end_seconds",
+        &[],
+        period.end_ns as f64 / 1e9,
+    );
+    out.family(
+        "strata_stats_period_objects_accessed",
+        "gauge",
+        "Objects with accesses attributed to them in the last period.",
+    );
+    out.sample(
+        "strata_stats_period_objects_accessed",
+        &[],
+        period.access.objects.len() as f64,
+    );
+    out.family(
+        "strata_stats_period_untracked_accesses",
+        "gauge",
+        "Accesses in the last period to objects beyond the access table's bound.",
+    );
+    let untracked = &period.access.untracked;
+    out.sample(
+        "strata_stats_period_untracked_accesses",
+        &[],
+        (untracked.reads + untracked.writes) as f64,
+    );
+    let osds: Vec<report::OsdPeriod> = period.osds.iter().map(report::osd_period).collect();
+    type Field = fn(&report::OsdPeriod) -> [(&'static str, f64); 2];
+    let per_op: [(&str, &str, Field); 3] = [
+        (
+            "strata_osd_period_device_ops",
+            "Device reads and writes in the last period.",
+            |o| [("read", o.read_ops as f64), ("write", o.write_ops as f64)],
+        ),
+        (
+            "strata_osd_period_device_bytes",
+            "Device bytes read and written in the last period.",
+            |o| {
+                [
+                    ("read", o.read_bytes as f64),
+                    ("write", o.write_bytes as f64),
+                ]
+            },
+        ),
+        (
+            "strata_osd_period_ops",
+            "Object reads and applied transactions in the last period.",
+            |o| {
+                [
+                    ("read", o.object_read_ops as f64),
+                    ("write", o.object_write_ops as f64),
+                ]
+            },
+        ),
+    ];
+    for (name, help, field) in per_op {
+        out.family(name, "gauge", help);
+        for osd in &osds {
+            for (op, value) in field(osd) {
+                let labels = vec![("osd", osd.id.to_string()), ("op", op.to_string())];
+                out.sample(name, &labels, value);
+            }
+        }
+    }
+    out.family(
+        "strata_osd_period_device_latency_seconds",
+        "gauge",
+        "Device latency quantiles in the last period.",
+    );
+    for osd in &osds {
+        for (op, quantile, value_us) in [
+            ("read", "0.5", osd.read_latency_us_p50),
+            ("read", "0.99", osd.read_latency_us_p99),
+            ("write", "0.5", osd.write_latency_us_p50),
+            ("write", "0.99", osd.write_latency_us_p99),
+        ] {
+            let labels = vec![
+                ("osd", osd.id.to_string()),
+                ("op", op.to_string()),
+                ("quantile", quantile.to_string()),
+            ];
+            out.sample(
+                "strata_osd_period_device_latency_seconds",
+                &labels,
+                value_us / 1e6,
+            );
+        }
+    }
+    type Single = fn(&report::OsdPeriod) -> f64;
+    let single: [(&str, &str, Single); 3] = [
+        (
+            "strata_osd_period_busy_ratio",
+            "Share of the last period the OSD's device was busy.",
+            |o| o.busy_fraction,
+        ),
+        (
+            "strata_osd_period_queue_depth",
+            "Operations in flight on the OSD's device when the last period ended.",
+            |o| o.queue_depth as f64,
+        ),
+        (
+            "strata_osd_period_queue_depth_max",
+            "Largest queue depth an operation found on arrival in the last period.",
+            |o| o.queue_depth_max as f64,
+        ),
+    ];
+    for (name, help, field) in single {
+        out.family(name, "gauge", help);
+        for osd in &osds {
+            out.sample(name, &[("osd", osd.id.to_string())], field(osd));
         }
     }
 }

@@ -44,7 +44,8 @@ pub struct OsdUsage {
     pub metadata_bytes: u64,
     /// Objects (replicas counted where they are).
     pub objects: u64,
-    /// PG collections it holds.
+    /// PGs mapped to it by the current map (in their up or acting set), as `ceph osd df`
+    /// counts them.
     pub pgs: u64,
     /// Device reads and writes since open.
     pub device_ops: u64,
@@ -134,9 +135,10 @@ pub struct Recovery {
     pub pgs_pending: u64,
     /// PGs recovered since start.
     pub pgs_recovered: u64,
-    /// Object copies made.
+    /// Object copies written to another OSD by recovery, backfill and repairs (read,
+    /// scrub, a write's repair of its primary).
     pub objects_copied: u64,
-    /// Bytes copied.
+    /// Data bytes of those copies.
     pub bytes_copied: u64,
     /// Copies removed from OSDs that no longer hold the PG.
     pub objects_removed: u64,
@@ -149,8 +151,9 @@ pub struct Recovery {
 /// `GET /status`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Status {
-    /// `HEALTH_OK`, `HEALTH_WARN`, or `HEALTH_ERR` when the last scrub left errors (reasons
-    /// in `checks`).
+    /// `HEALTH_OK`, `HEALTH_WARN` (an OSD nearly full among others), or `HEALTH_ERR` when the
+    /// last scrub left errors or an OSD is full (reasons in `checks`, Ceph's check names
+    /// `OSD_NEARFULL` and `OSD_FULL` first).
     pub health: String,
     /// Why the cluster is not healthy.
     pub checks: Vec<String>,
@@ -188,8 +191,26 @@ pub fn osd_tree(cluster: &Cluster) -> Vec<OsdEntry> {
         .collect()
 }
 
-/// Per-OSD space and load.
-pub fn osd_usage(stats: &[OsdStats]) -> Vec<OsdUsage> {
+/// PGs of every pool each OSD is in the up or acting set of (once per PG).
+pub fn pgs_per_osd(cluster: &Cluster) -> BTreeMap<i32, u64> {
+    let map = cluster.osd_map();
+    let mut counts = BTreeMap::new();
+    for pool in map.pools().values() {
+        for pg in pool.pgs() {
+            let place = placement(&map, pg);
+            let mut members: Vec<i32> = place.up.iter().chain(&place.acting).copied().collect();
+            members.sort_unstable();
+            members.dedup();
+            for osd in members {
+                *counts.entry(osd).or_default() += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// Per-OSD space and load; `pgs` from [`pgs_per_osd`].
+pub fn osd_usage(stats: &[OsdStats], pgs: &BTreeMap<i32, u64>) -> Vec<OsdUsage> {
     stats
         .iter()
         .map(|osd| {
@@ -204,7 +225,7 @@ pub fn osd_usage(stats: &[OsdStats]) -> Vec<OsdUsage> {
                 free_bytes: statfs.free_bytes,
                 metadata_bytes: statfs.onode_bytes + statfs.omap_bytes,
                 objects: statfs.objects,
-                pgs: statfs.collections.len() as u64,
+                pgs: pgs.get(&osd.id).copied().unwrap_or(0),
                 device_ops: osd.device.read.ops + osd.device.write.ops,
                 busy_fraction: osd.busy_fraction(),
             }
@@ -330,14 +351,65 @@ pub fn recovery(cluster: &Cluster) -> Recovery {
     }
 }
 
+/// OSDs at or above the cluster's full and nearfull ratios, as `osd.N (P%)`.
+struct Fullness {
+    full: Vec<String>,
+    nearfull: Vec<String>,
+}
+
+/// Which OSDs are full or nearly (used = capacity - free: data and metadata), as Ceph's
+/// `OSD_FULL` and `OSD_NEARFULL` checks: a full OSD is not also counted nearfull.
+fn fullness(stats: &[OsdStats], nearfull_ratio: f64, full_ratio: f64) -> Fullness {
+    let mut fullness = Fullness {
+        full: Vec::new(),
+        nearfull: Vec::new(),
+    };
+    for osd in stats {
+        let total = osd.statfs.total_bytes;
+        if total == 0 {
+            continue;
+        }
+        let used = total.saturating_sub(osd.statfs.free_bytes) as f64 / total as f64;
+        let named = format!("osd.{} ({:.2}%)", osd.id, 100.0 * used);
+        if used >= full_ratio {
+            fullness.full.push(named);
+        } else if used >= nearfull_ratio {
+            fullness.nearfull.push(named);
+        }
+    }
+    fullness
+}
+
 /// The whole status.
 pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
     let osds = osd_tree(cluster);
     let pools = pools(cluster).await?;
     let pgs = pg_summary(cluster);
     let objects = pools.iter().map(|p| p.objects).sum();
-    let usage = usage(&cluster.osd_stats(), objects);
+    let osd_stats = cluster.osd_stats();
+    let usage = usage(&osd_stats, objects);
     let mut checks = Vec::new();
+    let fullness = fullness(
+        &osd_stats,
+        cluster.config().nearfull_ratio,
+        cluster.config().full_ratio,
+    );
+    if !fullness.full.is_empty() {
+        checks.push(format!(
+            "OSD_FULL: {} full osd(s) (used >= full_ratio {}): {}",
+            fullness.full.len(),
+            cluster.config().full_ratio,
+            fullness.full.join(", ")
+        ));
+    }
+    if !fullness.nearfull.is_empty() {
+        checks.push(format!(
+            "OSD_NEARFULL: {} nearfull osd(s) (used >= nearfull_ratio {}): {}",
+            fullness.nearfull.len(),
+            cluster.config().nearfull_ratio,
+            fullness.nearfull.join(", ")
+        ));
+    }
     let down = osds.iter().filter(|o| !o.up).count();
     if down > 0 {
         checks.push(format!("{down} osds down"));
@@ -362,6 +434,17 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
             pgs.short_up
         ));
     }
+    // Settings of cluster.toml an OSD's store does not follow (its min_alloc_size).
+    for osd in cluster
+        .config()
+        .osds
+        .iter()
+        .filter_map(|o| cluster.osd(o.id))
+    {
+        if let Some(warning) = osd.config_warning() {
+            checks.push(warning.to_string());
+        }
+    }
     // As Ceph: copies a scrub found bad and did not repair are possible data damage.
     let scrub_errors = cluster.scrub_errors();
     if scrub_errors > 0 {
@@ -370,7 +453,7 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         ));
     }
     Ok(Status {
-        health: if scrub_errors > 0 {
+        health: if scrub_errors > 0 || !fullness.full.is_empty() {
             "HEALTH_ERR".into()
         } else if checks.is_empty() {
             "HEALTH_OK".into()
@@ -385,4 +468,157 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         usage,
         recovery: recovery(cluster),
     })
+}
+
+/// One OSD's load in the last completed statistics period (`GET /api/stats`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OsdPeriod {
+    /// Id.
+    pub id: i32,
+    /// Device reads in the period.
+    pub read_ops: u64,
+    /// Device writes in the period.
+    pub write_ops: u64,
+    /// Device bytes read.
+    pub read_bytes: u64,
+    /// Device bytes written.
+    pub write_bytes: u64,
+    /// Median device read latency, µs.
+    pub read_latency_us_p50: f64,
+    /// 99th percentile device read latency, µs.
+    pub read_latency_us_p99: f64,
+    /// Median device write latency, µs.
+    pub write_latency_us_p50: f64,
+    /// 99th percentile device write latency, µs.
+    pub write_latency_us_p99: f64,
+    /// Share of the period the device had an operation in flight, 0..=1.
+    pub busy_fraction: f64,
+    /// Operations in flight on the device at the period's end.
+    pub queue_depth: u64,
+    /// Largest queue depth an operation found on arrival in the period.
+    pub queue_depth_max: u64,
+    /// Object reads the OSD served.
+    pub object_read_ops: u64,
+    /// Transactions the OSD applied.
+    pub object_write_ops: u64,
+    /// Median object read latency, µs.
+    pub object_read_latency_us_p50: f64,
+    /// Median transaction latency, µs.
+    pub object_write_latency_us_p50: f64,
+}
+
+/// One object's accesses in the last completed period.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ObjectPeriod {
+    /// Pool name (the pool id when the pool is gone).
+    pub pool: String,
+    /// Object name.
+    pub object: String,
+    /// Reads.
+    pub reads: u64,
+    /// Mutations.
+    pub writes: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Data bytes written.
+    pub write_bytes: u64,
+}
+
+/// `GET /api/stats`: the last completed statistics period (`stats_period_s` of the cluster
+/// config), or none before the first has ended.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PeriodReport {
+    /// The configured period length, s (0: periods are off).
+    pub stats_period_s: u64,
+    /// The last completed period.
+    pub period: Option<PeriodStats>,
+}
+
+/// One completed period.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PeriodStats {
+    /// Start, ns since the Unix epoch.
+    pub start_ns: u64,
+    /// End, ns since the Unix epoch.
+    pub end_ns: u64,
+    /// Per-OSD load.
+    pub osds: Vec<OsdPeriod>,
+    /// Objects the access table attributed accesses to in the period.
+    pub objects_tracked: u64,
+    /// The most accessed objects (reads + writes), at most the `top` asked for.
+    pub objects: Vec<ObjectPeriod>,
+    /// Accesses to objects beyond the table's bound (`access_objects_max`): reads.
+    pub untracked_reads: u64,
+    /// Accesses to objects beyond the table's bound: writes.
+    pub untracked_writes: u64,
+}
+
+/// Per-OSD figures of one period.
+pub fn osd_period(osd: &OsdStats) -> OsdPeriod {
+    let device = &osd.device;
+    OsdPeriod {
+        id: osd.id,
+        read_ops: device.read.ops,
+        write_ops: device.write.ops,
+        read_bytes: device.read.bytes,
+        write_bytes: device.write.bytes,
+        read_latency_us_p50: device.read.latency_us_p50(),
+        read_latency_us_p99: device.read.latency_us_p99(),
+        write_latency_us_p50: device.write.latency_us_p50(),
+        write_latency_us_p99: device.write.latency_us_p99(),
+        busy_fraction: osd.busy_fraction(),
+        queue_depth: device.queue_depth,
+        queue_depth_max: device.queue_depth_at_arrival.max(),
+        object_read_ops: osd.ops.read.ops,
+        object_write_ops: osd.ops.write.ops,
+        object_read_latency_us_p50: osd.ops.read.latency_us_p50(),
+        object_write_latency_us_p50: osd.ops.write.latency_us_p50(),
+    }
+}
+
+/// The last completed period with its `top` most accessed objects.
+pub fn period(cluster: &Cluster, top: usize) -> PeriodReport {
+    let stats_period_s = cluster.config().stats_period_s;
+    let Some(period) = cluster.last_stats_period() else {
+        return PeriodReport {
+            stats_period_s,
+            period: None,
+        };
+    };
+    let map = cluster.osd_map();
+    let pool_name = |id: i64| {
+        map.pools()
+            .get(&id)
+            .map_or_else(|| id.to_string(), |pool| pool.name.clone())
+    };
+    let mut ranked: Vec<_> = period.access.objects.iter().collect();
+    ranked.sort_by(|(a_key, a), (b_key, b)| {
+        (b.reads + b.writes)
+            .cmp(&(a.reads + a.writes))
+            .then_with(|| a_key.cmp(b_key))
+    });
+    let objects = ranked
+        .into_iter()
+        .take(top)
+        .map(|((pool, object), access)| ObjectPeriod {
+            pool: pool_name(*pool),
+            object: object.clone(),
+            reads: access.reads,
+            writes: access.writes,
+            read_bytes: access.read_bytes,
+            write_bytes: access.write_bytes,
+        })
+        .collect();
+    PeriodReport {
+        stats_period_s,
+        period: Some(PeriodStats {
+            start_ns: period.start_ns,
+            end_ns: period.end_ns,
+            osds: period.osds.iter().map(osd_period).collect(),
+            objects_tracked: period.access.objects.len() as u64,
+            objects,
+            untracked_reads: period.access.untracked.reads,
+            untracked_writes: period.access.untracked.writes,
+        }),
+    }
 }

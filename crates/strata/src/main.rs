@@ -56,10 +56,13 @@ enum Command {
     Get(cmd::admin::object::GetArgs),
     /// Remove an object: `strata rm POOL OBJECT`.
     Rm(cmd::admin::object::ObjectArgs),
-    /// List the objects of a pool: `strata ls POOL`.
+    /// List the objects of a pool: `strata ls POOL` (one per line; control characters and
+    /// backslashes escaped, so a name holding a newline stays one line).
     Ls(cmd::admin::object::LsArgs),
     /// Size, mtime, version and placement of an object: `strata stat POOL OBJECT`.
     Stat(cmd::admin::object::ObjectArgs),
+    /// The last statistics period: per-OSD load and the most accessed objects.
+    Stats(cmd::admin::stats::Args),
     /// Deep-scrub every pool (or one), comparing replicas; `--repair` fixes bad copies.
     Scrub(cmd::admin::scrub::Args),
     /// Find and remove S3 data objects nothing refers to (left by a gateway that died
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
         Command::Ls(args) => cmd::admin::object::ls(args),
         Command::Stat(args) => cmd::admin::object::stat(args),
         Command::Scrub(args) => cmd::admin::scrub::run(args),
+        Command::Stats(args) => cmd::admin::stats::run(args),
         Command::Gc(args) => cmd::admin::gc::run(args),
         Command::Debug(args) => cmd::debug::run(args),
     };

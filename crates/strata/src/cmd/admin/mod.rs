@@ -10,6 +10,7 @@ pub mod object;
 pub mod osd;
 pub mod pool;
 pub mod scrub;
+pub mod stats;
 pub mod status;
 pub mod user;
 

@@ -69,32 +69,52 @@ fn object_path(pool: &str, object: &str) -> Result<String> {
 
 /// Stores a file as an object (replacing it).
 pub fn put(args: PutArgs) -> Result<ExitCode> {
-    // Read at most one byte more than the server takes, so an endless input (a device, a
-    // pipe) or a huge file ends with a clear error instead of filling memory.
-    let limit = server::OBJECT_BYTES_MAX;
-    let mut data = Vec::new();
-    let read = if args.file.as_os_str() == "-" {
-        std::io::stdin()
-            .take(limit as u64 + 1)
-            .read_to_end(&mut data)
-            .context("reading standard input")
-    } else {
-        std::fs::File::open(&args.file)
-            .and_then(|file| file.take(limit as u64 + 1).read_to_end(&mut data))
-            .with_context(|| format!("reading {}", args.file.display()))
-    };
-    read?;
-    if data.len() > limit {
-        anyhow::bail!(
-            "{} holds more than {} MiB, the most `strata put` stores in one object (use S3 \
-             for larger objects)",
-            args.file.display(),
-            limit >> 20
-        );
-    }
+    let data = read_input(&args.file, server::OBJECT_BYTES_MAX)?;
     let client = args.admin.client();
     client.call("PUT", &object_path(&args.pool, &args.object)?, &data)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The contents of `file` (`-`: standard input), refused when more than `limit` bytes. A
+/// regular file's size is checked before anything is read (it used to be read up to the
+/// limit first, 64 MiB in memory for nothing); other inputs (a pipe, a device) are read at
+/// most one byte beyond the limit, so an endless one ends with the same error.
+fn read_input(file: &std::path::Path, limit: usize) -> Result<Vec<u8>> {
+    let too_large = |size: Option<u64>| {
+        let size = size.map_or_else(String::new, |bytes| {
+            format!(" ({})", super::human_bytes(bytes))
+        });
+        anyhow::anyhow!(
+            "{}{size} holds more than {} MiB, the most `strata put` stores in one object (use \
+             S3 for larger objects)",
+            file.display(),
+            limit >> 20
+        )
+    };
+    let mut data = Vec::new();
+    if file.as_os_str() == "-" {
+        std::io::stdin()
+            .take(limit as u64 + 1)
+            .read_to_end(&mut data)
+            .context("reading standard input")?;
+    } else {
+        let opened =
+            std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?;
+        let metadata = opened
+            .metadata()
+            .with_context(|| format!("reading {}", file.display()))?;
+        if metadata.is_file() && metadata.len() > limit as u64 {
+            return Err(too_large(Some(metadata.len())));
+        }
+        opened
+            .take(limit as u64 + 1)
+            .read_to_end(&mut data)
+            .with_context(|| format!("reading {}", file.display()))?;
+    }
+    if data.len() > limit {
+        return Err(too_large(None));
+    }
+    Ok(data)
 }
 
 /// Reads an object into a file or standard output.
@@ -128,9 +148,24 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         client.json("GET", &format!("/api/objects/{}", segment(&args.pool)), b"")?;
     let mut out = std::io::stdout().lock();
     for name in reply["objects"].as_array().into_iter().flatten() {
-        writeln!(out, "{}", name.as_str().unwrap_or_default())?;
+        writeln!(out, "{}", escape_name(name.as_str().unwrap_or_default()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A name as `strata ls` prints it: control characters escaped (`\n`, `\t`, `\u{1b}`) and
+/// backslashes doubled, so every name is one line and a terminal shows it as it is. `rados
+/// ls` prints names raw; a name holding a newline then reads as two objects.
+fn escape_name(name: &str) -> String {
+    let mut escaped = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c == '\\' || c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    escaped
 }
 
 /// An object's mtime as `rados stat` prints it: UTC, microseconds, `+0000`.
@@ -171,7 +206,35 @@ pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::format_mtime;
+    use super::{escape_name, format_mtime, read_input};
+
+    #[test]
+    fn ls_escapes_control_characters_and_backslashes() {
+        assert_eq!(escape_name("plain/name é"), "plain/name é");
+        assert_eq!(escape_name("two\nlines"), "two\\nlines");
+        assert_eq!(escape_name("tab\there\u{1b}[31m"), "tab\\there\\u{1b}[31m");
+        assert_eq!(escape_name("back\\slash"), "back\\\\slash");
+    }
+
+    /// A file over the limit is refused by its size, before it is read: the error gives the
+    /// size, which only the file's metadata tells (the limit read first knew only "more").
+    #[test]
+    fn put_refuses_a_large_file_by_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let error = read_input(&path, 64 << 20).unwrap_err().to_string();
+        assert!(
+            error.contains("(1.0 TiB) holds more than 64 MiB"),
+            "{error}"
+        );
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"abc").unwrap();
+        assert_eq!(read_input(&small, 64 << 20).unwrap(), b"abc");
+    }
 
     #[test]
     fn mtime_prints_as_rados_stat_does() {
