@@ -444,9 +444,11 @@ impl CephTier {
         }
     }
 
-    /// Whether the agent evicts `key` now (agent_maybe_evict).
-    fn agent_should_evict(&mut self, pg: usize, key: Key, now_ms: u64) -> bool {
-        if self.dirty[key as usize] {
+    /// agent_maybe_evict: whether the agent evicts `key` now. A dirty object is skipped unless
+    /// `after_flush`: try_flush_mark_clean asks (`agent_maybe_evict(obc, true)`) once the
+    /// agent's flush of it has completed, before its dirty flag is cleared.
+    fn agent_maybe_evict(&mut self, pg: usize, key: Key, now_ms: u64, after_flush: bool) -> bool {
+        if !after_flush && self.dirty[key as usize] {
             return false;
         }
         let state = &self.pgs[pg];
@@ -466,7 +468,33 @@ impl CephTier {
         }
     }
 
-    /// agent_work on one PG: examine a few objects in scan order.
+    /// agent_maybe_flush: whether the agent starts flushing `key`: dirty and at least
+    /// `cache_min_flush_age` old, at any age while the PG's evict mode is full.
+    fn agent_maybe_flush(&self, pg: usize, key: Key, now_ms: u64) -> bool {
+        if !self.dirty[key as usize] {
+            return false;
+        }
+        self.pgs[pg].evict_mode == EvictMode::Full
+            || self.mtime_ms[key as usize] + self.config.cache_min_flush_age_s * 1000 <= now_ms
+    }
+
+    /// The agent evicts `key` (agent_maybe_evict's delete): the scan continues with the object
+    /// that takes its place, and the PG's modes follow its new ratios.
+    fn agent_evict(&mut self, pg: usize, key: Key, effects: &mut Effects) {
+        self.remove_object(pg, key, effects);
+        self.stats.evicted += 1;
+        let state = &mut self.pgs[pg];
+        state.cursor = state.cursor.saturating_sub(1);
+        self.choose_mode(pg);
+    }
+
+    /// agent_work on one PG: examine a few objects in scan order. Each object is handled as
+    /// PrimaryLogPG::agent_work does (Ceph 16.2): evict it if the evict mode is not idle and
+    /// agent_maybe_evict(obc, false) agrees (never a dirty object); else, if the flush mode is
+    /// not idle and agent_maybe_flush agrees, flush it. A flush completes here at once
+    /// (virtual time has no flush latency): finish_flush -> try_flush_mark_clean evicts the
+    /// object if the evict mode is not idle and agent_maybe_evict(obc, true) agrees, else
+    /// clears its dirty flag.
     fn agent_work(&mut self, pg: usize, now_ms: u64, effects: &mut Effects) {
         self.choose_mode(pg);
         let state = &self.pgs[pg];
@@ -489,20 +517,15 @@ impl CephTier {
             state.cursor += 1;
             state.histogram.tick();
             let (flush_mode, evict_mode) = (state.flush_mode, state.evict_mode);
-            if flush_mode != FlushMode::Idle
-                && self.dirty[key as usize]
-                && (evict_mode == EvictMode::Full
-                    || self.mtime_ms[key as usize] + self.config.cache_min_flush_age_s * 1000
-                        <= now_ms)
-            {
+            if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, false) {
+                self.agent_evict(pg, key, effects);
+            } else if flush_mode != FlushMode::Idle && self.agent_maybe_flush(pg, key, now_ms) {
                 self.flush_object(pg, key, effects);
-            }
-            if evict_mode != EvictMode::Idle && self.agent_should_evict(pg, key, now_ms) {
-                self.remove_object(pg, key, effects);
-                self.stats.evicted += 1;
-                let state = &mut self.pgs[pg];
-                state.cursor = state.cursor.saturating_sub(1);
-                self.choose_mode(pg);
+                if self.pgs[pg].evict_mode != EvictMode::Idle
+                    && self.agent_maybe_evict(pg, key, now_ms, true)
+                {
+                    self.agent_evict(pg, key, effects);
+                }
             }
         }
     }

@@ -307,3 +307,50 @@ fn pool_never_exceeds_capacity_and_flushes_dirty_objects() {
     }
     assert!(flushed > 0);
 }
+
+/// A tier of one PG holding `dirty` objects written at 1 s, old enough at `now_ms` to be
+/// flushed and evicted, with the agent stopped until the caller sets its budget.
+fn written_then_idle(objects: u64, target_max_objects: usize) -> CephTier {
+    let mut config = eager(64);
+    config.agent_ops_per_request = 0;
+    let mut tier = CephTier::new(config, 64);
+    let mut effects = Effects::default();
+    for key in 0..objects {
+        let outcome = tier.on_request(&request(key as Key, key, 0, false), &mut effects);
+        assert_eq!(outcome, Outcome::AdmittedAfterProxy);
+        let outcome = tier.on_request(&request(key as Key, key, 1000, true), &mut effects);
+        assert_eq!(outcome, Outcome::Hit);
+    }
+    tier.config.target_max_objects = target_max_objects;
+    tier
+}
+
+/// PrimaryLogPG::agent_work tries agent_maybe_evict first, which skips a dirty object, then
+/// agent_maybe_flush; when the flush completes, try_flush_mark_clean calls
+/// agent_maybe_evict(obc, true) while the evict mode is not idle, so an old dirty object is
+/// flushed and then evicted in one visit. With the evict mode idle it is only flushed.
+#[test]
+fn an_old_dirty_object_is_flushed_then_evicted_when_its_flush_completes() {
+    let now_ms = 1000 + 1_801_000;
+    // 8 objects against a target of 4: full ratio 200% (evict mode full until 4 are left),
+    // dirty ratio 200% (flush mode high).
+    let mut tier = written_then_idle(8, 4);
+    tier.config.agent_ops_per_request = 4;
+    let mut effects = Effects::default();
+    tier.on_request(&request(60, 100, now_ms, false), &mut effects);
+    assert_eq!(effects.flushed.len(), 4, "{effects:?}");
+    assert_eq!(effects.evicted, effects.flushed);
+    assert_eq!((tier.stats.flushed, tier.stats.evicted), (4, 4));
+    assert_eq!(tier.len(), 4 + 1);
+    // 4 objects against a target of 40: evict mode idle, dirty ratio 10% (flush mode idle
+    // until the dirty target is lowered, then low: 2 flushes, osd_agent_max_low_ops): flushed
+    // and kept, clean.
+    let mut tier = written_then_idle(4, 40);
+    tier.config.agent_ops_per_request = 4;
+    tier.config.cache_target_dirty_ratio = 0.05;
+    let mut effects = Effects::default();
+    tier.on_request(&request(60, 100, now_ms, false), &mut effects);
+    assert_eq!(effects.flushed.len(), 2, "{effects:?}");
+    assert!(effects.evicted.is_empty());
+    assert_eq!(tier.len(), 4 + 1);
+}
