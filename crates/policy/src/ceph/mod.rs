@@ -4,8 +4,9 @@
 //! Objects hash to PGs; each PG keeps hit sets, a dirty count and an agent that scans its
 //! objects in hash order (not recency order), flushing dirty objects older than
 //! `cache_min_flush_age` and evicting clean ones older than `cache_min_evict_age` whose
-//! temperature passes the histogram test. The agent runs `agent_ops_per_request` steps on the PG
-//! of each request (virtual time has no background threads).
+//! temperature passes the histogram test. The agent runs one agent_work call on the PG of each
+//! request (virtual time has no background threads): it examines up to
+//! `agent_evict_check_size` objects and stops once it has flushed or evicted `agent_max_ops`.
 //!
 //! What a miss does follows `maybe_handle_cache_detail`, by cache mode:
 //! - writeback: the request is proxied to the base pool (`do_proxy_read`, `do_proxy_write`),
@@ -135,9 +136,17 @@ pub struct CephTierConfig {
     pub promote_max_objects_per_s: u64,
     /// `osd_tier_promote_max_bytes_sec` per OSD, 0 unset. Default 5 MiB.
     pub promote_max_bytes_per_s: u64,
-    /// Agent steps (objects examined) per request in high flush or evict mode; low flush mode
-    /// uses half (`osd_agent_max_low_ops` 2 vs `osd_agent_max_ops` 4). Default 4.
-    pub agent_ops_per_request: u32,
+    /// `osd_agent_max_ops`: objects one agent_work call may flush or evict (its `start_max`;
+    /// Ceph subtracts the agent's flushes still in flight, which here complete at once); 0
+    /// stops the agent. Default 4.
+    pub agent_max_ops: u32,
+    /// `osd_agent_max_low_ops`: flushes one call may start (`agent_flush_quota`) while no PG
+    /// of the OSD is in high flush mode (then `agent_max_ops`); 0 stops the agent while none
+    /// is, as OSDService::agent_entry skips agent_work without a quota. Default 2.
+    pub agent_max_low_ops: u32,
+    /// `osd_pool_default_cache_max_evict_check_size`: objects one call lists and examines, from
+    /// the scan position to the end of the PG at most. Default 10.
+    pub agent_evict_check_size: u32,
     /// Temperature test. Default faithful.
     pub temperature: TemperatureEviction,
 }
@@ -169,7 +178,9 @@ impl CephTierConfig {
             osd_count: 24,
             promote_max_objects_per_s: 25,
             promote_max_bytes_per_s: 5 << 20,
-            agent_ops_per_request: 4,
+            agent_max_ops: 4,
+            agent_max_low_ops: 2,
+            agent_evict_check_size: 10,
             temperature: TemperatureEviction::Faithful,
         }
     }
@@ -488,46 +499,74 @@ impl CephTier {
         self.choose_mode(pg);
     }
 
-    /// agent_work on one PG: examine a few objects in scan order. Each object is handled as
-    /// PrimaryLogPG::agent_work does (Ceph 16.2): evict it if the evict mode is not idle and
-    /// agent_maybe_evict(obc, false) agrees (never a dirty object); else, if the flush mode is
-    /// not idle and agent_maybe_flush agrees, flush it. A flush completes here at once
-    /// (virtual time has no flush latency): finish_flush -> try_flush_mark_clean evicts the
-    /// object if the evict mode is not idle and agent_maybe_evict(obc, true) agrees, else
-    /// clears its dirty flag.
+    /// Whether any PG whose primary is `pg`'s OSD is in high flush mode (OSDService's
+    /// `flush_mode_high_count` above 0), which lifts the flush quota to `agent_max_ops`.
+    fn osd_flushes_high(&self, pg: usize) -> bool {
+        let osds = self.throttles.len();
+        (pg % osds..self.pgs.len())
+            .step_by(osds)
+            .any(|p| self.pgs[p].flush_mode == FlushMode::High)
+    }
+
+    /// One agent_work call on a PG (OSDService::agent_entry's `agent_work(max,
+    /// agent_flush_quota)`): list up to `agent_evict_check_size` objects from the scan
+    /// position (objects_list_partial; the position returns to the PG's start after its last
+    /// object) and handle each as PrimaryLogPG::agent_work does (Ceph 16.2): evict it if the
+    /// evict mode is not idle and agent_maybe_evict(obc, false) agrees (never a dirty object);
+    /// else, if the flush mode is not idle, the flush quota is not spent and agent_maybe_flush
+    /// agrees, flush it. Each eviction or flush counts as started; the call stops at
+    /// `agent_max_ops` started. A flush completes here at once (virtual time has no flush
+    /// latency): finish_flush -> try_flush_mark_clean evicts the object if the evict mode is
+    /// not idle and agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The
+    /// temperature histogram ages once per call (`hist_age`).
     fn agent_work(&mut self, pg: usize, now_ms: u64, effects: &mut Effects) {
         self.choose_mode(pg);
         let state = &self.pgs[pg];
         if state.flush_mode == FlushMode::Idle && state.evict_mode == EvictMode::Idle {
             return;
         }
-        let mut ops = self.config.agent_ops_per_request;
-        if state.flush_mode == FlushMode::Low && state.evict_mode == EvictMode::Idle {
-            ops = ops.div_ceil(2);
+        let start_max = self.config.agent_max_ops;
+        let mut flush_quota = if self.osd_flushes_high(pg) {
+            start_max
+        } else {
+            self.config.agent_max_low_ops
+        };
+        if start_max == 0 || flush_quota == 0 {
+            return;
         }
-        for _ in 0..ops {
+        let state = &mut self.pgs[pg];
+        if state.cursor >= state.objects.len() {
+            state.cursor = 0;
+        }
+        let mut started = 0;
+        for _ in 0..self.config.agent_evict_check_size {
             let state = &mut self.pgs[pg];
-            if state.objects.is_empty() {
+            let Some(&key) = state.objects.get(state.cursor) else {
                 break;
-            }
-            if state.cursor >= state.objects.len() {
-                state.cursor = 0;
-            }
-            let key = state.objects[state.cursor];
+            };
             state.cursor += 1;
-            state.histogram.tick();
             let (flush_mode, evict_mode) = (state.flush_mode, state.evict_mode);
             if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, false) {
                 self.agent_evict(pg, key, effects);
-            } else if flush_mode != FlushMode::Idle && self.agent_maybe_flush(pg, key, now_ms) {
+                started += 1;
+            } else if flush_mode != FlushMode::Idle
+                && flush_quota > 0
+                && self.agent_maybe_flush(pg, key, now_ms)
+            {
                 self.flush_object(pg, key, effects);
+                started += 1;
+                flush_quota -= 1;
                 if self.pgs[pg].evict_mode != EvictMode::Idle
                     && self.agent_maybe_evict(pg, key, now_ms, true)
                 {
                     self.agent_evict(pg, key, effects);
                 }
             }
+            if started >= start_max {
+                break;
+            }
         }
+        self.pgs[pg].histogram.tick();
     }
 
     /// Frees one slot when the pool is at its hard capacity: the first clean object in scan
