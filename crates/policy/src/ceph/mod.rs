@@ -101,7 +101,11 @@ pub struct CephTierConfig {
     /// `target_max_bytes`, 0 unset. Seed 003: 2 TiB (the catalog sets the capacity in bytes
     /// when the cache size is given in bytes, else 0).
     pub target_max_bytes: u64,
-    /// PGs of the cache pool. Default 32.
+    /// `pg_num` of the cache pool: objects hash to PGs, and each PG has its own hit sets
+    /// (archived after at least 1000 accesses to it), agent, modes and share
+    /// (`target_max_* / pg_num`) of the targets; PG `p`'s primary is OSD `p % osd_count`.
+    /// Seed 003 does not say; [`CephTierConfig::seed003`] derives 128 (see there). Command line:
+    /// `ceph:pg_num=N`.
     pub pg_count: u32,
     /// Cache mode. Default writeback.
     pub mode: CacheMode,
@@ -156,12 +160,24 @@ impl CephTierConfig {
     /// objects: writeback, bloom hit sets 12 x 4 h, recency 2/2, `target_max_bytes` 2 TiB,
     /// `target_max_objects` 1 million, dirty 0.4/0.6, full 0.8, min flush age 600 s, min evict
     /// age 1800 s, 24 NVMe OSDs with Ceph's default promotion throttle.
+    ///
+    /// `pg_num` 128: the seed gives none, and a pool is created with
+    /// `osd_pool_default_pg_num` (32), but Ceph 16.2 runs the PG autoscaler on every pool by
+    /// default (`osd_pool_default_pg_autoscale_mode` on). It sizes a pool at
+    /// `capacity_ratio * mon_target_pg_per_osd (100) * OSDs / size`, rounded to the nearest
+    /// power of two, and changes `pg_num` once that is more than 3 times off. The seed fills
+    /// the cache past 0.8 of `target_max_bytes` (2 TiB) before measuring: 1.6 TiB x 3
+    /// replicas (`osd_pool_default_size`) of 24 x 960 GB (20.95 TiB) is a ratio of 0.23, so
+    /// 0.23 x 100 x 24 / 3 = 183 -> 128, more than 3 x 32: the autoscaler takes the pool to
+    /// 128 PGs. (The pool is the only one on the NVMe root; 1024 would be the whole root's
+    /// share, 800, for a pool given `target_size_ratio` 1.) The model used 32 until this
+    /// was checked.
     pub fn seed003(capacity: usize) -> Self {
         CephTierConfig {
             capacity,
             target_max_objects: 1_000_000,
             target_max_bytes: 2 << 40,
-            pg_count: 32,
+            pg_count: 128,
             mode: CacheMode::Writeback,
             hit_set: HitSetKind::Bloom { fpp: 0.05 },
             hit_set_count: 12,
