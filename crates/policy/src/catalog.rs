@@ -241,6 +241,41 @@ fn strata_config(spec: &PolicySpec) -> Result<StrataConfig, PolicyError> {
     Ok(config)
 }
 
+/// Knobs of Ceph's tier (pool options, named as Ceph names them), each a field of
+/// [`CephTierConfig`], which documents it. `pg_num` up to `mon_max_pool_pg_num` (65536).
+const CEPH_KNOBS: &[(&str, Accepts)] = &[("pg_num", Accepts::Whole(1.0, 65536.0))];
+
+/// Ceph's tier takes its pool options after a colon: `ceph:pg_num=256`. An option outside
+/// [`CEPH_KNOBS`], or a value outside its range, is refused.
+fn ceph_knobs(config: &mut CephTierConfig, knobs: &str) -> Result<(), PolicyError> {
+    for knob in knobs.split('/').filter(|k| !k.is_empty()) {
+        let (key, value) = knob.split_once('=').unwrap_or((knob, ""));
+        let Some(&(_, accepts)) = CEPH_KNOBS.iter().find(|(name, _)| *name == key) else {
+            let known: Vec<&str> = CEPH_KNOBS.iter().map(|(name, _)| *name).collect();
+            return Err(PolicyError::InvalidParameter {
+                name: "ceph",
+                reason: format!("unknown knob `{knob}` (known: {})", known.join(", ")),
+            });
+        };
+        let Some(number) = value.parse::<f64>().ok().filter(|&n| accepts.admits(n)) else {
+            return Err(PolicyError::InvalidParameter {
+                name: "ceph",
+                reason: format!("knob `{knob}`: {key} takes {}", accepts.describe()),
+            });
+        };
+        match key {
+            "pg_num" => config.pg_count = number as u32,
+            _ => {
+                return Err(PolicyError::InvalidParameter {
+                    name: "ceph",
+                    reason: format!("knob `{key}` is listed but has no setter (a bug)"),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Sets one knob of [`STRATA_KNOBS`] to a value within its range; false for any other name.
 fn set_knob(config: &mut StrataConfig, key: &str, number: f64) -> bool {
     match key {
@@ -365,11 +400,19 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
         Some((base, admission)) => (base, Some(admission)),
         None => (lowered.as_str(), None),
     };
-    if knobs.is_some() && base != "strata" && POLICY_NAMES.contains(&base) {
+    let ceph = matches!(
+        base,
+        "ceph" | "ceph-seed003" | "ceph-corrected" | "ceph-fast"
+    );
+    if knobs.is_some() && base != "strata" && !ceph && POLICY_NAMES.contains(&base) {
         // Knobs after a name that takes none used to be dropped: `lru:small=0.5` ran plain LRU.
         return Err(PolicyError::InvalidParameter {
             name: "knobs",
-            reason: format!("`{}`: only strata takes knobs after a colon", spec.name),
+            reason: format!(
+                "`{}`: only strata takes knobs after a colon (and Ceph's tier its pool \
+                 options: ceph:pg_num=128)",
+                spec.name
+            ),
         });
     }
     let (capacity, keys) = (spec.capacity, spec.key_space);
@@ -415,6 +458,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
                 // can be earned within a short trace; ages unchanged.
                 config.hit_set_period_s = 60;
             }
+            ceph_knobs(&mut config, knobs.unwrap_or(""))?;
             standalone(Box::new(CephTier::new(config, keys)))
         }
         "hottable" => {
@@ -487,6 +531,17 @@ mod tests {
         ));
     }
 
+    /// `ceph:pg_num=N` sets the cache pool's PG count; seed 003's preset has 128.
+    #[test]
+    fn ceph_takes_its_pg_num_after_a_colon() {
+        let mut config = CephTierConfig::seed003(16);
+        assert_eq!(config.pg_count, 128);
+        ceph_knobs(&mut config, "pg_num=32").unwrap();
+        assert_eq!(config.pg_count, 32);
+        ceph_knobs(&mut config, "").unwrap();
+        assert_eq!(config.pg_count, 32);
+    }
+
     fn refusal(name: &str) -> String {
         match build(&PolicySpec::new(name, 16, 16)) {
             Ok(_) => panic!("{name} was accepted"),
@@ -510,6 +565,9 @@ mod tests {
             ("strata:nope=1", "unknown knob"),
             ("lru:small=0.5", "only strata takes knobs"),
             ("arc:garbage", "only strata takes knobs"),
+            ("ceph:pg_num=0", "[1, 65536]"),
+            ("ceph-corrected:pg_num=2.5", "whole number"),
+            ("ceph:hit_set_count=1", "unknown knob"),
             ("lru+prob2", "P in [0, 1]"),
             ("lru+probNaN", "P in [0, 1]"),
         ] {
@@ -543,6 +601,8 @@ mod tests {
         ))
         .is_ok());
         assert!(build(&PolicySpec::new("ceph-fast", 16, 16)).is_ok());
+        assert!(build(&PolicySpec::new("ceph:pg_num=256", 16, 16)).is_ok());
+        assert!(build(&PolicySpec::new("ceph-fast:pg_num=1", 16, 16)).is_ok());
         assert!(refusal("mru").contains("ceph-fast"));
     }
 

@@ -94,7 +94,7 @@ pub(crate) fn choose_evict_mode(
 }
 
 /// Ceph's `pow2_hist_t`: counts per bit length of the temperature, halved every
-/// `osd_agent_hist_halflife` (1000) agent steps.
+/// `osd_agent_hist_halflife` (1000) agent_work calls (PrimaryLogPG::agent_work's `hist_age`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TemperatureHistogram {
     bins: [u64; 32],

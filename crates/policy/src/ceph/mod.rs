@@ -4,8 +4,9 @@
 //! Objects hash to PGs; each PG keeps hit sets, a dirty count and an agent that scans its
 //! objects in hash order (not recency order), flushing dirty objects older than
 //! `cache_min_flush_age` and evicting clean ones older than `cache_min_evict_age` whose
-//! temperature passes the histogram test. The agent runs `agent_ops_per_request` steps on the PG
-//! of each request (virtual time has no background threads).
+//! temperature passes the histogram test. The agent runs one agent_work call on the PG of each
+//! request (virtual time has no background threads): it examines up to
+//! `agent_evict_check_size` objects and stops once it has flushed or evicted `agent_max_ops`.
 //!
 //! What a miss does follows `maybe_handle_cache_detail`, by cache mode:
 //! - writeback: the request is proxied to the base pool (`do_proxy_read`, `do_proxy_write`),
@@ -100,7 +101,11 @@ pub struct CephTierConfig {
     /// `target_max_bytes`, 0 unset. Seed 003: 2 TiB (the catalog sets the capacity in bytes
     /// when the cache size is given in bytes, else 0).
     pub target_max_bytes: u64,
-    /// PGs of the cache pool. Default 32.
+    /// `pg_num` of the cache pool: objects hash to PGs, and each PG has its own hit sets
+    /// (archived after at least 1000 accesses to it), agent, modes and share
+    /// (`target_max_* / pg_num`) of the targets; PG `p`'s primary is OSD `p % osd_count`.
+    /// Seed 003 does not say; [`CephTierConfig::seed003`] derives 128 (see there). Command line:
+    /// `ceph:pg_num=N`.
     pub pg_count: u32,
     /// Cache mode. Default writeback.
     pub mode: CacheMode,
@@ -135,9 +140,17 @@ pub struct CephTierConfig {
     pub promote_max_objects_per_s: u64,
     /// `osd_tier_promote_max_bytes_sec` per OSD, 0 unset. Default 5 MiB.
     pub promote_max_bytes_per_s: u64,
-    /// Agent steps (objects examined) per request in high flush or evict mode; low flush mode
-    /// uses half (`osd_agent_max_low_ops` 2 vs `osd_agent_max_ops` 4). Default 4.
-    pub agent_ops_per_request: u32,
+    /// `osd_agent_max_ops`: objects one agent_work call may flush or evict (its `start_max`;
+    /// Ceph subtracts the agent's flushes still in flight, which here complete at once); 0
+    /// stops the agent. Default 4.
+    pub agent_max_ops: u32,
+    /// `osd_agent_max_low_ops`: flushes one call may start (`agent_flush_quota`) while no PG
+    /// of the OSD is in high flush mode (then `agent_max_ops`); 0 stops the agent while none
+    /// is, as OSDService::agent_entry skips agent_work without a quota. Default 2.
+    pub agent_max_low_ops: u32,
+    /// `osd_pool_default_cache_max_evict_check_size`: objects one call lists and examines, from
+    /// the scan position to the end of the PG at most. Default 10.
+    pub agent_evict_check_size: u32,
     /// Temperature test. Default faithful.
     pub temperature: TemperatureEviction,
 }
@@ -147,12 +160,24 @@ impl CephTierConfig {
     /// objects: writeback, bloom hit sets 12 x 4 h, recency 2/2, `target_max_bytes` 2 TiB,
     /// `target_max_objects` 1 million, dirty 0.4/0.6, full 0.8, min flush age 600 s, min evict
     /// age 1800 s, 24 NVMe OSDs with Ceph's default promotion throttle.
+    ///
+    /// `pg_num` 128: the seed gives none, and a pool is created with
+    /// `osd_pool_default_pg_num` (32), but Ceph 16.2 runs the PG autoscaler on every pool by
+    /// default (`osd_pool_default_pg_autoscale_mode` on). It sizes a pool at
+    /// `capacity_ratio * mon_target_pg_per_osd (100) * OSDs / size`, rounded to the nearest
+    /// power of two, and changes `pg_num` once that is more than 3 times off. The seed fills
+    /// the cache past 0.8 of `target_max_bytes` (2 TiB) before measuring: 1.6 TiB x 3
+    /// replicas (`osd_pool_default_size`) of 24 x 960 GB (20.95 TiB) is a ratio of 0.23, so
+    /// 0.23 x 100 x 24 / 3 = 183 -> 128, more than 3 x 32: the autoscaler takes the pool to
+    /// 128 PGs. (The pool is the only one on the NVMe root; 1024 would be the whole root's
+    /// share, 800, for a pool given `target_size_ratio` 1.) The model used 32 until this
+    /// was checked.
     pub fn seed003(capacity: usize) -> Self {
         CephTierConfig {
             capacity,
             target_max_objects: 1_000_000,
             target_max_bytes: 2 << 40,
-            pg_count: 32,
+            pg_count: 128,
             mode: CacheMode::Writeback,
             hit_set: HitSetKind::Bloom { fpp: 0.05 },
             hit_set_count: 12,
@@ -169,7 +194,9 @@ impl CephTierConfig {
             osd_count: 24,
             promote_max_objects_per_s: 25,
             promote_max_bytes_per_s: 5 << 20,
-            agent_ops_per_request: 4,
+            agent_max_ops: 4,
+            agent_max_low_ops: 2,
+            agent_evict_check_size: 10,
             temperature: TemperatureEviction::Faithful,
         }
     }
@@ -444,9 +471,11 @@ impl CephTier {
         }
     }
 
-    /// Whether the agent evicts `key` now (agent_maybe_evict).
-    fn agent_should_evict(&mut self, pg: usize, key: Key, now_ms: u64) -> bool {
-        if self.dirty[key as usize] {
+    /// agent_maybe_evict: whether the agent evicts `key` now. A dirty object is skipped unless
+    /// `after_flush`: try_flush_mark_clean asks (`agent_maybe_evict(obc, true)`) once the
+    /// agent's flush of it has completed, before its dirty flag is cleared.
+    fn agent_maybe_evict(&mut self, pg: usize, key: Key, now_ms: u64, after_flush: bool) -> bool {
+        if !after_flush && self.dirty[key as usize] {
             return false;
         }
         let state = &self.pgs[pg];
@@ -466,45 +495,94 @@ impl CephTier {
         }
     }
 
-    /// agent_work on one PG: examine a few objects in scan order.
+    /// agent_maybe_flush: whether the agent starts flushing `key`: dirty and at least
+    /// `cache_min_flush_age` old, at any age while the PG's evict mode is full.
+    fn agent_maybe_flush(&self, pg: usize, key: Key, now_ms: u64) -> bool {
+        if !self.dirty[key as usize] {
+            return false;
+        }
+        self.pgs[pg].evict_mode == EvictMode::Full
+            || self.mtime_ms[key as usize] + self.config.cache_min_flush_age_s * 1000 <= now_ms
+    }
+
+    /// The agent evicts `key` (agent_maybe_evict's delete): the scan continues with the object
+    /// that takes its place, and the PG's modes follow its new ratios.
+    fn agent_evict(&mut self, pg: usize, key: Key, effects: &mut Effects) {
+        self.remove_object(pg, key, effects);
+        self.stats.evicted += 1;
+        let state = &mut self.pgs[pg];
+        state.cursor = state.cursor.saturating_sub(1);
+        self.choose_mode(pg);
+    }
+
+    /// Whether any PG whose primary is `pg`'s OSD is in high flush mode (OSDService's
+    /// `flush_mode_high_count` above 0), which lifts the flush quota to `agent_max_ops`.
+    fn osd_flushes_high(&self, pg: usize) -> bool {
+        let osds = self.throttles.len();
+        (pg % osds..self.pgs.len())
+            .step_by(osds)
+            .any(|p| self.pgs[p].flush_mode == FlushMode::High)
+    }
+
+    /// One agent_work call on a PG (OSDService::agent_entry's `agent_work(max,
+    /// agent_flush_quota)`): list up to `agent_evict_check_size` objects from the scan
+    /// position (objects_list_partial; the position returns to the PG's start after its last
+    /// object) and handle each as PrimaryLogPG::agent_work does (Ceph 16.2): evict it if the
+    /// evict mode is not idle and agent_maybe_evict(obc, false) agrees (never a dirty object);
+    /// else, if the flush mode is not idle, the flush quota is not spent and agent_maybe_flush
+    /// agrees, flush it. Each eviction or flush counts as started; the call stops at
+    /// `agent_max_ops` started. A flush completes here at once (virtual time has no flush
+    /// latency): finish_flush -> try_flush_mark_clean evicts the object if the evict mode is
+    /// not idle and agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The
+    /// temperature histogram ages once per call (`hist_age`).
     fn agent_work(&mut self, pg: usize, now_ms: u64, effects: &mut Effects) {
         self.choose_mode(pg);
         let state = &self.pgs[pg];
         if state.flush_mode == FlushMode::Idle && state.evict_mode == EvictMode::Idle {
             return;
         }
-        let mut ops = self.config.agent_ops_per_request;
-        if state.flush_mode == FlushMode::Low && state.evict_mode == EvictMode::Idle {
-            ops = ops.div_ceil(2);
+        let start_max = self.config.agent_max_ops;
+        let mut flush_quota = if self.osd_flushes_high(pg) {
+            start_max
+        } else {
+            self.config.agent_max_low_ops
+        };
+        if start_max == 0 || flush_quota == 0 {
+            return;
         }
-        for _ in 0..ops {
+        let state = &mut self.pgs[pg];
+        if state.cursor >= state.objects.len() {
+            state.cursor = 0;
+        }
+        let mut started = 0;
+        for _ in 0..self.config.agent_evict_check_size {
             let state = &mut self.pgs[pg];
-            if state.objects.is_empty() {
+            let Some(&key) = state.objects.get(state.cursor) else {
                 break;
-            }
-            if state.cursor >= state.objects.len() {
-                state.cursor = 0;
-            }
-            let key = state.objects[state.cursor];
+            };
             state.cursor += 1;
-            state.histogram.tick();
             let (flush_mode, evict_mode) = (state.flush_mode, state.evict_mode);
-            if flush_mode != FlushMode::Idle
-                && self.dirty[key as usize]
-                && (evict_mode == EvictMode::Full
-                    || self.mtime_ms[key as usize] + self.config.cache_min_flush_age_s * 1000
-                        <= now_ms)
+            if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, false) {
+                self.agent_evict(pg, key, effects);
+                started += 1;
+            } else if flush_mode != FlushMode::Idle
+                && flush_quota > 0
+                && self.agent_maybe_flush(pg, key, now_ms)
             {
                 self.flush_object(pg, key, effects);
+                started += 1;
+                flush_quota -= 1;
+                if self.pgs[pg].evict_mode != EvictMode::Idle
+                    && self.agent_maybe_evict(pg, key, now_ms, true)
+                {
+                    self.agent_evict(pg, key, effects);
+                }
             }
-            if evict_mode != EvictMode::Idle && self.agent_should_evict(pg, key, now_ms) {
-                self.remove_object(pg, key, effects);
-                self.stats.evicted += 1;
-                let state = &mut self.pgs[pg];
-                state.cursor = state.cursor.saturating_sub(1);
-                self.choose_mode(pg);
+            if started >= start_max {
+                break;
             }
         }
+        self.pgs[pg].histogram.tick();
     }
 
     /// Frees one slot when the pool is at its hard capacity: the first clean object in scan

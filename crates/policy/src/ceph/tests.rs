@@ -164,7 +164,7 @@ fn cache_modes_promote_as_maybe_handle_cache_detail_does() {
 fn forced_evictions_are_counted_apart_and_a_full_pg_does_not_promote() {
     let mut effects = Effects::default();
     let mut config = eager(10);
-    config.agent_ops_per_request = 0;
+    config.agent_max_ops = 0;
     let mut tier = CephTier::new(config.clone(), 64);
     for seq in 0..30u64 {
         tier.on_request(&request(seq as Key, seq, seq, false), &mut effects);
@@ -306,4 +306,97 @@ fn pool_never_exceeds_capacity_and_flushes_dirty_objects() {
         assert!(tier.len() <= 50);
     }
     assert!(flushed > 0);
+}
+
+/// A tier of one PG holding `dirty` objects written at 1 s, old enough at `now_ms` to be
+/// flushed and evicted, with the agent stopped until the caller sets its budget.
+fn written_then_idle(objects: u64, target_max_objects: usize) -> CephTier {
+    let mut config = eager(64);
+    config.agent_max_ops = 0;
+    let mut tier = CephTier::new(config, 64);
+    let mut effects = Effects::default();
+    for key in 0..objects {
+        let outcome = tier.on_request(&request(key as Key, key, 0, false), &mut effects);
+        assert_eq!(outcome, Outcome::AdmittedAfterProxy);
+        let outcome = tier.on_request(&request(key as Key, key, 1000, true), &mut effects);
+        assert_eq!(outcome, Outcome::Hit);
+    }
+    tier.config.target_max_objects = target_max_objects;
+    tier
+}
+
+/// PrimaryLogPG::agent_work tries agent_maybe_evict first, which skips a dirty object, then
+/// agent_maybe_flush; when the flush completes, try_flush_mark_clean calls
+/// agent_maybe_evict(obc, true) while the evict mode is not idle, so an old dirty object is
+/// flushed and then evicted in one visit. With the evict mode idle it is only flushed.
+#[test]
+fn an_old_dirty_object_is_flushed_then_evicted_when_its_flush_completes() {
+    let now_ms = 1000 + 1_801_000;
+    // 8 objects against a target of 4: full ratio 200% (evict mode full until 4 are left),
+    // dirty ratio 200% (flush mode high).
+    let mut tier = written_then_idle(8, 4);
+    tier.config.agent_max_ops = 4;
+    let mut effects = Effects::default();
+    tier.on_request(&request(60, 100, now_ms, false), &mut effects);
+    assert_eq!(effects.flushed.len(), 4, "{effects:?}");
+    assert_eq!(effects.evicted, effects.flushed);
+    assert_eq!((tier.stats.flushed, tier.stats.evicted), (4, 4));
+    assert_eq!(tier.len(), 4 + 1);
+    // 4 objects against a target of 40: evict mode idle, dirty ratio 10% (flush mode idle
+    // until the dirty target is lowered, then low: 2 flushes, osd_agent_max_low_ops): flushed
+    // and kept, clean.
+    let mut tier = written_then_idle(4, 40);
+    tier.config.agent_max_ops = 4;
+    tier.config.cache_target_dirty_ratio = 0.05;
+    let mut effects = Effects::default();
+    tier.on_request(&request(60, 100, now_ms, false), &mut effects);
+    assert_eq!(effects.flushed.len(), 2, "{effects:?}");
+    assert!(effects.evicted.is_empty());
+    assert_eq!(tier.len(), 4 + 1);
+}
+
+/// A tier of one PG whose objects `0..objects` were promoted clean at 0 s, those in `dirty`
+/// then written at 1 s; the agent is stopped until the caller sets its budget.
+fn promoted_then_written(objects: u64, dirty: std::ops::Range<u64>) -> CephTier {
+    let mut config = eager(64);
+    config.agent_max_ops = 0;
+    let mut tier = CephTier::new(config, 64);
+    let mut effects = Effects::default();
+    for key in 0..objects {
+        tier.on_request(&request(key as Key, key, 0, false), &mut effects);
+    }
+    for key in dirty {
+        tier.on_request(&request(key as Key, key, 1000, true), &mut effects);
+    }
+    assert_eq!(tier.len(), objects as usize);
+    tier
+}
+
+/// PrimaryLogPG::agent_work lists `osd_pool_default_cache_max_evict_check_size` (10) objects
+/// and stops once `start_max` (`osd_agent_max_ops`, 4) of them were flushed or evicted; while
+/// no PG of the OSD flushes in high mode, OSDService::agent_entry gives it a flush quota of
+/// `osd_agent_max_low_ops` (2). Clean objects cost nothing, so the agent reaches dirty ones
+/// behind them in the same call. The agent used to examine 4 objects (2 in low flush mode)
+/// whatever it did with them: it flushed nothing in the first case and 2 in the second.
+#[test]
+fn the_agent_lists_ten_objects_and_stops_after_four_flushed_or_evicted() {
+    let now_ms = 1000 + 601_000;
+    // Low flush mode (dirty 10% of 40 against a 5% target), evict idle: keys 0-3 clean.
+    let mut tier = promoted_then_written(8, 4..8);
+    tier.config.target_max_objects = 40;
+    tier.config.cache_target_dirty_ratio = 0.05;
+    tier.config.agent_max_ops = 4;
+    let mut effects = Effects::default();
+    tier.on_request(&request(60, 100, now_ms, false), &mut effects);
+    assert_eq!(effects.flushed, [4, 5]);
+    // High flush mode (dirty 20% of 40 against a 10% high target): keys 0-1 clean.
+    let mut tier = promoted_then_written(10, 2..10);
+    tier.config.target_max_objects = 40;
+    tier.config.cache_target_dirty_ratio = 0.05;
+    tier.config.cache_target_dirty_high_ratio = 0.1;
+    tier.config.agent_max_ops = 4;
+    let mut effects = Effects::default();
+    tier.on_request(&request(60, 100, now_ms, false), &mut effects);
+    assert_eq!(effects.flushed, [2, 3, 4, 5]);
+    assert!(effects.evicted.is_empty());
 }
