@@ -531,15 +531,15 @@ mod tests {
         ));
     }
 
-    /// `ceph:pg_num=N` sets the cache pool's PG count; seed 003's preset has 128.
+    /// `ceph:pg_num=N` sets the cache pool's PG count; seed 003's preset has Ceph's default 32.
     #[test]
     fn ceph_takes_its_pg_num_after_a_colon() {
         let mut config = CephTierConfig::seed003(16);
+        assert_eq!(config.pg_count, 32);
+        ceph_knobs(&mut config, "pg_num=128").unwrap();
         assert_eq!(config.pg_count, 128);
-        ceph_knobs(&mut config, "pg_num=32").unwrap();
-        assert_eq!(config.pg_count, 32);
         ceph_knobs(&mut config, "").unwrap();
-        assert_eq!(config.pg_count, 32);
+        assert_eq!(config.pg_count, 128);
     }
 
     fn refusal(name: &str) -> String {

@@ -116,7 +116,7 @@ pub struct OutputArgs {
 Eviction policies accept an admission filter: NAME+second-hit, NAME+bloom, NAME+tinylfu, NAME+prob0.25 (P in [0, 1]).\n\
 Only strata takes knobs: strata:small=0.1/threshold=2/adapt=1/epoch=2/decay=0.5/ghost=0.9/budget=0.33\n\
 (each within its range; an unknown knob or a value out of range is refused with the range);\n\
-Ceph's tier (ceph, ceph-corrected, ceph-fast) takes its cache pool's PG count: ceph:pg_num=32 (default 128).\n\
+Ceph's tier (ceph, ceph-corrected, ceph-fast) takes its cache pool's PG count: ceph:pg_num=128 (default 32).\n\
 Cache sizes: 4897 (a whole number of objects), 10% (of unique objects), 64M / 4GiB / 512B (bytes /\n\
 mean object size); a decimal without % or a unit, or a size below one object, is refused.\n\
 A cache larger than the trace's distinct objects is simulated as given, in memory proportional\n\
