@@ -232,6 +232,9 @@ def test_list_v1():
     r = s3.list_objects(Bucket=b, EncodingType="url", Prefix="c")
     # an explicit EncodingType is not decoded by botocore
     check([o["Key"] for o in r["Contents"]] == ["c%20d", "c%2Be"], r["Contents"])
+    # Prefix, Delimiter and Marker come back encoded like the keys, as S3's reference says.
+    r = s3.list_objects(Bucket=b, EncodingType="url", Prefix="c ", Delimiter="+", Marker="c d")
+    check((r.get("Prefix"), r.get("Delimiter"), r.get("Marker")) == ("c%20", "%2B", "c%20d"), r)
     nuke(b)
 
 

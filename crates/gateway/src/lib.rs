@@ -97,7 +97,9 @@ pub struct GatewayConfig {
     /// Region reported by GetBucketLocation and used by SigV4. Default `us-east-1`.
     pub region: String,
     /// Require SigV4 authentication (anonymous requests still pass where an ACL allows).
-    /// Default true; false serves everything as the `anonymous` user with full rights (tests).
+    /// Default true; false serves everything as the `anonymous` user with full rights (tests):
+    /// signed requests too, their signatures ignored, except that aws-chunked bodies are
+    /// refused (400; only the signature check decodes their framing).
     pub auth: bool,
     /// Period of the background GC pass, in seconds. Default 30.
     pub gc_period_s: u64,

@@ -19,6 +19,8 @@ use crate::cors;
 use crate::error::{GatewayError, Result};
 use crate::{Gateway, GatewayConfig};
 
+mod no_auth;
+
 /// Chunks buffered between a reading task and the HTTP response.
 const READ_AHEAD_CHUNKS: usize = 2;
 
@@ -78,10 +80,18 @@ impl Server {
 const PRESIGNED_EXPIRES_MAX_S: i64 = 604_800;
 
 /// Requests answered before s3s sees them, with the status S3 gives: presigned URLs whose `X-Amz-Expires` is negative
-/// (expired) or longer than a week, which s3s would answer with 400 or accept.
+/// (expired) or longer than a week, which s3s would answer with 400 or accept. Without
+/// `auth`, `request` has had its signature taken away ([`no_auth::without_signature`]).
 fn refuse_early<B>(request: &http::Request<B>, auth: bool) -> Option<http::Response<s3s::Body>> {
     if let Some(refusal) = refuse_bucket_name(request.uri().path()) {
         return Some(refusal);
+    }
+    if !auth && no_auth::aws_chunked_body(request) {
+        return Some(error_response(
+            http::StatusCode::BAD_REQUEST,
+            "InvalidRequest",
+            no_auth::AWS_CHUNKED_REFUSED,
+        ));
     }
     if unannounced_put_body(request) {
         return Some(error_response(
@@ -818,6 +828,11 @@ pub async fn serve(
                     let service = service.clone();
                     let gateway = gateway.clone();
                     async move {
+                        let request = if auth {
+                            request
+                        } else {
+                            no_auth::without_signature(request)
+                        };
                         if let Some(refusal) = refuse_early(&request, auth) {
                             return Ok::<_, s3s::HttpError>(refusal);
                         }

@@ -259,9 +259,10 @@ impl Gateway {
             .map(|m| encode_name(url, &m));
         Ok(ListObjectsOutput {
             name: Some(input.bucket),
-            // ListObjects v1 never encodes Prefix (clients decode only Delimiter, Marker,
-            // NextMarker and the keys).
-            prefix: Some(prefix.clone()),
+            // Encoded like the keys, as S3's ListObjects reference says (botocore, which asks
+            // for url encoding unasked, does not decode a v1 Prefix: its users see it encoded,
+            // as they do from S3).
+            prefix: Some(encode_name(url, &prefix)),
             marker: Some(encode_name(url, input.marker.as_deref().unwrap_or(""))),
             max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS_DEFAULT)),
             is_truncated: Some(listing.truncated),

@@ -221,23 +221,13 @@ impl Gateway {
             .begin_part_write(&bucket, &input.upload_id, &tag)
             .await?;
         let body = super::integrity::request_body(input.body, checksums.as_ref());
-        let (pieces, size, md5) = match self
+        let (pieces, size, md5, _sha256) = self
             .store
-            .write_body(&bucket.id, &tag, &input.key, body)
-            .await
-        {
-            Ok(written) => written,
-            Err(error) => {
-                self.store.abandon_write(&intent, Vec::new()).await;
-                return Err(error);
-            }
-        };
-        let checked = check_content_md5(input.content_md5.as_deref(), &md5)
-            .and_then(|()| checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref())));
-        if let Err(error) = checked {
-            self.store.abandon_write(&intent, pieces).await;
-            return Err(error);
-        }
+            .write_checked(&intent, &bucket.id, &tag, &input.key, body, |md5| {
+                check_content_md5(input.content_md5.as_deref(), md5)?;
+                checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref()))
+            })
+            .await?;
         let etag = hex::encode(md5);
         let part = PartRecord {
             number: input.part_number,
@@ -293,17 +283,10 @@ impl Gateway {
             .begin_part_write(&bucket, &input.upload_id, &tag)
             .await?;
         let stream = Box::pin(self.store.read_range(&source.pieces, start, end));
-        let (pieces, size, md5) = match self
+        let (pieces, size, md5, ()) = self
             .store
-            .write_body(&bucket.id, &tag, &input.key, stream)
-            .await
-        {
-            Ok(written) => written,
-            Err(error) => {
-                self.store.abandon_write(&intent, Vec::new()).await;
-                return Err(error);
-            }
-        };
+            .write_checked(&intent, &bucket.id, &tag, &input.key, stream, |_| Ok(()))
+            .await?;
         let etag = hex::encode(md5);
         let mtime_ns = self.store.now_ns();
         let part = PartRecord {

@@ -195,29 +195,13 @@ impl Gateway {
             .await?;
         // The checksums the client gave are checked against the data as it streams in.
         let body = super::integrity::request_body(input.body, checksums.as_ref());
-        let (pieces, size, md5) = match self
+        let (pieces, size, md5, checksum_sha256) = self
             .store
-            .write_body(&bucket.id, &tag, &input.key, body)
-            .await
-        {
-            Ok(written) => written,
-            Err(error) => {
-                self.store.abandon_write(&intent, Vec::new()).await;
-                return Err(error);
-            }
-        };
-        if let Err(error) = check_content_md5(content_md5.as_deref(), &md5) {
-            self.store.abandon_write(&intent, pieces).await;
-            return Err(error);
-        }
-        let checksum_sha256 = match checksums.map(|check| check.verify(trailers.as_ref())) {
-            None => None,
-            Some(Ok(sha256)) => sha256,
-            Some(Err(error)) => {
-                self.store.abandon_write(&intent, pieces).await;
-                return Err(error);
-            }
-        };
+            .write_checked(&intent, &bucket.id, &tag, &input.key, body, |md5| {
+                check_content_md5(content_md5.as_deref(), md5)?;
+                checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref()))
+            })
+            .await?;
         let entry = ObjectEntry {
             size,
             etag: hex::encode(md5),
@@ -684,17 +668,10 @@ impl Gateway {
             .begin_object_write(&bucket, &input.key, &tag)
             .await?;
         let stream = Box::pin(self.store.read_range(&source.pieces, 0, source.size));
-        let (pieces, size, md5) = match self
+        let (pieces, size, md5, ()) = self
             .store
-            .write_body(&bucket.id, &tag, &input.key, stream)
-            .await
-        {
-            Ok(written) => written,
-            Err(error) => {
-                self.store.abandon_write(&intent, Vec::new()).await;
-                return Err(error);
-            }
-        };
+            .write_checked(&intent, &bucket.id, &tag, &input.key, stream, |_| Ok(()))
+            .await?;
         let etag = if source.parts_count > 0 {
             source.etag.clone()
         } else {

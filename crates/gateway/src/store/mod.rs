@@ -992,6 +992,38 @@ impl Store {
 
     // ---- data --------------------------------------------------------------------------------
 
+    /// [`Store::write_body`] for a write announced by `intent`, then `check` on the body's md5
+    /// (Content-MD5, `x-amz-checksum-*`); returns the pieces, size, md5 and what `check`
+    /// returned. A body that fails to stream in, or that `check` refuses, ends the write
+    /// ([`Store::abandon_write`]: its data and intent removed) and its error is returned.
+    pub(crate) async fn write_checked<S, T>(
+        &self,
+        intent: &Intent,
+        bucket_id: &str,
+        tag: &str,
+        key: &str,
+        body: S,
+        check: impl FnOnce(&[u8; 16]) -> Result<T>,
+    ) -> Result<(Vec<Piece>, u64, [u8; 16], T)>
+    where
+        S: Stream<Item = Result<Bytes>> + Unpin,
+    {
+        let (pieces, size, md5) = match self.write_body(bucket_id, tag, key, body).await {
+            Ok(written) => written,
+            Err(error) => {
+                self.abandon_write(intent, Vec::new()).await;
+                return Err(error);
+            }
+        };
+        match check(&md5) {
+            Ok(checked) => Ok((pieces, size, md5, checked)),
+            Err(error) => {
+                self.abandon_write(intent, pieces).await;
+                Err(error)
+            }
+        }
+    }
+
     /// Stores a body as pieces of a new version; returns the pieces, size and hex md5.
     /// The head (piece 0) is written last, with `head_meta` in an xattr.
     pub async fn write_body<S>(

@@ -31,6 +31,8 @@ pub struct Args {
     #[arg(long)]
     pub no_s3: bool,
     /// Serve S3 without authentication (everyone is one user with full rights; testing only).
+    /// Signed requests (the aws CLI, boto3) are served with their signatures ignored; a body
+    /// sent aws-chunked (`x-amz-content-sha256: STREAMING-...`) is refused with 400.
     /// With authentication (the default) S3 requests need a user's keys: create users with
     /// `strata user create --uid NAME` (printed on the first start of a data directory).
     #[arg(long)]
