@@ -5,8 +5,8 @@ Off (`strata serve --s3-no-auth`): boto3 and the aws CLI always sign; their sign
 ignored and the requests served (put, get, list, multipart, copy, a presigned URL). A body
 framed as aws-chunked (signed chunks, or the unsigned trailer form botocore uses over TLS) is
 refused with 400 and nothing is stored: its framing must never become the object's data.
-On: the unsigned-trailer form is decoded (the object holds the data only), and a wrong
-secret is still refused."""
+On: the unsigned-trailer form is decoded (the object holds the data only), a wrong secret is
+still refused, and an anonymous aws-chunked PUT (which s3s would not decode) is refused."""
 import http.client
 import os
 import sys
@@ -120,6 +120,18 @@ else:
     assert s3.get_object(Bucket=bucket, Key="trailer")["Body"].read() == b"hello"
     status, error = error_of(lambda: client(secret="not-the-secret").list_objects_v2(Bucket=bucket))
     assert status == 403 and error["Code"] == "SignatureDoesNotMatch", (status, error)
+    # An anonymous aws-chunked PUT into a bucket anyone may write: s3s decodes the framing only
+    # while it checks a signature, so it is refused (400) rather than stored framing and all.
+    s3.put_bucket_acl(Bucket=bucket, ACL="public-read-write")
+    status, text = raw_request("PUT", f"/{bucket}/anonymous-chunked", {
+        "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+        "Content-Encoding": "aws-chunked",
+        "x-amz-decoded-content-length": "5",
+    }, b"5\r\nhello\r\n0\r\n\r\n")
+    assert status == 400 and "aws-chunked" in text, (status, text)
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert "anonymous-chunked" not in listed, listed
+    s3.put_bucket_acl(Bucket=bucket, ACL="private")
 
 for key in [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]:
     s3.delete_object(Bucket=bucket, Key=key)

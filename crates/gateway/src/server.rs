@@ -86,11 +86,17 @@ fn refuse_early<B>(request: &http::Request<B>, auth: bool) -> Option<http::Respo
     if let Some(refusal) = refuse_bucket_name(request.uri().path()) {
         return Some(refusal);
     }
-    if !auth && no_auth::aws_chunked_body(request) {
+    // s3s decodes aws-chunked framing only while it checks a signature: an anonymous request
+    // (or any request, with authentication off) would store the framing as the data.
+    if (!auth || anonymous(request)) && no_auth::aws_chunked_body(request) {
         return Some(error_response(
             http::StatusCode::BAD_REQUEST,
             "InvalidRequest",
-            no_auth::AWS_CHUNKED_REFUSED,
+            if auth {
+                no_auth::AWS_CHUNKED_ANONYMOUS_REFUSED
+            } else {
+                no_auth::AWS_CHUNKED_REFUSED
+            },
         ));
     }
     if unannounced_put_body(request) {

@@ -85,6 +85,12 @@ pub(super) const AWS_CHUNKED_REFUSED: &str =
      authentication is off: their framing is decoded only with the signature check. Send the \
      body unchunked (a SigV4 payload hash or UNSIGNED-PAYLOAD).";
 
+/// What an anonymous request with an aws-chunked body is told (authentication on).
+pub(super) const AWS_CHUNKED_ANONYMOUS_REFUSED: &str =
+    "aws-chunked request bodies (x-amz-content-sha256: STREAMING-...) are accepted only on \
+     signed requests: their framing is decoded with the signature check. Sign the request, or \
+     send the body unchunked.";
+
 #[cfg(test)]
 mod tests {
     use super::{aws_chunked_body, without_signature};
