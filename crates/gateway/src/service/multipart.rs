@@ -2,7 +2,7 @@
 //! at completion (no data is copied).
 
 use md5::{Digest, Md5};
-use rados::RadosError;
+use rados::{RadosError, WriteOp};
 use s3s::dto::*;
 use s3s::S3Request;
 
@@ -115,6 +115,15 @@ impl Gateway {
                 ..ObjectEntry::default()
             },
         };
+        // The parts object first: parts write their intents only into an existing one, so
+        // one racing Abort or Complete (which remove it) cannot bring it back.
+        self.store
+            .index
+            .operate(
+                &layout::upload_object(&bucket.id, &upload_id),
+                WriteOp::new().create(true),
+            )
+            .await?;
         self.store
             .index
             .omap_set(
@@ -131,6 +140,32 @@ impl Gateway {
             upload_id: Some(upload_id),
             ..Default::default()
         })
+    }
+
+    /// The write intent of a part (see [`crate::store::Store::begin_part_write`]): written only
+    /// into the upload's existing parts object. An upload begun by a version that created that
+    /// object with the first part has none yet: while its record is there, the intent creates
+    /// it, as then.
+    async fn begin_part_intent(
+        &self,
+        bucket: &BucketRecord,
+        object_key: &str,
+        upload_id: &str,
+        tag: &str,
+    ) -> Result<Intent> {
+        match self
+            .store
+            .begin_part_write(bucket, upload_id, tag, false)
+            .await
+        {
+            Err(GatewayError::NoSuchUpload(_)) => {
+                self.upload(bucket, object_key, upload_id).await?;
+                self.store
+                    .begin_part_write(bucket, upload_id, tag, true)
+                    .await
+            }
+            other => other,
+        }
     }
 
     /// Records an uploaded part, under the upload's lock, which Complete and Abort hold while
@@ -217,8 +252,7 @@ impl Gateway {
             self.store.new_tag(4)
         );
         let intent = self
-            .store
-            .begin_part_write(&bucket, &input.upload_id, &tag)
+            .begin_part_intent(&bucket, &input.key, &input.upload_id, &tag)
             .await?;
         let body = super::integrity::request_body(input.body, checksums.as_ref());
         let (pieces, size, md5, _sha256) = self
@@ -279,8 +313,7 @@ impl Gateway {
             self.store.new_tag(4)
         );
         let intent = self
-            .store
-            .begin_part_write(&bucket, &input.upload_id, &tag)
+            .begin_part_intent(&bucket, &input.key, &input.upload_id, &tag)
             .await?;
         let stream = Box::pin(self.store.read_range(&source.pieces, start, end));
         let (pieces, size, md5, ()) = self

@@ -128,34 +128,46 @@ impl Store {
         tag: &str,
     ) -> Result<Intent> {
         let shard = layout::shard_of(key, bucket.shards);
-        self.begin_write(layout::index_shard_object(&bucket.id, shard), tag)
+        self.begin_write(layout::index_shard_object(&bucket.id, shard), tag, false)
             .await
     }
 
-    /// Records the intent of a part upload of `upload_id` that will write data tagged `tag`.
+    /// Records the intent of a part upload of `upload_id` that will write data tagged `tag`,
+    /// in the upload's parts object, which must exist (CreateMultipartUpload creates it,
+    /// Complete and Abort remove it): otherwise `NoSuchUpload`, and nothing is written, so a
+    /// part racing Abort does not bring the object back (it was left behind, empty). With
+    /// `create`, the intent creates the object, for an upload begun by a version that created
+    /// it with the first part.
     pub async fn begin_part_write(
         &self,
         bucket: &BucketRecord,
         upload_id: &str,
         tag: &str,
+        create: bool,
     ) -> Result<Intent> {
-        self.begin_write(layout::upload_object(&bucket.id, upload_id), tag)
-            .await
+        let oid = layout::upload_object(&bucket.id, upload_id);
+        match self.begin_write(oid, tag, !create).await {
+            Err(GatewayError::Rados(RadosError::NotFound(_))) => {
+                Err(GatewayError::NoSuchUpload(upload_id.to_string()))
+            }
+            other => other,
+        }
     }
 
-    async fn begin_write(&self, oid: String, tag: &str) -> Result<Intent> {
+    /// Writes the intent into `oid`; with `existing`, only if `oid` exists.
+    async fn begin_write(&self, oid: String, tag: &str, existing: bool) -> Result<Intent> {
         debug_assert!(!tag.contains('_'), "tag_prefix needs tags without '_'");
         let intent = Intent {
             oid,
             key: layout::intent_key(tag),
             value: self.now_ns().to_string().into_bytes(),
         };
-        self.index
-            .omap_set(
-                &intent.oid,
-                vec![(intent.key.clone(), intent.value.clone())],
-            )
-            .await?;
+        let mut op = WriteOp::new();
+        if existing {
+            op = op.assert_exists();
+        }
+        let op = op.omap_set(vec![(intent.key.clone(), intent.value.clone())]);
+        self.index.operate(&intent.oid, op).await?;
         Ok(intent)
     }
 

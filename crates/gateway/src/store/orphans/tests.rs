@@ -388,3 +388,31 @@ async fn gateway_pools_take_cephs_min_size() {
         assert_eq!((info.size, info.min_size), (size, min_size));
     }
 }
+
+/// A part's intent racing Abort: the parts object gone (Abort removed it after the part
+/// checked its upload), the intent is refused as `NoSuchUpload` and the object stays gone. It
+/// was written anyway, which brought the object back, left behind empty once the part saw its
+/// upload gone and removed its intent. An upload begun by an older version (no parts object
+/// yet) still has its intent create one when asked to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_intent_after_abort_does_not_bring_the_parts_object_back() {
+    let f = fixture(300).await;
+    let oid = layout::upload_object(&f.bucket.id, "aborted");
+    let refused = f
+        .store
+        .begin_part_write(&f.bucket, "aborted", "t1", false)
+        .await;
+    assert!(
+        matches!(refused, Err(GatewayError::NoSuchUpload(_))),
+        "{refused:?}"
+    );
+    assert!(f.store.index.stat(&oid).await.is_err(), "{oid} was created");
+
+    let intent = f
+        .store
+        .begin_part_write(&f.bucket, "aborted", "t2", true)
+        .await
+        .expect("an older upload's first intent");
+    assert_eq!(intent.oid, oid);
+    assert!(f.store.index.stat(&oid).await.is_ok());
+}
