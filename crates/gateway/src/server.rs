@@ -933,7 +933,8 @@ mod tests {
     use super::{anonymous, asks_response_overrides, refuse_bucket_name, unsigned_amz_headers};
     use crate::service::convert::bucket_name_problem;
 
-    fn request(uri: &str, headers: &[(&str, &str)]) -> http::Request<()> {
+    /// A PUT of `uri` with `headers` (also for `no_auth`'s tests).
+    pub(super) fn request(uri: &str, headers: &[(&str, &str)]) -> http::Request<()> {
         let mut builder = http::Request::builder().method("PUT").uri(uri);
         for (name, value) in headers {
             builder = builder.header(*name, *value);

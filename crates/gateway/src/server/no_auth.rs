@@ -93,15 +93,8 @@ pub(super) const AWS_CHUNKED_ANONYMOUS_REFUSED: &str =
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::request;
     use super::{aws_chunked_body, without_signature};
-
-    fn request(uri: &str, headers: &[(&str, &str)]) -> http::Request<()> {
-        let mut builder = http::Request::builder().method("PUT").uri(uri);
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        builder.body(()).unwrap()
-    }
 
     #[test]
     fn a_signature_is_taken_away_and_nothing_else() {
