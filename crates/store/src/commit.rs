@@ -543,6 +543,8 @@ fn stage(inner: &Inner, batch: &[Pending], sequence: u64) -> Result<Staged> {
         for update in &pending.updates {
             match &update.onode {
                 Some(bytes) => {
+                    // Before the database can hold the key (see `presence`).
+                    inner.presence.insert(&update.key);
                     staged
                         .changes
                         .insert(Space::Objects, update.key.clone(), bytes.clone())

@@ -101,6 +101,7 @@ mod config;
 mod error;
 mod meta;
 mod onode;
+mod presence;
 mod store;
 mod types;
 mod wal;

@@ -371,6 +371,8 @@ impl MetaBatch {
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
     pub allocated: Vec<DeviceExtent>,
+    /// [`crate::presence::key_hash`] of every object key, for the presence filter.
+    pub object_hashes: Vec<u64>,
     pub counters: Counters,
 }
 
@@ -409,6 +411,7 @@ pub(crate) fn scan(meta: &Meta, checksum_block_bytes: u64) -> Result<Scan> {
     for entry in meta.objects.iter() {
         let (key, value) = entry.into_inner()?;
         let (collection, _) = split_object_key(&key)?;
+        scan.object_hashes.push(crate::presence::key_hash(&key));
         let onode = Onode::decode(&value, checksum_block_bytes)?;
         scan.allocated
             .extend(onode.extents.values().map(|extent| extent.device()));

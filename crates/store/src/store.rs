@@ -17,6 +17,7 @@ use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 use crate::meta::{self, Counters, Layout, Meta};
 use crate::onode::{first_bad_block, Onode};
+use crate::presence::Presence;
 use crate::types::{
     validate_collection, validate_names, CommitStats, ObjectStat, Statfs, Transaction,
 };
@@ -42,6 +43,8 @@ pub(crate) struct Inner {
     pub locks: Vec<Arc<RwLock<()>>>,
     /// Committed onodes by lock shard (see `cache`).
     pub onodes: OnodeCache,
+    /// Which objects may exist (see `presence`): a "no" skips the database.
+    pub presence: Presence,
     pub poisoned: AtomicBool,
     /// What [`Store::commit_stats`] reports.
     pub commit_counters: CommitCounters,
@@ -89,7 +92,12 @@ impl Inner {
         if let Some(cached) = self.onodes.get(shard, &key)? {
             return Ok(cached);
         }
-        let Some(bytes) = self.meta.object(&key)? else {
+        let bytes = if self.presence.may_contain(&key) {
+            self.meta.object(&key)?
+        } else {
+            None
+        };
+        let Some(bytes) = bytes else {
             if fill_cache {
                 self.onodes.insert(shard, key, None);
             }
@@ -225,6 +233,7 @@ impl Store {
                 config.onode_cache_bytes,
                 layout.checksum_block_bytes,
             ),
+            presence: Presence::with_hashes(&scan.object_hashes),
             poisoned: AtomicBool::new(false),
             commit_counters: CommitCounters::default(),
             config,

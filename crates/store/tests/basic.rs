@@ -364,3 +364,63 @@ async fn a_dropped_apply_still_commits_whole() {
     );
     store.check_consistency().expect("consistent");
 }
+
+/// The presence filter (`presence.rs`) answers "absent" without the database, so it must know
+/// every object the database holds: those a mount finds and those committed since. With the
+/// onode cache off, every lookup goes through it; an object it wrongly denied would be taken
+/// for a new one, and a partial write would then lose the rest of its data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_from_before_a_mount_and_since_are_found_without_the_onode_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = StoreConfig {
+        onode_cache_bytes: 0,
+        ..StoreConfig::default()
+    };
+    let (device, store) = new_store(&dir, config.clone()).await;
+    let old = pattern(3, 8192);
+    for index in 0..200 {
+        let mut t = Transaction::new(1);
+        t.write_full(&ObjectId::new("1.0", &format!("old-{index}")), old.clone());
+        store.apply(t).await.expect("write before the mount");
+    }
+    store.shutdown().await.expect("shutdown");
+    let store = Store::open(device, dir.path().join("meta"), config)
+        .await
+        .expect("open");
+    let patch = pattern(7, 4096);
+    for index in 0..200 {
+        let mut t = Transaction::new(2);
+        t.write(
+            &ObjectId::new("1.0", &format!("old-{index}")),
+            4096,
+            patch.clone(),
+        );
+        store.apply(t).await.expect("partial write");
+    }
+    let mut t = Transaction::new(3);
+    t.write_full(&ObjectId::new("1.0", "new-0"), old.clone());
+    store.apply(t).await.expect("a new object");
+    let mut t = Transaction::new(4);
+    t.write(&ObjectId::new("1.0", "new-0"), 4096, patch.clone());
+    store
+        .apply(t)
+        .await
+        .expect("partial write of the new object");
+    let mut expected = old[..4096].to_vec();
+    expected.extend_from_slice(&patch);
+    for name in (0..200).map(|i| format!("old-{i}")).chain(["new-0".into()]) {
+        assert_eq!(
+            store.read("1.0", &name, 0, 1 << 20).await.expect("read"),
+            expected,
+            "{name}: its first 4 KiB kept, the second patched"
+        );
+    }
+    assert!(
+        matches!(
+            store.stat("1.0", "never-written").await,
+            Err(StoreError::NotFound { .. })
+        ),
+        "an object never written is still absent"
+    );
+    store.shutdown().await.expect("shutdown");
+}
