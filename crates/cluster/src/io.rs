@@ -345,11 +345,21 @@ impl PoolHandle {
             let version = inner.new_version()?;
             transaction.set_xattr(&id, VERSION_XATTR, version.to_le_bytes().to_vec());
         }
-        let writes = placement.acting.iter().filter_map(|osd_id| {
-            let osd = inner.osds.get(osd_id)?;
-            let transaction = transaction.clone();
-            Some(async move { (osd.id, osd.apply(transaction, plan.data_bytes).await) })
-        });
+        let osds: Vec<_> = placement
+            .acting
+            .iter()
+            .filter_map(|osd_id| inner.osds.get(osd_id))
+            .collect();
+        // Copies for all but the last replica, which takes the transaction itself: a
+        // replica-1 write copies its data no more.
+        let mut copies: Vec<Transaction> = (1..osds.len()).map(|_| transaction.clone()).collect();
+        copies.push(transaction);
+        let writes = osds
+            .iter()
+            .zip(copies)
+            .map(|(osd, transaction)| async move {
+                (osd.id, osd.apply(transaction, plan.data_bytes).await)
+            });
         let results = join_all(writes.collect()).await;
         for (osd, result) in &results {
             inner.note_osd_result(*osd, result);
