@@ -255,21 +255,33 @@ impl Store {
     /// device writes would give its fresh extents back while the write was still queued on
     /// the device's threads, and that write could land later in space another object had
     /// been given meanwhile.
+    ///
+    /// The caller waits for the committer's answer itself, not for that task: the task ends
+    /// once the transaction is queued, and the answer wakes the caller directly (one wake-up
+    /// per write instead of two, the second a hop through the task's end).
     pub async fn apply(&self, transaction: Transaction) -> Result<()> {
         self.inner.check_writable()?;
         let queue = self.queue.clone().ok_or(StoreError::Closed)?;
         let inner = Arc::clone(&self.inner);
+        let (reply, answer) = oneshot::channel();
         tokio::spawn(async move {
-            let (reply, answer) = oneshot::channel();
-            let pending = write::prepare(&inner, transaction, reply).await?;
-            let Some(pending) = pending else {
-                return Ok(());
-            };
-            queue.send(pending).await.map_err(|_| StoreError::Closed)?;
-            answer.await.map_err(|_| StoreError::Closed)?
-        })
-        .await
-        .map_err(|error| StoreError::metadata(format!("transaction task: {error}")))?
+            match write::prepare(&inner, transaction).await {
+                Ok(Some(mut pending)) => {
+                    pending.reply = Some(reply);
+                    // A closed queue drops the transaction, and with it `reply`: `Closed`.
+                    let _ = queue.send(pending).await;
+                }
+                Ok(None) => {
+                    let _ = reply.send(Ok(()));
+                }
+                Err(error) => {
+                    let _ = reply.send(Err(error));
+                }
+            }
+        });
+        // No answer: the committer or the task ended without one (the store closed under
+        // it, or a panic, which the log shows).
+        answer.await.map_err(|_| StoreError::Closed)?
     }
 
     /// Reads up to `length_bytes` from `offset_bytes`; shorter at the end of the object, empty

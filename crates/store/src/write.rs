@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::sync::{oneshot, OwnedRwLockWriteGuard};
+use tokio::sync::OwnedRwLockWriteGuard;
 
 use crate::allocator::DeviceExtent;
 use crate::commit::{Deltas, ObjectUpdate, OmapChange, Pending};
@@ -85,12 +85,11 @@ fn validate(transaction: &Transaction) -> Result<()> {
 }
 
 /// Locks the transaction's objects, applies its operations to their onodes (writing new data
-/// to fresh extents), and returns what the committer must make durable; `None` for an empty
-/// transaction.
+/// to fresh extents), and returns what the committer must make durable (the caller gives it
+/// its `reply`); `None` for an empty transaction.
 pub(crate) async fn prepare(
     inner: &Arc<Inner>,
     transaction: Transaction,
-    reply: oneshot::Sender<Result<()>>,
 ) -> Result<Option<Pending>> {
     validate(&transaction)?;
     if transaction.ops.is_empty() {
@@ -215,7 +214,7 @@ pub(crate) async fn prepare(
         digests,
         deltas,
         guards,
-        reply: Some(reply),
+        reply: None,
     }))
 }
 
