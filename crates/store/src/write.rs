@@ -341,14 +341,16 @@ async fn apply_op(context: &mut Context<'_>, work: &mut Work, op: Op) -> Result<
             let onode = work.onode.get_or_insert_with(Onode::default);
             context.freed.extend(onode.unmap(0, u64::MAX / 2, block));
             onode.size_bytes = 0;
-            write_range(context, onode, 0, &data).await?;
-            onode.size_bytes = data.len() as u64;
-            Ok(!data.is_empty())
+            let length = data.len() as u64;
+            write_range(context, onode, 0, data).await?;
+            onode.size_bytes = length;
+            Ok(length > 0)
         }
         Op::Write { offset_bytes, data } => {
             let onode = work.onode.get_or_insert_with(Onode::default);
-            write_range(context, onode, offset_bytes, &data).await?;
-            Ok(!data.is_empty())
+            let written = !data.is_empty();
+            write_range(context, onode, offset_bytes, data).await?;
+            Ok(written)
         }
         Op::Truncate { size_bytes } => {
             let onode = work.onode.get_or_insert_with(Onode::default);
@@ -398,11 +400,14 @@ async fn apply_op(context: &mut Context<'_>, work: &mut Work, op: Op) -> Result<
 /// Writes `data` at `offset` copy-on-write: the allocation units it touches are rebuilt in a
 /// buffer (old bytes of partially covered units are read and verified first) and written to
 /// fresh extents; the old extents are unmapped and queued to be freed after the commit.
+/// A write that starts on a unit and needs no old bytes after its end (it ends on a unit, or
+/// at or beyond the object's last unit) is written from `data` itself, padded with zeros: no
+/// zeroed buffer and no copy (every aligned write, every `write_full`).
 async fn write_range(
     context: &mut Context<'_>,
     onode: &mut Onode,
     offset: u64,
-    data: &[u8],
+    data: Vec<u8>,
 ) -> Result<()> {
     if data.is_empty() {
         return Ok(());
@@ -411,20 +416,28 @@ async fn write_range(
     let end = offset + data.len() as u64;
     let start_unit = offset / unit * unit;
     let end_unit = end.div_ceil(unit) * unit;
+    let last_unit = end_unit - unit;
+    let tail_needed = end < end_unit && (last_unit > start_unit || offset == start_unit);
+    let tail_old = tail_needed && last_unit < onode.size_bytes;
+    if offset == start_unit && !tail_old {
+        let mut buffer = data;
+        buffer.resize((end_unit - start_unit) as usize, 0);
+        place(context, onode, start_unit, buffer).await?;
+        onode.size_bytes = onode.size_bytes.max(end);
+        return Ok(());
+    }
     let mut buffer = vec![0u8; (end_unit - start_unit) as usize];
     if offset > start_unit && start_unit < onode.size_bytes {
         let old = read_for_write(context, onode, start_unit, start_unit + unit).await?;
         buffer[..unit as usize].copy_from_slice(&old);
     }
-    let last_unit = end_unit - unit;
-    let tail_needed = end < end_unit && (last_unit > start_unit || offset == start_unit);
-    if tail_needed && last_unit < onode.size_bytes {
+    if tail_old {
         let old = read_for_write(context, onode, last_unit, end_unit).await?;
         let at = (last_unit - start_unit) as usize;
         buffer[at..].copy_from_slice(&old);
     }
     let at = (offset - start_unit) as usize;
-    buffer[at..at + data.len()].copy_from_slice(data);
+    buffer[at..at + data.len()].copy_from_slice(&data);
     place(context, onode, start_unit, buffer).await?;
     onode.size_bytes = onode.size_bytes.max(end);
     Ok(())
@@ -580,7 +593,7 @@ async fn zero(
             .extend(onode.unmap(inner_start, inner_end, block));
     }
     for (from, to) in partial {
-        write_range(context, onode, from, &vec![0u8; (to - from) as usize]).await?;
+        write_range(context, onode, from, vec![0u8; (to - from) as usize]).await?;
         wrote = true;
     }
     onode.size_bytes = onode.size_bytes.max(end);

@@ -424,3 +424,39 @@ async fn objects_from_before_a_mount_and_since_are_found_without_the_onode_cache
     );
     store.shutdown().await.expect("shutdown");
 }
+
+/// Writes that start on an allocation unit are placed from the caller's buffer itself unless
+/// the unit they end in still holds bytes of the object after them (`write_range`): those
+/// bytes must be read and kept, and bytes past the object's end read as zeros.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aligned_writes_keep_the_rest_of_their_last_unit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_device, store) = new_store(&dir, StoreConfig::default()).await;
+    let id = ObjectId::new("1.0", "object");
+    let mut expected = pattern(1, 10_000);
+    let mut t = Transaction::new(1);
+    t.write_full(&id, expected.clone());
+    store.apply(t).await.expect("write_full");
+    let cases: [(usize, usize); 4] = [
+        (4096, 100),    // inside: the rest of the unit is the object's
+        (8192, 500),    // the last unit, ending before the object's end
+        (8192, 3000),   // the last unit, past the object's end
+        (16_384, 4096), // a whole unit beyond the end: a hole before it
+    ];
+    for (seed, (offset, length)) in cases.into_iter().enumerate() {
+        let patch = pattern(10 + seed as u8, length);
+        let mut t = Transaction::new(2);
+        t.write(&id, offset as u64, patch.clone());
+        store.apply(t).await.expect("aligned write");
+        if expected.len() < offset + length {
+            expected.resize(offset + length, 0);
+        }
+        expected[offset..offset + length].copy_from_slice(&patch);
+        assert_eq!(
+            store.read("1.0", "object", 0, 1 << 20).await.expect("read"),
+            expected,
+            "after {length} bytes at {offset}"
+        );
+    }
+    store.shutdown().await.expect("shutdown");
+}
