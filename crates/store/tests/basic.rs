@@ -380,7 +380,7 @@ async fn objects_from_before_a_mount_and_since_are_found_without_the_onode_cache
     let old = pattern(3, 8192);
     for index in 0..200 {
         let mut t = Transaction::new(1);
-        t.write_full(&ObjectId::new("1.0", &format!("old-{index}")), old.clone());
+        t.write_full(&ObjectId::new("1.0", format!("old-{index}")), old.clone());
         store.apply(t).await.expect("write before the mount");
     }
     store.shutdown().await.expect("shutdown");
@@ -391,7 +391,7 @@ async fn objects_from_before_a_mount_and_since_are_found_without_the_onode_cache
     for index in 0..200 {
         let mut t = Transaction::new(2);
         t.write(
-            &ObjectId::new("1.0", &format!("old-{index}")),
+            &ObjectId::new("1.0", format!("old-{index}")),
             4096,
             patch.clone(),
         );
