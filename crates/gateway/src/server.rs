@@ -19,6 +19,7 @@ use crate::cors;
 use crate::error::{GatewayError, Result};
 use crate::{Gateway, GatewayConfig};
 
+mod lenient;
 mod no_auth;
 
 /// Chunks buffered between a reading task and the HTTP response.
@@ -155,29 +156,9 @@ fn refuse_early<B>(request: &http::Request<B>, auth: bool) -> Option<http::Respo
 /// or grants. Other requests (SigV2, which signs every `x-amz-*` header, POST forms,
 /// anonymous ones) have none.
 fn unsigned_amz_headers<B>(request: &http::Request<B>) -> Vec<String> {
-    let authorization = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok());
-    let signed: String = match authorization {
-        Some(value) if value.starts_with("AWS4-HMAC-SHA256") => value
-            .split(',')
-            .find_map(|part| part.trim().strip_prefix("SignedHeaders="))
-            .unwrap_or_default()
-            .to_string(),
-        Some(_) => return Vec::new(),
-        None => {
-            let algorithm = query_parameter(request, "X-Amz-Algorithm");
-            if algorithm.as_deref() != Some("AWS4-HMAC-SHA256") {
-                return Vec::new();
-            }
-            query_parameter(request, "X-Amz-SignedHeaders").unwrap_or_default()
-        }
+    let Some(signed) = sigv4_signed_headers(request) else {
+        return Vec::new();
     };
-    let signed: Vec<String> = signed
-        .split(';')
-        .map(|name| name.trim().to_ascii_lowercase())
-        .collect();
     let mut unsigned: Vec<String> = request
         .headers()
         .keys()
@@ -188,6 +169,37 @@ fn unsigned_amz_headers<B>(request: &http::Request<B>) -> Vec<String> {
     unsigned.sort();
     unsigned.dedup();
     unsigned
+}
+
+/// The lowercase names of the headers a SigV4 signature covers (the `Authorization` header's
+/// `SignedHeaders`, or a presigned URL's `X-Amz-SignedHeaders`); None for a request not
+/// signed with SigV4. (SigV2 covers `Content-MD5`, `Content-Type`, `Date` and `x-amz-*`.)
+fn sigv4_signed_headers<B>(request: &http::Request<B>) -> Option<Vec<String>> {
+    let authorization = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    let signed: String = match authorization {
+        Some(value) if value.starts_with("AWS4-HMAC-SHA256") => value
+            .split(',')
+            .find_map(|part| part.trim().strip_prefix("SignedHeaders="))
+            .unwrap_or_default()
+            .to_string(),
+        Some(_) => return None,
+        None => {
+            let algorithm = query_parameter(request, "X-Amz-Algorithm");
+            if algorithm.as_deref() != Some("AWS4-HMAC-SHA256") {
+                return None;
+            }
+            query_parameter(request, "X-Amz-SignedHeaders").unwrap_or_default()
+        }
+    };
+    Some(
+        signed
+            .split(';')
+            .map(|name| name.trim().to_ascii_lowercase())
+            .collect(),
+    )
 }
 
 /// Whether a request carries no credentials at all (no `Authorization` header, no presigned
@@ -842,6 +854,10 @@ pub async fn serve(
                         if let Some(refusal) = refuse_early(&request, auth) {
                             return Ok::<_, s3s::HttpError>(refusal);
                         }
+                        let mut request = request;
+                        let signed = sigv4_signed_headers(&request).unwrap_or_default();
+                        lenient::ignore_malformed_range(&mut request, &signed);
+                        lenient::normalize_http_dates(&mut request, &signed);
                         let cross_origin = CrossOrigin::of(&request);
                         if request.method() == http::Method::OPTIONS {
                             return Ok(preflight(&gateway, cross_origin).await);
