@@ -93,7 +93,7 @@ pub(super) const AWS_CHUNKED_ANONYMOUS_REFUSED: &str =
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::request;
+    use super::super::refuse::tests::request;
     use super::{aws_chunked_body, without_signature};
 
     #[test]
