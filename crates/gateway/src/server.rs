@@ -179,7 +179,7 @@ pub async fn serve(
                                     .any(|p| p == "attributes" || p == "attributes=")
                             });
                         let (request, form) = if form_upload(&request) {
-                            match prepare_form(request).await {
+                            match prepare_form(request, auth).await {
                                 Ok(prepared) => prepared,
                                 Err(refusal) => return Ok(refusal),
                             }

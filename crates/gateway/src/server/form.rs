@@ -36,6 +36,8 @@ struct FormPart {
     name: String,
     filename: Option<String>,
     value: std::ops::Range<usize>,
+    /// The whole part, from its delimiter to the next one's.
+    whole: std::ops::Range<usize>,
 }
 
 /// The parts of a multipart/form-data `body` delimited by `boundary`.
@@ -80,6 +82,7 @@ fn form_parts(body: &[u8], boundary: &str) -> Vec<FormPart> {
                 filename: attribute("filename"),
                 name,
                 value: headers_end + 4..end,
+                whole: at..next,
             });
         }
         at = next;
@@ -93,6 +96,7 @@ fn form_parts(body: &[u8], boundary: &str) -> Vec<FormPart> {
 /// to list the added field).
 pub(super) async fn prepare_form(
     request: http::Request<hyper::body::Incoming>,
+    auth: bool,
 ) -> std::result::Result<(http::Request<s3s::Body>, Option<FormSummary>), http::Response<s3s::Body>>
 {
     let (mut parts, body) = request.into_parts();
@@ -162,6 +166,11 @@ pub(super) async fn prepare_form(
         rewritten.extend_from_slice(&bytes[copied..]);
         Bytes::from(rewritten)
     };
+    let body = if auth || !signed {
+        body
+    } else {
+        without_signature_fields(body, &boundary)
+    };
     parts.headers.insert(
         http::header::CONTENT_LENGTH,
         http::HeaderValue::from(body.len()),
@@ -170,6 +179,36 @@ pub(super) async fn prepare_form(
         http::Request::from_parts(parts, s3s::Body::from(body)),
         Some(FormSummary { signed }),
     ))
+}
+
+/// The fields that carry a form's signature (SigV2, SigV4).
+const SIGNATURE_FIELDS: [&str; 2] = ["signature", "x-amz-signature"];
+
+/// A form's `body` without its signature fields. With authentication off s3s answers a form
+/// carrying one with NotImplemented (it has no authentication provider to check it with), so
+/// the form is served as an unsigned one, as a signed request is ([`super::no_auth`]). The
+/// other fields stay: s3s still checks the policy's expiration and conditions.
+fn without_signature_fields(body: Bytes, boundary: &str) -> Bytes {
+    let dropped: Vec<std::ops::Range<usize>> = form_parts(&body, boundary)
+        .into_iter()
+        .filter(|part| {
+            SIGNATURE_FIELDS
+                .iter()
+                .any(|name| part.name.eq_ignore_ascii_case(name))
+        })
+        .map(|part| part.whole)
+        .collect();
+    if dropped.is_empty() {
+        return body;
+    }
+    let mut kept = Vec::with_capacity(body.len());
+    let mut from = 0;
+    for part in dropped {
+        kept.extend_from_slice(&body[from..part.start]);
+        from = part.end;
+    }
+    kept.extend_from_slice(&body[from..]);
+    Bytes::from(kept)
 }
 
 /// Whether a form's base64 policy has its expiration as S3 requires it,
