@@ -2,7 +2,8 @@
 Driven by crates/gateway/tests/s3_no_auth.rs.
 
 Off (`strata serve --s3-no-auth`): boto3 and the aws CLI always sign; their signatures are
-ignored and the requests served (put, get, list, multipart, copy, a presigned URL). A body
+ignored and the requests served (put, get, list, multipart, copy, a presigned URL, browser
+form uploads signed with SigV2 or SigV4 fields, a malformed Range ignored). A body
 framed as aws-chunked (signed chunks, or the unsigned trailer form botocore uses over TLS) is
 refused with 400 and nothing is stored: its framing must never become the object's data.
 On: the unsigned-trailer form is decoded (the object holds the data only), a wrong secret is
@@ -87,6 +88,41 @@ if MODE == "off":
     s3.complete_multipart_upload(Bucket=bucket, Key="multi", UploadId=upload, MultipartUpload={
         "Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
     assert s3.get_object(Bucket=bucket, Key="multi")["Body"].read() == b"xyz"
+    # The signature gone, a malformed Range is ignored as S3 ignores it (s3s answered 400).
+    got = s3.get_object(Bucket=bucket, Key="a/one", Range="bytes=abc")
+    assert got["Body"].read() == data and "ContentRange" not in got, got
+    # Browser form uploads (POST object): unsigned, and signed with SigV2 or SigV4 fields,
+    # whose signature is ignored as a request's is (s3s answered a signed form 501).
+    import base64
+    import datetime
+    import json
+    import requests
+    now = datetime.datetime.now(datetime.timezone.utc)
+    expiration = (now + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    credential = f"any-key/{now:%Y%m%d}/us-east-1/s3/aws4_request"
+    amz_date = f"{now:%Y%m%dT%H%M%SZ}"
+    policy = base64.b64encode(json.dumps({"expiration": expiration, "conditions": [
+        {"bucket": bucket}, ["starts-with", "$key", "form/"], {"x-amz-algorithm": "AWS4-HMAC-SHA256"},
+        {"x-amz-credential": credential}, {"x-amz-date": amz_date}]}).encode()).decode()
+    policy_v2 = base64.b64encode(json.dumps({"expiration": expiration, "conditions": [
+        {"bucket": bucket}, ["starts-with", "$key", "form/"]]}).encode()).decode()
+    forms = {
+        "form/unsigned": {},
+        "form/v2": {"AWSAccessKeyId": "any-key", "policy": policy_v2, "signature": "bm90LWNoZWNrZWQ="},
+        "form/v4": {"policy": policy, "x-amz-algorithm": "AWS4-HMAC-SHA256", "x-amz-credential": credential,
+                    "x-amz-date": amz_date, "x-amz-signature": "0" * 64},
+    }
+    for key, fields in forms.items():
+        got = requests.post(f"{ENDPOINT}/{bucket}", data={"key": key, **fields},
+                            files={"file": ("f.txt", key.encode())}, timeout=30)
+        assert got.status_code == 204, (key, got.status_code, got.text)
+        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == key.encode(), key
+    # The policy is still checked: a key it does not allow is refused, nothing stored.
+    got = requests.post(f"{ENDPOINT}/{bucket}", data={"key": "elsewhere", **forms["form/v4"]},
+                        files={"file": ("f.txt", b"x")}, timeout=30)
+    assert got.status_code == 403, (got.status_code, got.text)
+    status, _ = error_of(lambda: s3.head_object(Bucket=bucket, Key="elsewhere"))
+    assert status == 404, status
     # Any keys will do: nothing is checked.
     other = client(secret="not-the-secret")
     assert other.get_object(Bucket=bucket, Key="a/one")["Body"].read() == data

@@ -1088,6 +1088,68 @@ def test_ranges_heads_and_conditions_as_s3():
     nuke(b)
 
 
+def test_malformed_ranges_are_ignored_as_s3():
+    """S3 ignores a Range it cannot parse, an inverted one (last before first) included, and
+    answers 200 with the whole object; only a valid range the object cannot satisfy is 416.
+    s3s answered 400. A Range a SigV4 signature covers is left to s3s (see
+    server/lenient.rs), so these go anonymously and through a presigned URL, as browsers and
+    curl send them."""
+    import requests
+    b = new_bucket()
+    body = b"0123456789"
+    s3.put_object(Bucket=b, Key="ten", Body=body, ACL="public-read")
+    presigned = client(signature_version="s3v4").generate_presigned_url(
+        "get_object", Params={"Bucket": b, "Key": "ten"})
+    check("X-Amz-SignedHeaders=host&" in presigned, presigned)
+    for url in [f"{ENDPOINT}/{b}/ten", presigned]:
+        for spec in ["bytes=abc", "bytes=5-2", "bytes=0-1,3-4", "bytes=", "lines=0-1"]:
+            got = requests.get(url, headers={"Range": spec}, timeout=30)
+            check(got.status_code == 200 and got.content == body and "Content-Range" not in got.headers,
+                  (url, spec, got.status_code, got.text[:300]))
+        head = requests.head(f"{ENDPOINT}/{b}/ten", headers={"Range": "bytes=abc"}, timeout=30)
+        check(head.status_code == 200 and head.headers["Content-Length"] == "10", (head.status_code, head.headers))
+        got = requests.get(url, headers={"Range": "bytes=2-5"}, timeout=30)
+        check(got.status_code == 206 and got.content == b"2345", (got.status_code, got.text[:300]))
+        got = requests.get(url, headers={"Range": "bytes=1000000-"}, timeout=30)
+        check(got.status_code == 416 and b"InvalidRange" in got.content, (got.status_code, got.text[:300]))
+    check(error_of(s3.get_object, Bucket=b, Key="ten", Range="bytes=1000000-") == ("InvalidRange", 416))
+    nuke(b)
+
+
+def test_conditional_dates_in_every_http_date_form():
+    """RFC 9110 has a recipient accept an HTTP-date in IMF-fixdate, RFC 850 and asctime form,
+    and ignore If-Modified-Since or If-Unmodified-Since when it is no HTTP-date; s3s read the
+    first form only and answered 400 to the others."""
+    import requests
+    b = new_bucket()
+    s3.put_object(Bucket=b, Key="k", Body=b"data", ACL="public-read")
+
+    def forms(moment):
+        return [moment.strftime("%a, %d %b %Y %H:%M:%S GMT"),
+                moment.strftime("%A, %d-%b-%y %H:%M:%S GMT"),
+                f"{moment:%a %b} {moment.day:2d} {moment:%H:%M:%S %Y}"]
+
+    past = datetime.datetime(1994, 11, 6, 8, 49, 37)
+    # A second after the write and already past (a date in the future may be ignored).
+    later = s3.head_object(Bucket=b, Key="k")["LastModified"] + datetime.timedelta(seconds=1)
+    time.sleep(max(0.0, (later - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 0.5)
+    check(forms(past)[1:] == ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"], forms(past))
+    presigned = client(signature_version="s3v4").generate_presigned_url(
+        "get_object", Params={"Bucket": b, "Key": "k"})
+    for url, method in [(f"{ENDPOINT}/{b}/k", requests.get), (f"{ENDPOINT}/{b}/k", requests.head),
+                        (presigned, requests.get)]:
+        for old, new in zip(forms(past), forms(later)):
+            for header, date, status in [("If-Modified-Since", old, 200), ("If-Modified-Since", new, 304),
+                                         ("If-Unmodified-Since", old, 412),
+                                         ("If-Unmodified-Since", new, 200)]:
+                got = method(url, headers={header: date}, timeout=30)
+                check(got.status_code == status, (url, method.__name__, header, date, got.status_code, got.text[:300]))
+        for header in ["If-Modified-Since", "If-Unmodified-Since"]:
+            got = method(url, headers={header: "not a date"}, timeout=30)
+            check(got.status_code == 200, (url, method.__name__, header, got.status_code, got.text[:300]))
+    nuke(b)
+
+
 def test_metadata_limits_and_directives():
     """User metadata over S3's 2 KiB is MetadataTooLarge; a metadata directive other than
     COPY or REPLACE is refused."""

@@ -26,8 +26,10 @@
 //! beyond the ACL) and the bucket's public access block. CORS rules ([`cors`]) are applied by the HTTP layer
 //! ([`server`]), which also refuses over-long or expired presigned URLs, closes connections
 //! whose refused request body was never read, and adapts what s3s does differently from S3:
-//! chunked PUTs without Content-Length, and browser form uploads (POST object: `${filename}`
-//! keys, the `acl` field, 403 for broken policy conditions, the redirect's quoted ETag).
+//! chunked PUTs without Content-Length, browser form uploads (POST object: `${filename}`
+//! keys, the `acl` field, 403 for broken policy conditions, the redirect's quoted ETag), and
+//! header fields S3 reads leniently (a malformed `Range` ignored, conditional dates in all
+//! three HTTP-date forms; headers a SigV4 signature covers excepted).
 //!
 //! ## Conformance
 //! `scripts/s3-tests.sh S3_TESTS_CHECKOUT` runs the ceph/s3-tests core subset (303 tests)

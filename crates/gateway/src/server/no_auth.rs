@@ -3,7 +3,8 @@
 //! s3s answers any signed request with NotImplemented when it has no authentication provider,
 //! and the aws CLI and boto3 always sign. As radosgw with authentication disabled, the
 //! gateway then serves a signed request as an anonymous one: the front takes its signature
-//! away (the `Authorization` header, a presigned URL's query parameters) before s3s sees it.
+//! away (the `Authorization` header, a presigned URL's query parameters) before s3s sees it;
+//! a browser form upload's signature fields are taken out of its body in `form`.
 //! A body framed as aws-chunked (`x-amz-content-sha256: STREAMING-...`) is the one thing this
 //! cannot serve: s3s decodes that framing only while it checks the signatures, so without
 //! them the framing would be stored as the object's data. Such a request is refused.
@@ -93,7 +94,7 @@ pub(super) const AWS_CHUNKED_ANONYMOUS_REFUSED: &str =
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::request;
+    use super::super::refuse::tests::request;
     use super::{aws_chunked_body, without_signature};
 
     #[test]
