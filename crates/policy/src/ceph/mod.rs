@@ -507,13 +507,13 @@ impl CephTier {
     }
 
     /// The agent evicts `key` (agent_maybe_evict's delete): the scan continues with the object
-    /// that takes its place, and the PG's modes follow its new ratios.
+    /// that takes its place. The PG's stats change at once, but its modes stay until
+    /// agent_work's agent_choose_mode at the end of the call.
     fn agent_evict(&mut self, pg: usize, key: Key, effects: &mut Effects) {
         self.remove_object(pg, key, effects);
         self.stats.evicted += 1;
         let state = &mut self.pgs[pg];
         state.cursor = state.cursor.saturating_sub(1);
-        self.choose_mode(pg);
     }
 
     /// Whether any PG whose primary is `pg`'s OSD is in high flush mode (OSDService's
@@ -536,12 +536,18 @@ impl CephTier {
     /// latency): finish_flush -> try_flush_mark_clean evicts the object if the evict mode is
     /// not idle and agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The
     /// temperature histogram ages once per call (`hist_age`).
+    ///
+    /// The modes are those the call began with: an eviction changes the PG's stats at once,
+    /// but nothing in the loop calls agent_choose_mode; the call ends with it (agent_work's
+    /// last step).
     fn agent_work(&mut self, pg: usize, now_ms: u64, effects: &mut Effects) {
+        // do_op's agent_choose_mode, before the agent's call on the PG.
         self.choose_mode(pg);
         let state = &self.pgs[pg];
         if state.flush_mode == FlushMode::Idle && state.evict_mode == EvictMode::Idle {
             return;
         }
+        let (flush_mode, evict_mode) = (state.flush_mode, state.evict_mode);
         let start_max = self.config.agent_max_ops;
         let mut flush_quota = if self.osd_flushes_high(pg) {
             start_max
@@ -562,7 +568,6 @@ impl CephTier {
                 break;
             };
             state.cursor += 1;
-            let (flush_mode, evict_mode) = (state.flush_mode, state.evict_mode);
             if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, false) {
                 self.agent_evict(pg, key, effects);
                 started += 1;
@@ -573,9 +578,7 @@ impl CephTier {
                 self.flush_object(pg, key, effects);
                 started += 1;
                 flush_quota -= 1;
-                if self.pgs[pg].evict_mode != EvictMode::Idle
-                    && self.agent_maybe_evict(pg, key, now_ms, true)
-                {
+                if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, true) {
                     self.agent_evict(pg, key, effects);
                 }
             }
@@ -584,6 +587,7 @@ impl CephTier {
             }
         }
         self.pgs[pg].histogram.tick();
+        self.choose_mode(pg);
     }
 
     /// Frees one slot when the pool is at its hard capacity: the first clean object in scan
