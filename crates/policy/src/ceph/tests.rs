@@ -437,3 +437,28 @@ fn the_agent_keeps_its_modes_for_the_whole_call() {
     assert_eq!(tier.evict_mode(0), EvictMode::Idle);
     assert_eq!(tier.len(), 2 + usize::from(tier.contains(60)));
 }
+
+/// OSDService::agent_entry delays a PG for `osd_agent_delay_time` (5 s) when its agent_work
+/// returns false: a pass over the PG's objects (from TierAgentState::start round to it
+/// again) that flushed and evicted nothing. Meanwhile the agent skips the PG, and
+/// agent_choose_mode ignores calls, until AgentTimeoutCB's agent_choose_mode_restart.
+/// Here 8 objects against a target of 9 (89%, evict mode `some`) are too young to evict
+/// until 3 s (cache_min_evict_age 3 s): the call at 1 s lists all 8, the one at 2 s lists
+/// them again and completes the pass with nothing done, so the agent waits until 7 s. The
+/// model used to evict at 4 s.
+#[test]
+fn a_pass_that_finds_nothing_to_do_delays_the_agent_five_seconds() {
+    let mut tier = read_then_targeted(8, 9, 3);
+    let mut effects = Effects::default();
+    let mut evicted_at = Vec::new();
+    for (seq, now_ms) in [1000, 2000, 4000, 6999, 7000].into_iter().enumerate() {
+        effects.clear();
+        tier.on_request(&request(0, 100 + seq as u64, now_ms, false), &mut effects);
+        evicted_at.push((now_ms, effects.evicted.len()));
+    }
+    assert_eq!(
+        evicted_at[..4],
+        [(1000, 0), (2000, 0), (4000, 0), (6999, 0)]
+    );
+    assert!(evicted_at[4].1 > 0, "{evicted_at:?}");
+}
