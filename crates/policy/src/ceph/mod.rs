@@ -6,7 +6,21 @@
 //! `cache_min_flush_age` and evicting clean ones older than `cache_min_evict_age` whose
 //! temperature passes the histogram test. The agent runs one agent_work call on the PG of each
 //! request (virtual time has no background threads): it examines up to
-//! `agent_evict_check_size` objects and stops once it has flushed or evicted `agent_max_ops`.
+//! `agent_evict_check_size` objects and stops once it has flushed or evicted `agent_max_ops`,
+//! with the modes the call began with (agent_choose_mode runs before the call, as do_op does
+//! for each request, and at the call's end). A pass over the PG that flushed and evicted
+//! nothing delays its agent for `osd_agent_delay_time` (5 s), during which the PG keeps its
+//! modes (OSDService::agent_entry, agent_delay, agent_choose_mode_restart).
+//!
+//! Ceph's budget per call is `osd_agent_max_ops` (and `osd_agent_max_low_ops` for flushes)
+//! less the OSD's agent operations in flight (`agent_ops`: agent_start_op for a flush until
+//! its completion, agent_start_evict_op for an eviction until its delete finishes). Here a
+//! flush or eviction completes within the call that starts it (the simulator has no flush
+//! duration: it charges the flush's HDD write to the device busy time, and nothing waits for
+//! it), so `agent_ops` is 0 whenever a call begins and every call gets the whole budget; the
+//! subtraction cannot change a decision of this model. What it bounds in Ceph, the agent's
+//! rate (about `agent_max_ops` per flush latency per OSD), is replaced here by one call per
+//! request to the PG.
 //!
 //! What a miss does follows `maybe_handle_cache_detail`, by cache mode:
 //! - writeback: the request is proxied to the base pool (`do_proxy_read`, `do_proxy_write`),
@@ -140,14 +154,20 @@ pub struct CephTierConfig {
     pub promote_max_objects_per_s: u64,
     /// `osd_tier_promote_max_bytes_sec` per OSD, 0 unset. Default 5 MiB.
     pub promote_max_bytes_per_s: u64,
-    /// `osd_agent_max_ops`: objects one agent_work call may flush or evict (its `start_max`;
-    /// Ceph subtracts the agent's flushes still in flight, which here complete at once); 0
-    /// stops the agent. Default 4.
+    /// `osd_agent_max_ops`: objects one agent_work call may flush or evict (its `start_max`);
+    /// 0 stops the agent. Default 4. Ceph subtracts the OSD's agent operations still in
+    /// flight (`agent_ops`: flushes and evictions), which here complete within the call that
+    /// starts them, so every call gets the whole budget (see the module's header).
     pub agent_max_ops: u32,
     /// `osd_agent_max_low_ops`: flushes one call may start (`agent_flush_quota`) while no PG
     /// of the OSD is in high flush mode (then `agent_max_ops`); 0 stops the agent while none
     /// is, as OSDService::agent_entry skips agent_work without a quota. Default 2.
     pub agent_max_low_ops: u32,
+    /// `osd_agent_delay_time` in milliseconds: after an agent_work call completes a pass over
+    /// its PG that flushed and evicted nothing, the PG leaves the agent's queue and keeps its
+    /// modes for this long (`agent_delay`), until the timer's `agent_choose_mode_restart`.
+    /// Default 5000 (Ceph's 5 s).
+    pub agent_delay_time_ms: u64,
     /// `osd_pool_default_cache_max_evict_check_size`: objects one call lists and examines, from
     /// the scan position to the end of the PG at most. Default 10.
     pub agent_evict_check_size: u32,
@@ -197,17 +217,42 @@ impl CephTierConfig {
             promote_max_bytes_per_s: 5 << 20,
             agent_max_ops: 4,
             agent_max_low_ops: 2,
+            agent_delay_time_ms: 5000,
             agent_evict_check_size: 10,
             temperature: TemperatureEviction::Faithful,
         }
     }
 }
 
+/// Positions in a PG's scan order (Ceph's hobject_t order; here the index order of
+/// `Pg::objects`): `POSITION_MIN` lies before every object (`hobject_t()`), `index + 1` is
+/// the object at `index`, `POSITION_MAX` lies after every object (`hobject_t::get_max()`).
+const POSITION_MIN: u64 = 0;
+const POSITION_MAX: u64 = u64::MAX;
+
+fn position_of(index: usize) -> u64 {
+    index as u64 + 1
+}
+
+/// The index of the first object at or after `position`.
+fn index_at(position: u64) -> usize {
+    usize::try_from(position.saturating_sub(1)).unwrap_or(usize::MAX)
+}
+
 #[derive(Clone, Debug)]
 struct Pg {
     hit_sets: HitSetHistory,
     objects: Vec<Key>,
-    cursor: usize,
+    /// Where the next agent_work call lists from (TierAgentState::position).
+    position: u64,
+    /// Where the current pass over the PG began (TierAgentState::start): Ceph picks a random
+    /// position at agent_setup; here the first object's.
+    pass_start: u64,
+    /// Objects flushed or evicted since `pass_start` (TierAgentState::started).
+    pass_started: u32,
+    /// While `Some`, the agent is delayed (TierAgentState::delaying) until that time: the PG
+    /// is out of the agent's queue and agent_choose_mode ignores calls.
+    delayed_until_ms: Option<u64>,
     dirty: usize,
     flush_mode: FlushMode,
     evict_mode: EvictMode,
@@ -268,7 +313,10 @@ impl CephTier {
                     0,
                 ),
                 objects: Vec::new(),
-                cursor: 0,
+                position: position_of(0),
+                pass_start: position_of(0),
+                pass_started: 0,
+                delayed_until_ms: None,
                 dirty: 0,
                 flush_mode: FlushMode::Idle,
                 evict_mode: EvictMode::Idle,
@@ -393,12 +441,23 @@ impl CephTier {
         (clamp(dirty_micro), clamp(full_micro))
     }
 
-    fn choose_mode(&mut self, pg: usize) {
+    /// agent_choose_mode: the PG's modes from its ratios, with slop hysteresis from its
+    /// current modes, or as if idle on a `restart` after a delay. Ignored while the agent is
+    /// delayed ("let delay play out").
+    fn choose_mode(&mut self, pg: usize, restart: bool) {
+        if self.pgs[pg].delayed_until_ms.is_some() {
+            return;
+        }
         let (dirty_micro, full_micro) = self.ratios_micro(pg);
         let targets = self.targets();
         let state = &mut self.pgs[pg];
-        state.flush_mode = choose_flush_mode(state.flush_mode, dirty_micro, &targets, state.dirty);
-        let (mode, effort) = choose_evict_mode(state.evict_mode, full_micro, &targets);
+        let (flush_from, evict_from) = if restart {
+            (FlushMode::Idle, EvictMode::Idle)
+        } else {
+            (state.flush_mode, state.evict_mode)
+        };
+        state.flush_mode = choose_flush_mode(flush_from, dirty_micro, &targets, state.dirty);
+        let (mode, effort) = choose_evict_mode(evict_from, full_micro, &targets);
         state.evict_mode = mode;
         state.evict_effort_micro = effort;
     }
@@ -506,14 +565,25 @@ impl CephTier {
             || self.mtime_ms[key as usize] + self.config.cache_min_flush_age_s * 1000 <= now_ms
     }
 
-    /// The agent evicts `key` (agent_maybe_evict's delete): the scan continues with the object
-    /// that takes its place, and the PG's modes follow its new ratios.
+    /// The agent evicts `key` (agent_maybe_evict's delete). The PG's stats change at once, but
+    /// its modes stay until agent_work's agent_choose_mode at the end of the call.
     fn agent_evict(&mut self, pg: usize, key: Key, effects: &mut Effects) {
         self.remove_object(pg, key, effects);
         self.stats.evicted += 1;
-        let state = &mut self.pgs[pg];
-        state.cursor = state.cursor.saturating_sub(1);
-        self.choose_mode(pg);
+    }
+
+    /// AgentTimeoutCB -> agent_choose_mode_restart: once `osd_agent_delay_time` has passed
+    /// since a delay began, the delay ends and the modes are chosen afresh (as from idle); the
+    /// PG is back in the agent's queue if they are not idle. Virtual time has no timer, so the
+    /// restart happens at the PG's first request at or after its time.
+    fn agent_restart_if_due(&mut self, pg: usize, now_ms: u64) {
+        match self.pgs[pg].delayed_until_ms {
+            Some(until_ms) if until_ms <= now_ms => {
+                self.pgs[pg].delayed_until_ms = None;
+                self.choose_mode(pg, true);
+            }
+            _ => {}
+        }
     }
 
     /// Whether any PG whose primary is `pg`'s OSD is in high flush mode (OSDService's
@@ -526,22 +596,37 @@ impl CephTier {
     }
 
     /// One agent_work call on a PG (OSDService::agent_entry's `agent_work(max,
-    /// agent_flush_quota)`): list up to `agent_evict_check_size` objects from the scan
-    /// position (objects_list_partial; the position returns to the PG's start after its last
-    /// object) and handle each as PrimaryLogPG::agent_work does (Ceph 16.2): evict it if the
-    /// evict mode is not idle and agent_maybe_evict(obc, false) agrees (never a dirty object);
-    /// else, if the flush mode is not idle, the flush quota is not spent and agent_maybe_flush
-    /// agrees, flush it. Each eviction or flush counts as started; the call stops at
-    /// `agent_max_ops` started. A flush completes here at once (virtual time has no flush
-    /// latency): finish_flush -> try_flush_mark_clean evicts the object if the evict mode is
-    /// not idle and agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The
-    /// temperature histogram ages once per call (`hist_age`).
+    /// agent_flush_quota)`), unless the PG is idle or its agent delayed: list up to
+    /// `agent_evict_check_size` objects from the PG's position (objects_list_partial; after
+    /// its last object the position returns to the PG's start) and handle each as
+    /// PrimaryLogPG::agent_work does (Ceph 16.2): evict it if the evict mode is not idle and
+    /// agent_maybe_evict(obc, false) agrees (never a dirty object); else, if the flush mode is
+    /// not idle, the flush quota is not spent and agent_maybe_flush agrees, flush it. Each
+    /// eviction or flush counts as started; the call stops at `agent_max_ops` started.
+    ///
+    /// The modes are those the call began with: an eviction changes the PG's stats at once,
+    /// but nothing in the loop calls agent_choose_mode; the call ends with it (agent_work's
+    /// last step), unless the call delays the agent (below).
+    ///
+    /// A flush completes here at once (virtual time has no flush latency): finish_flush ->
+    /// try_flush_mark_clean evicts the object if the evict mode is not idle and
+    /// agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The temperature
+    /// histogram ages once per call (`hist_age`).
+    ///
+    /// Passes (TierAgentState::start, started): when a call's listing goes past the pass's
+    /// start position having wrapped round, a pass is complete; if no call of the pass flushed
+    /// or evicted anything, agent_work returns false (agent_delay: the agent keeps its modes
+    /// and skips the PG for `agent_delay_time_ms`, see `agent_restart_if_due`), else the count
+    /// starts again (the crossing call's own count is dropped, as Ceph does). The next pass
+    /// starts where the crossing call stopped.
     fn agent_work(&mut self, pg: usize, now_ms: u64, effects: &mut Effects) {
-        self.choose_mode(pg);
         let state = &self.pgs[pg];
-        if state.flush_mode == FlushMode::Idle && state.evict_mode == EvictMode::Idle {
+        let idle = state.flush_mode == FlushMode::Idle && state.evict_mode == EvictMode::Idle;
+        if idle || state.delayed_until_ms.is_some() {
             return;
         }
+        let (flush_mode, evict_mode, position) =
+            (state.flush_mode, state.evict_mode, state.position);
         let start_max = self.config.agent_max_ops;
         let mut flush_quota = if self.osd_flushes_high(pg) {
             start_max
@@ -551,20 +636,17 @@ impl CephTier {
         if start_max == 0 || flush_quota == 0 {
             return;
         }
-        let state = &mut self.pgs[pg];
-        if state.cursor >= state.objects.len() {
-            state.cursor = 0;
-        }
+        let mut cursor = index_at(position);
         let mut started = 0;
         for _ in 0..self.config.agent_evict_check_size {
-            let state = &mut self.pgs[pg];
-            let Some(&key) = state.objects.get(state.cursor) else {
+            let Some(&key) = self.pgs[pg].objects.get(cursor) else {
                 break;
             };
-            state.cursor += 1;
-            let (flush_mode, evict_mode) = (state.flush_mode, state.evict_mode);
+            cursor += 1;
             if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, false) {
                 self.agent_evict(pg, key, effects);
+                // The object that takes the evicted one's place is examined next.
+                cursor -= 1;
                 started += 1;
             } else if flush_mode != FlushMode::Idle
                 && flush_quota > 0
@@ -573,10 +655,9 @@ impl CephTier {
                 self.flush_object(pg, key, effects);
                 started += 1;
                 flush_quota -= 1;
-                if self.pgs[pg].evict_mode != EvictMode::Idle
-                    && self.agent_maybe_evict(pg, key, now_ms, true)
-                {
+                if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, true) {
                     self.agent_evict(pg, key, effects);
+                    cursor -= 1;
                 }
             }
             if started >= start_max {
@@ -584,10 +665,44 @@ impl CephTier {
             }
         }
         self.pgs[pg].histogram.tick();
+        let next = if cursor < self.pgs[pg].objects.len() {
+            position_of(cursor)
+        } else {
+            POSITION_MAX
+        };
+        if self.agent_advance(pg, position, next, started) {
+            self.pgs[pg].delayed_until_ms = Some(now_ms + self.config.agent_delay_time_ms);
+            return;
+        }
+        self.choose_mode(pg, false);
+    }
+
+    /// agent_work's bookkeeping after a call that listed from `position` up to `next` and
+    /// started `started` operations: moves the PG's position and counts the pass; true when
+    /// the call completed a pass in which nothing was started (`need_delay`).
+    fn agent_advance(&mut self, pg: usize, position: u64, next: u64, started: u32) -> bool {
+        let state = &mut self.pgs[pg];
+        let mut pass_started = state.pass_started + started;
+        let mut delay = false;
+        if position < state.pass_start && next >= state.pass_start {
+            if pass_started == 0 {
+                delay = true;
+            } else {
+                pass_started = 0;
+            }
+            state.pass_start = next;
+        }
+        state.pass_started = pass_started;
+        state.position = if next == POSITION_MAX {
+            POSITION_MIN
+        } else {
+            next
+        };
+        delay
     }
 
     /// Frees one slot when the pool is at its hard capacity: the first clean object in scan
-    /// order, else the object under the cursor after flushing it.
+    /// order from the agent's position, else the object there after flushing it.
     fn force_evict(&mut self, pg: usize, effects: &mut Effects) {
         let pg = if self.pgs[pg].objects.is_empty() {
             match (0..self.pgs.len()).max_by_key(|&p| self.pgs[p].objects.len()) {
@@ -598,7 +713,7 @@ impl CephTier {
             pg
         };
         let n = self.pgs[pg].objects.len();
-        let start = self.pgs[pg].cursor.min(n.saturating_sub(1));
+        let start = index_at(self.pgs[pg].position).min(n.saturating_sub(1));
         let clean = (0..n)
             .map(|i| self.pgs[pg].objects[(start + i) % n])
             .find(|&k| !self.dirty[k as usize]);
@@ -659,7 +774,7 @@ impl CephTier {
         let bytes = request.object_bytes_or_size();
         self.throttle_of(pg).finish(bytes);
         self.insert_object(pg, request.key, bytes, dirty, request.now_ms);
-        self.choose_mode(pg);
+        self.choose_mode(pg, false);
     }
 
     /// A miss, by cache mode (maybe_handle_cache_detail).
@@ -697,6 +812,9 @@ impl Cache for CephTier {
         let now_ms = request.now_ms;
         let pg = self.pg_of(key);
         let in_hit_set = self.hit_sets_enabled && self.pgs[pg].hit_sets.record(key, now_ms);
+        self.agent_restart_if_due(pg, now_ms);
+        // do_op's agent_choose_mode, then the agent's call on the PG.
+        self.choose_mode(pg, false);
         self.agent_work(pg, now_ms, effects);
         if request.write {
             self.grow(key);

@@ -400,3 +400,65 @@ fn the_agent_lists_ten_objects_and_stops_after_four_flushed_or_evicted() {
     assert_eq!(effects.flushed, [2, 3, 4, 5]);
     assert!(effects.evicted.is_empty());
 }
+
+/// A tier of one PG holding `objects` clean objects promoted by reads at 0 s (never written,
+/// so their ages count from 0), its agent stopped while they come in, then given `target`
+/// objects as `target_max_objects` and Ceph's budget (`osd_agent_max_ops` 4).
+fn read_then_targeted(objects: u64, target: usize, min_evict_age_s: u64) -> CephTier {
+    let mut config = eager(64);
+    config.agent_max_ops = 0;
+    config.cache_min_evict_age_s = min_evict_age_s;
+    let mut tier = CephTier::new(config, 64);
+    let mut effects = Effects::default();
+    for key in 0..objects {
+        let outcome = tier.on_request(&request(key as Key, key, 0, false), &mut effects);
+        assert_eq!(outcome, Outcome::AdmittedAfterProxy);
+    }
+    assert_eq!(tier.len(), objects as usize);
+    tier.config.target_max_objects = target;
+    tier.config.agent_max_ops = 4;
+    tier
+}
+
+/// PrimaryLogPG::agent_work keeps the modes it began with for the whole call: an eviction
+/// (agent_maybe_evict's delete) changes the PG's stats, but agent_choose_mode runs only at
+/// the call's end. 6 objects against a target of 4 are 150% full: evict mode full, where age
+/// does not count, so one call evicts `osd_agent_max_ops` (4) young objects. The model used
+/// to recompute the modes after each eviction: at 4 of 4 (100%, not over) the mode fell to
+/// `some`, where the rest were too young (cache_min_evict_age 1800 s), and it evicted 2.
+#[test]
+fn the_agent_keeps_its_modes_for_the_whole_call() {
+    let mut tier = read_then_targeted(6, 4, 1800);
+    let mut effects = Effects::default();
+    tier.on_request(&request(60, 100, 1000, false), &mut effects);
+    assert_eq!(effects.evicted.len(), 4, "{effects:?}");
+    assert_eq!((tier.stats.evicted, tier.stats.forced), (4, 0));
+    // The call's closing agent_choose_mode sees 2 of 4 (50%): idle.
+    assert_eq!(tier.evict_mode(0), EvictMode::Idle);
+    assert_eq!(tier.len(), 2 + usize::from(tier.contains(60)));
+}
+
+/// OSDService::agent_entry delays a PG for `osd_agent_delay_time` (5 s) when its agent_work
+/// returns false: a pass over the PG's objects (from TierAgentState::start round to it
+/// again) that flushed and evicted nothing. Meanwhile the agent skips the PG, and
+/// agent_choose_mode ignores calls, until AgentTimeoutCB's agent_choose_mode_restart.
+/// Here 8 objects against a target of 9 (89%, evict mode `some`) are too young to evict
+/// until 3 s (cache_min_evict_age 3 s): the call at 1 s lists all 8, the one at 2 s lists
+/// them again and completes the pass with nothing done, so the agent waits until 7 s. The
+/// model used to evict at 4 s.
+#[test]
+fn a_pass_that_finds_nothing_to_do_delays_the_agent_five_seconds() {
+    let mut tier = read_then_targeted(8, 9, 3);
+    let mut effects = Effects::default();
+    let mut evicted_at = Vec::new();
+    for (seq, now_ms) in [1000, 2000, 4000, 6999, 7000].into_iter().enumerate() {
+        effects.clear();
+        tier.on_request(&request(0, 100 + seq as u64, now_ms, false), &mut effects);
+        evicted_at.push((now_ms, effects.evicted.len()));
+    }
+    assert_eq!(
+        evicted_at[..4],
+        [(1000, 0), (2000, 0), (4000, 0), (6999, 0)]
+    );
+    assert!(evicted_at[4].1 > 0, "{evicted_at:?}");
+}
