@@ -124,7 +124,8 @@ impl Gateway {
                 WriteOp::new().create(true),
             )
             .await?;
-        self.store
+        let recorded = self
+            .store
             .index
             .omap_set(
                 &layout::uploads_object(&bucket.id),
@@ -133,7 +134,15 @@ impl Gateway {
                     layout::encode(&record),
                 )],
             )
-            .await?;
+            .await;
+        if let Err(error) = recorded {
+            // No client knows this upload id: its parts object would never be removed.
+            let parts = layout::upload_object(&bucket.id, &upload_id);
+            if let Err(cleanup) = self.store.index.remove(&parts).await {
+                tracing::warn!(%parts, error = %cleanup, "cannot remove an unrecorded upload's parts object");
+            }
+            return Err(error.into());
+        }
         Ok(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
