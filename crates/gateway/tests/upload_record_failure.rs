@@ -14,7 +14,6 @@ use rados::{
     ClusterStats, IoCtx, ListCursor, ListPage, ObjectStat, OmapPage, PoolInfo, PoolSpec, Rados,
     RadosError, WriteOp,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The embedded cluster, but every write to a bucket's uploads index fails while `failing`.
 struct UploadsIndexFails {
@@ -103,25 +102,6 @@ impl IoCtx for FailingIoCtx {
     }
 }
 
-/// Sends one bodiless request and returns the status code (authentication is off).
-async fn status_of(address: std::net::SocketAddr, method: &str, target: &str) -> u16 {
-    let mut stream = tokio::net::TcpStream::connect(address)
-        .await
-        .expect("connect");
-    let request = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {address}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await.expect("answer");
-    let answer = String::from_utf8_lossy(&answer);
-    answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP answer: {answer}"))
-}
-
 async fn upload_objects(rados: &Arc<dyn Rados>, pool: &str) -> Vec<String> {
     let index = rados.io_ctx(pool).await.expect("index pool");
     let mut names: Vec<String> = index
@@ -160,10 +140,10 @@ async fn an_upload_whose_record_cannot_be_written_leaves_no_parts_object() {
         .await
         .expect("gateway");
     let address = server.local_addr;
-    assert_eq!(status_of(address, "PUT", "/bucket").await, 200);
+    assert_eq!(common::status_of(address, "PUT", "/bucket").await, 200);
 
     failing.store(true, Ordering::SeqCst);
-    let refused = status_of(address, "POST", "/bucket/key?uploads").await;
+    let refused = common::status_of(address, "POST", "/bucket/key?uploads").await;
     assert!(refused >= 500, "a failed record write answers {refused}");
     assert_eq!(
         upload_objects(&cluster, &config.index_pool).await,
@@ -172,7 +152,10 @@ async fn an_upload_whose_record_cannot_be_written_leaves_no_parts_object() {
     );
 
     failing.store(false, Ordering::SeqCst);
-    assert_eq!(status_of(address, "POST", "/bucket/key?uploads").await, 200);
+    assert_eq!(
+        common::status_of(address, "POST", "/bucket/key?uploads").await,
+        200
+    );
     assert_eq!(
         upload_objects(&cluster, &config.index_pool).await.len(),
         1,

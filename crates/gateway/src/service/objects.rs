@@ -362,7 +362,10 @@ impl Gateway {
                 (input.range, input.part_number),
             )
             .await?;
-        let stream = self.store.read_range(&entry.pieces, start, end);
+        let stream = self
+            .store
+            .read_range_checked(&entry.pieces, start, end)
+            .await?;
         let body = ChannelStream::spawn(stream);
         Ok(GetObjectOutput {
             accept_ranges: Some("bytes".into()),

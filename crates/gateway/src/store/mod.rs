@@ -1119,31 +1119,59 @@ impl Store {
         start: u64,
         end: u64,
     ) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
-        let mut segments = Vec::new();
-        let mut offset = 0u64;
-        for piece in pieces {
-            let piece_end = offset + piece.size;
-            if piece_end > start && offset < end {
-                let from = start.max(offset) - offset;
-                let to = end.min(piece_end) - offset;
-                segments.push((piece.oid.clone(), from, to - from));
-            }
-            offset = piece_end;
-        }
         let data = self.data.clone();
-        futures::stream::iter(segments).then(move |(oid, from, length)| {
-            let data = data.clone();
-            async move {
-                let bytes = data.read(&oid, from, length).await?;
-                if bytes.len() as u64 != length {
+        futures::stream::iter(segments(pieces, start, end))
+            .then(move |segment| read_segment(data.clone(), segment))
+    }
+
+    /// [`Self::read_range`] for an answer whose status is not sent yet (GET): the first
+    /// piece's bytes are read, and every later piece the range needs is checked to be there
+    /// and long enough, before it returns. A lost or short piece is then an error status
+    /// (500) instead of a `200` whose body stops short, which a client only notices as a
+    /// broken connection. An object of one piece costs nothing more than before (its read
+    /// just happens first); the checks of the others run at once, each a `stat`.
+    pub async fn read_range_checked(
+        &self,
+        pieces: &[Piece],
+        start: u64,
+        end: u64,
+    ) -> Result<impl Stream<Item = Result<Bytes>> + Send + 'static> {
+        let mut segments = segments(pieces, start, end).into_iter();
+        let first = segments.next();
+        let rest: Vec<Segment> = segments.collect();
+        let checks = futures::future::join_all(rest.iter().map(|segment| async move {
+            let size_bytes = match self.data.stat(&segment.oid).await {
+                Ok(stat) => stat.size_bytes,
+                Err(RadosError::NotFound(_)) => {
                     return Err(GatewayError::Corrupt(format!(
-                        "{oid}: read {} of {length} bytes",
-                        bytes.len()
-                    )));
+                        "data piece {} of the object is missing",
+                        segment.oid
+                    )))
                 }
-                Ok(Bytes::from(bytes))
+                Err(error) => return Err(error.into()),
+            };
+            if size_bytes < segment.from + segment.length {
+                return Err(GatewayError::Corrupt(format!(
+                    "data piece {} holds {size_bytes} bytes, the object needs {}",
+                    segment.oid,
+                    segment.from + segment.length
+                )));
             }
-        })
+            Ok(())
+        }));
+        let read_first = async {
+            match first {
+                Some(segment) => read_segment(self.data.clone(), segment).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let (first_bytes, checked) = futures::join!(read_first, checks);
+        checked.into_iter().collect::<Result<Vec<()>>>()?;
+        let data = self.data.clone();
+        let first_bytes = futures::stream::iter(first_bytes?.map(Ok));
+        Ok(first_bytes.chain(
+            futures::stream::iter(rest).then(move |segment| read_segment(data.clone(), segment)),
+        ))
     }
 
     /// Data a committed change replaced: queued for the GC, which removes it once
@@ -1270,4 +1298,52 @@ pub(crate) fn ignore_missing(result: rados::Result<()>) -> Result<()> {
         Ok(()) | Err(RadosError::NotFound(_)) => Ok(()),
         Err(error) => Err(error.into()),
     }
+}
+
+/// The part `[from, from + length)` of data object `oid` that a range read needs.
+struct Segment {
+    oid: String,
+    from: u64,
+    length: u64,
+}
+
+/// The segments of `pieces` (in order) that cover `[start, end)` of the object.
+fn segments(pieces: &[Piece], start: u64, end: u64) -> Vec<Segment> {
+    let mut segments = Vec::new();
+    let mut offset = 0u64;
+    for piece in pieces {
+        let piece_end = offset + piece.size;
+        if piece_end > start && offset < end {
+            let from = start.max(offset) - offset;
+            let to = end.min(piece_end) - offset;
+            segments.push(Segment {
+                oid: piece.oid.clone(),
+                from,
+                length: to - from,
+            });
+        }
+        offset = piece_end;
+    }
+    segments
+}
+
+/// Reads one segment; fewer bytes than it needs (or none: the piece is gone) is corruption.
+async fn read_segment(data: Arc<dyn IoCtx>, segment: Segment) -> Result<Bytes> {
+    let Segment { oid, from, length } = segment;
+    let bytes = match data.read(&oid, from, length).await {
+        Ok(bytes) => bytes,
+        Err(RadosError::NotFound(_)) => {
+            return Err(GatewayError::Corrupt(format!(
+                "data piece {oid} of the object is missing"
+            )))
+        }
+        Err(error) => return Err(error.into()),
+    };
+    if bytes.len() as u64 != length {
+        return Err(GatewayError::Corrupt(format!(
+            "{oid}: read {} of {length} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(Bytes::from(bytes))
 }

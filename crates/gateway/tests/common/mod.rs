@@ -129,3 +129,43 @@ pub fn main_keys(user: &User) -> [(&'static str, String); 2] {
         ("MAIN_SK", user.secret_key.clone()),
     ]
 }
+
+/// Sends one request with `body` over a fresh connection (for gateways with authentication
+/// off) and returns the status code.
+pub async fn status_of_request(
+    address: std::net::SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let mut request = format!(
+        "{method} {target} HTTP/1.1\r\nHost: {address}\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    stream.write_all(body).await.expect("send body");
+    let mut answer = Vec::new();
+    // A server that fails a body it already started may reset the connection: what came
+    // before is the answer.
+    let _ = stream.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer}"))
+}
+
+/// [`status_of_request`] without headers or body.
+pub async fn status_of(address: std::net::SocketAddr, method: &str, target: &str) -> u16 {
+    status_of_request(address, method, target, &[], &[]).await
+}
