@@ -13,12 +13,19 @@
 //! nothing delays its agent for `osd_agent_delay_time` (5 s), during which the PG keeps its
 //! modes (OSDService::agent_entry, agent_delay, agent_choose_mode_restart).
 //!
+//! A flush completes after the call that started it, never within: C_Flush's completion takes
+//! the PG lock that agent_work holds. So try_flush_mark_clean's `agent_maybe_evict(obc, true)`
+//! (evict the flushed object, if the evict mode is not idle) sees the modes and effort of the
+//! call's closing agent_choose_mode, which still counted the object dirty; the model
+//! completes the call's flushes right after it, in that state.
+//!
 //! Ceph's budget per call is `osd_agent_max_ops` (and `osd_agent_max_low_ops` for flushes)
 //! less the OSD's agent operations in flight (`agent_ops`: agent_start_op for a flush until
-//! its completion, agent_start_evict_op for an eviction until its delete finishes). Here a
-//! flush or eviction completes within the call that starts it (the simulator has no flush
-//! duration: it charges the flush's HDD write to the device busy time, and nothing waits for
-//! it), so `agent_ops` is 0 whenever a call begins and every call gets the whole budget; the
+//! its completion, agent_start_evict_op for an eviction until its delete finishes). Here an
+//! eviction completes within the call that starts it and a flush right after that call (the
+//! simulator has no flush duration: it charges the flush's HDD write to the device busy
+//! time, and nothing waits for it), so `agent_ops` is 0 whenever a call begins and every call
+//! gets the whole budget; the
 //! subtraction cannot change a decision of this model. What it bounds in Ceph, the agent's
 //! rate (about `agent_max_ops` per flush latency per OSD), is replaced here by one call per
 //! request to the PG.
@@ -285,6 +292,8 @@ pub struct CephTier {
     throttles: Vec<PromoteThrottle>,
     /// The objects one agent_work call listed (reused between calls).
     listed: Vec<Key>,
+    /// The objects one agent_work call started flushing, completed after it (reused).
+    flushing: Vec<Key>,
     /// Activity counters.
     pub stats: CephTierStats,
 }
@@ -345,6 +354,7 @@ impl CephTier {
             grades,
             len: 0,
             listed: Vec::new(),
+            flushing: Vec::new(),
             stats: CephTierStats::default(),
         }
     }
@@ -518,9 +528,10 @@ impl CephTier {
         }
     }
 
-    /// agent_maybe_evict: whether the agent evicts `key` now. A dirty object is skipped unless
-    /// `after_flush`: try_flush_mark_clean asks (`agent_maybe_evict(obc, true)`) once the
-    /// agent's flush of it has completed, before its dirty flag is cleared.
+    /// agent_maybe_evict: whether the agent evicts `key` now, by the PG's evict mode and effort
+    /// as they are at the time of asking. A dirty object is skipped unless `after_flush`:
+    /// try_flush_mark_clean asks (`agent_maybe_evict(obc, true)`) once the agent's flush of it
+    /// has completed, before its dirty flag is cleared.
     fn agent_maybe_evict(&mut self, pg: usize, key: Key, now_ms: u64, after_flush: bool) -> bool {
         if !after_flush && self.dirty[key as usize] {
             return false;
@@ -550,6 +561,35 @@ impl CephTier {
         }
         self.pgs[pg].evict_mode == EvictMode::Full
             || self.mtime_ms[key as usize] + self.config.cache_min_flush_age_s * 1000 <= now_ms
+    }
+
+    /// The agent starts flushing `key` (agent_maybe_flush's start_flush): the flush is
+    /// written out now, but the object stays dirty until `agent_finish_flushes`.
+    fn agent_start_flush(&mut self, key: Key, effects: &mut Effects) {
+        assert!(self.dirty[key as usize], "flush of clean object {key}");
+        self.stats.flushed += 1;
+        effects.flushed.push(key);
+        self.flushing.push(key);
+    }
+
+    /// The agent's flushes of the call complete (finish_flush -> try_flush_mark_clean), after
+    /// the call, in the order started: each object is evicted if the PG's evict mode *now* is
+    /// not idle and agent_maybe_evict(obc, true) agrees, else its dirty flag is cleared.
+    fn agent_finish_flushes(&mut self, pg: usize, now_ms: u64, effects: &mut Effects) {
+        let mut flushing = std::mem::take(&mut self.flushing);
+        for &key in &flushing {
+            assert!(self.cached(key) && self.dirty[key as usize]);
+            if self.pgs[pg].evict_mode != EvictMode::Idle
+                && self.agent_maybe_evict(pg, key, now_ms, true)
+            {
+                self.agent_evict(pg, key, effects);
+            } else {
+                self.dirty[key as usize] = false;
+                self.pgs[pg].dirty -= 1;
+            }
+        }
+        flushing.clear();
+        self.flushing = flushing;
     }
 
     /// The agent evicts `key` (agent_maybe_evict's delete). The PG's stats change at once, but
@@ -598,10 +638,13 @@ impl CephTier {
     /// when the call stops early); past the PG's last object it returns to `hobject_t()`,
     /// before the first.
     ///
-    /// A flush completes here at once (virtual time has no flush latency): finish_flush ->
-    /// try_flush_mark_clean evicts the object if the evict mode is not idle and
-    /// agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The temperature
-    /// histogram ages once per call (`hist_age`).
+    /// A flush the call starts completes right after it (virtual time has no flush latency,
+    /// but in Ceph the completion, C_Flush, needs the PG lock the call holds, so it never
+    /// runs inside the call): until then the object counts as dirty (the closing
+    /// agent_choose_mode sees it so); then finish_flush -> try_flush_mark_clean evicts it if
+    /// the PG's evict mode at that time, the one the closing agent_choose_mode chose, is not
+    /// idle and agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The
+    /// temperature histogram ages once per call (`hist_age`).
     ///
     /// Passes (TierAgentState::start, started): when a call's listing goes past the pass's
     /// start position having wrapped round, a pass is complete; if no call of the pass flushed
@@ -638,12 +681,9 @@ impl CephTier {
                 && flush_quota > 0
                 && self.agent_maybe_flush(pg, key, now_ms)
             {
-                self.flush_object(pg, key, effects);
+                self.agent_start_flush(key, effects);
                 started += 1;
                 flush_quota -= 1;
-                if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, true) {
-                    self.agent_evict(pg, key, effects);
-                }
             }
             if started >= start_max {
                 // Finishing early, the next call starts at the next listed object.
@@ -657,9 +697,10 @@ impl CephTier {
         self.pgs[pg].histogram.tick();
         if self.agent_advance(pg, position, next, started) {
             self.pgs[pg].delayed_until_ms = Some(now_ms + self.config.agent_delay_time_ms);
-            return;
+        } else {
+            self.choose_mode(pg, false);
         }
-        self.choose_mode(pg, false);
+        self.agent_finish_flushes(pg, now_ms, effects);
     }
 
     /// agent_work's bookkeeping after a call that listed from `position` up to `next` and

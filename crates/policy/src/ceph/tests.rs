@@ -337,11 +337,16 @@ fn an_old_dirty_object_is_flushed_then_evicted_when_its_flush_completes() {
     let mut tier = written_then_idle(8, 4);
     tier.config.agent_max_ops = 4;
     let mut effects = Effects::default();
-    tier.on_request(&request(60, 100, now_ms, false), &mut effects);
+    let outcome = tier.on_request(&request(60, 100, now_ms, false), &mut effects);
     assert_eq!(effects.flushed.len(), 4, "{effects:?}");
     assert_eq!(effects.evicted, effects.flushed);
     assert_eq!((tier.stats.flushed, tier.stats.evicted), (4, 4));
-    assert_eq!(tier.len(), 4 + 1);
+    // The evictions came after the call's closing agent_choose_mode (8 of 4: full), which
+    // try_flush_mark_clean does not repeat, so the miss is proxied without promotion, as
+    // after do_op's agent_choose_mode (also 8 of 4) in Ceph.
+    assert_eq!(tier.evict_mode(0), EvictMode::Full);
+    assert_eq!(outcome, Outcome::Bypassed);
+    assert_eq!(tier.len(), 4);
     // 4 objects against a target of 40: evict mode idle, dirty ratio 10% (flush mode idle
     // until the dirty target is lowered, then low: 2 flushes, osd_agent_max_low_ops): flushed
     // and kept, clean.
@@ -496,5 +501,35 @@ fn the_agent_lists_objects_in_hash_order_from_its_position() {
     assert_eq!(effects.evicted, order[4..8]);
     assert_eq!(outcome, Outcome::Hit);
     assert_eq!((tier.stats.evicted, tier.stats.forced), (8, 0));
+    assert_eq!(tier.len(), 8);
+}
+
+/// A flush completes after the agent_work call that started it: C_Flush's finish takes the
+/// PG lock agent_work holds, so finish_flush -> try_flush_mark_clean runs after the call's
+/// closing agent_choose_mode, and checks the evict mode (and agent_maybe_evict(obc, true) the
+/// effort) the PG has then; until then the object counts as dirty. 11 objects against a
+/// target of 10 (110%: evict mode full; dirty 10% against a 5% target: low): the call evicts
+/// the first 3 in scan order (full: age does not count) and flushes the 4th, written 700 s
+/// ago (past cache_min_flush_age 600 s, short of cache_min_evict_age 1800 s). The closing
+/// agent_choose_mode sees 8 of 10 (80%): `some`, where the flushed object is too young to
+/// evict, so it stays, clean. The model used to ask with the call's `full` and evict it.
+#[test]
+fn a_completed_flush_evicts_by_the_mode_the_pg_has_when_it_completes() {
+    let order = scan_order(11);
+    let mut tier = promoted_then_written(11, &order[3..4]);
+    tier.config.target_max_objects = 10;
+    tier.config.cache_target_dirty_ratio = 0.05;
+    tier.config.agent_max_ops = 4;
+    let mut effects = Effects::default();
+    let now_ms = 1000 + 700_000;
+    let outcome = tier.on_request(&request(order[10], 100, now_ms, false), &mut effects);
+    assert_eq!(effects.evicted, order[..3]);
+    assert_eq!(effects.flushed, order[3..4]);
+    assert_eq!(outcome, Outcome::Hit);
+    assert_eq!(tier.evict_mode(0), EvictMode::Some);
+    assert!(tier.contains(order[3]));
+    assert!(!tier.dirty[order[3] as usize]);
+    assert_eq!(tier.pgs[0].dirty, 0);
+    assert_eq!((tier.stats.flushed, tier.stats.evicted), (1, 3));
     assert_eq!(tier.len(), 8);
 }
