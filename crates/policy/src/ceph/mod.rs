@@ -2,7 +2,8 @@
 //! agent_choose_mode, agent_maybe_flush/evict, agent_estimate_temp; HitSet.h; TierAgentState.h).
 //!
 //! Objects hash to PGs; each PG keeps hit sets, a dirty count and an agent that scans its
-//! objects in hash order (not recency order), flushing dirty objects older than
+//! objects in Ceph's hobject_t order (by the bit-reversed 32-bit hash, then name: `scan`; not
+//! recency order) from where its last call stopped, flushing dirty objects older than
 //! `cache_min_flush_age` and evicting clean ones older than `cache_min_evict_age` whose
 //! temperature passes the histogram test. The agent runs one agent_work call on the PG of each
 //! request (virtual time has no background threads): it examines up to
@@ -12,12 +13,19 @@
 //! nothing delays its agent for `osd_agent_delay_time` (5 s), during which the PG keeps its
 //! modes (OSDService::agent_entry, agent_delay, agent_choose_mode_restart).
 //!
+//! A flush completes after the call that started it, never within: C_Flush's completion takes
+//! the PG lock that agent_work holds. So try_flush_mark_clean's `agent_maybe_evict(obc, true)`
+//! (evict the flushed object, if the evict mode is not idle) sees the modes and effort of the
+//! call's closing agent_choose_mode, which still counted the object dirty; the model
+//! completes the call's flushes right after it, in that state.
+//!
 //! Ceph's budget per call is `osd_agent_max_ops` (and `osd_agent_max_low_ops` for flushes)
 //! less the OSD's agent operations in flight (`agent_ops`: agent_start_op for a flush until
-//! its completion, agent_start_evict_op for an eviction until its delete finishes). Here a
-//! flush or eviction completes within the call that starts it (the simulator has no flush
-//! duration: it charges the flush's HDD write to the device busy time, and nothing waits for
-//! it), so `agent_ops` is 0 whenever a call begins and every call gets the whole budget; the
+//! its completion, agent_start_evict_op for an eviction until its delete finishes). Here an
+//! eviction completes within the call that starts it and a flush right after that call (the
+//! simulator has no flush duration: it charges the flush's HDD write to the device busy
+//! time, and nothing waits for it), so `agent_ops` is 0 whenever a call begins and every call
+//! gets the whole budget; the
 //! subtraction cannot change a decision of this model. What it bounds in Ceph, the agent's
 //! rate (about `agent_max_ops` per flush latency per OSD), is replaced here by one call per
 //! request to the PG.
@@ -65,15 +73,16 @@
 
 mod agent;
 mod hitset;
+mod scan;
 mod throttle;
 
 pub use agent::{EvictMode, FlushMode};
 pub use hitset::HitSetKind;
 
-use crate::list::NIL;
 use crate::{mix64, Cache, Effects, Key, Outcome, Request};
 use agent::{choose_evict_mode, choose_flush_mode, Targets, TemperatureHistogram};
 use hitset::HitSetHistory;
+use scan::{object_hash, PgObjects, ScanPosition};
 use throttle::PromoteThrottle;
 
 /// BlueStore's `estimate_objects_overhead`: 300 bytes per object, added to a PG's bytes.
@@ -224,30 +233,16 @@ impl CephTierConfig {
     }
 }
 
-/// Positions in a PG's scan order (Ceph's hobject_t order; here the index order of
-/// `Pg::objects`): `POSITION_MIN` lies before every object (`hobject_t()`), `index + 1` is
-/// the object at `index`, `POSITION_MAX` lies after every object (`hobject_t::get_max()`).
-const POSITION_MIN: u64 = 0;
-const POSITION_MAX: u64 = u64::MAX;
-
-fn position_of(index: usize) -> u64 {
-    index as u64 + 1
-}
-
-/// The index of the first object at or after `position`.
-fn index_at(position: u64) -> usize {
-    usize::try_from(position.saturating_sub(1)).unwrap_or(usize::MAX)
-}
-
 #[derive(Clone, Debug)]
 struct Pg {
     hit_sets: HitSetHistory,
-    objects: Vec<Key>,
+    /// The PG's objects in Ceph's hobject_t order (see `scan`).
+    objects: PgObjects,
     /// Where the next agent_work call lists from (TierAgentState::position).
-    position: u64,
+    position: ScanPosition,
     /// Where the current pass over the PG began (TierAgentState::start): Ceph picks a random
-    /// position at agent_setup; here the first object's.
-    pass_start: u64,
+    /// position in the PG's hash range at agent_setup; here the range's start.
+    pass_start: ScanPosition,
     /// Objects flushed or evicted since `pass_start` (TierAgentState::started).
     pass_started: u32,
     /// While `Some`, the agent is delayed (TierAgentState::delaying) until that time: the PG
@@ -283,7 +278,7 @@ pub struct CephTierStats {
 pub struct CephTier {
     config: CephTierConfig,
     pgs: Vec<Pg>,
-    position: Vec<u32>,
+    cached: Vec<bool>,
     dirty: Vec<bool>,
     /// Ceph's `local_mtime` if set, else `mtime`, of cached objects: what ages count from.
     mtime_ms: Vec<u64>,
@@ -295,6 +290,10 @@ pub struct CephTier {
     len: usize,
     hit_sets_enabled: bool,
     throttles: Vec<PromoteThrottle>,
+    /// The objects one agent_work call listed (reused between calls).
+    listed: Vec<Key>,
+    /// The objects one agent_work call started flushing, completed after it (reused).
+    flushing: Vec<Key>,
     /// Activity counters.
     pub stats: CephTierStats,
 }
@@ -312,9 +311,9 @@ impl CephTier {
                     period_ms,
                     0,
                 ),
-                objects: Vec::new(),
-                position: position_of(0),
-                pass_start: position_of(0),
+                objects: PgObjects::default(),
+                position: ScanPosition::START,
+                pass_start: ScanPosition::START,
                 pass_started: 0,
                 delayed_until_ms: None,
                 dirty: 0,
@@ -347,26 +346,28 @@ impl CephTier {
             throttles,
             config,
             pgs,
-            position: vec![NIL; key_space],
+            cached: vec![false; key_space],
             dirty: vec![false; key_space],
             mtime_ms: vec![0; key_space],
             last_write_ms: vec![0; key_space],
             size_bytes: vec![0; key_space],
             grades,
             len: 0,
+            listed: Vec::new(),
+            flushing: Vec::new(),
             stats: CephTierStats::default(),
         }
     }
 
     fn pg_of(&self, key: Key) -> usize {
-        (mix64(key as u64 ^ 0xCE9) % self.config.pg_count as u64) as usize
+        (object_hash(key) % u64::from(self.config.pg_count)) as usize
     }
 
     fn grow(&mut self, key: Key) {
         let index = key as usize;
-        if index >= self.position.len() {
+        if index >= self.cached.len() {
             let size = (index + 1).next_power_of_two();
-            self.position.resize(size, NIL);
+            self.cached.resize(size, false);
             self.dirty.resize(size, false);
             self.mtime_ms.resize(size, 0);
             self.last_write_ms.resize(size, 0);
@@ -375,7 +376,7 @@ impl CephTier {
     }
 
     fn cached(&self, key: Key) -> bool {
-        self.position.get(key as usize).is_some_and(|&p| p != NIL)
+        self.cached.get(key as usize).copied().unwrap_or(false)
     }
 
     /// Ceph's maybe_promote recency test: in the current set and in each of the N-1 newest
@@ -491,8 +492,8 @@ impl CephTier {
     fn insert_object(&mut self, pg: usize, key: Key, bytes: u64, dirty: bool, now_ms: u64) {
         self.grow(key);
         let state = &mut self.pgs[pg];
-        self.position[key as usize] = state.objects.len() as u32;
-        state.objects.push(key);
+        self.cached[key as usize] = true;
+        state.objects.insert(key);
         state.bytes += bytes;
         self.size_bytes[key as usize] = bytes;
         self.dirty[key as usize] = dirty;
@@ -506,13 +507,9 @@ impl CephTier {
     }
 
     fn remove_object(&mut self, pg: usize, key: Key, effects: &mut Effects) {
-        let index = self.position[key as usize] as usize;
         let state = &mut self.pgs[pg];
-        state.objects.swap_remove(index);
-        if let Some(&moved) = state.objects.get(index) {
-            self.position[moved as usize] = index as u32;
-        }
-        self.position[key as usize] = NIL;
+        state.objects.remove(key);
+        self.cached[key as usize] = false;
         state.bytes -= self.size_bytes[key as usize];
         if self.dirty[key as usize] {
             self.dirty[key as usize] = false;
@@ -531,9 +528,10 @@ impl CephTier {
         }
     }
 
-    /// agent_maybe_evict: whether the agent evicts `key` now. A dirty object is skipped unless
-    /// `after_flush`: try_flush_mark_clean asks (`agent_maybe_evict(obc, true)`) once the
-    /// agent's flush of it has completed, before its dirty flag is cleared.
+    /// agent_maybe_evict: whether the agent evicts `key` now, by the PG's evict mode and effort
+    /// as they are at the time of asking. A dirty object is skipped unless `after_flush`:
+    /// try_flush_mark_clean asks (`agent_maybe_evict(obc, true)`) once the agent's flush of it
+    /// has completed, before its dirty flag is cleared.
     fn agent_maybe_evict(&mut self, pg: usize, key: Key, now_ms: u64, after_flush: bool) -> bool {
         if !after_flush && self.dirty[key as usize] {
             return false;
@@ -563,6 +561,35 @@ impl CephTier {
         }
         self.pgs[pg].evict_mode == EvictMode::Full
             || self.mtime_ms[key as usize] + self.config.cache_min_flush_age_s * 1000 <= now_ms
+    }
+
+    /// The agent starts flushing `key` (agent_maybe_flush's start_flush): the flush is
+    /// written out now, but the object stays dirty until `agent_finish_flushes`.
+    fn agent_start_flush(&mut self, key: Key, effects: &mut Effects) {
+        assert!(self.dirty[key as usize], "flush of clean object {key}");
+        self.stats.flushed += 1;
+        effects.flushed.push(key);
+        self.flushing.push(key);
+    }
+
+    /// The agent's flushes of the call complete (finish_flush -> try_flush_mark_clean), after
+    /// the call, in the order started: each object is evicted if the PG's evict mode *now* is
+    /// not idle and agent_maybe_evict(obc, true) agrees, else its dirty flag is cleared.
+    fn agent_finish_flushes(&mut self, pg: usize, now_ms: u64, effects: &mut Effects) {
+        let mut flushing = std::mem::take(&mut self.flushing);
+        for &key in &flushing {
+            assert!(self.cached(key) && self.dirty[key as usize]);
+            if self.pgs[pg].evict_mode != EvictMode::Idle
+                && self.agent_maybe_evict(pg, key, now_ms, true)
+            {
+                self.agent_evict(pg, key, effects);
+            } else {
+                self.dirty[key as usize] = false;
+                self.pgs[pg].dirty -= 1;
+            }
+        }
+        flushing.clear();
+        self.flushing = flushing;
     }
 
     /// The agent evicts `key` (agent_maybe_evict's delete). The PG's stats change at once, but
@@ -597,8 +624,8 @@ impl CephTier {
 
     /// One agent_work call on a PG (OSDService::agent_entry's `agent_work(max,
     /// agent_flush_quota)`), unless the PG is idle or its agent delayed: list up to
-    /// `agent_evict_check_size` objects from the PG's position (objects_list_partial; after
-    /// its last object the position returns to the PG's start) and handle each as
+    /// `agent_evict_check_size` objects in hobject_t order from the PG's position
+    /// (objects_list_partial, see `scan`) and handle each as
     /// PrimaryLogPG::agent_work does (Ceph 16.2): evict it if the evict mode is not idle and
     /// agent_maybe_evict(obc, false) agrees (never a dirty object); else, if the flush mode is
     /// not idle, the flush quota is not spent and agent_maybe_flush agrees, flush it. Each
@@ -606,12 +633,18 @@ impl CephTier {
     ///
     /// The modes are those the call began with: an eviction changes the PG's stats at once,
     /// but nothing in the loop calls agent_choose_mode; the call ends with it (agent_work's
-    /// last step), unless the call delays the agent (below).
+    /// last step), unless the call delays the agent (below). The position then moves to the
+    /// first object after those examined (the listing's `next`, or the next listed object
+    /// when the call stops early); past the PG's last object it returns to `hobject_t()`,
+    /// before the first.
     ///
-    /// A flush completes here at once (virtual time has no flush latency): finish_flush ->
-    /// try_flush_mark_clean evicts the object if the evict mode is not idle and
-    /// agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The temperature
-    /// histogram ages once per call (`hist_age`).
+    /// A flush the call starts completes right after it (virtual time has no flush latency,
+    /// but in Ceph the completion, C_Flush, needs the PG lock the call holds, so it never
+    /// runs inside the call): until then the object counts as dirty (the closing
+    /// agent_choose_mode sees it so); then finish_flush -> try_flush_mark_clean evicts it if
+    /// the PG's evict mode at that time, the one the closing agent_choose_mode chose, is not
+    /// idle and agent_maybe_evict(obc, true) agrees, else clears its dirty flag. The
+    /// temperature histogram ages once per call (`hist_age`).
     ///
     /// Passes (TierAgentState::start, started): when a call's listing goes past the pass's
     /// start position having wrapped round, a pass is complete; if no call of the pass flushed
@@ -636,51 +669,50 @@ impl CephTier {
         if start_max == 0 || flush_quota == 0 {
             return;
         }
-        let mut cursor = index_at(position);
+        let mut listed = std::mem::take(&mut self.listed);
+        let check_size = self.config.agent_evict_check_size as usize;
+        let mut next = self.pgs[pg].objects.list(position, check_size, &mut listed);
         let mut started = 0;
-        for _ in 0..self.config.agent_evict_check_size {
-            let Some(&key) = self.pgs[pg].objects.get(cursor) else {
-                break;
-            };
-            cursor += 1;
+        for (index, &key) in listed.iter().enumerate() {
             if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, false) {
                 self.agent_evict(pg, key, effects);
-                // The object that takes the evicted one's place is examined next.
-                cursor -= 1;
                 started += 1;
             } else if flush_mode != FlushMode::Idle
                 && flush_quota > 0
                 && self.agent_maybe_flush(pg, key, now_ms)
             {
-                self.flush_object(pg, key, effects);
+                self.agent_start_flush(key, effects);
                 started += 1;
                 flush_quota -= 1;
-                if evict_mode != EvictMode::Idle && self.agent_maybe_evict(pg, key, now_ms, true) {
-                    self.agent_evict(pg, key, effects);
-                    cursor -= 1;
-                }
             }
             if started >= start_max {
+                // Finishing early, the next call starts at the next listed object.
+                if let Some(&following) = listed.get(index + 1) {
+                    next = ScanPosition::of(following);
+                }
                 break;
             }
         }
+        self.listed = listed;
         self.pgs[pg].histogram.tick();
-        let next = if cursor < self.pgs[pg].objects.len() {
-            position_of(cursor)
-        } else {
-            POSITION_MAX
-        };
         if self.agent_advance(pg, position, next, started) {
             self.pgs[pg].delayed_until_ms = Some(now_ms + self.config.agent_delay_time_ms);
-            return;
+        } else {
+            self.choose_mode(pg, false);
         }
-        self.choose_mode(pg, false);
+        self.agent_finish_flushes(pg, now_ms, effects);
     }
 
     /// agent_work's bookkeeping after a call that listed from `position` up to `next` and
     /// started `started` operations: moves the PG's position and counts the pass; true when
     /// the call completed a pass in which nothing was started (`need_delay`).
-    fn agent_advance(&mut self, pg: usize, position: u64, next: u64, started: u32) -> bool {
+    fn agent_advance(
+        &mut self,
+        pg: usize,
+        position: ScanPosition,
+        next: ScanPosition,
+        started: u32,
+    ) -> bool {
         let state = &mut self.pgs[pg];
         let mut pass_started = state.pass_started + started;
         let mut delay = false;
@@ -693,8 +725,8 @@ impl CephTier {
             state.pass_start = next;
         }
         state.pass_started = pass_started;
-        state.position = if next == POSITION_MAX {
-            POSITION_MIN
+        state.position = if next == ScanPosition::Max {
+            ScanPosition::Min
         } else {
             next
         };
@@ -712,17 +744,19 @@ impl CephTier {
         } else {
             pg
         };
-        let n = self.pgs[pg].objects.len();
-        let start = index_at(self.pgs[pg].position).min(n.saturating_sub(1));
-        let clean = (0..n)
-            .map(|i| self.pgs[pg].objects[(start + i) % n])
+        let state = &self.pgs[pg];
+        let mut objects = state.objects.from(state.position);
+        let Some(first) = objects.next() else {
+            return;
+        };
+        let clean = std::iter::once(first)
+            .chain(objects)
             .find(|&k| !self.dirty[k as usize]);
         let key = match clean {
             Some(key) => key,
             None => {
-                let key = self.pgs[pg].objects[start];
-                self.flush_object(pg, key, effects);
-                key
+                self.flush_object(pg, first, effects);
+                first
             }
         };
         self.remove_object(pg, key, effects);

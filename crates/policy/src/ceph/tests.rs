@@ -337,11 +337,16 @@ fn an_old_dirty_object_is_flushed_then_evicted_when_its_flush_completes() {
     let mut tier = written_then_idle(8, 4);
     tier.config.agent_max_ops = 4;
     let mut effects = Effects::default();
-    tier.on_request(&request(60, 100, now_ms, false), &mut effects);
+    let outcome = tier.on_request(&request(60, 100, now_ms, false), &mut effects);
     assert_eq!(effects.flushed.len(), 4, "{effects:?}");
     assert_eq!(effects.evicted, effects.flushed);
     assert_eq!((tier.stats.flushed, tier.stats.evicted), (4, 4));
-    assert_eq!(tier.len(), 4 + 1);
+    // The evictions came after the call's closing agent_choose_mode (8 of 4: full), which
+    // try_flush_mark_clean does not repeat, so the miss is proxied without promotion, as
+    // after do_op's agent_choose_mode (also 8 of 4) in Ceph.
+    assert_eq!(tier.evict_mode(0), EvictMode::Full);
+    assert_eq!(outcome, Outcome::Bypassed);
+    assert_eq!(tier.len(), 4);
     // 4 objects against a target of 40: evict mode idle, dirty ratio 10% (flush mode idle
     // until the dirty target is lowered, then low: 2 flushes, osd_agent_max_low_ops): flushed
     // and kept, clean.
@@ -355,9 +360,16 @@ fn an_old_dirty_object_is_flushed_then_evicted_when_its_flush_completes() {
     assert_eq!(tier.len(), 4 + 1);
 }
 
+/// Keys `0..objects` in the agent's scan order (hobject_t order, see `scan`).
+fn scan_order(objects: Key) -> Vec<Key> {
+    let mut order: Vec<Key> = (0..objects).collect();
+    order.sort_by_key(|&key| scan::scan_key(key));
+    order
+}
+
 /// A tier of one PG whose objects `0..objects` were promoted clean at 0 s, those in `dirty`
 /// then written at 1 s; the agent is stopped until the caller sets its budget.
-fn promoted_then_written(objects: u64, dirty: std::ops::Range<u64>) -> CephTier {
+fn promoted_then_written(objects: u64, dirty: &[Key]) -> CephTier {
     let mut config = eager(64);
     config.agent_max_ops = 0;
     let mut tier = CephTier::new(config, 64);
@@ -365,8 +377,8 @@ fn promoted_then_written(objects: u64, dirty: std::ops::Range<u64>) -> CephTier 
     for key in 0..objects {
         tier.on_request(&request(key as Key, key, 0, false), &mut effects);
     }
-    for key in dirty {
-        tier.on_request(&request(key as Key, key, 1000, true), &mut effects);
+    for &key in dirty {
+        tier.on_request(&request(key, u64::from(key), 1000, true), &mut effects);
     }
     assert_eq!(tier.len(), objects as usize);
     tier
@@ -381,23 +393,26 @@ fn promoted_then_written(objects: u64, dirty: std::ops::Range<u64>) -> CephTier 
 #[test]
 fn the_agent_lists_ten_objects_and_stops_after_four_flushed_or_evicted() {
     let now_ms = 1000 + 601_000;
-    // Low flush mode (dirty 10% of 40 against a 5% target), evict idle: keys 0-3 clean.
-    let mut tier = promoted_then_written(8, 4..8);
+    // Low flush mode (dirty 10% of 40 against a 5% target), evict idle: the first 4 objects
+    // in scan order clean.
+    let order = scan_order(8);
+    let mut tier = promoted_then_written(8, &order[4..]);
     tier.config.target_max_objects = 40;
     tier.config.cache_target_dirty_ratio = 0.05;
     tier.config.agent_max_ops = 4;
     let mut effects = Effects::default();
     tier.on_request(&request(60, 100, now_ms, false), &mut effects);
-    assert_eq!(effects.flushed, [4, 5]);
-    // High flush mode (dirty 20% of 40 against a 10% high target): keys 0-1 clean.
-    let mut tier = promoted_then_written(10, 2..10);
+    assert_eq!(effects.flushed, order[4..6]);
+    // High flush mode (dirty 20% of 40 against a 10% high target): the first 2 clean.
+    let order = scan_order(10);
+    let mut tier = promoted_then_written(10, &order[2..]);
     tier.config.target_max_objects = 40;
     tier.config.cache_target_dirty_ratio = 0.05;
     tier.config.cache_target_dirty_high_ratio = 0.1;
     tier.config.agent_max_ops = 4;
     let mut effects = Effects::default();
     tier.on_request(&request(60, 100, now_ms, false), &mut effects);
-    assert_eq!(effects.flushed, [2, 3, 4, 5]);
+    assert_eq!(effects.flushed, order[2..6]);
     assert!(effects.evicted.is_empty());
 }
 
@@ -461,4 +476,60 @@ fn a_pass_that_finds_nothing_to_do_delays_the_agent_five_seconds() {
         [(1000, 0), (2000, 0), (4000, 0), (6999, 0)]
     );
     assert!(evicted_at[4].1 > 0, "{evicted_at:?}");
+}
+
+/// PrimaryLogPG::agent_work lists the PG's objects with objects_list_partial in hobject_t
+/// order (the bit-reversed hash, then the name; see `scan`) from TierAgentState::position,
+/// which then moves to the first object after those the call examined. 16 objects against a
+/// target of 8 (200%, then 150%: evict mode full, where age does not count): the first call
+/// evicts the first 4 in that order, the second the next 4. The model used to list
+/// `Pg::objects` in insertion order, an evicted object's slot taken by the last one: it
+/// evicted 0, 15, 14, 13, then 12, 11, 10, 9.
+#[test]
+fn the_agent_lists_objects_in_hash_order_from_its_position() {
+    let mut tier = read_then_targeted(16, 8, 1800);
+    let order = scan_order(16);
+    assert_ne!(order[..4], [0, 1, 2, 3]);
+    let mut effects = Effects::default();
+    // A read of the last object in scan order: a hit, so nothing is promoted meanwhile.
+    let last = order[15];
+    let outcome = tier.on_request(&request(last, 100, 1000, false), &mut effects);
+    assert_eq!(effects.evicted, order[..4]);
+    assert_eq!(outcome, Outcome::Hit);
+    effects.clear();
+    let outcome = tier.on_request(&request(last, 101, 2000, false), &mut effects);
+    assert_eq!(effects.evicted, order[4..8]);
+    assert_eq!(outcome, Outcome::Hit);
+    assert_eq!((tier.stats.evicted, tier.stats.forced), (8, 0));
+    assert_eq!(tier.len(), 8);
+}
+
+/// A flush completes after the agent_work call that started it: C_Flush's finish takes the
+/// PG lock agent_work holds, so finish_flush -> try_flush_mark_clean runs after the call's
+/// closing agent_choose_mode, and checks the evict mode (and agent_maybe_evict(obc, true) the
+/// effort) the PG has then; until then the object counts as dirty. 11 objects against a
+/// target of 10 (110%: evict mode full; dirty 10% against a 5% target: low): the call evicts
+/// the first 3 in scan order (full: age does not count) and flushes the 4th, written 700 s
+/// ago (past cache_min_flush_age 600 s, short of cache_min_evict_age 1800 s). The closing
+/// agent_choose_mode sees 8 of 10 (80%): `some`, where the flushed object is too young to
+/// evict, so it stays, clean. The model used to ask with the call's `full` and evict it.
+#[test]
+fn a_completed_flush_evicts_by_the_mode_the_pg_has_when_it_completes() {
+    let order = scan_order(11);
+    let mut tier = promoted_then_written(11, &order[3..4]);
+    tier.config.target_max_objects = 10;
+    tier.config.cache_target_dirty_ratio = 0.05;
+    tier.config.agent_max_ops = 4;
+    let mut effects = Effects::default();
+    let now_ms = 1000 + 700_000;
+    let outcome = tier.on_request(&request(order[10], 100, now_ms, false), &mut effects);
+    assert_eq!(effects.evicted, order[..3]);
+    assert_eq!(effects.flushed, order[3..4]);
+    assert_eq!(outcome, Outcome::Hit);
+    assert_eq!(tier.evict_mode(0), EvictMode::Some);
+    assert!(tier.contains(order[3]));
+    assert!(!tier.dirty[order[3] as usize]);
+    assert_eq!(tier.pgs[0].dirty, 0);
+    assert_eq!((tier.stats.flushed, tier.stats.evicted), (1, 3));
+    assert_eq!(tier.len(), 8);
 }
