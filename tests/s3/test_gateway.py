@@ -232,9 +232,10 @@ def test_list_v1():
     r = s3.list_objects(Bucket=b, EncodingType="url", Prefix="c")
     # an explicit EncodingType is not decoded by botocore
     check([o["Key"] for o in r["Contents"]] == ["c%20d", "c%2Be"], r["Contents"])
-    # Prefix, Delimiter and Marker come back encoded like the keys, as S3's reference says.
+    # Delimiter and Marker come back encoded like the keys; a v1 Prefix as sent (botocore
+    # never decodes it, and ceph/s3-tests' test_bucket_list_prefix_unreadable expects it raw).
     r = s3.list_objects(Bucket=b, EncodingType="url", Prefix="c ", Delimiter="+", Marker="c d")
-    check((r.get("Prefix"), r.get("Delimiter"), r.get("Marker")) == ("c%20", "%2B", "c%20d"), r)
+    check((r.get("Prefix"), r.get("Delimiter"), r.get("Marker")) == ("c ", "%2B", "c%20d"), r)
     nuke(b)
 
 
