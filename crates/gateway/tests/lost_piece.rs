@@ -4,20 +4,11 @@
 
 mod common;
 
-use gateway::{layout, serve, GatewayConfig};
-use rados::Rados;
+use gateway::{layout, GatewayConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_that_needs_a_lost_piece_fails_before_its_status() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let cluster = cluster::Cluster::create(
-        dir.path(),
-        common::one_osd_config("1G"),
-        cluster::ClusterOptions::default(),
-    )
-    .await
-    .expect("cluster");
-    let rados: std::sync::Arc<dyn Rados> = std::sync::Arc::new(cluster);
     let chunk_bytes = 4096;
     let config = GatewayConfig {
         auth: false,
@@ -25,13 +16,9 @@ async fn a_get_that_needs_a_lost_piece_fails_before_its_status() {
         chunk_size_bytes: chunk_bytes,
         ..GatewayConfig::default()
     };
-    let server = serve(
-        rados.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        config.clone(),
-    )
-    .await
-    .expect("gateway");
+    let (rados, config, mut servers) =
+        common::cluster_and_gateways_with(dir.path(), "1G", 1, config).await;
+    let server = servers.remove(0);
     let address = server.local_addr;
     assert_eq!(common::status_of(address, "PUT", "/bucket").await, 200);
     let body: Vec<u8> = (0..3 * chunk_bytes + 100)

@@ -118,14 +118,7 @@ async fn upload_objects(rados: &Arc<dyn Rados>, pool: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_whose_record_cannot_be_written_leaves_no_parts_object() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let cluster = cluster::Cluster::create(
-        dir.path(),
-        common::one_osd_config("1G"),
-        cluster::ClusterOptions::default(),
-    )
-    .await
-    .expect("cluster");
-    let cluster: Arc<dyn Rados> = Arc::new(cluster);
+    let cluster = common::cluster(dir.path(), "1G").await;
     let failing = Arc::new(AtomicBool::new(false));
     let rados: Arc<dyn Rados> = Arc::new(UploadsIndexFails {
         inner: cluster.clone(),

@@ -70,10 +70,7 @@ pub async fn cluster_and_gateways_with(
     gateways: usize,
     config: GatewayConfig,
 ) -> (Arc<dyn Rados>, GatewayConfig, Vec<Server>) {
-    let cluster = Cluster::create(dir, one_osd_config(device_size), ClusterOptions::default())
-        .await
-        .expect("cluster");
-    let rados: Arc<dyn Rados> = Arc::new(cluster);
+    let rados = cluster(dir, device_size).await;
     let mut servers = Vec::new();
     for _ in 0..gateways {
         let server = serve(
@@ -86,6 +83,14 @@ pub async fn cluster_and_gateways_with(
         servers.push(server);
     }
     (rados, config, servers)
+}
+
+/// A one-OSD embedded cluster in `dir` ([`one_osd_config`]).
+pub async fn cluster(dir: &std::path::Path, device_size: &str) -> Arc<dyn Rados> {
+    let cluster = Cluster::create(dir, one_osd_config(device_size), ClusterOptions::default())
+        .await
+        .expect("cluster");
+    Arc::new(cluster)
 }
 
 /// Creates S3 user `uid` through `server`.
