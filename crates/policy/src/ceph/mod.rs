@@ -3,7 +3,8 @@
 //!
 //! Objects hash to PGs; each PG keeps hit sets, a dirty count and an agent that scans its
 //! objects in Ceph's hobject_t order (by the bit-reversed 32-bit hash, then name: `scan`; not
-//! recency order) from where its last call stopped, flushing dirty objects older than
+//! recency order) from where its last call stopped (the first call from a random position in
+//! the PG's hash range, as agent_setup draws it: [`AgentStart`]), flushing dirty objects older than
 //! `cache_min_flush_age` and evicting clean ones older than `cache_min_evict_age` whose
 //! temperature passes the histogram test. The agent runs one agent_work call on the PG of each
 //! request (virtual time has no background threads): it examines up to
@@ -79,7 +80,7 @@ mod throttle;
 pub use agent::{EvictMode, FlushMode};
 pub use hitset::HitSetKind;
 
-use crate::{mix64, Cache, Effects, Key, Outcome, Request};
+use crate::{mix64, Cache, Effects, Key, Outcome, Request, SeededRng};
 use agent::{choose_evict_mode, choose_flush_mode, Targets, TemperatureHistogram};
 use hitset::HitSetHistory;
 use scan::{object_hash, PgObjects, ScanPosition};
@@ -182,6 +183,24 @@ pub struct CephTierConfig {
     pub agent_evict_check_size: u32,
     /// Temperature test. Default faithful.
     pub temperature: TemperatureEviction,
+    /// Where each PG's agent begins its first pass. Default [`AgentStart::Random`] with seed 0.
+    pub agent_start: AgentStart,
+}
+
+/// Where a PG's agent begins listing its objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentStart {
+    /// As Ceph: PrimaryLogPG::agent_setup, finding the position unset, sets it to
+    /// `pg_pool_t::get_random_pg_position(pgid, rand())`: a random 32-bit hash whose low bits
+    /// are the PG's own, so a pass begins somewhere inside the PG's hash range. Each PG's draw
+    /// comes from this seed (Ceph's `rand()` is the OSD's), so a run is reproducible.
+    Random {
+        /// Seed of the PGs' draws.
+        seed: u64,
+    },
+    /// At the start of the PG's hash range (the model before it drew a position; tests that
+    /// need a known order).
+    RangeStart,
 }
 
 impl CephTierConfig {
@@ -229,8 +248,41 @@ impl CephTierConfig {
             agent_delay_time_ms: 5000,
             agent_evict_check_size: 10,
             temperature: TemperatureEviction::Faithful,
+            agent_start: AgentStart::Random { seed: 0 },
         }
     }
+
+    /// `pg_num_mask` (pg_pool_t::calc_pg_masks): the smallest all-ones mask covering
+    /// `pg_num - 1`.
+    fn pg_num_mask(&self) -> u32 {
+        self.pg_count.next_power_of_two() - 1
+    }
+}
+
+/// Ceph's `ceph_stable_mod` (src/include/rados.h): `x` modulo `b` such that growing `b`
+/// moves only the objects of the PGs that split. Equal to `x % b` when `b` is a power of two.
+fn ceph_stable_mod(x: u32, b: u32, bmask: u32) -> u32 {
+    if x & bmask < b {
+        x & bmask
+    } else {
+        x & (bmask >> 1)
+    }
+}
+
+/// `pg_pool_t::get_random_pg_position(pg, random)`: `random`'s bits above the PG's, its own
+/// below, a hash that `ceph_stable_mod` maps back to `pg`.
+fn random_pg_position(pg: u32, pg_num: u32, pg_num_mask: u32, random: u32) -> u32 {
+    let high = if pg_num == pg_num_mask + 1 {
+        random & !pg_num_mask
+    } else {
+        let smaller_mask = pg_num_mask >> 1;
+        if pg & smaller_mask < pg_num & smaller_mask {
+            random & !pg_num_mask
+        } else {
+            random & !smaller_mask
+        }
+    };
+    high | pg
 }
 
 #[derive(Clone, Debug)]
@@ -240,8 +292,8 @@ struct Pg {
     objects: PgObjects,
     /// Where the next agent_work call lists from (TierAgentState::position).
     position: ScanPosition,
-    /// Where the current pass over the PG began (TierAgentState::start): Ceph picks a random
-    /// position in the PG's hash range at agent_setup; here the range's start.
+    /// Where the current pass over the PG began (TierAgentState::start): at first the
+    /// position agent_setup drew ([`AgentStart`]).
     pass_start: ScanPosition,
     /// Objects flushed or evicted since `pass_start` (TierAgentState::started).
     pass_started: u32,
@@ -303,25 +355,41 @@ impl CephTier {
     pub fn new(config: CephTierConfig, key_space: usize) -> Self {
         assert!(config.capacity > 0 && config.pg_count > 0 && config.osd_count > 0);
         let period_ms = config.hit_set_period_s.max(1) * 1000;
+        let mask = config.pg_num_mask();
+        let mut draws = match config.agent_start {
+            AgentStart::Random { seed } => Some(SeededRng::new(seed)),
+            AgentStart::RangeStart => None,
+        };
         let pgs = (0..config.pg_count)
-            .map(|_| Pg {
-                hit_sets: HitSetHistory::new(
-                    config.hit_set,
-                    config.hit_set_count as usize,
-                    period_ms,
-                    0,
-                ),
-                objects: PgObjects::default(),
-                position: ScanPosition::START,
-                pass_start: ScanPosition::START,
-                pass_started: 0,
-                delayed_until_ms: None,
-                dirty: 0,
-                flush_mode: FlushMode::Idle,
-                evict_mode: EvictMode::Idle,
-                evict_effort_micro: 0,
-                histogram: TemperatureHistogram::default(),
-                bytes: 0,
+            .map(|pg| {
+                let start = match &mut draws {
+                    Some(draws) => ScanPosition::of_hash(random_pg_position(
+                        pg,
+                        config.pg_count,
+                        mask,
+                        draws.next_u64() as u32,
+                    )),
+                    None => ScanPosition::START,
+                };
+                Pg {
+                    hit_sets: HitSetHistory::new(
+                        config.hit_set,
+                        config.hit_set_count as usize,
+                        period_ms,
+                        0,
+                    ),
+                    objects: PgObjects::default(),
+                    position: start,
+                    pass_start: start,
+                    pass_started: 0,
+                    delayed_until_ms: None,
+                    dirty: 0,
+                    flush_mode: FlushMode::Idle,
+                    evict_mode: EvictMode::Idle,
+                    evict_effort_micro: 0,
+                    histogram: TemperatureHistogram::default(),
+                    bytes: 0,
+                }
             })
             .collect();
         let mut grade = 1_000_000u64;
@@ -359,8 +427,10 @@ impl CephTier {
         }
     }
 
+    /// The object's PG: `ceph_stable_mod` of its 32-bit hash, as pg_pool_t::raw_hash_to_pg.
     fn pg_of(&self, key: Key) -> usize {
-        (object_hash(key) % u64::from(self.config.pg_count)) as usize
+        let hash = object_hash(key) as u32;
+        ceph_stable_mod(hash, self.config.pg_count, self.config.pg_num_mask()) as usize
     }
 
     fn grow(&mut self, key: Key) {

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 
 use crate::{mix64, Key};
 
-/// The object's hash: the PG is this modulo `pg_num`; its low 32 bits are Ceph's hobject_t
-/// hash for the scan order.
+/// The object's hash: its low 32 bits are Ceph's hobject_t hash, which maps it to its PG
+/// (`ceph_stable_mod`) and orders the scan.
 pub(crate) fn object_hash(key: Key) -> u64 {
     mix64(u64::from(key) ^ 0xCE9)
 }
@@ -39,13 +39,19 @@ pub(crate) enum ScanPosition {
 }
 
 impl ScanPosition {
-    /// The start of the PG's hash range, where the model's agent begins (Ceph's agent_setup
-    /// picks a random position in it).
+    /// The start of the PG's hash range, where the agent begins with
+    /// [`super::AgentStart::RangeStart`].
     pub(crate) const START: ScanPosition = ScanPosition::At(0);
 
     /// The position of the object `key` (it lists `key` first).
     pub(crate) fn of(key: Key) -> Self {
         ScanPosition::At(scan_key(key))
+    }
+
+    /// The position `hobject_t` with this 32-bit hash and an empty name: before every object
+    /// with that hash.
+    pub(crate) fn of_hash(hash: u32) -> Self {
+        ScanPosition::At(u64::from(hash.reverse_bits()) << 32)
     }
 
     fn lower_bound(self) -> Option<u64> {

@@ -18,6 +18,7 @@ fn eager(capacity: usize) -> CephTierConfig {
     config.hit_set = HitSetKind::Explicit;
     config.min_read_recency_for_promote = 0;
     config.min_write_recency_for_promote = 0;
+    config.agent_start = AgentStart::RangeStart;
     config
 }
 
@@ -242,6 +243,9 @@ fn a_writeback_write_miss_is_proxied_and_promoted_clean() {
     config.cache_min_flush_age_s = 0;
     config.cache_target_dirty_ratio = 0.0;
     config.pg_count = 1;
+    // The calls' timing against the agent's 5 s delays after empty passes depends on where
+    // the first pass begins; this test is about what a write miss promotes.
+    config.agent_start = AgentStart::RangeStart;
     let mut tier = CephTier::new(config, 16);
     let mut effects = Effects::default();
     assert_eq!(
@@ -532,4 +536,88 @@ fn a_completed_flush_evicts_by_the_mode_the_pg_has_when_it_completes() {
     assert_eq!(tier.pgs[0].dirty, 0);
     assert_eq!((tier.stats.flushed, tier.stats.evicted), (1, 3));
     assert_eq!(tier.len(), 8);
+}
+
+/// PGs are `ceph_stable_mod(hash, pg_num, pg_num_mask)`, which is `hash % pg_num` only for a
+/// power of two: with 12 PGs (mask 15) a hash ending in 13 maps to 13 & 7 = 5, where the
+/// model's old `% 12` gave 45 % 12 = 9 for hash 45.
+#[test]
+fn objects_map_to_pgs_by_ceph_stable_mod() {
+    assert_eq!(ceph_stable_mod(45, 12, 15), 5);
+    assert_eq!(ceph_stable_mod(11, 12, 15), 11);
+    assert_eq!(ceph_stable_mod(45, 32, 31), 45 % 32);
+    let mut config = CephTierConfig::seed003(16);
+    config.pg_count = 12;
+    assert_eq!(config.pg_num_mask(), 15);
+    let tier = CephTier::new(config, 1 << 10);
+    let mut differs = 0;
+    for key in 0..1000 {
+        let hash = scan::object_hash(key) as u32;
+        let pg = tier.pg_of(key);
+        assert_eq!(pg as u32, ceph_stable_mod(hash, 12, 15));
+        assert!(pg < 12);
+        differs += usize::from(pg as u32 != hash % 12);
+    }
+    assert!(
+        differs > 100,
+        "{differs} of 1000 objects differ from hash % 12"
+    );
+}
+
+/// Ceph's own test of get_random_pg_position (src/test/osd/types.cc): the position it draws
+/// maps back to its PG, for any pg_num.
+#[test]
+fn a_random_pg_position_maps_back_to_its_pg() {
+    let mut draws = SeededRng::new(3);
+    for pg_num in 1..=300u32 {
+        let mask = pg_num.next_power_of_two() - 1;
+        for _ in 0..20 {
+            let pg = (draws.next_u64() % u64::from(pg_num)) as u32;
+            let position = random_pg_position(pg, pg_num, mask, draws.next_u64() as u32);
+            assert_eq!(
+                ceph_stable_mod(position, pg_num, mask),
+                pg,
+                "pg_num {pg_num}"
+            );
+        }
+    }
+}
+
+/// agent_setup starts a PG's agent at a random position in its hash range: the first call
+/// evicts the first objects in scan order at or after it, then wraps. With `RangeStart` (the
+/// model before) it evicted `order[..4]`.
+#[test]
+fn the_agent_begins_at_the_position_agent_setup_draws() {
+    let seed = 7;
+    let mut config = eager(64);
+    config.agent_start = AgentStart::Random { seed };
+    config.agent_max_ops = 0;
+    let mut tier = CephTier::new(config, 64);
+    let mut effects = Effects::default();
+    for key in 0..16u64 {
+        let outcome = tier.on_request(&request(key as Key, key, 0, false), &mut effects);
+        assert_eq!(outcome, Outcome::AdmittedAfterProxy);
+    }
+    tier.config.target_max_objects = 8;
+    tier.config.agent_max_ops = 4;
+    let start = ScanPosition::of_hash(random_pg_position(
+        0,
+        1,
+        0,
+        SeededRng::new(seed).next_u64() as u32,
+    ));
+    let order = scan_order(16);
+    let first = order
+        .iter()
+        .position(|&key| ScanPosition::of(key) >= start)
+        .unwrap_or(0);
+    assert_ne!(first, 0, "the draw starts before every object");
+    let mut rotated = order[first..].to_vec();
+    rotated.extend_from_slice(&order[..first]);
+    effects.clear();
+    let last = rotated[15];
+    let outcome = tier.on_request(&request(last, 100, 1000, false), &mut effects);
+    assert_eq!(outcome, Outcome::Hit);
+    assert_eq!(effects.evicted, rotated[..4]);
+    assert_ne!(effects.evicted, order[..4]);
 }
