@@ -12,7 +12,11 @@
 //! fresh objects of `--size` are written with `write_full` (at most `--seconds`), then read back
 //! in a shuffled order. Each row gives ops/s, p50/p99 latency and the process CPU time per op
 //! (user + system, all threads: the machine has few cores, so CPU per op is the figure that
-//! survives a loaded machine). After the cluster rows of a replica count, fio does 4 KiB random
+//! survives a loaded machine). Under a write row, the group commit's batches, the first OSD's
+//! device latencies, and per thread group the milliseconds per second it ran and waited
+//! runnable for a CPU, beside each CPU's busy share (a write crosses runtime workers, the
+//! store's committer and its sync threads; time spent waiting for a CPU another thread holds
+//! shows in neither CPU per op nor the device's latencies). After the cluster rows of a replica count, fio does 4 KiB random
 //! writes and reads at each depth on a file in the same directory: the disk's limit for that
 //! run (after, not between, so fio's write-back does not slow the cluster's next phase).
 //!
@@ -171,6 +175,101 @@ fn cpu_time() -> Duration {
         .filter_map(|word| word.parse().ok())
         .collect();
     Duration::from_millis(fields.iter().sum::<u64>() * 10)
+}
+
+/// Nanoseconds each group of this process's threads (named as `comm` without a trailing
+/// `-N`) has spent running and waiting runnable for a CPU, from `/proc/self/task/*/schedstat`.
+/// Why: on a machine of few CPUs a write's path crosses several threads (runtime workers, the
+/// store's committer and sync threads), and the time one waits for a CPU another holds is
+/// invisible in CPU per op and in the device's latencies.
+fn thread_times() -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut groups = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return groups;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(path.join("comm")),
+            std::fs::read_to_string(path.join("schedstat")),
+        ) else {
+            continue;
+        };
+        let comm = comm.trim();
+        let group = match comm.rsplit_once('-') {
+            Some((stem, number)) if number.chars().all(|c| c.is_ascii_digit()) => stem,
+            _ => comm,
+        };
+        let mut fields = stat
+            .split_whitespace()
+            .map(|word| word.parse::<u64>().unwrap_or(0));
+        let (running, waiting) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
+        let entry: &mut (u64, u64) = groups.entry(group.to_string()).or_default();
+        entry.0 += running;
+        entry.1 += waiting;
+    }
+    groups
+}
+
+/// Each CPU's (busy, total) ticks so far from `/proc/stat` (busy: all but idle and iowait).
+fn cpu_ticks() -> Vec<(u64, u64)> {
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter(|line| line.starts_with("cpu") && !line.starts_with("cpu "))
+        .map(|line| {
+            let ticks: Vec<u64> = line
+                .split_whitespace()
+                .skip(1)
+                .map(|word| word.parse().unwrap_or(0))
+                .collect();
+            let total: u64 = ticks.iter().sum();
+            let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+            (total - idle, total)
+        })
+        .collect()
+}
+
+/// Where a phase's time went across threads and CPUs: per thread group, milliseconds per
+/// second running and waiting for a CPU; per CPU, the share busy.
+fn threads_row(
+    before: &std::collections::BTreeMap<String, (u64, u64)>,
+    cpus_before: &[(u64, u64)],
+    elapsed: Duration,
+) -> String {
+    let seconds = elapsed.as_secs_f64().max(1e-9);
+    let mut groups: Vec<(String, f64, f64)> = thread_times()
+        .into_iter()
+        .map(|(name, (running, waiting))| {
+            let (running_before, waiting_before) = before.get(&name).copied().unwrap_or((0, 0));
+            let per_second = |now: u64, then: u64| now.saturating_sub(then) as f64 / 1e6 / seconds;
+            let running = per_second(running, running_before);
+            let waiting = per_second(waiting, waiting_before);
+            (name, running, waiting)
+        })
+        .filter(|(_, running, waiting)| running + waiting >= 1.0)
+        .collect();
+    groups.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let threads: Vec<String> = groups
+        .iter()
+        .map(|(name, running, waiting)| format!("{name} {running:.0}/{waiting:.0}"))
+        .collect();
+    let cpus: Vec<String> = cpu_ticks()
+        .iter()
+        .zip(cpus_before)
+        .enumerate()
+        .map(|(cpu, ((busy, total), (busy_before, total_before)))| {
+            let share = busy.saturating_sub(*busy_before) as f64
+                / total.saturating_sub(*total_before).max(1) as f64;
+            format!("cpu{cpu} {:.0}%", share * 100.0)
+        })
+        .collect();
+    format!(
+        "  threads, ms/s running/waiting for a CPU: {}; CPUs busy: {}",
+        threads.join(", "),
+        cpus.join(", ")
+    )
 }
 
 /// Latencies and times of one phase.
@@ -358,6 +457,7 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
     for (round, &concurrency) in args.concurrency.iter().enumerate() {
         let commits_before = cluster.commit_stats();
         let device_before = cluster.osd(0).map(|osd| osd.device().stats());
+        let (threads_before, cpus_before) = (thread_times(), cpu_ticks());
         let writer = pool.clone();
         let data = Arc::clone(&payload);
         let mut write = phase(concurrency, args.seconds, args.objects, move |index| {
@@ -373,7 +473,9 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
             "{}",
             write.row(&format!("cluster write r{replicas}"), concurrency)
         );
+        let threads = threads_row(&threads_before, &cpus_before, write.elapsed);
         println!("{}", commit_row(commits_before, cluster.commit_stats()));
+        println!("{threads}");
         if let (Some(before), Some(osd)) = (device_before, cluster.osd(0)) {
             println!("{}", device_row(&osd.device().stats().since(&before)));
         }
