@@ -28,6 +28,16 @@
 //! with fio's random writes at 60-83k). Overlapping flushes is what fio's own durable jobs
 //! do (8 jobs each writing and fdatasyncing 4 KiB: 33.6k/s, one job: 0.8-2.6k/s).
 //!
+//! Why the writer waits for its batch's writes before it takes the next batch: the writes
+//! queued meanwhile make that next batch. Handing the writes to the sync threads, so the
+//! writer only sealed, halved the batches (8.2 writes instead of 16-17 at 64 in flight),
+//! doubled the flushes and lost throughput (`examples/bench_cluster.rs --replicas 1
+//! --concurrency 64`, alternating, 2026-11-27: 31.2k, 30.9k and 32.9k writes/s against
+//! 33.5k, 33.4k and 36.4k). Nor did 1 or 2 flushes in flight instead of 4, or other
+//! placements of these threads, change the figure beyond the run-to-run spread (26-50k):
+//! what bounds it on two vCPUs is the hand-offs between the runtime and these threads, each
+//! waiting for a CPU the others hold (the example prints the waits under each write row).
+//!
 //! Order is what keeps this correct:
 //! - a batch's flush starts after its data and its record were written, so when it
 //!   completes they are durable, and so is every earlier record (written before it);
