@@ -252,25 +252,14 @@ impl CephTierConfig {
         }
     }
 
-    /// `pg_num_mask` (pg_pool_t::calc_pg_masks): the smallest all-ones mask covering
-    /// `pg_num - 1`.
+    /// `pg_num_mask` (pg_pool_t::calc_pg_masks), as the osdmap crate computes it.
     fn pg_num_mask(&self) -> u32 {
-        self.pg_count.next_power_of_two() - 1
-    }
-}
-
-/// Ceph's `ceph_stable_mod` (src/include/rados.h): `x` modulo `b` such that growing `b`
-/// moves only the objects of the PGs that split. Equal to `x % b` when `b` is a power of two.
-fn ceph_stable_mod(x: u32, b: u32, bmask: u32) -> u32 {
-    if x & bmask < b {
-        x & bmask
-    } else {
-        x & (bmask >> 1)
+        osdmap::pg::stable_mod_mask(self.pg_count)
     }
 }
 
 /// `pg_pool_t::get_random_pg_position(pg, random)`: `random`'s bits above the PG's, its own
-/// below, a hash that `ceph_stable_mod` maps back to `pg`.
+/// below, a hash that `ceph_stable_mod` (`osdmap::pg::stable_mod`) maps back to `pg`.
 fn random_pg_position(pg: u32, pg_num: u32, pg_num_mask: u32, random: u32) -> u32 {
     let high = if pg_num == pg_num_mask + 1 {
         random & !pg_num_mask
@@ -430,7 +419,7 @@ impl CephTier {
     /// The object's PG: `ceph_stable_mod` of its 32-bit hash, as pg_pool_t::raw_hash_to_pg.
     fn pg_of(&self, key: Key) -> usize {
         let hash = object_hash(key) as u32;
-        ceph_stable_mod(hash, self.config.pg_count, self.config.pg_num_mask()) as usize
+        osdmap::pg::stable_mod(hash, self.config.pg_count, self.config.pg_num_mask()) as usize
     }
 
     fn grow(&mut self, key: Key) {

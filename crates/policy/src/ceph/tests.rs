@@ -1,5 +1,6 @@
 //! Tests of Ceph's cache tier model: each behaviour with the Ceph function it follows.
 use super::*;
+use osdmap::pg::stable_mod as ceph_stable_mod;
 
 fn sized(key: Key, seq: u64, now_ms: u64, write: bool, object_bytes: u32) -> Request {
     Request {
@@ -570,7 +571,7 @@ fn objects_map_to_pgs_by_ceph_stable_mod() {
 fn a_random_pg_position_maps_back_to_its_pg() {
     let mut draws = SeededRng::new(3);
     for pg_num in 1..=300u32 {
-        let mask = pg_num.next_power_of_two() - 1;
+        let mask = osdmap::pg::stable_mod_mask(pg_num);
         for _ in 0..20 {
             let pg = (draws.next_u64() % u64::from(pg_num)) as u32;
             let position = random_pg_position(pg, pg_num, mask, draws.next_u64() as u32);
