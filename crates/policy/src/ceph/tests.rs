@@ -425,7 +425,16 @@ fn the_agent_lists_ten_objects_and_stops_after_four_flushed_or_evicted() {
 /// so their ages count from 0), its agent stopped while they come in, then given `target`
 /// objects as `target_max_objects` and Ceph's budget (`osd_agent_max_ops` 4).
 fn read_then_targeted(objects: u64, target: usize, min_evict_age_s: u64) -> CephTier {
-    let mut config = eager(64);
+    read_then_targeted_from(eager(64), objects, target, min_evict_age_s)
+}
+
+/// [`read_then_targeted`] from `config` instead of `eager(64)`.
+fn read_then_targeted_from(
+    mut config: CephTierConfig,
+    objects: u64,
+    target: usize,
+    min_evict_age_s: u64,
+) -> CephTier {
     config.agent_max_ops = 0;
     config.cache_min_evict_age_s = min_evict_age_s;
     let mut tier = CephTier::new(config, 64);
@@ -592,15 +601,8 @@ fn the_agent_begins_at_the_position_agent_setup_draws() {
     let seed = 7;
     let mut config = eager(64);
     config.agent_start = AgentStart::Random { seed };
-    config.agent_max_ops = 0;
-    let mut tier = CephTier::new(config, 64);
+    let mut tier = read_then_targeted_from(config, 16, 8, 1800);
     let mut effects = Effects::default();
-    for key in 0..16u64 {
-        let outcome = tier.on_request(&request(key as Key, key, 0, false), &mut effects);
-        assert_eq!(outcome, Outcome::AdmittedAfterProxy);
-    }
-    tier.config.target_max_objects = 8;
-    tier.config.agent_max_ops = 4;
     let start = ScanPosition::of_hash(random_pg_position(
         0,
         1,
