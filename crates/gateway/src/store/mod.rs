@@ -1140,16 +1140,12 @@ impl Store {
         let first = segments.next();
         let rest: Vec<Segment> = segments.collect();
         let checks = futures::future::join_all(rest.iter().map(|segment| async move {
-            let size_bytes = match self.data.stat(&segment.oid).await {
-                Ok(stat) => stat.size_bytes,
-                Err(RadosError::NotFound(_)) => {
-                    return Err(GatewayError::Corrupt(format!(
-                        "data piece {} of the object is missing",
-                        segment.oid
-                    )))
-                }
-                Err(error) => return Err(error.into()),
-            };
+            let size_bytes = self
+                .data
+                .stat(&segment.oid)
+                .await
+                .map_err(|error| piece_error(&segment.oid, error))?
+                .size_bytes;
             if size_bytes < segment.from + segment.length {
                 return Err(GatewayError::Corrupt(format!(
                     "data piece {} holds {size_bytes} bytes, the object needs {}",
@@ -1330,15 +1326,10 @@ fn segments(pieces: &[Piece], start: u64, end: u64) -> Vec<Segment> {
 /// Reads one segment; fewer bytes than it needs (or none: the piece is gone) is corruption.
 async fn read_segment(data: Arc<dyn IoCtx>, segment: Segment) -> Result<Bytes> {
     let Segment { oid, from, length } = segment;
-    let bytes = match data.read(&oid, from, length).await {
-        Ok(bytes) => bytes,
-        Err(RadosError::NotFound(_)) => {
-            return Err(GatewayError::Corrupt(format!(
-                "data piece {oid} of the object is missing"
-            )))
-        }
-        Err(error) => return Err(error.into()),
-    };
+    let bytes = data
+        .read(&oid, from, length)
+        .await
+        .map_err(|error| piece_error(&oid, error))?;
     if bytes.len() as u64 != length {
         return Err(GatewayError::Corrupt(format!(
             "{oid}: read {} of {length} bytes",
@@ -1346,4 +1337,15 @@ async fn read_segment(data: Arc<dyn IoCtx>, segment: Segment) -> Result<Bytes> {
         )));
     }
     Ok(Bytes::from(bytes))
+}
+
+/// A data piece an object's index entry names but the data pool does not have is corruption
+/// (the index and the data disagree), not a missing key.
+fn piece_error(oid: &str, error: RadosError) -> GatewayError {
+    match error {
+        RadosError::NotFound(_) => {
+            GatewayError::Corrupt(format!("data piece {oid} of the object is missing"))
+        }
+        error => error.into(),
+    }
 }
