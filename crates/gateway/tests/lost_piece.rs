@@ -32,14 +32,8 @@ async fn a_get_that_needs_a_lost_piece_fails_before_its_status() {
 
     // The last piece is lost.
     let data = rados.io_ctx(&config.data_pool).await.expect("data pool");
-    let mut shadows: Vec<String> = data
-        .list_all()
-        .await
-        .expect("list")
-        .into_iter()
-        .filter(|name| name.contains("__shadow_"))
-        .collect();
-    shadows.sort();
+    let shadows =
+        common::object_names(&rados, &config.data_pool, |name| name.contains("__shadow_")).await;
     assert_eq!(
         shadows.len(),
         3,

@@ -103,16 +103,7 @@ impl IoCtx for FailingIoCtx {
 }
 
 async fn upload_objects(rados: &Arc<dyn Rados>, pool: &str) -> Vec<String> {
-    let index = rados.io_ctx(pool).await.expect("index pool");
-    let mut names: Vec<String> = index
-        .list_all()
-        .await
-        .expect("list")
-        .into_iter()
-        .filter(|name| name.starts_with(".upload."))
-        .collect();
-    names.sort();
-    names
+    common::object_names(rados, pool, |name| name.starts_with(".upload.")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

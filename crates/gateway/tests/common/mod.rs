@@ -1,5 +1,5 @@
 //! What the boto3-driven gateway tests share: a one-OSD embedded cluster, gateways over it,
-//! a user, and running a Python script against them.
+//! a user, a pool's object names, and running a Python script against them.
 
 #![allow(dead_code)] // each test file uses its own subset
 
@@ -91,6 +91,24 @@ pub async fn cluster(dir: &std::path::Path, device_size: &str) -> Arc<dyn Rados>
         .await
         .expect("cluster");
     Arc::new(cluster)
+}
+
+/// The names of the objects in `pool` that `keep` accepts, sorted.
+pub async fn object_names(
+    rados: &Arc<dyn Rados>,
+    pool: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let io_ctx = rados.io_ctx(pool).await.expect("pool");
+    let mut names: Vec<String> = io_ctx
+        .list_all()
+        .await
+        .expect("list")
+        .into_iter()
+        .filter(|name| keep(name))
+        .collect();
+    names.sort();
+    names
 }
 
 /// Creates S3 user `uid` through `server`.
