@@ -871,7 +871,7 @@ def _http(method, url, body=b"", headers=None):
 def test_unsigned_amz_headers_and_anonymous_overrides_are_refused():
     """Headers added to a presigned URL or a signed request that its signature does not cover
     are refused (else a presigned PUT plus `x-amz-copy-source` copies any object the signer
-    may read); anonymous GETs may not override response headers."""
+    may read); anonymous GETs and HEADs may not override response headers."""
     b = new_bucket()
     s3.put_object(Bucket=b, Key="secret", Body=b"TOP SECRET")
     v4 = client(signature_version="s3v4")
@@ -898,6 +898,13 @@ def test_unsigned_amz_headers_and_anonymous_overrides_are_refused():
     check(_http("GET", f"{ENDPOINT}/{b}/page")[0] == 200, "public read")
     html = _http("GET", f"{ENDPOINT}/{b}/page?response-content-type=text/html")
     check(html[0] == 400 and b"InvalidRequest" in html[1], html)
+    # HEAD takes the same overrides (and refuses them anonymously too).
+    head = s3.head_object(Bucket=b, Key="page", ResponseContentType="text/plain",
+                          ResponseCacheControl="no-store")
+    check(head["ContentType"] == "text/plain" and head["CacheControl"] == "no-store", head)
+    check(s3.head_object(Bucket=b, Key="page").get("ContentType") != "text/plain", "stored type")
+    check(_http("HEAD", f"{ENDPOINT}/{b}/page?response-content-type=text/html")[0] == 400,
+          "anonymous HEAD override")
     nuke(b)
 
 

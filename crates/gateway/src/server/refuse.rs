@@ -159,11 +159,11 @@ fn query_parameter<B>(request: &http::Request<B>, name: &str) -> Option<String> 
     })
 }
 
-/// Whether a GET asks to override response headers (`response-content-type` and the like),
-/// which S3 allows signed requests only: an anonymous one could otherwise have any public
-/// object served as HTML from the gateway's origin.
+/// Whether a GET or HEAD asks to override response headers (`response-content-type` and the
+/// like), which S3 allows signed requests only: an anonymous one could otherwise have any
+/// public object served as HTML from the gateway's origin.
 fn asks_response_overrides<B>(request: &http::Request<B>) -> bool {
-    request.method() == http::Method::GET
+    matches!(*request.method(), http::Method::GET | http::Method::HEAD)
         && request
             .uri()
             .query()
@@ -257,7 +257,7 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn response_overrides_are_spotted_on_anonymous_gets() {
+    fn response_overrides_are_spotted_on_anonymous_gets_and_heads() {
         let get = |uri: &str, headers: &[(&str, &str)]| {
             let mut request = request(uri, headers);
             *request.method_mut() = http::Method::GET;
@@ -278,6 +278,14 @@ pub(super) mod tests {
         let signed = get("/b/k", &[("authorization", "AWS4-HMAC-SHA256 ...")]);
         assert!(!anonymous(&signed));
         assert!(!asks_response_overrides(&get("/b/k?versionId=1", &[])));
+        // HEAD takes the same overrides, so the same rule; a PUT has none to take.
+        let mut head = get("/b/k?response-content-type=text/html", &[]);
+        *head.method_mut() = http::Method::HEAD;
+        assert!(asks_response_overrides(&head));
+        assert!(!asks_response_overrides(&request(
+            "/b/k?response-content-type=text/html",
+            &[]
+        )));
     }
 
     #[test]

@@ -63,6 +63,37 @@ fn header_owned(entry: &ObjectEntry, name: &str) -> Option<String> {
     header(entry, name).map(str::to_string)
 }
 
+/// The representation headers a GET or HEAD answers with: each one a request's `response-*`
+/// parameter names (signed requests only, see `server::refuse`), else the one the object
+/// was stored with.
+struct RepresentationHeaders {
+    cache_control: Option<String>,
+    content_disposition: Option<String>,
+    content_encoding: Option<String>,
+    content_language: Option<String>,
+    content_type: Option<String>,
+    expires: Option<Timestamp>,
+}
+
+impl RepresentationHeaders {
+    /// `overrides`: the request's `response-cache-control`, `-content-disposition`,
+    /// `-content-encoding`, `-content-language`, `-content-type` and `-expires`.
+    fn of(entry: &ObjectEntry, overrides: [Option<String>; 5], expires: Option<Timestamp>) -> Self {
+        let [cache_control, content_disposition, content_encoding, content_language, content_type] =
+            overrides;
+        Self {
+            cache_control: cache_control.or_else(|| header_owned(entry, "cache-control")),
+            content_disposition: content_disposition
+                .or_else(|| header_owned(entry, "content-disposition")),
+            content_encoding: content_encoding.or_else(|| header_owned(entry, "content-encoding")),
+            content_language: content_language.or_else(|| header_owned(entry, "content-language")),
+            content_type: content_type.or_else(|| header_owned(entry, "content-type")),
+            expires: expires
+                .or_else(|| header(entry, "expires").and_then(convert::parse_http_date)),
+        }
+    }
+}
+
 /// Checks Content-MD5 (base64 of 16 bytes) against the body's digest.
 pub(super) fn check_content_md5(given: Option<&str>, md5: &[u8; 16]) -> Result<()> {
     use base64::Engine;
@@ -367,28 +398,26 @@ impl Gateway {
             .read_range_checked(&entry.pieces, start, end)
             .await?;
         let body = ChannelStream::spawn(stream);
+        let headers = RepresentationHeaders::of(
+            &entry,
+            [
+                input.response_cache_control,
+                input.response_content_disposition,
+                input.response_content_encoding,
+                input.response_content_language,
+                input.response_content_type,
+            ],
+            input.response_expires,
+        );
         Ok(GetObjectOutput {
             accept_ranges: Some("bytes".into()),
             body: Some(StreamingBlob::wrap(body)),
-            cache_control: input
-                .response_cache_control
-                .or_else(|| header_owned(&entry, "cache-control")),
-            content_disposition: input
-                .response_content_disposition
-                .or_else(|| header_owned(&entry, "content-disposition")),
-            content_encoding: input
-                .response_content_encoding
-                .or_else(|| header_owned(&entry, "content-encoding")),
-            content_language: input
-                .response_content_language
-                .or_else(|| header_owned(&entry, "content-language")),
-            content_type: match input.response_content_type {
-                Some(value) => Some(value),
-                None => header(&entry, "content-type").map(|v| v.to_string()),
-            },
-            expires: input
-                .response_expires
-                .or_else(|| header(&entry, "expires").and_then(convert::parse_http_date)),
+            cache_control: headers.cache_control,
+            content_disposition: headers.content_disposition,
+            content_encoding: headers.content_encoding,
+            content_language: headers.content_language,
+            content_type: headers.content_type,
+            expires: headers.expires,
             content_length: Some((end - start) as i64),
             content_range,
             e_tag: Some(convert::etag(&entry.etag)),
@@ -427,14 +456,25 @@ impl Gateway {
             )
             .await?;
         let length = end - start;
+        let headers = RepresentationHeaders::of(
+            &entry,
+            [
+                input.response_cache_control,
+                input.response_content_disposition,
+                input.response_content_encoding,
+                input.response_content_language,
+                input.response_content_type,
+            ],
+            input.response_expires,
+        );
         Ok(HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
-            cache_control: header_owned(&entry, "cache-control"),
-            content_disposition: header_owned(&entry, "content-disposition"),
-            content_encoding: header_owned(&entry, "content-encoding"),
-            content_language: header_owned(&entry, "content-language"),
-            content_type: header(&entry, "content-type").map(|v| v.to_string()),
-            expires: header(&entry, "expires").and_then(convert::parse_http_date),
+            cache_control: headers.cache_control,
+            content_disposition: headers.content_disposition,
+            content_encoding: headers.content_encoding,
+            content_language: headers.content_language,
+            content_type: headers.content_type,
+            expires: headers.expires,
             content_length: Some(length as i64),
             content_range,
             e_tag: Some(convert::etag(&entry.etag)),
