@@ -75,20 +75,42 @@ struct RepresentationHeaders {
     expires: Option<Timestamp>,
 }
 
+/// The `response-*` overrides of a request input that has them (`GetObjectInput`,
+/// `HeadObjectInput`: two s3s types with the same fields), as [`RepresentationHeaders`].
+macro_rules! requested_headers {
+    ($input:expr) => {
+        RepresentationHeaders {
+            cache_control: $input.response_cache_control,
+            content_disposition: $input.response_content_disposition,
+            content_encoding: $input.response_content_encoding,
+            content_language: $input.response_content_language,
+            content_type: $input.response_content_type,
+            expires: $input.response_expires,
+        }
+    };
+}
+
 impl RepresentationHeaders {
-    /// `overrides`: the request's `response-cache-control`, `-content-disposition`,
-    /// `-content-encoding`, `-content-language`, `-content-type` and `-expires`.
-    fn of(entry: &ObjectEntry, overrides: [Option<String>; 5], expires: Option<Timestamp>) -> Self {
-        let [cache_control, content_disposition, content_encoding, content_language, content_type] =
-            overrides;
+    /// These, each one not requested taken from what `entry` was stored with.
+    fn or_stored(self, entry: &ObjectEntry) -> Self {
         Self {
-            cache_control: cache_control.or_else(|| header_owned(entry, "cache-control")),
-            content_disposition: content_disposition
+            cache_control: self
+                .cache_control
+                .or_else(|| header_owned(entry, "cache-control")),
+            content_disposition: self
+                .content_disposition
                 .or_else(|| header_owned(entry, "content-disposition")),
-            content_encoding: content_encoding.or_else(|| header_owned(entry, "content-encoding")),
-            content_language: content_language.or_else(|| header_owned(entry, "content-language")),
-            content_type: content_type.or_else(|| header_owned(entry, "content-type")),
-            expires: expires
+            content_encoding: self
+                .content_encoding
+                .or_else(|| header_owned(entry, "content-encoding")),
+            content_language: self
+                .content_language
+                .or_else(|| header_owned(entry, "content-language")),
+            content_type: self
+                .content_type
+                .or_else(|| header_owned(entry, "content-type")),
+            expires: self
+                .expires
                 .or_else(|| header(entry, "expires").and_then(convert::parse_http_date)),
         }
     }
@@ -398,17 +420,7 @@ impl Gateway {
             .read_range_checked(&entry.pieces, start, end)
             .await?;
         let body = ChannelStream::spawn(stream);
-        let headers = RepresentationHeaders::of(
-            &entry,
-            [
-                input.response_cache_control,
-                input.response_content_disposition,
-                input.response_content_encoding,
-                input.response_content_language,
-                input.response_content_type,
-            ],
-            input.response_expires,
-        );
+        let headers = requested_headers!(input).or_stored(&entry);
         Ok(GetObjectOutput {
             accept_ranges: Some("bytes".into()),
             body: Some(StreamingBlob::wrap(body)),
@@ -456,17 +468,7 @@ impl Gateway {
             )
             .await?;
         let length = end - start;
-        let headers = RepresentationHeaders::of(
-            &entry,
-            [
-                input.response_cache_control,
-                input.response_content_disposition,
-                input.response_content_encoding,
-                input.response_content_language,
-                input.response_content_type,
-            ],
-            input.response_expires,
-        );
+        let headers = requested_headers!(input).or_stored(&entry);
         Ok(HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
             cache_control: headers.cache_control,
