@@ -34,9 +34,11 @@
 //! doubled the flushes and lost throughput (`examples/bench_cluster.rs --replicas 1
 //! --concurrency 64`, alternating, 2026-11-27: 31.2k, 30.9k and 32.9k writes/s against
 //! 33.5k, 33.4k and 36.4k). Nor did 1 or 2 flushes in flight instead of 4, or other
-//! placements of these threads, change the figure beyond the run-to-run spread (26-50k):
-//! what bounds it on two vCPUs is the hand-offs between the runtime and these threads, each
-//! waiting for a CPU the others hold (the example prints the waits under each write row).
+//! placements of these threads, change the figure beyond the run-to-run spread (26-50k).
+//! Nor did removing the hand-offs between these threads: one thread doing every batch's
+//! writes, flush and answers on its own io_uring measured the same at 64 in flight and
+//! slower at 256 (ARCHITECTURE.md, "Several batches flush at once"). What is left to cut
+//! on two vCPUs is CPU per write, a quarter of the runtime's share of it in the allocator.
 //!
 //! Order is what keeps this correct:
 //! - a batch's flush starts after its data and its record were written, so when it
