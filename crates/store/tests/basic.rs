@@ -460,3 +460,59 @@ async fn aligned_writes_keep_the_rest_of_their_last_unit() {
     }
     store.shutdown().await.expect("shutdown");
 }
+
+/// A transaction over more objects than its preparation finds by a scan (it then indexes
+/// them): each object is written twice in it, the second write patching the first, and every
+/// third one gets omap keys, which must land on that object and no other, before and after a
+/// mount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_transaction_over_many_objects_each_changed_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (device, store) = new_store(&dir, StoreConfig::default()).await;
+    const OBJECTS: usize = 40;
+    let id = |index: usize| ObjectId::new("1.0", format!("many-{index}"));
+    let mut t = Transaction::new(1);
+    for index in 0..OBJECTS {
+        t.write_full(&id(index), pattern(index as u8, 8192));
+    }
+    for index in 0..OBJECTS {
+        t.write(&id(index), 4096, pattern(100 + index as u8, 4096));
+        if index % 3 == 0 {
+            t.omap_set(&id(index), vec![(b"key".to_vec(), vec![index as u8])]);
+        }
+    }
+    store
+        .apply(t)
+        .await
+        .expect("one transaction over many objects");
+    let check = |store: Store| async move {
+        for index in 0..OBJECTS {
+            let name = format!("many-{index}");
+            let mut expected = pattern(index as u8, 8192)[..4096].to_vec();
+            expected.extend_from_slice(&pattern(100 + index as u8, 4096));
+            assert_eq!(
+                store.read("1.0", &name, 0, 1 << 20).await.expect("read"),
+                expected,
+                "{name}: written in full, then its second 4 KiB patched"
+            );
+            let omap = store
+                .omap_get_keys("1.0", &name, &[b"key".to_vec()])
+                .await
+                .expect("omap");
+            let wanted = (index % 3 == 0).then(|| vec![index as u8]);
+            assert_eq!(
+                omap.get(b"key".as_slice()).cloned(),
+                wanted,
+                "{name}'s omap"
+            );
+        }
+        store
+    };
+    let store = check(store).await;
+    store.shutdown().await.expect("shutdown");
+    let store = Store::open(device, dir.path().join("meta"), StoreConfig::default())
+        .await
+        .expect("open");
+    let store = check(store).await;
+    store.shutdown().await.expect("shutdown");
+}
