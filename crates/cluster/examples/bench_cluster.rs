@@ -412,10 +412,14 @@ fn commit_row(before: store::CommitStats, after: store::CommitStats) -> String {
     let batches = (after.batches - before.batches).max(1) as f64;
     format!(
         "  group commit: {:.1} replica writes per batch; per replica write {:.3} device \
-         flushes + {:.3} metadata syncs",
+         flushes + {:.3} metadata syncs\n  store stages per replica write: {}",
         transactions / batches,
         (after.device_flushes - before.device_flushes) as f64 / transactions,
         (after.metadata_syncs - before.metadata_syncs) as f64 / transactions,
+        after
+            .stages
+            .since(&before.stages)
+            .per_transaction(after.transactions - before.transactions),
     )
 }
 

@@ -60,6 +60,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, OwnedRwLockWriteGuard};
 
@@ -67,7 +68,7 @@ use crate::allocator::DeviceExtent;
 use crate::error::{Result, StoreError};
 use crate::meta::{self, Space, WAL_SEQUENCE_KEY};
 use crate::store::Inner;
-use crate::types::CommitStats;
+use crate::types::{CommitStages, CommitStats};
 use crate::wal;
 use crate::write::Fresh;
 
@@ -134,6 +135,29 @@ pub(crate) struct Pending {
     )]
     pub guards: Vec<OwnedRwLockWriteGuard<()>>,
     pub reply: Option<oneshot::Sender<Result<()>>>,
+    pub timing: Timing,
+}
+
+/// When a transaction entered each stage of its path (see [`CommitStages`]); the sync thread
+/// that answers it adds the differences to the store's counters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timing {
+    pub applied: Instant,
+    pub queued: Instant,
+    pub taken: Instant,
+    pub written: Instant,
+}
+
+impl Timing {
+    /// Every stage starting at `at` (the later ones are set as the transaction moves on).
+    pub fn starting(at: Instant) -> Timing {
+        Timing {
+            applied: at,
+            queued: at,
+            taken: at,
+            written: at,
+        }
+    }
 }
 
 /// Starts the commit stages; the returned thread (the writer) ends when every sender of
@@ -382,13 +406,21 @@ fn run_writer(
                 Err(_) => break,
             }
         }
+        let taken = Instant::now();
+        for pending in &mut batch {
+            pending.timing.taken = taken;
+        }
         if inner.poisoned.load(Ordering::Acquire) {
             answer(batch, &Err(StoreError::Poisoned));
             continue;
         }
         match seal(inner, &mut batch, &mut state, pipeline, runtime) {
             Ok(None) => {}
-            Ok(Some(sealed)) => {
+            Ok(Some(mut sealed)) => {
+                let written = Instant::now();
+                for pending in &mut sealed.batch {
+                    pending.timing.written = written;
+                }
                 state.sent += 1;
                 if let Err(returned) = to_sync.send(sealed) {
                     // The sync threads are gone (they never return early): refuse it.
@@ -423,7 +455,9 @@ fn run_syncer(
         } else {
             Ok(())
         };
+        let flush_end = Instant::now();
         pipeline.wait_for_turn(sealed.ticket);
+        let turn_start = Instant::now();
         if durable && flushed.is_ok() {
             // Every earlier batch is finished, so this flush made every record up to this
             // one durable. Said before the batch frees extents or is answered: a record
@@ -433,13 +467,35 @@ fn run_syncer(
             pipeline.set_flushed_before(sealed.sequence + 1);
         }
         let result = finish(inner, &mut sealed, flushed, runtime);
+        let applied_end = Instant::now();
+        // The stages up to the answer, summed over the batch (the answer's own time is added
+        // once it is known).
+        let mut stages = CommitStages::default();
+        for pending in &sealed.batch {
+            let timing = &pending.timing;
+            let nanos =
+                |from: Instant, to: Instant| to.saturating_duration_since(from).as_nanos() as u64;
+            stages.prepare_ns += nanos(timing.applied, timing.queued);
+            stages.queued_ns += nanos(timing.queued, timing.taken);
+            stages.written_ns += nanos(timing.taken, timing.written);
+            stages.flushed_ns += nanos(timing.written, flush_end);
+            stages.ordered_ns += nanos(flush_end, turn_start);
+            stages.applied_ns += nanos(turn_start, applied_end);
+        }
+        let transactions = sealed.batch.len() as u64;
+        // Counted before the answer, so a caller that has its answer sees its transaction
+        // counted; the answer's own time follows it.
         match &result {
             Ok(()) => inner
                 .commit_counters
-                .count_batch(sealed.batch.len(), durable),
+                .count_batch(transactions, durable, &stages),
             Err(error) => poison(inner, error),
         }
         answer(std::mem::take(&mut sealed.batch), &result);
+        if result.is_ok() {
+            let answered_ns = applied_end.elapsed().as_nanos() as u64 * transactions;
+            inner.commit_counters.count_answers(answered_ns);
+        }
         pipeline.finish_turn();
     }
 }
@@ -488,23 +544,42 @@ pub(crate) struct CommitCounters {
     batches: AtomicU64,
     pub device_flushes: AtomicU64,
     metadata_syncs: AtomicU64,
+    /// [`CommitStages`], field by field, in its `named` order.
+    stages_ns: [AtomicU64; 7],
 }
 
 impl CommitCounters {
-    fn count_batch(&self, transactions: usize, durable: bool) {
-        self.transactions
-            .fetch_add(transactions as u64, Ordering::Relaxed);
+    fn count_batch(&self, transactions: u64, durable: bool, stages: &CommitStages) {
+        self.transactions.fetch_add(transactions, Ordering::Relaxed);
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.metadata_syncs
             .fetch_add(u64::from(durable), Ordering::Relaxed);
+        for (counter, (_, nanos)) in self.stages_ns.iter().zip(stages.named()) {
+            counter.fetch_add(nanos, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds a batch's answer time (after [`CommitCounters::count_batch`] counted the rest).
+    fn count_answers(&self, answered_ns: u64) {
+        self.stages_ns[6].fetch_add(answered_ns, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> CommitStats {
+        let stage = |index: usize| self.stages_ns[index].load(Ordering::Relaxed);
         CommitStats {
             transactions: self.transactions.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             device_flushes: self.device_flushes.load(Ordering::Relaxed),
             metadata_syncs: self.metadata_syncs.load(Ordering::Relaxed),
+            stages: CommitStages {
+                prepare_ns: stage(0),
+                queued_ns: stage(1),
+                written_ns: stage(2),
+                flushed_ns: stage(3),
+                ordered_ns: stage(4),
+                applied_ns: stage(5),
+                answered_ns: stage(6),
+            },
         }
     }
 }

@@ -112,6 +112,7 @@ pub use config::StoreConfig;
 pub use error::{Result, StoreError};
 pub use store::Store;
 pub use types::{
-    CollectionUsage, CommitStats, ObjectId, ObjectStat, Op, Statfs, Transaction, NAME_BYTES_MAX,
+    CollectionUsage, CommitStages, CommitStats, ObjectId, ObjectStat, Op, Statfs, Transaction,
+    NAME_BYTES_MAX,
 };
 pub use write::OBJECT_BYTES_MAX;

@@ -273,10 +273,13 @@ impl Store {
         let queue = self.queue.clone().ok_or(StoreError::Closed)?;
         let inner = Arc::clone(&self.inner);
         let (reply, answer) = oneshot::channel();
+        let applied = std::time::Instant::now();
         tokio::spawn(async move {
             match write::prepare(&inner, transaction).await {
                 Ok(Some(mut pending)) => {
                     pending.reply = Some(reply);
+                    pending.timing.applied = applied;
+                    pending.timing.queued = std::time::Instant::now();
                     // A closed queue drops the transaction, and with it `reply`: `Closed`.
                     let _ = queue.send(pending).await;
                 }

@@ -235,6 +235,8 @@ pub struct CommitStats {
     pub device_flushes: u64,
     /// Metadata commits made durable with an fsync: one per batch of a durable store.
     pub metadata_syncs: u64,
+    /// Where the committed transactions spent their time.
+    pub stages: CommitStages,
 }
 
 /// Summed over stores (a cluster's OSDs).
@@ -245,7 +247,93 @@ impl std::iter::Sum for CommitStats {
             batches: total.batches + stats.batches,
             device_flushes: total.device_flushes + stats.device_flushes,
             metadata_syncs: total.metadata_syncs + stats.metadata_syncs,
+            stages: total.stages.plus(&stats.stages),
         })
+    }
+}
+
+/// The time committed transactions spent in each stage of their path through the store,
+/// summed over them, in nanoseconds: divided by [`CommitStats::transactions`], where one
+/// write's latency goes. The stages follow one another, so per transaction they add up to
+/// the time from `apply` to its answer.
+///
+/// Why: a write's latency is mostly waiting (for the device, for a batch, for a CPU), and
+/// which wait dominates decides what to change; CPU profiles do not show waits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStages {
+    /// From `apply` to the committer's queue: the task's start, the object locks, the
+    /// preparation (onode lookup, allocation, data placement).
+    pub prepare_ns: u64,
+    /// In the queue until the committer's writer takes it into a batch (the writer is
+    /// writing the batch before meanwhile).
+    pub queued_ns: u64,
+    /// The batch's sealing (metadata staged, log record encoded) and its device writes
+    /// (record and data at once), until the writer sees them done.
+    pub written_ns: u64,
+    /// From there to the end of the batch's device flush, the hand-off to a sync thread
+    /// included.
+    pub flushed_ns: u64,
+    /// Waiting for every earlier batch to finish (batches finish in order).
+    pub ordered_ns: u64,
+    /// Applying the batch: metadata database, onode cache, freed extents, counters.
+    pub applied_ns: u64,
+    /// Answering the batch (its whole answer time, for each of its transactions); added just
+    /// after the answers, so a reading taken by a caller the moment it is answered may lack
+    /// its batch's share.
+    pub answered_ns: u64,
+}
+
+impl CommitStages {
+    /// The stages' names and their times, in path order.
+    ///
+    /// Per transaction (divided by the transactions counted in the same reading) they are
+    /// what `examples/bench_cluster.rs` and `strata bench cluster` print.
+    pub fn named(&self) -> [(&'static str, u64); 7] {
+        [
+            ("prepare", self.prepare_ns),
+            ("queue", self.queued_ns),
+            ("write", self.written_ns),
+            ("flush", self.flushed_ns),
+            ("order", self.ordered_ns),
+            ("apply", self.applied_ns),
+            ("answer", self.answered_ns),
+        ]
+    }
+
+    /// Each stage's mean over `transactions`, in µs: "prepare 51, queue 237, ..., answer 31 µs
+    /// (sum 1313)".
+    pub fn per_transaction(&self, transactions: u64) -> String {
+        let transactions = transactions.max(1) as f64;
+        let micros = |nanos: u64| nanos as f64 / transactions / 1000.0;
+        let stages: Vec<String> = self
+            .named()
+            .iter()
+            .map(|(name, nanos)| format!("{name} {:.0}", micros(*nanos)))
+            .collect();
+        let sum: u64 = self.named().iter().map(|(_, nanos)| nanos).sum();
+        format!("{} µs (sum {:.0})", stages.join(", "), micros(sum))
+    }
+
+    fn combine(&self, other: &CommitStages, op: fn(u64, u64) -> u64) -> CommitStages {
+        CommitStages {
+            prepare_ns: op(self.prepare_ns, other.prepare_ns),
+            queued_ns: op(self.queued_ns, other.queued_ns),
+            written_ns: op(self.written_ns, other.written_ns),
+            flushed_ns: op(self.flushed_ns, other.flushed_ns),
+            ordered_ns: op(self.ordered_ns, other.ordered_ns),
+            applied_ns: op(self.applied_ns, other.applied_ns),
+            answered_ns: op(self.answered_ns, other.answered_ns),
+        }
+    }
+
+    /// Both summed.
+    pub fn plus(&self, other: &CommitStages) -> CommitStages {
+        self.combine(other, u64::saturating_add)
+    }
+
+    /// What was added since `before` (an earlier reading of the same counters).
+    pub fn since(&self, before: &CommitStages) -> CommitStages {
+        self.combine(before, u64::saturating_sub)
     }
 }
 

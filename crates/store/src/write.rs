@@ -8,11 +8,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::OwnedRwLockWriteGuard;
 
 use crate::allocator::DeviceExtent;
-use crate::commit::{Deltas, ObjectUpdate, OmapChange, Pending};
+use crate::commit::{Deltas, ObjectUpdate, OmapChange, Pending, Timing};
 use crate::error::{Result, StoreError};
 use crate::meta;
 use crate::onode::{first_bad_block, Extent, Onode};
@@ -248,6 +249,7 @@ pub(crate) async fn prepare(
         deltas,
         guards,
         reply: None,
+        timing: Timing::starting(Instant::now()),
     }))
 }
 

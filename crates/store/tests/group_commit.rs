@@ -304,3 +304,51 @@ async fn a_failed_flush_fails_every_batch_behind_it_and_only_those() {
     assert_eq!(present, acknowledged);
     store.check_consistency().expect("consistent");
 }
+
+/// The stage times say where a write waited: with every flush taking 20 ms, each committed
+/// transaction spent at least that in the flush stage, and its stages add up to no more than
+/// its caller waited for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stage_times_show_a_slow_flush_where_it_is() {
+    const FLUSH_US: u64 = 20_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(
+        Store::create(
+            slow_flushing_device(FLUSH_US),
+            dir.path().join("meta"),
+            StoreConfig::default(),
+        )
+        .await
+        .expect("create"),
+    );
+    let before = store.commit_stats();
+    let started = std::time::Instant::now();
+    write_concurrently(&store, 8).await;
+    let waited_ns = started.elapsed().as_nanos() as u64;
+    let after = store.commit_stats();
+    let transactions = after.transactions - before.transactions;
+    assert_eq!(transactions, 8, "every write counted once answered");
+    let stages = after.stages.since(&before.stages);
+    assert!(
+        stages.flushed_ns >= transactions * FLUSH_US * 1000,
+        "each transaction waited for a whole flush: {stages:?}"
+    );
+    // Every transaction was applied no earlier than `started` and answered before
+    // `write_concurrently` returned, so its stages (all but the answer's, added after it) fit
+    // in that time.
+    let counted: u64 = stages
+        .named()
+        .iter()
+        .filter(|(name, _)| *name != "answer")
+        .map(|(_, nanos)| nanos)
+        .sum();
+    assert!(
+        counted <= transactions * waited_ns,
+        "{counted} ns over {transactions} transactions in {waited_ns} ns: {stages:?}"
+    );
+    assert!(
+        stages.per_transaction(transactions).starts_with("prepare "),
+        "{}",
+        stages.per_transaction(transactions)
+    );
+}

@@ -550,9 +550,14 @@ fn group_commit_note(
     }
     format!(
         "strata {label} write: {:.1} replica writes and {:.1} device writes per device flush \
-         (group commit); `{FIO_SYNCED}` flushes every {concurrency} writes",
+         (group commit); `{FIO_SYNCED}` flushes every {concurrency} writes; store stages per \
+         replica write: {}",
         transactions as f64 / flushes as f64,
         device_writes as f64 / flushes as f64,
+        after
+            .stages
+            .since(&before.stages)
+            .per_transaction(transactions),
     )
 }
 
