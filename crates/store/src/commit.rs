@@ -37,8 +37,16 @@
 //! placements of these threads, change the figure beyond the run-to-run spread (26-50k).
 //! Nor did removing the hand-offs between these threads: one thread doing every batch's
 //! writes, flush and answers on its own io_uring measured the same at 64 in flight and
-//! slower at 256 (ARCHITECTURE.md, "Several batches flush at once"). What is left to cut
-//! on two vCPUs is CPU per write, a quarter of the runtime's share of it in the allocator.
+//! slower at 256 (ARCHITECTURE.md, "Several batches flush at once").
+//!
+//! Where a write's time goes is counted per stage (`CommitStages`, in `CommitStats`). At 64
+//! in flight on the development VM (2026-11-27, about 37k replica-1 writes/s), per write:
+//! prepare 55-70 µs, queue 250-300, write 400-500, flush 430-540, order 55-105, apply
+//! 130-220, answer 30-80. The write and flush stages hold the device's own write and flush
+//! (p50 about 280 and 310-380 µs in the same runs); apply (the metadata database's memtable,
+//! the onode cache) is the largest part that runs in batch order. Neither yielding the
+//! writer's CPU to the sync thread right after the hand-off nor a smaller memtable (2 or
+//! 4 MiB instead of 16) moved these stages or the throughput beyond the run-to-run spread.
 //!
 //! Order is what keeps this correct:
 //! - a batch's flush starts after its data and its record were written, so when it
