@@ -501,8 +501,10 @@ fn run_syncer(
         }
         answer(std::mem::take(&mut sealed.batch), &result);
         if result.is_ok() {
-            let answered_ns = applied_end.elapsed().as_nanos() as u64 * transactions;
-            inner.commit_counters.count_answers(answered_ns);
+            inner.commit_counters.count_stages(&CommitStages {
+                answered_ns: applied_end.elapsed().as_nanos() as u64 * transactions,
+                ..CommitStages::default()
+            });
         }
         pipeline.finish_turn();
     }
@@ -552,7 +554,7 @@ pub(crate) struct CommitCounters {
     batches: AtomicU64,
     pub device_flushes: AtomicU64,
     metadata_syncs: AtomicU64,
-    /// [`CommitStages`], field by field, in its `named` order.
+    /// [`CommitStages`], in path order (`CommitStages::nanos`).
     stages_ns: [AtomicU64; 7],
 }
 
@@ -562,32 +564,26 @@ impl CommitCounters {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.metadata_syncs
             .fetch_add(u64::from(durable), Ordering::Relaxed);
-        for (counter, (_, nanos)) in self.stages_ns.iter().zip(stages.named()) {
+        self.count_stages(stages);
+    }
+
+    /// Adds to the stage times (a batch's answer time, after [`CommitCounters::count_batch`]
+    /// counted the rest).
+    fn count_stages(&self, stages: &CommitStages) {
+        for (counter, nanos) in self.stages_ns.iter().zip(stages.nanos()) {
             counter.fetch_add(nanos, Ordering::Relaxed);
         }
     }
 
-    /// Adds a batch's answer time (after [`CommitCounters::count_batch`] counted the rest).
-    fn count_answers(&self, answered_ns: u64) {
-        self.stages_ns[6].fetch_add(answered_ns, Ordering::Relaxed);
-    }
-
     pub fn snapshot(&self) -> CommitStats {
-        let stage = |index: usize| self.stages_ns[index].load(Ordering::Relaxed);
         CommitStats {
             transactions: self.transactions.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             device_flushes: self.device_flushes.load(Ordering::Relaxed),
             metadata_syncs: self.metadata_syncs.load(Ordering::Relaxed),
-            stages: CommitStages {
-                prepare_ns: stage(0),
-                queued_ns: stage(1),
-                written_ns: stage(2),
-                flushed_ns: stage(3),
-                ordered_ns: stage(4),
-                applied_ns: stage(5),
-                answered_ns: stage(6),
-            },
+            stages: CommitStages::from_nanos(std::array::from_fn(|stage| {
+                self.stages_ns[stage].load(Ordering::Relaxed)
+            })),
         }
     }
 }

@@ -275,10 +275,9 @@ impl Store {
         let (reply, answer) = oneshot::channel();
         let applied = std::time::Instant::now();
         tokio::spawn(async move {
-            match write::prepare(&inner, transaction).await {
+            match write::prepare(&inner, transaction, applied).await {
                 Ok(Some(mut pending)) => {
                     pending.reply = Some(reply);
-                    pending.timing.applied = applied;
                     pending.timing.queued = std::time::Instant::now();
                     // A closed queue drops the transaction, and with it `reply`: `Closed`.
                     let _ = queue.send(pending).await;

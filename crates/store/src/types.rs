@@ -252,6 +252,11 @@ impl std::iter::Sum for CommitStats {
     }
 }
 
+/// [`CommitStages`]' names, in path order.
+const STAGE_NAMES: [&str; 7] = [
+    "prepare", "queue", "write", "flush", "order", "apply", "answer",
+];
+
 /// The time committed transactions spent in each stage of their path through the store,
 /// summed over them, in nanoseconds: divided by [`CommitStats::transactions`], where one
 /// write's latency goes. The stages follow one another, so per transaction they add up to
@@ -289,15 +294,36 @@ impl CommitStages {
     /// Per transaction (divided by the transactions counted in the same reading) they are
     /// what `examples/bench_cluster.rs` and `strata bench cluster` print.
     pub fn named(&self) -> [(&'static str, u64); 7] {
+        let nanos = self.nanos();
+        std::array::from_fn(|stage| (STAGE_NAMES[stage], nanos[stage]))
+    }
+
+    /// The stages' times in path order (as [`CommitStages::named`]).
+    pub(crate) fn nanos(&self) -> [u64; 7] {
         [
-            ("prepare", self.prepare_ns),
-            ("queue", self.queued_ns),
-            ("write", self.written_ns),
-            ("flush", self.flushed_ns),
-            ("order", self.ordered_ns),
-            ("apply", self.applied_ns),
-            ("answer", self.answered_ns),
+            self.prepare_ns,
+            self.queued_ns,
+            self.written_ns,
+            self.flushed_ns,
+            self.ordered_ns,
+            self.applied_ns,
+            self.answered_ns,
         ]
+    }
+
+    /// Stages from their times in path order.
+    pub(crate) fn from_nanos(nanos: [u64; 7]) -> CommitStages {
+        let [prepare_ns, queued_ns, written_ns, flushed_ns, ordered_ns, applied_ns, answered_ns] =
+            nanos;
+        CommitStages {
+            prepare_ns,
+            queued_ns,
+            written_ns,
+            flushed_ns,
+            ordered_ns,
+            applied_ns,
+            answered_ns,
+        }
     }
 
     /// Each stage's mean over `transactions`, in µs: "prepare 51, queue 237, ..., answer 31 µs
@@ -315,15 +341,8 @@ impl CommitStages {
     }
 
     fn combine(&self, other: &CommitStages, op: fn(u64, u64) -> u64) -> CommitStages {
-        CommitStages {
-            prepare_ns: op(self.prepare_ns, other.prepare_ns),
-            queued_ns: op(self.queued_ns, other.queued_ns),
-            written_ns: op(self.written_ns, other.written_ns),
-            flushed_ns: op(self.flushed_ns, other.flushed_ns),
-            ordered_ns: op(self.ordered_ns, other.ordered_ns),
-            applied_ns: op(self.applied_ns, other.applied_ns),
-            answered_ns: op(self.answered_ns, other.answered_ns),
-        }
+        let (mine, theirs) = (self.nanos(), other.nanos());
+        CommitStages::from_nanos(std::array::from_fn(|stage| op(mine[stage], theirs[stage])))
     }
 
     /// Both summed.

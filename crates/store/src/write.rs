@@ -94,10 +94,12 @@ fn validate(transaction: &Transaction) -> Result<()> {
 
 /// Locks the transaction's objects, applies its operations to their onodes (writing new data
 /// to fresh extents), and returns what the committer must make durable (the caller gives it
-/// its `reply`); `None` for an empty transaction.
+/// its `reply`); `None` for an empty transaction. `applied`: when the caller asked for it
+/// (the start of its stage timings).
 pub(crate) async fn prepare(
     inner: &Arc<Inner>,
     transaction: Transaction,
+    applied: Instant,
 ) -> Result<Option<Pending>> {
     validate(&transaction)?;
     if transaction.ops.is_empty() {
@@ -249,7 +251,7 @@ pub(crate) async fn prepare(
         deltas,
         guards,
         reply: None,
-        timing: Timing::starting(Instant::now()),
+        timing: Timing::starting(applied),
     }))
 }
 
