@@ -145,6 +145,7 @@ fn config(args: &Args, replicas: u32) -> ClusterConfig {
             weight: Some(1.0),
             min_alloc_size: 4096,
             emulation: args.profile.clone(),
+            data_cache_size: None,
         });
     }
     config.pools.push(PoolConfig {
@@ -486,6 +487,7 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
         let written = write.latencies_us.len() as u64;
         let reader = pool.clone();
         let size_bytes = args.size_bytes;
+        let cache_before = cluster.data_cache_stats();
         let mut read = phase(concurrency, args.seconds, written, move |index| {
             let pool = reader.clone();
             // A scattered order, unrelated to the order of writing.
@@ -505,6 +507,12 @@ async fn bench_replicas(args: &Args, replicas: u32) -> Result<()> {
         println!(
             "{}",
             read.row(&format!("cluster read r{replicas}"), concurrency)
+        );
+        let cache = cluster.data_cache_stats();
+        println!(
+            "  data cache: {} of {} replica reads from memory (each object is read about once)",
+            cache.hits - cache_before.hits,
+            cache.hits + cache.misses - cache_before.hits - cache_before.misses,
         );
     }
     // fio after every cluster phase of this replica count: its writes (GBs at high depth)

@@ -559,6 +559,15 @@ impl Cluster {
             .sum()
     }
 
+    /// The data cache of every OSD's store, summed (benchmarks report the reads it served).
+    pub fn data_cache_stats(&self) -> store::DataCacheStats {
+        self.inner
+            .osds
+            .values()
+            .map(|osd| osd.store().data_cache_stats())
+            .sum()
+    }
+
     /// Where an object of `pool` lives now.
     pub fn locate(&self, pool: &str, object: &str) -> Result<Placement> {
         let info = self.inner.pool_info(pool)?;
@@ -1215,6 +1224,7 @@ mod tests {
                     weight: Some(1.0),
                     min_alloc_size: 4096,
                     emulation: None,
+                    data_cache_size: None,
                 });
             }
         }

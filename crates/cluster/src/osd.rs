@@ -100,6 +100,7 @@ impl Osd {
         let meta = meta_path(data_dir, config.id);
         let store_config = StoreConfig {
             min_alloc_size_bytes: config.min_alloc_size,
+            data_cache_bytes: config.data_cache_bytes(),
             durable,
             ..StoreConfig::default()
         };
@@ -161,7 +162,8 @@ impl Osd {
         guard.finish(bytes, result)
     }
 
-    /// Reads a range, counted as one read.
+    /// Reads a range, counted as one read (a small one may come from the store's data
+    /// cache).
     pub async fn read(
         &self,
         collection: &str,
@@ -169,11 +171,29 @@ impl Osd {
         offset_bytes: u64,
         length_bytes: u64,
     ) -> Result<Vec<u8>, StoreError> {
+        self.read_counted(collection, name, offset_bytes, length_bytes, false)
+            .await
+    }
+
+    /// [`Osd::read`], from the device itself with `from_device`.
+    async fn read_counted(
+        &self,
+        collection: &str,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+        from_device: bool,
+    ) -> Result<Vec<u8>, StoreError> {
         let guard = self.ops.begin(OpKind::Read);
-        let result = self
-            .store
-            .read(collection, name, offset_bytes, length_bytes)
-            .await;
+        let result = if from_device {
+            self.store
+                .read_device(collection, name, offset_bytes, length_bytes)
+                .await
+        } else {
+            self.store
+                .read(collection, name, offset_bytes, length_bytes)
+                .await
+        };
         let bytes = result.as_ref().map_or(0, |data| data.len() as u64);
         guard.finish(bytes, result)
     }
@@ -189,7 +209,9 @@ impl Osd {
         }
     }
 
-    /// Reads a whole object (data verified by its checksums); `Ok(None)` if it does not exist.
+    /// Reads a whole object from the device (data verified by its checksums, never from the
+    /// data cache: scrub and recovery check and copy what the device holds); `Ok(None)` if
+    /// it does not exist.
     pub async fn image(
         &self,
         collection: &str,
@@ -200,7 +222,9 @@ impl Osd {
             Err(StoreError::NotFound { .. }) => return Ok(None),
             Err(error) => return Err(error),
         };
-        let data = self.read(collection, name, 0, stat.size_bytes).await?;
+        let data = self
+            .read_counted(collection, name, 0, stat.size_bytes, true)
+            .await?;
         let xattrs = self.store.get_xattrs(collection, name).await?;
         let mut omap = Vec::new();
         loop {

@@ -163,6 +163,7 @@ impl Topology {
                 weight: Some(f64::from(osd.crush_weight) / 65536.0),
                 min_alloc_size: 4096,
                 emulation: None,
+                data_cache_size: None,
             })
             .collect();
         config

@@ -170,6 +170,8 @@ pub struct OsdStats {
     pub ops: DeviceStats,
     /// Space and metadata of its store.
     pub statfs: store::Statfs,
+    /// Its store's data cache: reads served from memory since open, and what it holds.
+    pub data_cache: store::DataCacheStats,
 }
 
 impl OsdStats {
@@ -202,6 +204,7 @@ pub(crate) fn osd_stats(inner: &Inner) -> Vec<OsdStats> {
             device: osd.device().stats(),
             ops: osd.op_stats(),
             statfs: osd.store().statfs(),
+            data_cache: osd.store().data_cache_stats(),
         })
         .collect()
 }

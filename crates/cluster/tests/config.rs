@@ -57,6 +57,10 @@ fn malformed_configs_name_the_field() {
         (format!("{HOSTS}{}", osd(0, "a", "weight = -1.0")), "weight"),
         (format!("{HOSTS}{}", osd(0, "a", "size = \"lots\"")), "size"),
         (
+            format!("{HOSTS}{}", osd(0, "a", "data_cache_size = \"64 apples\"")),
+            "osd[0] (id 0).data_cache_size: \"64 apples\" is not a size",
+        ),
+        (
             format!("{HOSTS}{}", osd(0, "a", "emulation = \"tape\"")),
             "emulation",
         ),
@@ -124,5 +128,13 @@ fn default_config_is_valid_and_round_trips() {
     let parsed = ClusterConfig::from_toml(&minimal).unwrap();
     assert_eq!(parsed.osds[0].class, "hdd");
     assert_eq!(parsed.osds[0].min_alloc_size, 4096);
+    assert_eq!(parsed.osds[0].data_cache_bytes(), 64 << 20);
     assert_eq!(parsed.scrub_interval_s, 86_400);
+    let off = format!("{HOSTS}{}", osd(0, "a", "data_cache_size = \"0\""));
+    let parsed = ClusterConfig::from_toml(&off).unwrap();
+    assert_eq!(
+        parsed.osds[0].data_cache_bytes(),
+        0,
+        "0 turns the cache off"
+    );
 }

@@ -130,6 +130,41 @@ async fn eio_on_a_replica_is_read_around() {
     cluster.shutdown().await.unwrap();
 }
 
+/// A small object read once is then served from the primary's data cache; rot on the device
+/// under that copy is still found by deep scrub, which reads the device itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_scrub_reads_the_device_under_the_data_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, devices) = faulty_cluster(dir.path()).await;
+    let pool = cluster.pool("data").unwrap();
+    let data = common::content(11, 4096);
+    pool.write_full("cached", &data).await.unwrap();
+    assert_eq!(pool.read_full("cached").await.unwrap(), data);
+    let primary = cluster.locate("data", "cached").unwrap().primary().unwrap();
+    // From now on every read of the primary's device returns a flipped bit.
+    devices.lock().unwrap()[&primary].set_config(FaultConfig {
+        rules: vec![rule(OpKind::Read, FaultKind::BitFlip)],
+        ..FaultConfig::default()
+    });
+    let hits_before = cluster.data_cache_stats().hits;
+    assert_eq!(pool.read_full("cached").await.unwrap(), data);
+    assert_eq!(
+        cluster.data_cache_stats().hits,
+        hits_before + 1,
+        "the second read came from memory"
+    );
+    let report = cluster.scrub(Some("data"), false).await.unwrap();
+    let kinds: Vec<(&str, i32)> = report
+        .inconsistencies
+        .iter()
+        .map(|i| (i.kind, i.osd))
+        .collect();
+    assert!(kinds.contains(&("unreadable", primary)), "{report:?}");
+    devices.lock().unwrap()[&primary].set_config(FaultConfig::default());
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corruption_on_every_replica_is_a_checksum_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -77,6 +77,7 @@ pub async fn render(
         );
     }
     render_space(&mut out, &stats);
+    render_data_cache(&mut out, &stats);
 
     out.family(
         "strata_pool_objects",
@@ -431,6 +432,36 @@ fn render_period(out: &mut Text, period: &cluster::StatsPeriod) {
         out.family(name, "gauge", help);
         for osd in &osds {
             out.sample(name, &[("osd", osd.id.to_string())], field(osd));
+        }
+    }
+}
+
+fn render_data_cache(out: &mut Text, stats: &[OsdStats]) {
+    type Field = fn(&store::DataCacheStats) -> u64;
+    let fields: [(&str, &str, &str, Field); 3] = [
+        (
+            "strata_osd_data_cache_hits_total",
+            "counter",
+            "Small reads the store's data cache served from memory.",
+            |c| c.hits,
+        ),
+        (
+            "strata_osd_data_cache_misses_total",
+            "counter",
+            "Small reads that went to the device.",
+            |c| c.misses,
+        ),
+        (
+            "strata_osd_data_cache_bytes",
+            "gauge",
+            "Memory the store's data cache holds.",
+            |c| c.bytes,
+        ),
+    ];
+    for (name, kind, help, field) in fields {
+        out.family(name, kind, help);
+        for osd in stats {
+            out.sample(name, &id_label(osd), field(&osd.data_cache) as f64);
         }
     }
 }

@@ -80,6 +80,8 @@ async fn the_server_ends_statistics_periods_and_reports_the_last() {
         "strata_osd_period_device_ops{osd=\"0\",op=\"write\"}",
         "strata_osd_period_device_latency_seconds{osd=\"0\",op=\"read\",quantile=\"0.99\"}",
         "strata_osd_period_queue_depth_max{osd=\"0\"}",
+        "strata_osd_data_cache_hits_total{osd=\"0\"}",
+        "strata_osd_data_cache_bytes{osd=\"0\"}",
     ] {
         assert!(metrics.contains(name), "{name} missing from /metrics");
     }

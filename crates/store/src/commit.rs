@@ -846,6 +846,10 @@ fn finish(
         let mut held = inner.held();
         for pending in batch.iter_mut() {
             pending.fresh.armed = false;
+            // Before the allocator may hand them out again (see `buffer`).
+            for extent in &pending.freed {
+                inner.data_cache.invalidate(extent);
+            }
             held.append(&mut pending.freed);
         }
         let mut allocator = inner.allocator();

@@ -69,6 +69,14 @@
 //! only under the object's lock shard: filled by lock holders from committed metadata, replaced
 //! by the committer after the commit while the writers still hold their locks.
 //!
+//! ## Data cache
+//! Blocks that small reads (at most [`DATA_CACHE_READ_BYTES_MAX`]) found valid stay in memory by
+//! device offset (`buffer.rs`, bounded by `data_cache_bytes`), as BlueStore's buffered reads
+//! keep them: a re-read small object costs no device read. Copy-on-write makes this simple: a
+//! block changes only in a fresh extent, and a committed batch drops the extents it frees from
+//! the cache before the allocator may hand them out again. Deep scrub and recovery read the
+//! device (`Store::read_device`).
+//!
 //! ## Invariants
 //! - An allocated extent is referenced by exactly one onode (checked at mount: overlapping
 //!   references are metadata corruption); the allocator never hands out an allocated extent
@@ -95,6 +103,7 @@
 //!   `examples/space_store.rs`: seed 002's data-hole rate and metadata bytes per object.
 
 mod allocator;
+mod buffer;
 mod cache;
 mod commit;
 mod config;
@@ -108,11 +117,12 @@ mod wal;
 mod write;
 
 pub use allocator::{Allocator, DeviceExtent};
+pub use buffer::DATA_CACHE_READ_BYTES_MAX;
 pub use config::StoreConfig;
 pub use error::{Result, StoreError};
 pub use store::Store;
 pub use types::{
-    CollectionUsage, CommitStages, CommitStats, ObjectId, ObjectStat, Op, Statfs, Transaction,
-    NAME_BYTES_MAX,
+    CollectionUsage, CommitStages, CommitStats, DataCacheStats, ObjectId, ObjectStat, Op, Statfs,
+    Transaction, NAME_BYTES_MAX,
 };
 pub use write::OBJECT_BYTES_MAX;

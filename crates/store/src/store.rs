@@ -11,6 +11,7 @@ use device::Device;
 use tokio::sync::{mpsc, oneshot, RwLock};
 
 use crate::allocator::{Allocator, DeviceExtent};
+use crate::buffer::DataCache;
 use crate::cache::{Cached, OnodeCache};
 use crate::commit::{self, CommitCounters, Pending};
 use crate::config::StoreConfig;
@@ -19,7 +20,8 @@ use crate::meta::{self, Counters, Layout, Meta};
 use crate::onode::{first_bad_block, Onode};
 use crate::presence::Presence;
 use crate::types::{
-    validate_collection, validate_names, CommitStats, ObjectStat, Statfs, Transaction,
+    validate_collection, validate_names, CommitStats, DataCacheStats, ObjectStat, Statfs,
+    Transaction,
 };
 use crate::wal::Wal;
 use crate::write;
@@ -45,6 +47,8 @@ pub(crate) struct Inner {
     pub shard_hasher: foldhash::fast::RandomState,
     /// Committed onodes by lock shard (see `cache`).
     pub onodes: OnodeCache,
+    /// Verified blocks of small reads, by device offset (see `buffer`).
+    pub data_cache: DataCache,
     /// Which objects may exist (see `presence`): a "no" skips the database.
     pub presence: Presence,
     pub poisoned: AtomicBool,
@@ -242,6 +246,7 @@ impl Store {
                 config.onode_cache_bytes,
                 layout.checksum_block_bytes,
             ),
+            data_cache: DataCache::new(config.data_cache_bytes, layout.checksum_block_bytes),
             presence: Presence::with_hashes(&scan.object_hashes),
             poisoned: AtomicBool::new(false),
             commit_counters: CommitCounters::default(),
@@ -296,13 +301,40 @@ impl Store {
     }
 
     /// Reads up to `length_bytes` from `offset_bytes`; shorter at the end of the object, empty
-    /// beyond it. Every byte is checked against its crc32c first.
+    /// beyond it. Every byte is checked against its crc32c first: when read from the device,
+    /// or, for a small read the data cache serves, when the cache took it.
     pub async fn read(
         &self,
         collection: &str,
         name: &str,
         offset_bytes: u64,
         length_bytes: u64,
+    ) -> Result<Vec<u8>> {
+        self.read_with(collection, name, offset_bytes, length_bytes, true)
+            .await
+    }
+
+    /// [`Store::read`] from the device even where the data cache holds the blocks, and
+    /// without filling it: for deep scrub and recovery, which must check or copy what the
+    /// device holds.
+    pub async fn read_device(
+        &self,
+        collection: &str,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<u8>> {
+        self.read_with(collection, name, offset_bytes, length_bytes, false)
+            .await
+    }
+
+    async fn read_with(
+        &self,
+        collection: &str,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+        use_cache: bool,
     ) -> Result<Vec<u8>> {
         validate_names(collection, name)?;
         let _guard = self.read_lock(collection, name).await;
@@ -319,17 +351,21 @@ impl Store {
         let block = self.inner.layout.checksum_block_bytes;
         let aligned_start = offset_bytes / block * block;
         let aligned_end = end.div_ceil(block) * block;
-        let buffer = write::read_aligned(
+        let use_cache = use_cache && self.inner.data_cache.serves(aligned_end - aligned_start);
+        let mut buffer = write::read_aligned(
             &self.inner,
             collection,
             name,
             &onode,
             aligned_start,
             aligned_end,
+            use_cache,
         )
         .await?;
         let from = (offset_bytes - aligned_start) as usize;
-        Ok(buffer[from..from + (end - offset_bytes) as usize].to_vec())
+        buffer.truncate(from + (end - offset_bytes) as usize);
+        buffer.drain(..from);
+        Ok(buffer)
     }
 
     async fn read_lock(
@@ -533,6 +569,10 @@ impl Store {
     }
 
     /// How many syncs the commits since mount paid and how many transactions shared them.
+    pub fn data_cache_stats(&self) -> DataCacheStats {
+        self.inner.data_cache.stats()
+    }
+
     pub fn commit_stats(&self) -> CommitStats {
         self.inner.commit_counters.snapshot()
     }

@@ -222,6 +222,38 @@ impl Transaction {
     }
 }
 
+/// What the data cache (`StoreConfig::data_cache_bytes`) did since mount, and holds now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DataCacheStats {
+    /// Reads served from memory.
+    pub hits: u64,
+    /// Reads small enough for the cache that went to the device.
+    pub misses: u64,
+    /// Blocks held.
+    pub blocks: u64,
+    /// Memory they take, in bytes.
+    pub bytes: u64,
+}
+
+/// Summed over stores (a cluster's OSDs).
+impl std::iter::Sum for DataCacheStats {
+    fn sum<I: Iterator<Item = DataCacheStats>>(stats: I) -> DataCacheStats {
+        stats.fold(DataCacheStats::default(), |total, stats| DataCacheStats {
+            hits: total.hits + stats.hits,
+            misses: total.misses + stats.misses,
+            blocks: total.blocks + stats.blocks,
+            bytes: total.bytes + stats.bytes,
+        })
+    }
+}
+
+impl DataCacheStats {
+    /// Hits over the reads that used the cache (0 before any).
+    pub fn hit_ratio(&self) -> f64 {
+        self.hits as f64 / (self.hits + self.misses).max(1) as f64
+    }
+}
+
 /// How the store's group commit shared its syncs among transactions, counted since mount:
 /// `(device_flushes + metadata_syncs) / transactions` is the fsyncs paid per acknowledged
 /// write.

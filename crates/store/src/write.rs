@@ -338,6 +338,9 @@ async fn read_for_write(
         onode,
         start,
         end,
+        // Not the data cache: the onode may reference this transaction's fresh extents,
+        // whose blocks must not be cached before they are committed.
+        false,
     )
     .await
 }
@@ -638,7 +641,9 @@ async fn zero(
 }
 
 /// Reads `[start, end)` of an object (multiples of the checksum block) into a buffer: holes
-/// read as zeros, every mapped checksum block is verified before it is returned.
+/// read as zeros, every mapped checksum block is verified before it is returned. With
+/// `use_cache` (a committed onode, its object's lock held), blocks come from the data cache
+/// where it holds them all, and blocks read from the device go into it.
 pub(crate) async fn read_aligned(
     inner: &Inner,
     collection: &str,
@@ -646,6 +651,7 @@ pub(crate) async fn read_aligned(
     onode: &Onode,
     start: u64,
     end: u64,
+    use_cache: bool,
 ) -> Result<Vec<u8>> {
     let block = inner.layout.checksum_block_bytes;
     debug_assert!(start.is_multiple_of(block) && end.is_multiple_of(block));
@@ -655,6 +661,9 @@ pub(crate) async fn read_aligned(
         let to = (logical + extent.length_bytes).min(end);
         let device_from = extent.device_offset_bytes + (from - logical);
         let slice = &mut buffer[(from - start) as usize..(to - start) as usize];
+        if use_cache && inner.data_cache.read(device_from, slice) {
+            continue;
+        }
         inner.device.read_at(device_from, slice).await?;
         let first_crc = ((from - logical) / block) as usize;
         let crcs = extent.crcs.get(first_crc..).unwrap_or(&[]);
@@ -668,6 +677,9 @@ pub(crate) async fn read_aligned(
                 expected,
                 found,
             });
+        }
+        if use_cache {
+            inner.data_cache.insert(device_from, slice);
         }
     }
     Ok(buffer)

@@ -28,6 +28,7 @@ pub fn small_config(hosts: usize, per_host: usize, backing: &str, replicas: u32)
                 weight: Some(1.0),
                 min_alloc_size: 4096,
                 emulation: None,
+                data_cache_size: None,
             });
         }
     }

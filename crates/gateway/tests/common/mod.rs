@@ -29,6 +29,7 @@ pub fn one_osd_config(device_size: &str) -> ClusterConfig {
         weight: Some(1.0),
         min_alloc_size: 4096,
         emulation: None,
+        data_cache_size: None,
     });
     config
 }

@@ -23,6 +23,7 @@ pub fn config(osds: usize, size: &str, replicas: u32) -> ClusterConfig {
             weight: None,
             min_alloc_size: 4096,
             emulation: None,
+            data_cache_size: None,
         });
     }
     config.pools.push(PoolConfig {

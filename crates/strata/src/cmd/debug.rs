@@ -74,6 +74,7 @@ pub fn crash_config() -> ClusterConfig {
             weight: None,
             min_alloc_size: 4096,
             emulation: None,
+            data_cache_size: None,
         });
     }
     config.pools.push(PoolConfig {

@@ -139,6 +139,7 @@ async fn cluster_of(dir: &std::path::Path, hosts: u32) -> Cluster {
             weight: Some(1.0),
             min_alloc_size: 4096,
             emulation: None,
+            data_cache_size: None,
         });
     }
     Cluster::create(dir, config, ClusterOptions::default())

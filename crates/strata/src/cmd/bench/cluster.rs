@@ -11,7 +11,10 @@
 //!   replicas and `--pg-num` PGs, durable writes; C tokio tasks drive it through the `rados`
 //!   traits. Write phase: fresh objects for `--seconds` (as `rados bench SECS write
 //!   --no-cleanup`); read phase: random objects among those written for `--seconds` (as
-//!   `rados bench SECS rand`).
+//!   `rados bench SECS rand`). Each OSD keeps its default data cache of small reads (64 MiB,
+//!   as Ceph's BlueStore caches what it reads): a line under the table says what share of
+//!   the replica reads it served, so that the read rows against fio, which reads the disk
+//!   only, are read right.
 //! - Ceph: `ceph-minicluster.sh` with R BlueStore OSDs on the same disk, a pool of the same
 //!   size and PG count, then `rados bench SECS write -b SIZE -O SIZE -t C --no-cleanup` and
 //!   `rados bench SECS rand -t C`. rados bench reports the mean latency only.
@@ -350,6 +353,7 @@ pub(super) fn cluster_config(
             weight: Some(1.0),
             min_alloc_size: 4096,
             emulation: None,
+            data_cache_size: None,
         });
     }
     if let Some(pg_num) = pool_pg_num {
@@ -466,6 +470,7 @@ impl Strata {
             }
             let reader = Arc::clone(&self.pool);
             let seed = args.seed;
+            let cache_before = self.cluster.data_cache_stats();
             let read = load::run_phase(
                 &format!("strata {label} read"),
                 args.concurrency,
@@ -489,6 +494,11 @@ impl Strata {
             )
             .await?
             .row("strata", size_bytes, "read");
+            notes.push(data_cache_note(
+                &label,
+                &cache_before,
+                &self.cluster.data_cache_stats(),
+            ));
             rows.push(read);
             if round + 1 < args.rounds {
                 // As rados bench's cleanup: the next round writes into the space these
@@ -558,6 +568,27 @@ fn group_commit_note(
             .stages
             .since(&before.stages)
             .per_transaction(transactions),
+    )
+}
+
+/// How many of a read phase's reads the stores' data caches served from memory (as
+/// BlueStore's buffered reads serve Ceph's): what separates strata's reads from the device's.
+fn data_cache_note(
+    label: &str,
+    before: &store::DataCacheStats,
+    after: &store::DataCacheStats,
+) -> String {
+    let hits = after.hits.saturating_sub(before.hits);
+    let misses = after.misses.saturating_sub(before.misses);
+    let reads = hits + misses;
+    if reads == 0 {
+        return format!("strata {label} read: the stores' data caches were not used");
+    }
+    format!(
+        "strata {label} read: {:.1}% of the replica reads from the stores' data caches \
+         ({hits} of {reads}; {:.0} MiB held at the end), the rest from the device",
+        hits as f64 * 100.0 / reads as f64,
+        after.bytes as f64 / (1 << 20) as f64,
     )
 }
 
