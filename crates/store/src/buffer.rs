@@ -163,6 +163,17 @@ impl DataCache {
         }
         let first = extent.offset_bytes / self.block_bytes;
         let end = (extent.offset_bytes + extent.length_bytes).div_ceil(self.block_bytes);
+        if end - first < SHARDS as u64 {
+            // A small extent (a 4 KiB overwrite frees one block): only its blocks' shards.
+            for block in first..end {
+                let offset = block * self.block_bytes;
+                let mut shard = self.shard(offset);
+                if let Some(entry) = shard.entries.remove(&offset) {
+                    shard.bytes -= entry.data.len() + ENTRY_OVERHEAD_BYTES;
+                }
+            }
+            return;
+        }
         // Shard by shard, so each lock is taken once per extent.
         for index in 0..SHARDS as u64 {
             let mut shard = self.shards[index as usize]
@@ -250,6 +261,24 @@ mod tests {
             6 * (BLOCK + ENTRY_OVERHEAD_BYTES as u64),
             "bytes follow the entries"
         );
+        // A small extent (fewer blocks than shards) takes its own path: blocks 1 and 2 only.
+        cache.invalidate(&DeviceExtent {
+            offset_bytes: BLOCK,
+            length_bytes: 2 * BLOCK,
+        });
+        for index in [0u64, 37, 38, 39] {
+            assert!(
+                cache.read(index * BLOCK, &mut buffer),
+                "block {index} stays"
+            );
+        }
+        for index in [1u64, 2] {
+            assert!(
+                !cache.read(index * BLOCK, &mut buffer),
+                "block {index} dropped"
+            );
+        }
+        assert_eq!(cache.stats().blocks, 4);
     }
 
     #[test]
