@@ -86,6 +86,8 @@
 //! - Bytes of an allocated unit beyond the object's size are zeros.
 //! - Every byte read from the device is checked against its crc32c before it is returned or
 //!   merged into a new write; a mismatch is [`StoreError::Checksum`], never wrong data.
+//! - The data cache holds only checked blocks of allocated extents: a freed extent leaves it
+//!   before the allocator can hand it out again.
 //! - Reads see committed state only; a reader and the writers of an object exclude each other
 //!   (shard lock), so extents are not freed under a reader and the onode cache is never stale.
 //! - The store reads no clock: mtimes come with the transaction.
