@@ -104,6 +104,20 @@ fn bench_cluster_prints_every_row_without_peers() {
         assert!(line.contains(" replica writes and "), "{line}");
         assert!(line.contains(" device writes per device flush"), "{line}");
     }
+    // And each read phase's share of reads the stores' data caches served (64 MiB each by
+    // default; 64K reads are small enough to use them).
+    for size in ["4K", "64K"] {
+        let note = format!("strata {size} read: ");
+        let line = stdout
+            .lines()
+            .find(|line| line.starts_with(&note))
+            .unwrap_or_else(|| panic!("no {note:?} line in {stdout}"));
+        assert!(
+            line.contains("% of the replica reads from the stores' data caches (")
+                && line.contains(" of 100;"),
+            "{line}"
+        );
+    }
     // The run's temporary directory is removed at the end: only the JSON file remains.
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "only rows.json remains: {leftovers:?}");
@@ -136,6 +150,8 @@ fn bench_cluster_rounds_pair_strata_with_fio_of_the_same_round() {
             "16M",
             "--seconds",
             "1",
+            "--data-cache-size",
+            "0",
         ],
         dir.path(),
     );
@@ -162,6 +178,11 @@ fn bench_cluster_rounds_pair_strata_with_fio_of_the_same_round() {
     // Every round's group commit, and every round's ratio per operation.
     for round in ["round 1: strata 4K write: ", "round 2: strata 4K write: "] {
         assert!(stdout.lines().any(|l| l.starts_with(round)), "{stdout}");
+    }
+    // `--data-cache-size 0`: every read went to the device.
+    for round in ["round 1", "round 2"] {
+        let line = format!("{round}: strata 4K read: the stores' data caches were not used");
+        assert!(stdout.lines().any(|l| l == line), "{stdout}");
     }
     for op in ["write", "read"] {
         let note = format!("strata 4K {op} per round: ");

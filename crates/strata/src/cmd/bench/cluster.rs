@@ -11,10 +11,11 @@
 //!   replicas and `--pg-num` PGs, durable writes; C tokio tasks drive it through the `rados`
 //!   traits. Write phase: fresh objects for `--seconds` (as `rados bench SECS write
 //!   --no-cleanup`); read phase: random objects among those written for `--seconds` (as
-//!   `rados bench SECS rand`). Each OSD keeps its default data cache of small reads (64 MiB,
-//!   as Ceph's BlueStore caches what it reads): a line under the table says what share of
-//!   the replica reads it served, so that the read rows against fio, which reads the disk
-//!   only, are read right.
+//!   `rados bench SECS rand`). Each OSD keeps a data cache of small reads
+//!   (`--data-cache-size`, `strata serve`'s 64 MiB by default), as Ceph's BlueStore caches
+//!   what it reads: a line under the table says what share of the replica reads it served,
+//!   so that the read rows against fio, which reads the disk only, are read right;
+//!   `--data-cache-size 0` makes every strata read a device read.
 //! - Ceph: `ceph-minicluster.sh` with R BlueStore OSDs on the same disk, a pool of the same
 //!   size and PG count, then `rados bench SECS write -b SIZE -O SIZE -t C --no-cleanup` and
 //!   `rados bench SECS rand -t C`. rados bench reports the mean latency only.
@@ -91,6 +92,11 @@ pub struct Args {
     /// files sparse throughout, as `strata serve` creates them.
     #[arg(long, default_value = "4G")]
     pub osd_layout: String,
+    /// Memory of each strata OSD's cache of small reads, as `data_cache_size` in
+    /// cluster.toml (`strata serve`'s default, 64M; Ceph's BlueStore caches what it reads
+    /// too). 0 makes every strata read a device read.
+    #[arg(long, default_value = "64M")]
+    pub data_cache_size: String,
     /// Parent of the run's temporary directory (removed at the end); the default, the
     /// current directory, puts strata, Ceph and fio on the disk you run from.
     #[arg(long, default_value = ".")]
@@ -331,11 +337,13 @@ fn round_ratio_notes(rounds: &[Vec<Row>], peer: &str) -> Vec<String> {
     notes
 }
 
-/// R hosts of one OSD each on sparse files of `osd_size`, durable, no periodic scrub, and
-/// (when `pool_pg_num` is given) the benchmark pool.
+/// R hosts of one OSD each on sparse files of `osd_size`, durable, no periodic scrub, their
+/// data caches of `data_cache_size` (the default when `None`), and (when `pool_pg_num` is
+/// given) the benchmark pool.
 pub(super) fn cluster_config(
     replicas: u32,
     osd_size: &str,
+    data_cache_size: Option<&str>,
     pool_pg_num: Option<u32>,
 ) -> ClusterConfig {
     let mut config = ClusterConfig::empty();
@@ -353,7 +361,7 @@ pub(super) fn cluster_config(
             weight: Some(1.0),
             min_alloc_size: 4096,
             emulation: None,
-            data_cache_size: None,
+            data_cache_size: data_cache_size.map(str::to_owned),
         });
     }
     if let Some(pg_num) = pool_pg_num {
@@ -398,7 +406,12 @@ impl Strata {
         let cluster = Arc::new(
             Cluster::create(
                 dir,
-                cluster_config(args.replicas, &args.osd_size, Some(args.pg_num)),
+                cluster_config(
+                    args.replicas,
+                    &args.osd_size,
+                    Some(&args.data_cache_size),
+                    Some(args.pg_num),
+                ),
                 ClusterOptions {
                     poll_while_busy: args.poll_while_busy,
                     ..ClusterOptions::default()

@@ -159,7 +159,7 @@ async fn strata(
     dir: &Path,
     gateway_config: &gateway::GatewayConfig,
 ) -> Result<Vec<Row>> {
-    let config = super::cluster::cluster_config(args.replicas, &args.osd_size, None);
+    let config = super::cluster::cluster_config(args.replicas, &args.osd_size, None, None);
     let options = ClusterOptions {
         poll_while_busy: args.poll_while_busy,
         ..ClusterOptions::default()
