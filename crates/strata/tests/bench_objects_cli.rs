@@ -234,4 +234,17 @@ fn bad_sizes_are_refused_with_a_message() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("unknown unit"), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["bench", "cluster", "--no-ceph", "--no-fio"])
+        .args(["--data-cache-size", "lots", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("run strata");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--data-cache-size: size \"lots\""),
+        "{stderr}"
+    );
 }

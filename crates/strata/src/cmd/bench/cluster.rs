@@ -150,6 +150,8 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         args.poll_while_busy,
     )?;
     args.poll_while_busy = poll_while_busy;
+    // Refused before minutes of layout and peers, not when the cluster is created.
+    load::parse_size(&args.data_cache_size).context("--data-cache-size")?;
     let steal = load::StealMeter::start();
     let (rows, notes) = runtime.block_on(async {
         tokio::select! {
