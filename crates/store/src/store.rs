@@ -568,11 +568,13 @@ impl Store {
         }
     }
 
-    /// How many syncs the commits since mount paid and how many transactions shared them.
+    /// What the data cache served since mount, and what it holds (see
+    /// [`crate::StoreConfig::data_cache_bytes`]).
     pub fn data_cache_stats(&self) -> DataCacheStats {
         self.inner.data_cache.stats()
     }
 
+    /// How many syncs the commits since mount paid and how many transactions shared them.
     pub fn commit_stats(&self) -> CommitStats {
         self.inner.commit_counters.snapshot()
     }
