@@ -598,3 +598,83 @@ async fn read_device_bypasses_the_data_cache() {
         Err(StoreError::Checksum { .. })
     ));
 }
+
+/// Readers racing writers that overwrite small objects (each overwrite frees the extent the
+/// readers just cached, and the next write may be given it): every read returns a whole
+/// committed version of the object read, never another object's blocks, and no reader sees
+/// an object's versions go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_reads_racing_overwrites_see_only_their_objects_committed_versions() {
+    const OBJECTS: u8 = 6;
+    const VERSIONS: u32 = 150;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_device, store) = new_store(&dir, StoreConfig::default()).await;
+    let store = Arc::new(store);
+    // Block contents: the object's number, then its version, repeated.
+    let contents = |object: u8, version: u32| -> Vec<u8> {
+        let mut tag = vec![object];
+        tag.extend(version.to_le_bytes());
+        tag.iter().copied().cycle().take(8192).collect()
+    };
+    for object in 0..OBJECTS {
+        let mut t = Transaction::new(0);
+        t.write_full(
+            &ObjectId::new("1.0", format!("o{object}")),
+            contents(object, 0),
+        );
+        store.apply(t).await.expect("create");
+    }
+    let writer = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            for version in 1..=VERSIONS {
+                for object in 0..OBJECTS {
+                    let mut t = Transaction::new(u64::from(version));
+                    t.write_full(
+                        &ObjectId::new("1.0", format!("o{object}")),
+                        contents(object, version),
+                    );
+                    store.apply(t).await.expect("overwrite");
+                }
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2u8)
+        .map(|reader| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let mut seen = [0u32; OBJECTS as usize];
+                let mut reads = 0u64;
+                while seen.iter().any(|&version| version < VERSIONS) {
+                    let object = ((reads * 7 + u64::from(reader)) % u64::from(OBJECTS)) as u8;
+                    reads += 1;
+                    let data = store
+                        .read("1.0", &format!("o{object}"), 0, 8192)
+                        .await
+                        .expect("read");
+                    assert_eq!(data[0], object, "another object's data read as o{object}");
+                    let version = u32::from_le_bytes(data[1..5].try_into().unwrap());
+                    assert!(
+                        data == contents(object, version),
+                        "o{object}: a torn or foreign block in version {version}"
+                    );
+                    assert!(
+                        version >= seen[object as usize],
+                        "o{object} went back from {} to {version}",
+                        seen[object as usize]
+                    );
+                    seen[object as usize] = version;
+                    tokio::task::yield_now().await;
+                }
+                reads
+            })
+        })
+        .collect();
+    writer.await.expect("writer");
+    for reader in readers {
+        assert!(reader.await.expect("reader") > 0);
+    }
+    let stats = store.data_cache_stats();
+    assert!(stats.hits > 0, "some reads came from the cache: {stats:?}");
+    store.check_consistency().expect("consistent");
+}
