@@ -244,7 +244,7 @@ fn bad_sizes_are_refused_with_a_message() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--data-cache-size: size \"lots\""),
+        stderr.contains("--data-cache-size: \"lots\" is not a size like 64M or 0"),
         "{stderr}"
     );
 }

@@ -150,8 +150,14 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         args.poll_while_busy,
     )?;
     args.poll_while_busy = poll_while_busy;
-    // Refused before minutes of layout and peers, not when the cluster is created.
-    load::parse_size(&args.data_cache_size).context("--data-cache-size")?;
+    // Refused before minutes of layout and peers, not when the cluster is created (which
+    // parses it as cluster.toml's `data_cache_size`: 0 turns the cache off).
+    if device::parse_size_bytes(&args.data_cache_size).is_none() {
+        bail!(
+            "--data-cache-size: {:?} is not a size like 64M or 0",
+            args.data_cache_size
+        );
+    }
     let steal = load::StealMeter::start();
     let (rows, notes) = runtime.block_on(async {
         tokio::select! {
