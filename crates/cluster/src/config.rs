@@ -114,7 +114,7 @@ pub struct OsdConfig {
     pub emulation: Option<String>,
     /// Memory for the store's cache of small reads (`64M`, `1G`; `0` turns it off): a
     /// re-read object of at most 64 KiB costs no device read, as with BlueStore's buffered
-    /// reads. Default 64M.
+    /// reads. Default 256M (a bound: it fills only as small objects are read).
     #[serde(default)]
     pub data_cache_size: Option<String>,
 }

@@ -128,7 +128,7 @@ fn default_config_is_valid_and_round_trips() {
     let parsed = ClusterConfig::from_toml(&minimal).unwrap();
     assert_eq!(parsed.osds[0].class, "hdd");
     assert_eq!(parsed.osds[0].min_alloc_size, 4096);
-    assert_eq!(parsed.osds[0].data_cache_bytes(), 64 << 20);
+    assert_eq!(parsed.osds[0].data_cache_bytes(), 256 << 20);
     assert_eq!(parsed.scrub_interval_s, 86_400);
     let off = format!("{HOSTS}{}", osd(0, "a", "data_cache_size = \"0\""));
     let parsed = ClusterConfig::from_toml(&off).unwrap();

@@ -104,7 +104,7 @@ fn bench_cluster_prints_every_row_without_peers() {
         assert!(line.contains(" replica writes and "), "{line}");
         assert!(line.contains(" device writes per device flush"), "{line}");
     }
-    // And each read phase's share of reads the stores' data caches served (64 MiB each by
+    // And each read phase's share of reads the stores' data caches served (256 MiB each by
     // default; 64K reads are small enough to use them).
     for size in ["4K", "64K"] {
         let note = format!("strata {size} read: ");

@@ -12,7 +12,7 @@
 //!   traits. Write phase: fresh objects for `--seconds` (as `rados bench SECS write
 //!   --no-cleanup`); read phase: random objects among those written for `--seconds` (as
 //!   `rados bench SECS rand`). Each OSD keeps a data cache of small reads
-//!   (`--data-cache-size`, `strata serve`'s 64 MiB by default), as Ceph's BlueStore caches
+//!   (`--data-cache-size`, `strata serve`'s 256 MiB by default), as Ceph's BlueStore caches
 //!   what it reads: a line under the table says what share of the replica reads it served,
 //!   so that the read rows against fio, which reads the disk only, are read right;
 //!   `--data-cache-size 0` makes every strata read a device read.
@@ -93,9 +93,9 @@ pub struct Args {
     #[arg(long, default_value = "4G")]
     pub osd_layout: String,
     /// Memory of each strata OSD's cache of small reads, as `data_cache_size` in
-    /// cluster.toml (`strata serve`'s default, 64M; Ceph's BlueStore caches what it reads
+    /// cluster.toml (`strata serve`'s default, 256M; Ceph's BlueStore caches what it reads
     /// too). 0 makes every strata read a device read.
-    #[arg(long, default_value = "64M")]
+    #[arg(long, default_value = "256M")]
     pub data_cache_size: String,
     /// Parent of the run's temporary directory (removed at the end); the default, the
     /// current directory, puts strata, Ceph and fio on the disk you run from.
