@@ -53,6 +53,13 @@ struct Shard {
 }
 
 impl Shard {
+    /// Drops the block at `offset`, if held (its offset may stay in the clock).
+    fn remove(&mut self, offset: u64) {
+        if let Some(entry) = self.entries.remove(&offset) {
+            self.bytes -= entry.data.len() + ENTRY_OVERHEAD_BYTES;
+        }
+    }
+
     /// Drops entries until `needed` more bytes fit under `bytes_max`.
     fn make_room(&mut self, needed: usize, bytes_max: usize) {
         while self.bytes + needed > bytes_max {
@@ -65,8 +72,8 @@ impl Shard {
             if entry.referenced {
                 entry.referenced = false;
                 self.order.push_back(offset);
-            } else if let Some(entry) = self.entries.remove(&offset) {
-                self.bytes -= entry.data.len() + ENTRY_OVERHEAD_BYTES;
+            } else {
+                self.remove(offset);
             }
         }
     }
@@ -98,7 +105,10 @@ impl DataCache {
     }
 
     fn shard(&self, device_offset_bytes: u64) -> MutexGuard<'_, Shard> {
-        let index = (device_offset_bytes / self.block_bytes) as usize % SHARDS;
+        self.lock((device_offset_bytes / self.block_bytes) as usize % SHARDS)
+    }
+
+    fn lock(&self, index: usize) -> MutexGuard<'_, Shard> {
         self.shards[index]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -167,36 +177,29 @@ impl DataCache {
             // A small extent (a 4 KiB overwrite frees one block): only its blocks' shards.
             for block in first..end {
                 let offset = block * self.block_bytes;
-                let mut shard = self.shard(offset);
-                if let Some(entry) = shard.entries.remove(&offset) {
-                    shard.bytes -= entry.data.len() + ENTRY_OVERHEAD_BYTES;
-                }
+                self.shard(offset).remove(offset);
             }
             return;
         }
         // Shard by shard, so each lock is taken once per extent.
-        for index in 0..SHARDS as u64 {
-            let mut shard = self.shards[index as usize]
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for index in 0..SHARDS {
+            let mut shard = self.lock(index);
             if shard.entries.is_empty() {
                 continue;
             }
-            let start = first + (index + SHARDS as u64 - first % SHARDS as u64) % SHARDS as u64;
+            // The first block at or after `first` that falls in this shard.
+            let shards = SHARDS as u64;
+            let start = first + (index as u64 + shards - first % shards) % shards;
             for block in (start..end).step_by(SHARDS) {
-                if let Some(entry) = shard.entries.remove(&(block * self.block_bytes)) {
-                    shard.bytes -= entry.data.len() + ENTRY_OVERHEAD_BYTES;
-                }
+                shard.remove(block * self.block_bytes);
             }
         }
     }
 
     pub fn stats(&self) -> DataCacheStats {
         let (mut blocks, mut bytes) = (0u64, 0u64);
-        for shard in &self.shards {
-            let shard = shard
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for index in 0..SHARDS {
+            let shard = self.lock(index);
             blocks += shard.entries.len() as u64;
             bytes += shard.bytes as u64;
         }

@@ -247,13 +247,6 @@ impl std::iter::Sum for DataCacheStats {
     }
 }
 
-impl DataCacheStats {
-    /// Hits over the reads that used the cache (0 before any).
-    pub fn hit_ratio(&self) -> f64 {
-        self.hits as f64 / (self.hits + self.misses).max(1) as f64
-    }
-}
-
 /// How the store's group commit shared its syncs among transactions, counted since mount:
 /// `(device_flushes + metadata_syncs) / transactions` is the fsyncs paid per acknowledged
 /// write.
