@@ -14,9 +14,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::backend::Backend;
 use crate::error::{Result, ServerError};
 use crate::handlers::{self, Reply};
-use crate::WeakCluster;
 
 /// A running admin endpoint.
 pub struct AdminServer {
@@ -30,11 +30,11 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
-    /// Binds `addr` and serves the admin API for `cluster`.
+    /// Binds `addr` and serves the admin API for `backend`.
     /// `/api/...` requests must carry `token` ([`crate::token`]).
     pub async fn start(
         addr: SocketAddr,
-        cluster: WeakCluster,
+        backend: Arc<dyn Backend>,
         object_bytes_max: usize,
         token: String,
     ) -> Result<Self> {
@@ -65,18 +65,18 @@ impl AdminServer {
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let cluster = cluster.clone();
+                let backend = Arc::clone(&backend);
                 let gateway = served_gateway.clone();
                 let token = Arc::clone(&token);
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
-                        let cluster = cluster.clone();
+                        let backend = Arc::clone(&backend);
                         let gateway = gateway.clone();
                         let token = Arc::clone(&token);
                         async move {
                             let gateway = gateway.get();
                             Ok::<_, Infallible>(
-                                handle(&cluster, gateway, &token, request, object_bytes_max).await,
+                                handle(&*backend, gateway, &token, request, object_bytes_max).await,
                             )
                         }
                     });
@@ -121,7 +121,7 @@ impl AdminServer {
 }
 
 async fn handle(
-    cluster: &WeakCluster,
+    backend: &dyn Backend,
     gateway: Option<&gateway::Gateway>,
     token: &str,
     request: Request<Incoming>,
@@ -153,7 +153,7 @@ async fn handle(
         }
     };
     let started = std::time::Instant::now();
-    let reply = handlers::route(cluster, gateway, &parts.method, &parts.uri, body).await;
+    let reply = handlers::route(backend, gateway, &parts.method, &parts.uri, body).await;
     tracing::debug!(method = %parts.method, uri = %parts.uri, elapsed_us = started.elapsed().as_micros() as u64, ok = reply.is_ok(), "admin request");
     respond(reply)
 }

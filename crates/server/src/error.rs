@@ -50,6 +50,13 @@ pub enum ServerError {
     /// Shutdown could not complete.
     #[error("shutdown: {0}")]
     Shutdown(String),
+    /// The storage backend failed outside an object operation (connecting, a monitor
+    /// command); the message says which.
+    #[error("backend: {0}")]
+    Backend(String),
+    /// The backend does not offer this (the message names it and the backend).
+    #[error("not supported: {0}")]
+    NotSupported(String),
 }
 
 /// The server's result type.
@@ -63,6 +70,8 @@ impl ServerError {
             ServerError::Unauthorized { .. } => (401, "Unauthorized"),
             ServerError::NoRoute { .. } => (404, "NoSuchEndpoint"),
             ServerError::TooLarge { .. } => (413, "TooLarge"),
+            ServerError::NotSupported(_) => (501, "NotSupported"),
+            ServerError::Backend(_) => (502, "Backend"),
             ServerError::Rados(error) => rados_status(error),
             ServerError::Cluster(cluster::ClusterError::Rados(error)) => rados_status(error),
             ServerError::Cluster(cluster::ClusterError::Config(_)) => (400, "InvalidArgument"),

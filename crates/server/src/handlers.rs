@@ -24,12 +24,12 @@
 use bytes::Bytes;
 use hyper::{Method, Uri};
 use percent_encoding::percent_decode_str;
-use rados::{PoolSpec, Rados, RadosError};
+use rados::{PoolSpec, RadosError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::backend::{Backend, OsdAction};
 use crate::error::{Result, ServerError};
-use crate::{metrics, report, WeakCluster};
 
 /// A successful reply.
 pub(crate) enum Reply {
@@ -46,7 +46,7 @@ fn json(value: impl serde::Serialize) -> Result<Reply> {
 
 /// Routes one request.
 pub(crate) async fn route(
-    cluster: &WeakCluster,
+    backend: &dyn Backend,
     gateway: Option<&gateway::Gateway>,
     method: &Method,
     uri: &Uri,
@@ -60,37 +60,30 @@ pub(crate) async fn route(
     if let ["api", "users", rest @ ..] = segments.as_slice() {
         return route_users(gateway.map(gateway::Gateway::users), method, rest, &body).await;
     }
-    let cluster = cluster.get()?;
     let no_route = || ServerError::NoRoute {
         method: method.to_string(),
         path: uri.path().to_string(),
     };
     match (method.as_str(), segments.as_slice()) {
-        ("GET", ["status"]) => json(report::status(&cluster).await?),
+        ("GET", ["status"]) => json(backend.status().await?),
         ("GET", ["metrics"]) => Ok(Reply::Text(
-            metrics::render(&cluster, gateway.map(gateway::Gateway::stats)).await?,
+            backend
+                .metrics(gateway.map(gateway::Gateway::stats))
+                .await?,
         )),
-        ("GET", ["api", "osd", "tree"]) => json(report::osd_tree(&cluster)),
-        ("GET", ["api", "osd", "df"]) => json(report::osd_usage(
-            &cluster.osd_stats(),
-            &report::pgs_per_osd(&cluster),
-        )),
+        ("GET", ["api", "osd", "tree"]) => json(backend.osd_tree().await?),
+        ("GET", ["api", "osd", "df"]) => json(backend.osd_usage().await?),
         ("POST", ["api", "osd", id, action]) => {
             let id: i32 = id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
                 ServerError::BadRequest(format!(
                     "OSD id {id:?} is not a number from 0 to 65535 (N or osd.N)"
                 ))
             })?;
-            let epoch = match *action {
-                "down" => cluster.mark_down(id)?,
-                "up" => cluster.mark_up(id)?,
-                "out" => cluster.mark_out(id)?,
-                "in" => cluster.mark_in(id)?,
-                _ => return Err(no_route()),
-            };
-            json(json!({ "osd": id, "action": action, "epoch": epoch }))
+            let action = OsdAction::parse(action).ok_or_else(no_route)?;
+            let epoch = backend.mark_osd(id, action).await?;
+            json(json!({ "osd": id, "action": action.as_str(), "epoch": epoch }))
         }
-        ("GET", ["api", "pools"]) => json(report::pools(&cluster).await?),
+        ("GET", ["api", "pools"]) => json(backend.pools().await?),
         ("POST", ["api", "pools"]) => {
             let request: PoolRequest = decode(&body)?;
             let mut spec = PoolSpec::new(&request.name);
@@ -99,19 +92,18 @@ pub(crate) async fn route(
             spec.min_size = request.min_size;
             spec.device_class = request.device_class;
             spec.crush_rule = request.crush_rule;
-            let info = cluster.pool_create(spec).await?;
+            let info = backend.rados().pool_create(spec).await?;
             json(json!({ "id": info.id, "name": info.name, "size": info.size,
                 "min_size": info.min_size, "pg_num": info.pg_num,
                 "crush_rule": info.crush_rule, "device_class": info.device_class }))
         }
         ("DELETE", ["api", "pools", name]) => {
-            cluster.pool_delete(name).await?;
+            backend.pool_delete(name).await?;
             json(json!({ "removed": name }))
         }
         ("GET", ["api", "df"]) => {
-            let pools = report::pools(&cluster).await?;
-            let objects = pools.iter().map(|p| p.objects).sum();
-            let usage = report::usage(&cluster.osd_stats(), objects);
+            let pools = backend.pools().await?;
+            let usage = backend.usage().await?;
             json(json!({ "usage": usage, "pools": pools }))
         }
         ("GET", ["api", "stats"]) => {
@@ -130,16 +122,16 @@ pub(crate) async fn route(
                     }
                 }
             }
-            json(report::period(&cluster, top))
+            json(backend.stats_period(top).await?)
         }
         ("GET", ["api", "objects", pool]) => {
-            let io = cluster.io_ctx(pool).await?;
+            let io = backend.rados().io_ctx(pool).await?;
             let mut names = io.list_all().await?;
             names.sort();
             json(json!({ "pool": pool, "objects": names }))
         }
         ("PUT", ["api", "objects", pool, object]) => {
-            let io = cluster.io_ctx(pool).await?;
+            let io = backend.rados().io_ctx(pool).await?;
             io.write_full(object, &body).await?;
             let stat = io.stat(object).await?;
             json(
@@ -148,23 +140,22 @@ pub(crate) async fn route(
             )
         }
         ("GET", ["api", "objects", pool, object]) => {
-            let io = cluster.io_ctx(pool).await?;
+            let io = backend.rados().io_ctx(pool).await?;
             Ok(Reply::Bytes(Bytes::from(io.read_full(object).await?)))
         }
         ("DELETE", ["api", "objects", pool, object]) => {
-            let io = cluster.io_ctx(pool).await?;
+            let io = backend.rados().io_ctx(pool).await?;
             io.remove(object).await?;
             json(json!({ "removed": object }))
         }
         ("GET", ["api", "stat", pool, object]) => {
-            let io = cluster.io_ctx(pool).await?;
+            let io = backend.rados().io_ctx(pool).await?;
             let stat = io.stat(object).await?;
-            let place = cluster.locate(pool, object)?;
+            let place = backend.locate(pool, object).await?;
             json(
                 json!({ "pool": pool, "object": object, "size_bytes": stat.size_bytes,
                 "mtime_ns": stat.mtime_ns, "version": stat.version,
-                "pg": format!("{}.{:x}", place.pg.pool, place.pg.seed),
-                "up": place.up, "acting": place.acting }),
+                "pg": place.pg, "up": place.up, "acting": place.acting }),
             )
         }
         ("POST", ["api", "scrub"]) => {
@@ -176,18 +167,7 @@ pub(crate) async fn route(
             let repair = query
                 .iter()
                 .any(|(k, v)| k == "repair" && (v == "true" || v == "1"));
-            let report = cluster.scrub(pool, repair).await?;
-            let inconsistencies: Vec<Value> = report
-                .inconsistencies
-                .iter()
-                .map(|i| {
-                    json!({ "pg": i.pg, "object": i.object, "osd": i.osd,
-                    "kind": i.kind, "repaired": i.repaired })
-                })
-                .collect();
-            json(json!({ "pgs": report.pgs, "objects": report.objects,
-                "clean": report.is_clean(), "inconsistencies": inconsistencies,
-                "lost": report.lost }))
+            json(backend.scrub(pool, repair).await?)
         }
         _ => Err(no_route()),
     }

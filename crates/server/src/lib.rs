@@ -15,6 +15,7 @@
 //!   for failures of the cluster itself ([`error`]).
 
 pub mod admin;
+pub mod backend;
 pub mod error;
 mod handlers;
 pub mod metrics;
@@ -23,13 +24,15 @@ pub mod token;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
+use backend::embedded::EmbeddedBackend;
+use backend::Backend;
 use cluster::{Cluster, ClusterConfig, ClusterOptions};
-use rados::{ClusterStats, IoCtx, PoolInfo, PoolSpec, Rados, RadosError};
+use rados::Rados;
 
+pub use backend::embedded::WeakCluster;
 pub use error::{Result, ServerError};
 
 /// Default admin endpoint.
@@ -86,7 +89,11 @@ pub struct Running {
     pub s3_addr: Option<SocketAddr>,
     /// Whether the cluster was created by this run (else reopened).
     pub created: bool,
-    cluster: Arc<Cluster>,
+    /// The storage served: the object API and its control plane.
+    backend: Arc<dyn Backend>,
+    /// The embedded cluster's only strong handle, when that is the backend: shutdown takes it
+    /// back and flushes every store.
+    cluster: Option<Arc<Cluster>>,
     admin: admin::AdminServer,
     s3: Option<gateway::Server>,
     /// Ends a statistics period every `stats_period_s` ([`end_stats_periods`]).
@@ -120,7 +127,7 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         cluster
     };
     let cluster = Arc::new(cluster);
-    let weak = WeakCluster(Arc::downgrade(&cluster));
+    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::new(&cluster));
     let token = match token::load_or_create(&config.data_dir) {
         Ok(token) => token,
         Err(error) => {
@@ -130,7 +137,7 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
     };
     let admin = match admin::AdminServer::start(
         config.admin_addr,
-        weak.clone(),
+        Arc::clone(&backend),
         config.object_bytes_max,
         token,
     )
@@ -146,9 +153,16 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         None => None,
         Some(addr) => {
             let mut gateway_config = config.gateway.clone();
-            let hosts = cluster.config().hosts_with_class(None) as u32;
-            gateway_config.pool_size = gateway_config.pool_size.max(hosts.clamp(1, 3));
-            let rados: Arc<dyn Rados> = Arc::new(weak.clone());
+            let domains = match backend.gateway_pool_size().await {
+                Ok(domains) => domains,
+                Err(error) => {
+                    admin.shutdown().await;
+                    close_cluster(cluster).await;
+                    return Err(error);
+                }
+            };
+            gateway_config.pool_size = gateway_config.pool_size.max(domains);
+            let rados: Arc<dyn Rados> = backend.rados();
             let pools = [
                 gateway_config.metadata_pool.clone(),
                 gateway_config.index_pool.clone(),
@@ -158,7 +172,7 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
                 Ok(server) => {
                     let user = "the S3 gateway (serve without S3, --no-s3, to delete it)";
                     for pool in &pools {
-                        cluster.protect_pool(pool, user);
+                        backend.protect_pool(pool, user);
                     }
                     admin.set_gateway(server.gateway.clone());
                     Some(server)
@@ -171,10 +185,10 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
             }
         }
     };
-    let period_s = cluster.config().stats_period_s;
+    let period_s = backend.stats_period_s();
     let stats_periods = (period_s > 0).then(|| {
         tokio::spawn(end_stats_periods(
-            weak.clone(),
+            Arc::downgrade(&backend),
             Duration::from_secs(period_s),
         ))
     });
@@ -183,16 +197,22 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         admin_addr: admin.local_addr,
         s3_addr: s3.as_ref().map(|s| s.local_addr),
         created,
-        cluster,
+        backend,
+        cluster: Some(cluster),
         admin,
         s3,
     })
 }
 
 impl Running {
-    /// The cluster being served.
-    pub fn cluster(&self) -> &Cluster {
-        &self.cluster
+    /// The embedded cluster being served; `None` on another backend.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.cluster.as_deref()
+    }
+
+    /// The backend being served.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
     }
 
     /// The S3 gateway (users), if served.
@@ -211,9 +231,12 @@ impl Running {
         if let Some(s3) = self.s3 {
             s3.shutdown().await;
         }
-        let cluster = take_back(self.cluster, Duration::from_secs(10)).await?;
-        cluster.shutdown().await?;
-        tracing::info!("cluster shut down cleanly");
+        self.backend.shutdown().await?;
+        if let Some(cluster) = self.cluster {
+            let cluster = take_back(cluster, Duration::from_secs(10)).await?;
+            cluster.shutdown().await?;
+            tracing::info!("cluster shut down cleanly");
+        }
         Ok(())
     }
 }
@@ -222,13 +245,15 @@ impl Running {
 /// API (`/api/stats`) and `/metrics` report the last one, and each end empties the
 /// per-object access table, so its bound applies per period. Holds the cluster only for the
 /// call, and stops when it is gone.
-async fn end_stats_periods(cluster: WeakCluster, period: Duration) {
+async fn end_stats_periods(backend: std::sync::Weak<dyn Backend>, period: Duration) {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let Ok(cluster) = cluster.get() else { return };
-        let _ = cluster.take_stats_period();
+        let Some(backend) = backend.upgrade() else {
+            return;
+        };
+        backend.end_stats_period();
     }
 }
 
@@ -259,44 +284,5 @@ async fn close_cluster(cluster: Arc<Cluster>) {
             }
         }
         Err(error) => tracing::warn!(%error, "cluster not shut down"),
-    }
-}
-
-/// The cluster held weakly: what the admin API and the gateway use, so that shutdown can take
-/// the only strong handle back. Every call fails with `Shutdown` once the cluster is gone.
-#[derive(Clone)]
-pub struct WeakCluster(Weak<Cluster>);
-
-impl WeakCluster {
-    /// The cluster, while it is served.
-    pub fn get(&self) -> rados::Result<Arc<Cluster>> {
-        self.0.upgrade().ok_or(RadosError::Shutdown)
-    }
-}
-
-#[async_trait]
-impl Rados for WeakCluster {
-    async fn pool_create(&self, spec: PoolSpec) -> rados::Result<PoolInfo> {
-        self.get()?.pool_create(spec).await
-    }
-
-    async fn pool_delete(&self, name: &str) -> rados::Result<()> {
-        self.get()?.pool_delete(name).await
-    }
-
-    async fn pool_list(&self) -> rados::Result<Vec<PoolInfo>> {
-        self.get()?.pool_list().await
-    }
-
-    async fn pool_lookup(&self, name: &str) -> rados::Result<PoolInfo> {
-        self.get()?.pool_lookup(name).await
-    }
-
-    async fn cluster_stats(&self) -> rados::Result<ClusterStats> {
-        self.get()?.cluster_stats().await
-    }
-
-    async fn io_ctx(&self, pool: &str) -> rados::Result<Arc<dyn IoCtx>> {
-        self.get()?.io_ctx(pool).await
     }
 }

@@ -164,6 +164,85 @@ pub async fn render(
     Ok(out.0)
 }
 
+/// The metrics a backend without the embedded cluster's per-OSD internals can give, from its
+/// status and OSD usage (the same metric names as [`render`]).
+pub fn render_summary(
+    status: &report::Status,
+    usage: &[report::OsdUsage],
+    gateway: Option<gateway::GatewayStats>,
+) -> String {
+    let mut out = Text::default();
+    out.family("strata_cluster_epoch", "gauge", "Cluster map epoch.");
+    out.sample("strata_cluster_epoch", &[], status.epoch as f64);
+    let labels = |osd: &report::OsdEntry| {
+        vec![
+            ("osd", osd.id.to_string()),
+            ("host", osd.host.clone()),
+            ("class", osd.class.clone()),
+        ]
+    };
+    out.family("strata_osd_up", "gauge", "1 if the OSD is up.");
+    for osd in &status.osds {
+        out.sample("strata_osd_up", &labels(osd), f64::from(u8::from(osd.up)));
+    }
+    out.family("strata_osd_in", "gauge", "1 if the OSD is in.");
+    for osd in &status.osds {
+        out.sample(
+            "strata_osd_in",
+            &labels(osd),
+            f64::from(u8::from(osd.is_in)),
+        );
+    }
+    out.family(
+        "strata_pool_objects",
+        "gauge",
+        "Objects in the pool (once).",
+    );
+    for pool in &status.pools {
+        out.sample(
+            "strata_pool_objects",
+            &[("pool", pool.name.clone())],
+            pool.objects as f64,
+        );
+    }
+    out.family(
+        "strata_pool_degraded_objects",
+        "gauge",
+        "Objects of the pool with fewer up-to-date replicas than its size.",
+    );
+    for pool in &status.pools {
+        out.sample(
+            "strata_pool_degraded_objects",
+            &[("pool", pool.name.clone())],
+            pool.degraded_objects as f64,
+        );
+    }
+    out.family("strata_pgs", "gauge", "PGs by state.");
+    for (state, count) in &status.pgs.states {
+        out.sample("strata_pgs", &[("state", state.clone())], *count as f64);
+    }
+    out.family("strata_osd_total_bytes", "gauge", "Device capacity.");
+    for osd in usage {
+        out.sample(
+            "strata_osd_total_bytes",
+            &[("osd", osd.id.to_string())],
+            osd.total_bytes as f64,
+        );
+    }
+    out.family("strata_osd_free_bytes", "gauge", "Free device bytes.");
+    for osd in usage {
+        out.sample(
+            "strata_osd_free_bytes",
+            &[("osd", osd.id.to_string())],
+            osd.free_bytes as f64,
+        );
+    }
+    if let Some(gateway) = gateway {
+        render_gateway(&mut out, gateway);
+    }
+    out.0
+}
+
 /// The S3 gateway's data reclamation: what overwrites and deletes freed, what went through
 /// the GC queue, and how often an index commit lost a race with another gateway.
 fn render_gateway(out: &mut Text, stats: gateway::GatewayStats) {

@@ -7,7 +7,7 @@ mod common;
 use rados::IoCtx;
 
 fn used_ratio(running: &server::Running) -> f64 {
-    let statfs = &running.cluster().osd_stats()[0].statfs;
+    let statfs = &running.cluster().expect("the embedded cluster").osd_stats()[0].statfs;
     (statfs.total_bytes - statfs.free_bytes) as f64 / statfs.total_bytes as f64
 }
 
@@ -18,10 +18,16 @@ async fn nearly_full_and_full_osds_are_named_in_the_health() {
     config.nearfull_ratio = 0.3;
     config.full_ratio = 0.6;
     let running = common::serve(dir.path(), config, false).await;
-    let status = server::report::status(running.cluster()).await.unwrap();
+    let status = server::report::status(running.cluster().expect("the embedded cluster"))
+        .await
+        .unwrap();
     assert_eq!(status.health, "HEALTH_OK", "{:?}", status.checks);
 
-    let pool = running.cluster().pool("data").unwrap();
+    let pool = running
+        .cluster()
+        .expect("the embedded cluster")
+        .pool("data")
+        .unwrap();
     let mut written = 0;
     let mut seen_nearfull = false;
     while used_ratio(&running) < 0.6 {
@@ -30,7 +36,9 @@ async fn nearly_full_and_full_osds_are_named_in_the_health() {
             .unwrap();
         written += 1;
         let used = used_ratio(&running);
-        let status = server::report::status(running.cluster()).await.unwrap();
+        let status = server::report::status(running.cluster().expect("the embedded cluster"))
+            .await
+            .unwrap();
         if (0.3..0.6).contains(&used) {
             seen_nearfull = true;
             assert_eq!(status.health, "HEALTH_WARN", "{used}: {:?}", status.checks);

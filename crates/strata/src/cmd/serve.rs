@@ -78,15 +78,21 @@ async fn serve(config: server::ServeConfig) -> Result<()> {
     let running = server::start(config)
         .await
         .with_context(|| format!("serving {}", data_dir.display()))?;
-    let cluster = running.cluster();
-    println!(
-        "strata: {} cluster in {} ({} osds, {} hosts, epoch {})",
-        if running.created { "created" } else { "opened" },
-        data_dir.display(),
-        cluster.config().osds.len(),
-        cluster.config().hosts.len(),
-        cluster.epoch()
-    );
+    match running.cluster() {
+        Some(cluster) => println!(
+            "strata: {} cluster in {} ({} osds, {} hosts, epoch {})",
+            if running.created { "created" } else { "opened" },
+            data_dir.display(),
+            cluster.config().osds.len(),
+            cluster.config().hosts.len(),
+            cluster.epoch()
+        ),
+        None => println!(
+            "strata: serving the {} backend (admin token in {})",
+            running.backend().kind(),
+            data_dir.display()
+        ),
+    }
     println!(
         "strata: admin  http://{}  (token in {}; strata status --admin {0} --data {})",
         running.admin_addr,
