@@ -48,15 +48,29 @@ async fn a_stopped_osd_fails_writes_in_time_and_loses_nothing_acknowledged() {
     let _resume = Resume(osd);
     let mut acknowledged = Vec::new();
     let mut failed = 0u32;
-    let mut stopped_at = None;
+    let mut stopped_at: Option<Instant> = None;
+    let mut marked_down = false;
     let mut acknowledged_while_stopped = 0u32;
-    // Writes for 35 s; osd.1 stops after 3 s (it is marked down after the minicluster's
-    // 20 s heartbeat grace, then its PGs serve with 2 of 3 replicas).
+    // osd.1 stops after 2 s. Its PGs block (the failures below) until it is marked down; the
+    // minicluster's heartbeat grace is 20 s, so the test marks it down after 12 s as the
+    // monitor would, then its PGs serve with 2 of 3 replicas for 8 s more.
     let mut index = 0u32;
-    while started.elapsed() < Duration::from_secs(38) {
-        if stopped_at.is_none() && started.elapsed() > Duration::from_secs(3) {
-            signal(osd, "STOP");
-            stopped_at = Some(Instant::now());
+    loop {
+        let now = Instant::now();
+        match stopped_at {
+            None if started.elapsed() > Duration::from_secs(2) => {
+                signal(osd, "STOP");
+                stopped_at = Some(now);
+            }
+            Some(at) if !marked_down && now - at > Duration::from_secs(12) => {
+                rados
+                    .mon_command(r#"{"prefix": "osd down", "ids": ["1"]}"#)
+                    .await
+                    .expect("mark osd.1 down");
+                marked_down = true;
+            }
+            Some(at) if now - at > Duration::from_secs(20) => break,
+            _ => {}
         }
         let name = format!("object-{index}");
         let value = format!("value of {index}").into_bytes();
@@ -85,6 +99,8 @@ async fn a_stopped_osd_fails_writes_in_time_and_loses_nothing_acknowledged() {
             }
         }
         index += 1;
+        // A steady stream, not a flood: what is acknowledged is all read back below.
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     signal(osd, "CONT");
     println!(
@@ -100,21 +116,36 @@ async fn a_stopped_osd_fails_writes_in_time_and_loses_nothing_acknowledged() {
         acknowledged_while_stopped > 0,
         "the backend kept serving once osd.1 was marked down"
     );
-    // Every acknowledged write reads back as written (retrying while PGs re-peer).
-    for (name, value) in &acknowledged {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match io.read_full(name).await {
-                Ok(read) => {
-                    assert_eq!(&read, value, "{name}");
-                    break;
+    // Once osd.1 is back up, every acknowledged write reads back as written.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rados.cluster_stats().await.map_or(0, |stats| stats.osds_up) < 3 {
+        assert!(Instant::now() < deadline, "osd.1 did not come back up");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let mut readers = Vec::new();
+    for chunk in acknowledged.chunks(acknowledged.len().div_ceil(8).max(1)) {
+        let chunk = chunk.to_vec();
+        let io = io.clone();
+        readers.push(tokio::spawn(async move {
+            for (name, value) in chunk {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                loop {
+                    match io.read_full(&name).await {
+                        Ok(read) => {
+                            assert_eq!(read, value, "{name}");
+                            break;
+                        }
+                        Err(error) if error.is_retryable() && Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Err(error) => panic!("{name}: {error}"),
+                    }
                 }
-                Err(error) if error.is_retryable() && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(error) => panic!("{name}: {error}"),
             }
-        }
+        }));
+    }
+    for reader in readers {
+        reader.await.expect("every acknowledged write reads back");
     }
     io.write_full("after", b"back")
         .await
