@@ -74,14 +74,6 @@ impl From<CephError> for RadosError {
     }
 }
 
-/// The op timeout the process's connections use, for messages (set by [`crate::CephRados`]).
-static OP_TIMEOUT_S: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Records the op timeout for the ETIMEDOUT message.
-pub(crate) fn note_op_timeout_s(op_timeout_s: u64) {
-    OP_TIMEOUT_S.store(op_timeout_s, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// The one mapping of librados' errno values (positive) to [`RadosError`]. `what` names the
 /// object or pool for `NotFound`/`Exists`, `context` is the full message for the others.
 pub fn from_errno(errno: i32, what: &str, context: &str) -> RadosError {
@@ -99,9 +91,9 @@ pub fn from_errno(errno: i32, what: &str, context: &str) -> RadosError {
         // A degraded or unreachable PG blocks an op until `rados_osd_op_timeout`: the client
         // sees a retryable I/O error saying so, never a hang.
         libc::ETIMEDOUT => RadosError::Io(format!(
-            "{context}: no answer from the OSDs within the op timeout ({} s): a placement group \
-             may be degraded or an OSD down; retry later",
-            OP_TIMEOUT_S.load(std::sync::atomic::Ordering::Relaxed)
+            "{context}: no answer within the op timeout (rados_osd_op_timeout, \
+             CephConfig::op_timeout_s): a placement group may be degraded or an OSD down; retry \
+             later"
         )),
         _ => RadosError::Io(format!("{context} (errno {errno})")),
     }

@@ -78,7 +78,6 @@ impl std::fmt::Debug for CephRados {
 impl CephRados {
     /// Loads librados, reads the configuration and connects (bounded by `op_timeout_s`).
     pub async fn connect(config: CephConfig) -> Result<Self, CephError> {
-        error::note_op_timeout_s(config.op_timeout_s);
         let for_connect = config.clone();
         let cluster = tokio::task::spawn_blocking(move || ClusterHandle::connect(&for_connect))
             .await

@@ -6,6 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rados::{Comparison, IoCtx, ListCursor, PoolSpec, Rados, RadosError, WriteOp};
 
@@ -512,4 +513,47 @@ async fn pools_and_statistics_through_the_monitors() {
         rados.io_ctx("stats").await,
         Err(RadosError::NotFound(_))
     ));
+}
+
+#[tokio::test]
+async fn dropped_operations_release_the_connection_off_librados_threads() {
+    let Some(cluster) = common::cluster() else {
+        return;
+    };
+    let rados = cluster.connect().await;
+    rados
+        .pool_create(PoolSpec::new("dropped").with_pg_num(8))
+        .await
+        .expect("pool");
+    for round in 0..4 {
+        let rados = cluster.connect().await;
+        let io = rados.io_ctx("dropped").await.expect("open");
+        for index in 0..32 {
+            // Polled once (submitted to librados), then dropped before its completion.
+            let (name, data) = (format!("o-{round}-{index}"), vec![1; 1 << 16]);
+            let _ = tokio::time::timeout(Duration::ZERO, io.write_full(&name, &data)).await;
+        }
+        // The last references to the connection now sit with in-flight completions: letting
+        // go of them on librados' callback thread would shut librados down from its own thread
+        // (abort: "Resource deadlock avoided").
+        drop(io);
+        drop(rados);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let io = rados.io_ctx("dropped").await.expect("open");
+    io.write_full("after", b"x").await.expect("write");
+}
+
+#[tokio::test]
+async fn a_bad_configuration_is_a_clear_error() {
+    let error = ceph_backend::CephRados::connect(ceph_backend::CephConfig {
+        conf_path: Some("/nonexistent/ceph.conf".into()),
+        ..ceph_backend::CephConfig::default()
+    })
+    .await
+    .expect_err("no such ceph.conf");
+    assert!(
+        error.to_string().contains("/nonexistent/ceph.conf"),
+        "{error}"
+    );
 }
