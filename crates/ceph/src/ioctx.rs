@@ -13,6 +13,7 @@ use crate::cluster::ClusterHandle;
 use crate::completion::{finish, start, Completed, OpHandle};
 use crate::error::{from_errno, strerror};
 use crate::ffi::{Api, IoctxT, OmapIterT, TimeT, XattrsIterT};
+use crate::write_op::OnMissing;
 use crate::{listing, omap_key, write_op};
 
 /// Most omap entries one OSD request returns (`osd_max_omap_entries_per_request`'s default);
@@ -325,13 +326,22 @@ impl IoCtx for CephIoCtx {
         }
         let plan = write_op::plan(&op)?;
         for _ in 0..MISSING_REPLAYS_MAX {
-            match self.submit_write(object, &oid, &plan).await? {
-                // A passing cmpxattr makes the result 1.
-                result if result >= 0 => return Ok(()),
-                result if -result == libc::ENOENT && plan.guard_only => {
-                    return write_op::guards_hold_on_missing(&op)
+            let result = self.submit_write(object, &oid, &plan).await?;
+            // A passing cmpxattr makes the result 1.
+            if result >= 0 {
+                return Ok(());
+            }
+            if -result != libc::ENOENT {
+                return Err(self.error(-result, object, "operate"));
+            }
+            match plan.on_missing {
+                OnMissing::Fail => return Err(self.error(-result, object, "operate")),
+                OnMissing::DecideGuards => return write_op::guards_hold_on_missing(&op),
+                OnMissing::DecideGuardsThenFail => {
+                    write_op::guards_hold_on_missing(&op)?;
+                    return Err(self.error(-result, object, "operate"));
                 }
-                result if -result == libc::ENOENT && plan.replay_on_missing => {
+                OnMissing::Replay => {
                     write_op::guards_hold_on_missing(&op)?;
                     let on_missing = write_op::plan_on_missing(&op);
                     match self.submit_write(object, &oid, &on_missing).await? {
@@ -341,7 +351,6 @@ impl IoCtx for CephIoCtx {
                         result => return Err(self.error(-result, object, "operate")),
                     }
                 }
-                result => return Err(self.error(-result, object, "operate")),
             }
         }
         Err(RadosError::CompareFailed(format!(
@@ -351,6 +360,11 @@ impl IoCtx for CephIoCtx {
     }
 
     async fn read(&self, object: &str, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
+        if length_bytes == 0 {
+            // librados reads a length of 0 as "to the end": only check that the object exists.
+            self.stat(object).await?;
+            return Ok(Vec::new());
+        }
         let mut guess = usize::try_from(length_bytes)
             .unwrap_or(usize::MAX)
             .min(READ_GUESS_BYTES);

@@ -37,8 +37,28 @@ pub(crate) enum Step<'a> {
         /// Fail if the object exists.
         exclusive: bool,
     },
+    /// `rados_write_op_assert_exists`, added before the guards of an op that removes the
+    /// object (a create step there would make removing a missing object succeed).
+    AssertExists,
     /// A step of the caller's operation, translated as it is.
     Given(&'a Op),
+}
+
+/// What an ENOENT from librados means for a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnMissing {
+    /// The error it is (`NotFound`).
+    Fail,
+    /// Only guards: they are decided against an empty object ([`guards_hold_on_missing`]);
+    /// nothing is created.
+    DecideGuards,
+    /// The op removes the object: `CompareFailed` if its guards fail on an empty object, else
+    /// `NotFound`, as a removal of a missing object.
+    DecideGuardsThenFail,
+    /// A create step was added and the op compares xattrs: librados' cmpxattr fails with
+    /// ENOENT on an object missing before the operation even so. If the guards hold on an
+    /// empty object, the op is replayed with [`plan_on_missing`].
+    Replay,
 }
 
 /// The librados steps for `op`, in order, and whether it changes nothing.
@@ -46,12 +66,8 @@ pub(crate) enum Step<'a> {
 pub(crate) struct Plan<'a> {
     /// The steps.
     pub steps: Vec<Step<'a>>,
-    /// Whether every step is a guard (then a missing object is decided by [`guards_hold_on_missing`]).
-    pub guard_only: bool,
-    /// Whether a create step was added and the op compares xattrs: librados' cmpxattr fails
-    /// with ENOENT on an object missing before the operation even so, and the op is then
-    /// replayed with [`plan_on_missing`].
-    pub replay_on_missing: bool,
+    /// What ENOENT means.
+    pub on_missing: OnMissing,
 }
 
 /// Orders and completes the steps of `op` for librados (see the module docs); refuses what
@@ -63,20 +79,28 @@ pub(crate) fn plan(op: &WriteOp) -> Result<Plan<'_>> {
     }
     let compares = |step: &Op| matches!(step, Op::CompareXattr { .. } | Op::CompareOmap { .. });
     let guard_only = ops.iter().all(Op::is_guard);
+    let asserts = ops.iter().any(|step| matches!(step, Op::AssertExists));
     if !ops.iter().any(compares) {
         return Ok(Plan {
             steps: ops.iter().map(Step::Given).collect(),
-            guard_only,
-            replay_on_missing: false,
+            on_missing: if guard_only && !asserts {
+                OnMissing::DecideGuards
+            } else {
+                OnMissing::Fail
+            },
         });
     }
-    let asserts = ops.iter().any(|step| matches!(step, Op::AssertExists));
+    let removes = ops.iter().any(|step| matches!(step, Op::Remove));
     let mut steps: Vec<Step<'_>> = ops
         .iter()
         .filter(|step| matches!(step, Op::AssertExists))
         .map(Step::Given)
         .collect();
-    let add_create = !asserts && !guard_only;
+    let add_create = !asserts && !guard_only && !removes;
+    let add_assert = !asserts && removes;
+    if add_assert {
+        steps.push(Step::AssertExists);
+    }
     if add_create {
         let exclusive = ops
             .iter()
@@ -90,15 +114,21 @@ pub(crate) fn plan(op: &WriteOp) -> Result<Plan<'_>> {
             .filter(|step| !(add_create && matches!(step, Op::Create { .. })))
             .map(Step::Given),
     );
-    let replay_on_missing = add_create
-        && ops
-            .iter()
-            .any(|step| matches!(step, Op::CompareXattr { .. }));
-    Ok(Plan {
-        steps,
-        guard_only,
-        replay_on_missing,
-    })
+    let compares_xattrs = ops
+        .iter()
+        .any(|step| matches!(step, Op::CompareXattr { .. }));
+    let on_missing = if asserts {
+        OnMissing::Fail
+    } else if guard_only {
+        OnMissing::DecideGuards
+    } else if add_assert {
+        OnMissing::DecideGuardsThenFail
+    } else if compares_xattrs {
+        OnMissing::Replay
+    } else {
+        OnMissing::Fail
+    };
+    Ok(Plan { steps, on_missing })
 }
 
 /// The steps of `op` for an object known to be missing whose guards hold on a missing object
@@ -115,8 +145,7 @@ pub(crate) fn plan_on_missing(op: &WriteOp) -> Plan<'_> {
     );
     Plan {
         steps,
-        guard_only: false,
-        replay_on_missing: false,
+        on_missing: OnMissing::Fail,
     }
 }
 
@@ -208,6 +237,11 @@ pub(crate) fn build(api: &Api, plan: &Plan<'_>) -> Result<(OpHandle, WriteOpT, B
     let mut next_slot = slots._compare_results.as_mut_ptr();
     for step in &plan.steps {
         let op = match step {
+            Step::AssertExists => {
+                // SAFETY: `raw` is a live write op.
+                unsafe { (api.rados_write_op_assert_exists)(raw) };
+                continue;
+            }
             Step::Create { exclusive } => {
                 // SAFETY: `raw` is a live write op; a NULL category is allowed.
                 unsafe {
@@ -343,6 +377,7 @@ mod tests {
             .iter()
             .map(|step| match step {
                 Step::Create { exclusive } => format!("create({exclusive})"),
+                Step::AssertExists => "assert_exists".to_string(),
                 Step::Given(op) => format!("{op:?}")
                     .split([' ', '('])
                     .next()
@@ -363,7 +398,7 @@ mod tests {
             given(&plan),
             ["create(false)", "CompareOmap", "WriteFull", "OmapSet"]
         );
-        assert!(!plan.guard_only);
+        assert_eq!(plan.on_missing, OnMissing::Fail);
     }
 
     #[test]
@@ -388,13 +423,30 @@ mod tests {
         let op = WriteOp::new().compare_omap(b"k".to_vec(), None);
         let plan = plan(&op).expect("valid");
         assert_eq!(given(&plan), ["CompareOmap"]);
-        assert!(plan.guard_only);
+        assert_eq!(plan.on_missing, OnMissing::DecideGuards);
         assert!(guards_hold_on_missing(&op).is_ok());
         let op = WriteOp::new().compare_omap(b"k".to_vec(), Some(b"v".to_vec()));
         assert!(matches!(
             guards_hold_on_missing(&op),
             Err(RadosError::CompareFailed(_))
         ));
+    }
+
+    #[test]
+    fn a_removal_asserts_existence_instead_of_creating() {
+        let op = WriteOp::new()
+            .compare_omap(b"k".to_vec(), Some(b"v".to_vec()))
+            .remove();
+        let plan = plan(&op).expect("valid");
+        assert_eq!(given(&plan), ["assert_exists", "CompareOmap", "Remove"]);
+        assert_eq!(plan.on_missing, OnMissing::DecideGuardsThenFail);
+        let op = WriteOp::new()
+            .compare_xattr("a", Comparison::Equal, b"".to_vec())
+            .write_full(b"x".to_vec());
+        assert_eq!(
+            super::plan(&op).expect("valid").on_missing,
+            OnMissing::Replay
+        );
     }
 
     #[test]

@@ -30,6 +30,11 @@ async fn objects_round_trip_with_versions_from_their_own_operations() {
     assert_eq!(io.read_full("a").await.expect("read"), b"hello");
     assert_eq!(io.read("a", 1, 3).await.expect("read"), b"ell");
     assert_eq!(io.read("a", 9, 3).await.expect("read"), b"");
+    assert_eq!(io.read("a", 1, 0).await.expect("read nothing"), b"");
+    assert!(matches!(
+        io.read("none", 0, 0).await,
+        Err(RadosError::NotFound(_))
+    ));
     let first = io.stat("a").await.expect("stat");
     assert_eq!(first.size_bytes, 5);
     assert!(first.mtime_ns > 0);
