@@ -15,18 +15,23 @@
 //!   never from the shared ioctx.
 //! - No operation blocks forever: `rados_osd_op_timeout` (and the monitor timeout) are set from
 //!   [`CephConfig::op_timeout_s`]; a timed-out operation is a retryable `RadosError::Io`.
+//! - librados is never shut down from its own threads: a completion hands the connection's
+//!   reference back to the awaiting task, or to a thread of its own when the task is gone.
 //! - Every librados errno becomes a `RadosError` in one place (`error::from_errno`).
 //!
 //! ## Where librados differs from the `rados` contract, and what is done
 //! - `omap_cmp` reads a missing key as an empty value and fails on a missing object, and
-//!   `cmpxattr` compares `given <op> stored` and fails on a missing object: a `WriteOp`'s guards
-//!   run first, after a create step, with empty omap values refused and cmpxattr's operator
-//!   mirrored (`write_op`).
+//!   `cmpxattr` compares `given <op> stored` and fails on a missing object even after a create
+//!   step: a `WriteOp`'s guards run first, after a create step (an existence assertion when
+//!   the op removes the object), with empty omap values refused and cmpxattr's operator
+//!   mirrored; an ENOENT is then decided against an empty object (`write_op`).
 //! - `omap_get_vals2` takes `start_after` and the prefix as C strings: omap keys are stored with
 //!   an order-preserving escape that keeps NUL out (`omap_key`); pages of more than 1024
 //!   entries take several requests.
-//! - Listing is in hash order per PG and the C API cannot print a cursor: the cursor is the
-//!   last name, resumed by seeking to its PG and skipping by its hash (`listing`).
+//! - Listing is in hash order (bit-reversed, so PG after PG) and the C API cannot print a
+//!   cursor: the cursor is the last name, resumed by seeking to its hash and skipping what sorts
+//!   up to it (`listing`).
+//! - A length of 0 reads the whole object in librados: `read(.., 0)` only checks existence.
 //! - Followed as Ceph does them (the contract agrees): `zero` never creates or extends an
 //!   object and shrinks one when it reaches the end; `truncate` of a missing object creates
 //!   nothing; removing xattrs or omap keys of a missing object is `NotFound`; object names are
