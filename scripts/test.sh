@@ -7,15 +7,18 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the tests drive: Ceph's crushtool/osdmaptool (CRUSH conformance), fio and
 # libnbd-bin (NBD clients), zstd (trace decompression), qemu-utils (qemu-img/qemu-io NBD clients),
-# nbdkit (the NBD transport peer of strata bench cache).
-packages=(ceph-common fio libnbd-bin zstd qemu-utils nbdkit)
-commands=(crushtool fio nbdinfo zstd qemu-img nbdkit)
+# nbdkit (the NBD transport peer of strata bench cache); a real Ceph for the librados backend's
+# tests (crates/ceph/tests: scripts/ceph-minicluster.sh needs ceph-mon, ceph-osd, ceph-mgr,
+# ceph-base's monmaptool, ceph-common's ceph-authtool and uuidgen; the backend loads librados2).
+packages=(ceph-common fio libnbd-bin zstd qemu-utils nbdkit ceph-mon ceph-osd ceph-mgr ceph-base uuid-runtime)
+commands=(crushtool fio nbdinfo zstd qemu-img nbdkit ceph-mon ceph-osd ceph-mgr monmaptool uuidgen)
 
 if [[ "${STRATA_SKIP_INSTALL:-0}" != 1 ]]; then
     missing=()
     for i in "${!commands[@]}"; do
         command -v "${commands[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")
     done
+    ldconfig -p 2>/dev/null | grep -q 'librados\.so\.2 ' || missing+=(librados2)
     if ((${#missing[@]})); then
         echo "== installing Debian packages: ${missing[*]}"
         sudo_cmd=()
