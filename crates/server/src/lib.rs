@@ -1,7 +1,8 @@
 //! # server: `strata serve` as a library
 //!
 //! Owns the process that serves a cluster: it opens (or creates) the embedded
-//! [`cluster::Cluster`] under a data directory, starts the admin HTTP endpoint ([`admin`]:
+//! [`cluster::Cluster`] under a data directory, or connects to a Ceph cluster through librados
+//! ([`BackendChoice`]; both behind [`backend::Backend`]), starts the admin HTTP endpoint ([`admin`]:
 //! `/status`, `/metrics` and the small JSON API the `strata` CLI talks to) and the S3 gateway
 //! ([`gateway::serve`]), and shuts them down in order so every store is flushed. The binary
 //! only parses arguments and waits for a signal.
@@ -30,7 +31,6 @@ use std::time::Duration;
 use backend::embedded::EmbeddedBackend;
 use backend::Backend;
 use cluster::{Cluster, ClusterConfig, ClusterOptions};
-use rados::Rados;
 
 pub use backend::embedded::WeakCluster;
 pub use error::{Result, ServerError};
@@ -61,6 +61,19 @@ pub struct ServeConfig {
     /// `cluster::ClusterOptions::poll_while_busy`: set it from
     /// `cluster::runtime::serving_runtime`. Default false.
     pub poll_while_busy: bool,
+    /// The storage to serve. Default [`BackendChoice::Embedded`].
+    pub backend: BackendChoice,
+}
+
+/// Which storage `strata serve` runs on.
+#[derive(Clone, Debug, Default)]
+pub enum BackendChoice {
+    /// The embedded cluster in the data directory (created on first run).
+    #[default]
+    Embedded,
+    /// A Ceph cluster through librados; the data directory then holds only the admin token
+    /// and the server's own keys.
+    Ceph(ceph_backend::CephConfig),
 }
 
 /// The largest object body the admin API accepts by default (`strata put`'s limit).
@@ -77,6 +90,7 @@ impl ServeConfig {
             gateway: gateway::GatewayConfig::default(),
             object_bytes_max: OBJECT_BYTES_MAX,
             poll_while_busy: false,
+            backend: BackendChoice::Embedded,
         }
     }
 }
@@ -100,8 +114,61 @@ pub struct Running {
     stats_periods: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// Opens or creates the cluster and starts both endpoints.
+/// Opens or creates the cluster (or connects to Ceph) and starts both endpoints.
 pub async fn start(config: ServeConfig) -> Result<Running> {
+    let (backend, cluster, created) = match &config.backend {
+        BackendChoice::Embedded => {
+            let (cluster, created) = open_embedded(&config).await?;
+            let cluster = Arc::new(cluster);
+            let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::new(&cluster));
+            (backend, Some(cluster), created)
+        }
+        BackendChoice::Ceph(ceph) => {
+            tracing::info!(conf = ?ceph.conf_path, "connecting to Ceph");
+            std::fs::create_dir_all(&config.data_dir).map_err(|error| {
+                ServerError::Backend(format!(
+                    "creating the data directory {}: {error}",
+                    config.data_dir.display()
+                ))
+            })?;
+            let backend = backend::ceph::CephBackend::connect(ceph.clone()).await?;
+            let backend: Arc<dyn Backend> = Arc::new(backend);
+            (backend, None, false)
+        }
+    };
+    match start_endpoints(&config, &backend).await {
+        Ok((admin, s3)) => {
+            let period_s = backend.stats_period_s();
+            let stats_periods = (period_s > 0).then(|| {
+                tokio::spawn(end_stats_periods(
+                    Arc::downgrade(&backend),
+                    Duration::from_secs(period_s),
+                ))
+            });
+            Ok(Running {
+                stats_periods,
+                admin_addr: admin.local_addr,
+                s3_addr: s3.as_ref().map(|s| s.local_addr),
+                created,
+                backend,
+                cluster,
+                admin,
+                s3,
+            })
+        }
+        Err(error) => {
+            let _ = backend.shutdown().await;
+            if let Some(cluster) = cluster {
+                close_cluster(cluster).await;
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Opens the embedded cluster of the data directory, creating it on first run; whether it
+/// was created.
+async fn open_embedded(config: &ServeConfig) -> Result<(Cluster, bool)> {
     let created = !config.data_dir.join("state.json").exists();
     let cluster_config = config
         .cluster_config
@@ -126,82 +193,54 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         }
         cluster
     };
-    let cluster = Arc::new(cluster);
-    let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::new(&cluster));
-    let token = match token::load_or_create(&config.data_dir) {
-        Ok(token) => token,
-        Err(error) => {
-            close_cluster(cluster).await;
-            return Err(error);
-        }
-    };
-    let admin = match admin::AdminServer::start(
+    Ok((cluster, created))
+}
+
+/// Starts the admin endpoint, then the S3 gateway on `backend`; on failure stops what it
+/// started (the caller closes the backend).
+async fn start_endpoints(
+    config: &ServeConfig,
+    backend: &Arc<dyn Backend>,
+) -> Result<(admin::AdminServer, Option<gateway::Server>)> {
+    let token = token::load_or_create(&config.data_dir)?;
+    let admin = admin::AdminServer::start(
         config.admin_addr,
-        Arc::clone(&backend),
+        Arc::clone(backend),
         config.object_bytes_max,
         token,
     )
-    .await
-    {
-        Ok(admin) => admin,
+    .await?;
+    let Some(addr) = config.s3_addr else {
+        return Ok((admin, None));
+    };
+    let mut gateway_config = config.gateway.clone();
+    let domains = match backend.gateway_pool_size().await {
+        Ok(domains) => domains,
         Err(error) => {
-            close_cluster(cluster).await;
+            admin.shutdown().await;
             return Err(error);
         }
     };
-    let s3 = match config.s3_addr {
-        None => None,
-        Some(addr) => {
-            let mut gateway_config = config.gateway.clone();
-            let domains = match backend.gateway_pool_size().await {
-                Ok(domains) => domains,
-                Err(error) => {
-                    admin.shutdown().await;
-                    close_cluster(cluster).await;
-                    return Err(error);
-                }
-            };
-            gateway_config.pool_size = gateway_config.pool_size.max(domains);
-            let rados: Arc<dyn Rados> = backend.rados();
-            let pools = [
-                gateway_config.metadata_pool.clone(),
-                gateway_config.index_pool.clone(),
-                gateway_config.data_pool.clone(),
-            ];
-            match gateway::serve(rados, addr, gateway_config).await {
-                Ok(server) => {
-                    let user = "the S3 gateway (serve without S3, --no-s3, to delete it)";
-                    for pool in &pools {
-                        backend.protect_pool(pool, user);
-                    }
-                    admin.set_gateway(server.gateway.clone());
-                    Some(server)
-                }
-                Err(error) => {
-                    admin.shutdown().await;
-                    close_cluster(cluster).await;
-                    return Err(ServerError::Gateway(error.to_string()));
-                }
+    gateway_config.pool_size = gateway_config.pool_size.max(domains);
+    let pools = [
+        gateway_config.metadata_pool.clone(),
+        gateway_config.index_pool.clone(),
+        gateway_config.data_pool.clone(),
+    ];
+    match gateway::serve(backend.rados(), addr, gateway_config).await {
+        Ok(server) => {
+            let user = "the S3 gateway (serve without S3, --no-s3, to delete it)";
+            for pool in &pools {
+                backend.protect_pool(pool, user);
             }
+            admin.set_gateway(server.gateway.clone());
+            Ok((admin, Some(server)))
         }
-    };
-    let period_s = backend.stats_period_s();
-    let stats_periods = (period_s > 0).then(|| {
-        tokio::spawn(end_stats_periods(
-            Arc::downgrade(&backend),
-            Duration::from_secs(period_s),
-        ))
-    });
-    Ok(Running {
-        stats_periods,
-        admin_addr: admin.local_addr,
-        s3_addr: s3.as_ref().map(|s| s.local_addr),
-        created,
-        backend,
-        cluster: Some(cluster),
-        admin,
-        s3,
-    })
+        Err(error) => {
+            admin.shutdown().await;
+            Err(ServerError::Gateway(error.to_string()))
+        }
+    }
 }
 
 impl Running {

@@ -137,7 +137,10 @@ fn osd_entries(tree: &Value) -> Vec<OsdEntry> {
 fn pg_summary(pgmap: &Value) -> PgSummary {
     let mut summary = PgSummary::default();
     for state in pgmap["pgs_by_state"].as_array().into_iter().flatten() {
-        let name = state["state_name"].as_str().unwrap_or("unknown").to_string();
+        let name = state["state_name"]
+            .as_str()
+            .unwrap_or("unknown")
+            .to_string();
         let count = u64_at(state, "count");
         let words: BTreeSet<&str> = name.split('+').collect();
         if words.contains("degraded") || words.contains("undersized") {

@@ -8,6 +8,7 @@
 //! [`ServerError::NotSupported`] naming the backend, which the admin API answers with 501, so
 //! a CLI command says plainly that it has no meaning there instead of showing zeros.
 
+pub mod ceph;
 pub mod embedded;
 
 use std::sync::Arc;

@@ -44,6 +44,35 @@ pub struct Args {
     /// spends a CPU polling.
     #[arg(long)]
     pub poll_while_busy: bool,
+    /// The storage to serve: `embedded` (the cluster in --data, created on first run) or
+    /// `ceph` (a Ceph cluster through librados, found as the `ceph` tool finds it: --ceph-conf,
+    /// else $CEPH_CONF, else /etc/ceph/ceph.conf; needs librados2 installed). On Ceph, --data
+    /// holds only the admin token and the server's keys; users, buckets and objects live in
+    /// the cluster, so several `strata serve` pointed at one Ceph serve the same buckets.
+    #[arg(long, value_enum, default_value = "embedded")]
+    pub backend: BackendKind,
+    /// ceph.conf of the Ceph cluster (with --backend ceph).
+    #[arg(long, env = "CEPH_CONF")]
+    pub ceph_conf: Option<PathBuf>,
+    /// Ceph client id, without `client.` (with --backend ceph). Default: admin.
+    #[arg(long)]
+    pub ceph_id: Option<String>,
+    /// Keyring of that client (with --backend ceph). Default: the one ceph.conf names.
+    #[arg(long)]
+    pub keyring: Option<PathBuf>,
+    /// Seconds a Ceph operation may wait for an unavailable PG before it fails (with
+    /// --backend ceph): S3 then answers 503 instead of hanging.
+    #[arg(long, default_value_t = 30)]
+    pub ceph_op_timeout_s: u64,
+}
+
+/// The storage `strata serve` runs on.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// The embedded cluster in the data directory.
+    Embedded,
+    /// A Ceph cluster through librados.
+    Ceph,
 }
 
 /// Serves until a signal.
@@ -53,6 +82,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.admin_addr = args.admin;
     config.s3_addr = (!args.no_s3).then_some(args.s3);
     config.gateway.auth = !args.s3_no_auth;
+    if args.backend == BackendKind::Ceph {
+        if args.config.is_some() {
+            anyhow::bail!(
+                "--config describes an embedded cluster; it has no meaning with --backend ceph"
+            );
+        }
+        config.backend = server::BackendChoice::Ceph(ceph_backend::CephConfig {
+            conf_path: args.ceph_conf.clone(),
+            client_id: args.ceph_id.clone(),
+            keyring: args.keyring.clone(),
+            op_timeout_s: args.ceph_op_timeout_s,
+            ..ceph_backend::CephConfig::default()
+        });
+    }
     if let Some(path) = &args.config {
         config.cluster_config = Some(
             cluster::ClusterConfig::load(path)
