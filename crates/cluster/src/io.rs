@@ -79,9 +79,13 @@ impl PoolHandle {
         if placement.acting.is_empty() {
             return Err(self.degraded(placement));
         }
+        inner.ensure_peered(placement.pg).await;
         let mut bad = Vec::new();
         let mut checksum_errors = 0;
         let mut last = None;
+        // Set when the primary lacks the object while its PG is not known clean: the other
+        // replicas are asked too, and the first that holds it serves.
+        let mut missing: Option<RadosError> = None;
         for &id in &placement.acting {
             let Some(osd) = inner.osds.get(&id) else {
                 continue;
@@ -91,10 +95,23 @@ impl PoolHandle {
             match result {
                 Ok(value) => {
                     inner.stats.read_errors(bad.len() as u64);
+                    if missing.is_some() {
+                        tracing::warn!(
+                            osd = id,
+                            pg = %collection_name(placement.pg),
+                            "the primary lacks an object a replica holds; served from the replica, PG queued for repair"
+                        );
+                        inner.mark_dirty(placement.pg);
+                    }
                     return Ok((value, bad, id));
                 }
                 Err(error @ StoreError::NotFound { .. }) if bad.is_empty() => {
-                    return Err(store_to_rados(id, &error))
+                    let ask_others = missing.is_some()
+                        || (Some(id) == placement.primary() && !inner.pg_known_clean(placement.pg));
+                    if !ask_others {
+                        return Err(store_to_rados(id, &error));
+                    }
+                    missing.get_or_insert_with(|| store_to_rados(id, &error));
                 }
                 Err(error) => {
                     if matches!(error, StoreError::Checksum { .. }) {
@@ -107,6 +124,9 @@ impl PoolHandle {
             }
         }
         inner.stats.read_errors(bad.len() as u64);
+        if let (Some(missing), true) = (missing, bad.is_empty()) {
+            return Err(missing);
+        }
         if checksum_errors == bad.len() && checksum_errors > 0 {
             return Err(RadosError::Checksum(format!(
                 "{} replicas of {}: {}",
@@ -510,10 +530,16 @@ impl IoCtx for PoolHandle {
             .map()
             .object_to_pg(self.info.id, object)
             .map_err(|_| RadosError::NotFound(format!("pool {:?} was deleted", self.info.name)))?;
+        inner.ensure_peered(pg).await;
         let _pg_guard = inner.pg_lock(pg).read().await;
         let _object_guard = inner.object_lock(self.info.id, object).lock().await;
         // The map may have changed while waiting: route again under the lock.
-        self.operate_locked(&inner, object, op).await
+        let result = self.operate_locked(&inner, object, op).await;
+        if result.is_ok() {
+            // A write over an unfound object makes it found (a removal forgets it).
+            inner.peering.found(pg, object);
+        }
+        result
     }
 
     async fn read(&self, object: &str, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {

@@ -55,6 +55,12 @@
 //! `pg_temp`, and deletes copies from OSDs no longer in the set. Reads and writes continue
 //! while at least `min_size` acting replicas are up. Down OSDs are never read or written.
 //!
+//! ## Peering, damaged logs, unfound objects ([`peering`])
+//! After a start every PG peers before it serves: its acting replicas get the newest version
+//! any of them holds of each object. An OSD whose store found its metadata log damaged leaves
+//! its PGs' acting sets until recovery refilled it. An object no holder can read is unfound:
+//! recovery goes on with the rest of its PG, and [`Cluster::mark_unfound_lost`] resolves it.
+//!
 //! ## Scrub
 //! [`Cluster::scrub`] (and a periodic task) compares replicas of every object of a PG (data
 //! crc, xattrs, omap, version), reports inconsistencies and repairs them from the majority of
@@ -65,7 +71,8 @@
 //! - An OSD whose store is poisoned (a failed flush or commit) is not marked down by the
 //!   cluster: writes for which it is primary fail (step 5) until an operator marks it down.
 //! - No PG log: an OSD that returns is compared object by object (version xattrs) with the
-//!   acting primary, and recovery holds the PG's lock for the whole PG.
+//!   acting primary, a start compares every PG's acting replicas the same way, and recovery
+//!   and peering hold the PG's lock for the whole PG.
 //! - `mem:` devices do not survive a restart (their metadata file does): use files for
 //!   clusters that are reopened.
 //!
@@ -80,6 +87,7 @@ pub mod config;
 mod error;
 mod io;
 pub mod osd;
+mod peering;
 mod poll;
 pub mod recovery;
 pub mod runtime;
@@ -101,6 +109,7 @@ pub use config::{ClusterConfig, HostConfig, OsdConfig, PoolConfig};
 pub use error::{store_to_rados, ClusterError, Result};
 pub use io::PoolHandle;
 pub use osd::Osd;
+pub use peering::{PgInfo, UnfoundObject, UnfoundResolution};
 pub use recovery::RecoveryProgress;
 pub use scrub::{Inconsistency, ScrubReport};
 pub use stats::{AccessCounts, ObjectAccess, OsdStats, StatsPeriod};
@@ -256,6 +265,8 @@ pub(crate) struct Inner {
     dirty_pgs: Mutex<BTreeSet<PgId>>,
     recovery: recovery::RecoveryProgress,
     recovery_wakeup: tokio::sync::Notify,
+    /// PGs yet to peer after the start, and unfound objects ([`peering`]).
+    peering: peering::Peering,
     stats: stats::Stats,
     /// Counts client operations in flight for the polling task, when it runs.
     poller: Option<Arc<poll::Poller>>,
@@ -395,7 +406,7 @@ impl Cluster {
         options: ClusterOptions,
         fresh: Fresh,
     ) -> Result<Cluster> {
-        let map = state.build_map(&placed)?;
+        let mut map = state.build_map(&placed)?;
         let mut osds = BTreeMap::new();
         for osd in &config.osds {
             let create = match &fresh {
@@ -415,31 +426,50 @@ impl Cluster {
                 options.device_wrapper.as_ref(),
                 create,
             )
-            .await
-            .map_err(|error| match error {
-                // The store refused to replay a damaged log; say how to serve without it.
-                ClusterError::Store {
-                    osd,
-                    source: store::StoreError::Mount(why),
-                } => ClusterError::Store {
-                    osd,
-                    source: store::StoreError::Mount(format!(
-                        "{why}; to start the cluster without this OSD's copies, move {} aside: the OSD then starts empty and recovery refills it from the other replicas",
-                        osd::meta_path(&data_dir, osd).display()
-                    )),
-                },
-                other => other,
-            })?;
+            .await?;
             osds.insert(osd.id, opened);
+        }
+        // Stores that lost acknowledged writes to a damaged log leave their PGs' acting sets
+        // (persisted below, before their notes are cleared); recovery refills them.
+        let damaged: BTreeMap<i32, String> = osds
+            .iter()
+            .filter_map(|(&id, osd): (&i32, &Osd)| {
+                osd.store().log_damage().ok().flatten().map(|why| (id, why))
+            })
+            .collect();
+        if !damaged.is_empty() {
+            let ids: BTreeSet<i32> = damaged.keys().copied().collect();
+            let pgs = peering::exclude_damaged(&mut state, &map, &ids);
+            for (id, why) in &damaged {
+                tracing::error!(
+                    osd = id,
+                    pgs,
+                    "{why}: osd.{id} serves none of its PGs until recovery has refilled them from their other replicas"
+                );
+            }
+            map = state.build_map(&placed)?;
         }
         // Versions handed out before a crash lie below the reservation; start above it. Saved
         // after the stores exist: on create, this write is what completes the cluster.
         let next_version = state.version_reserved;
         state.version_reserved = next_version + state::VERSION_LEASE;
         state.save(&data_dir.join(STATE_FILE))?;
+        for id in damaged.keys() {
+            if let Some(osd) = osds.get(id) {
+                osd.store()
+                    .clear_log_damage()
+                    .map_err(|source| ClusterError::Store { osd: *id, source })?;
+            }
+        }
         let reserved = state.version_reserved;
         let device_errors = osds.keys().map(|&id| (id, AtomicU32::new(0))).collect();
         let scrub_errors = scrub::recorded_errors(&data_dir);
+        // A cluster that stopped may have stopped in the middle of writes: its PGs peer
+        // before they serve. A new one has nothing to peer.
+        let peering = match fresh {
+            Fresh::All => peering::Peering::default(),
+            Fresh::Only(_) => peering::Peering::all_of(&map),
+        };
         let map = Arc::new(map);
         let poller = options
             .poll_while_busy
@@ -473,6 +503,7 @@ impl Cluster {
             dirty_pgs: Mutex::new(BTreeSet::new()),
             recovery: recovery::RecoveryProgress::default(),
             recovery_wakeup: tokio::sync::Notify::new(),
+            peering,
             poller,
         });
         let mut tasks = Vec::new();
@@ -643,6 +674,46 @@ impl Cluster {
             }
         }
         Ok(false)
+    }
+
+    /// Objects no replica can provide (Ceph's `OBJECT_UNFOUND`), found by recovery or scrub.
+    pub fn unfound_objects(&self) -> Vec<UnfoundObject> {
+        let unfound = self.inner.peering.lock_unfound();
+        unfound
+            .iter()
+            .flat_map(|(pg, objects)| {
+                objects.iter().map(|(object, version)| UnfoundObject {
+                    pg: util::collection_name(*pg),
+                    object: object.clone(),
+                    version: *version,
+                })
+            })
+            .collect()
+    }
+
+    /// Every PG: sets, state, unfound objects (`strata pg ls`).
+    pub fn pg_list(&self) -> Vec<PgInfo> {
+        peering::pg_list(&self.inner)
+    }
+
+    /// Resolves the unfound objects of PG `pg` (`1.1f`), as `ceph pg PGID
+    /// mark_unfound_lost`; returns how many were resolved.
+    pub async fn mark_unfound_lost(&self, pg: &str, how: UnfoundResolution) -> Result<u64> {
+        let id = util::parse_collection(pg)
+            .filter(|id| {
+                self.inner
+                    .map()
+                    .pool(id.pool)
+                    .is_some_and(|pool| id.seed < pool.pg_num)
+            })
+            .ok_or_else(|| RadosError::NotFound(format!("pg {pg:?}")))?;
+        peering::mark_unfound_lost(&self.inner, id, how).await
+    }
+
+    /// PGs that have yet to peer since the start (they peer in the background, or when a
+    /// client first touches them).
+    pub fn pgs_peering(&self) -> usize {
+        self.inner.peering.pending_pgs().len()
     }
 
     /// Recovery counters.

@@ -102,6 +102,8 @@ impl Osd {
             min_alloc_size_bytes: config.min_alloc_size,
             data_cache_bytes: config.data_cache_bytes(),
             durable,
+            // A damaged log is refilled from the peers (see the `peering` module).
+            salvage_damaged_log: true,
             ..StoreConfig::default()
         };
         let store = if create && !meta.exists() {

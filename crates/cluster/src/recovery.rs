@@ -97,14 +97,58 @@ pub(crate) async fn copy_object(
         .image(collection, object)
         .await
         .map_err(|e| store_to_rados(source, &e))?;
+    install_image(inner, collection, object, image.as_ref(), targets).await
+}
+
+/// Copies `object` from the first of `sources` that can read it over its copies on
+/// `targets`; `Ok(false)` when none could (the object is unfound on them), an error when a
+/// target failed. Call under the PG lock.
+pub(crate) async fn copy_from_any(
+    inner: &Inner,
+    collection: &str,
+    object: &str,
+    sources: &[i32],
+    targets: &[i32],
+) -> std::result::Result<bool, RadosError> {
+    for &source in sources {
+        let Ok(osd) = inner.osd(source) else {
+            continue;
+        };
+        match osd.image(collection, object).await {
+            Ok(image) => {
+                install_image(inner, collection, object, image.as_ref(), targets).await?;
+                return Ok(true);
+            }
+            Err(error) => {
+                tracing::warn!(osd = source, object, %error, "cannot read a copy; trying another replica");
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Writes `image` (or the object's removal) on `targets`; returns the copies written.
+pub(crate) async fn install_image(
+    inner: &Inner,
+    collection: &str,
+    object: &str,
+    image: Option<&crate::osd::ObjectImage>,
+    targets: &[i32],
+) -> std::result::Result<u64, RadosError> {
+    let osd = |id: i32| {
+        inner
+            .osds
+            .get(&id)
+            .ok_or_else(|| RadosError::Io(format!("osd.{id} is not open")))
+    };
     let mut written = 0;
     for &target in targets {
         osd(target)?
-            .install(collection, object, image.as_ref())
+            .install(collection, object, image)
             .await
             .map_err(|e| store_to_rados(target, &e))?;
         written += 1;
-        if let Some(image) = &image {
+        if let Some(image) = image {
             inner
                 .recovery
                 .objects_copied
@@ -123,6 +167,7 @@ pub(crate) async fn copy_object(
 /// found).
 pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
     inner.recovery.passes.fetch_add(1, Ordering::Relaxed);
+    crate::peering::peer_all(inner).await;
     let map = inner.map();
     let pending: Vec<PgId> = map
         .pg_temp()
@@ -191,6 +236,9 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
         .await
         .map_err(|e| store_to_rados(primary, &e))?;
     let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    // The primary first, then the other holders, for objects the primary cannot read.
+    let sources: Vec<i32> = place.acting.clone();
+    let mut unfound = 0;
     for &target in &targets {
         let osd = inner.osd(target)?;
         let present = osd
@@ -219,10 +267,23 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
                 (Ok(a), Ok(b)) => a == b,
                 _ => false,
             };
-            if !same {
-                copy_object(inner, &collection, name, primary, &[target]).await?;
+            if same {
+                continue;
+            }
+            if copy_from_any(inner, &collection, name, &sources, &[target]).await? {
+                inner.peering.found(pg, name);
+            } else {
+                // No holder can read it: unfound. The rest of the PG goes on; the PG keeps
+                // its pg_temp until `mark_unfound_lost` resolves it (or a copy reads again).
+                let version = versions[0].as_ref().ok().copied().flatten().unwrap_or(0);
+                inner.peering.note_unfound(pg, name, version);
+                unfound += 1;
             }
         }
+    }
+    if unfound > 0 {
+        tracing::warn!(pg = %collection, unfound, "objects unfound: no replica can provide them; `strata pg mark-unfound-lost` resolves them");
+        return Ok(false);
     }
     let settled = crate::settled_pg_temp(&map, pg, &place.up, &place.acting);
     // The map may have changed while the objects were copied (an OSD out, a failed replica

@@ -96,6 +96,7 @@ enum Copy {
 
 /// Scrubs one PG under its lock.
 pub(crate) async fn scrub_pg(inner: &Inner, pg: PgId, repair: bool) -> Result<ScrubReport> {
+    inner.ensure_peered(pg).await;
     let _guard = inner.pg_lock(pg).write().await;
     let map = inner.map();
     let place = placement(&map, pg);
@@ -113,6 +114,7 @@ pub(crate) async fn scrub_pg(inner: &Inner, pg: PgId, repair: bool) -> Result<Sc
                 .map_err(|e| store_to_rados(id, &e))?,
         );
     }
+    let mut lost = BTreeMap::new();
     for name in names {
         report.objects += 1;
         let mut copies: BTreeMap<i32, Option<Copy>> = BTreeMap::new();
@@ -128,6 +130,7 @@ pub(crate) async fn scrub_pg(inner: &Inner, pg: PgId, repair: bool) -> Result<Sc
             copies.insert(id, copy);
         }
         let Some(authoritative) = authoritative(&copies, place.primary()) else {
+            lost.insert(name.clone(), 0);
             report.lost.push(name.clone());
             continue;
         };
@@ -164,6 +167,7 @@ pub(crate) async fn scrub_pg(inner: &Inner, pg: PgId, repair: bool) -> Result<Sc
             });
         }
     }
+    inner.peering.set_unfound(pg, lost);
     Ok(report)
 }
 

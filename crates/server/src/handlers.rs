@@ -17,6 +17,8 @@
 //! | `PUT/GET/DELETE /api/objects/{pool}/{object}` | write whole, read, remove       |
 //! | `GET /api/stat/{pool}/{object}`        | size, mtime, version, placement        |
 //! | `POST /api/scrub?pool=P&repair=true`   | deep scrub, returns the report         |
+//! | `GET /api/pg`, `GET /api/pg/{pgid}`    | every PG (or one): sets, state, unfound objects |
+//! | `POST /api/pg/{pgid}/mark-unfound-lost?how=revert\|delete` | resolves its unfound objects |
 //! | `GET /api/users`, `POST /api/users`    | S3 users: list, create (`{"uid",...}`) |
 //! | `GET/DELETE /api/users/{uid}`          | one user's keys, remove it             |
 //! | `POST /api/gc?grace_s=S&dry_run=true&force=true` | S3 orphan collection, returns the report |
@@ -169,8 +171,44 @@ pub(crate) async fn route(
                 .any(|(k, v)| k == "repair" && (v == "true" || v == "1"));
             json(backend.scrub(pool, repair).await?)
         }
+        ("GET", ["api", "pg"]) => json(
+            cluster
+                .pg_list()
+                .into_iter()
+                .map(pg_json)
+                .collect::<Vec<Value>>(),
+        ),
+        ("GET", ["api", "pg", pg]) => {
+            let info = cluster
+                .pg_list()
+                .into_iter()
+                .find(|info| info.pg == *pg)
+                .ok_or_else(|| RadosError::NotFound(format!("pg {pg:?}")))?;
+            json(pg_json(info))
+        }
+        ("POST", ["api", "pg", pg, "mark-unfound-lost"]) => {
+            let how = query(uri)?
+                .into_iter()
+                .find(|(k, _)| k == "how")
+                .map(|(_, v)| v)
+                .unwrap_or_default();
+            let how: cluster::UnfoundResolution = how.parse()?;
+            let resolved = cluster.mark_unfound_lost(pg, how).await?;
+            json(json!({ "pg": pg, "resolved": resolved }))
+        }
         _ => Err(no_route()),
     }
+}
+
+/// One PG as `/api/pg` shows it.
+fn pg_json(info: cluster::PgInfo) -> Value {
+    let unfound: Vec<Value> = info
+        .unfound
+        .iter()
+        .map(|(object, version)| json!({ "object": object, "version": version }))
+        .collect();
+    json!({ "pg": info.pg, "up": info.up, "acting": info.acting, "state": info.state,
+        "unfound": unfound })
 }
 
 /// `POST /api/gc?grace_s=S&dry_run=true`: the S3 gateway's orphan collection (data objects no

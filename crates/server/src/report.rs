@@ -445,6 +445,23 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
             checks.push(warning.to_string());
         }
     }
+    // As Ceph's OBJECT_UNFOUND: objects no replica can provide.
+    let unfound = cluster.unfound_objects();
+    if !unfound.is_empty() {
+        let pgs: std::collections::BTreeSet<&str> =
+            unfound.iter().map(|object| object.pg.as_str()).collect();
+        checks.push(format!(
+            "OBJECT_UNFOUND: {} unfound objects in {} pgs ({}): `strata pg ls` lists them, \
+             `strata pg mark-unfound-lost revert|delete PGID` resolves them",
+            unfound.len(),
+            pgs.len(),
+            pgs.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let peering = cluster.pgs_peering();
+    if peering > 0 {
+        checks.push(format!("{peering} pgs peering"));
+    }
     // As Ceph: copies a scrub found bad and did not repair are possible data damage.
     let scrub_errors = cluster.scrub_errors();
     if scrub_errors > 0 {

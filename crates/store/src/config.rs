@@ -69,6 +69,12 @@ pub struct StoreConfig {
     /// Flush the device and fsync the metadata at every commit. Default true. `false` is only
     /// for benchmarks that want the cost of the rest: acknowledged writes may be lost.
     pub durable: bool,
+    /// Mount a store whose metadata log was damaged after it was durable (a record a later
+    /// one says was flushed does not read back): replay the records before the damage and
+    /// note it ([`crate::Store::log_damage`]) instead of failing with `StoreError::Mount`.
+    /// The store then lacks acknowledged writes: only for an owner that restores them from
+    /// elsewhere (the cluster refills such an OSD from its peers). Default false.
+    pub salvage_damaged_log: bool,
 }
 
 impl Default for StoreConfig {
@@ -86,6 +92,7 @@ impl Default for StoreConfig {
             data_cache_bytes: 256 << 20,
             pin_to_interrupt_cpu: true,
             durable: true,
+            salvage_damaged_log: false,
         }
     }
 }

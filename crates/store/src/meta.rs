@@ -115,6 +115,10 @@ impl Space {
 /// The `super` key holding the sequence of the last log record the database took.
 pub(crate) const WAL_SEQUENCE_KEY: &[u8] = b"wal_sequence";
 
+/// Superblock key: why a mount found the metadata log damaged (UTF-8), while the store's
+/// owner has not restored what it lost (`Store::log_damage`).
+pub(crate) const LOG_DAMAGE_KEY: &[u8] = b"log_damage";
+
 /// The open metadata database and its keyspaces.
 pub(crate) struct Meta {
     db: Database,
@@ -274,6 +278,14 @@ impl Meta {
             .try_into()
             .map_err(|_| StoreError::Metadata("wal_sequence is not 8 bytes".into()))?;
         Ok(Some(u64::from_le_bytes(bytes)))
+    }
+
+    /// The superblock's [`LOG_DAMAGE_KEY`], if set.
+    pub fn log_damage(&self) -> Result<Option<String>> {
+        Ok(self
+            .superblock
+            .get(LOG_DAMAGE_KEY)?
+            .map(|value| String::from_utf8_lossy(&value).into_owned()))
     }
 
     /// Bytes the metadata directory (database and log) takes on disk: allocated blocks, not

@@ -176,6 +176,21 @@ impl Store {
         let meta =
             open_database(meta_path, &config, true).map_err(|e| database_error(meta_path, e))?;
         meta.initialize(layout)?;
+        // A used device (an OSD recreated over its old file) keeps the old store's log
+        // records: they count as applied, so the mount neither replays them nor reads their
+        // claims as a damaged log.
+        if let Some(last) =
+            Wal::sequence_max_on(&device, layout.device_size_bytes, layout.log_bytes).await?
+        {
+            let mut batch = meta::MetaBatch::default();
+            batch.insert(
+                meta::Space::Super,
+                meta::WAL_SEQUENCE_KEY.to_vec(),
+                last.to_le_bytes().to_vec(),
+            );
+            batch.commit(&meta)?;
+            meta.persist()?;
+        }
         Self::mount(device, meta, config).await
     }
 
@@ -213,7 +228,7 @@ impl Store {
                 layout.device_size_bytes + layout.log_bytes
             )));
         }
-        let wal = replay(&device, &meta, &layout).await?;
+        let wal = replay(&device, &meta, &layout, config.salvage_damaged_log).await?;
         meta.upgrade_format()?;
         let scan = meta::scan(&meta, layout.checksum_block_bytes)?;
         let allocator = Allocator::from_allocated(
@@ -544,6 +559,26 @@ impl Store {
     }
 
     /// Space and metadata accounting.
+    /// Why this store's last mounts found its metadata log damaged after it was durable
+    /// (see `StoreConfig::salvage_damaged_log`), if one did and nobody cleared it since: the
+    /// store then lacks writes it acknowledged, and its owner must restore them (from other
+    /// replicas) before serving from it.
+    pub fn log_damage(&self) -> Result<Option<String>> {
+        self.inner.meta.log_damage()
+    }
+
+    /// Forgets [`Store::log_damage`], durably (its owner restored what was lost, or recorded
+    /// durably that it must).
+    pub fn clear_log_damage(&self) -> Result<()> {
+        let mut note = crate::meta::MetaBatch::default();
+        note.remove(
+            crate::meta::Space::Super,
+            crate::meta::LOG_DAMAGE_KEY.to_vec(),
+        );
+        note.commit(&self.inner.meta)?;
+        self.inner.meta.persist()
+    }
+
     pub fn statfs(&self) -> Statfs {
         let counters = self.inner.counters().clone();
         let held_bytes: u64 = self.inner.held().iter().map(|e| e.length_bytes).sum();
@@ -693,19 +728,40 @@ impl Drop for Store {
 ///
 /// Then flushes the device, persists the database and empties the log. Idempotent: a crash
 /// during it replays again.
-async fn replay(device: &Arc<dyn Device>, meta: &Meta, layout: &Layout) -> Result<Wal> {
+///
+/// A log damaged after it was durable fails the mount ([`StoreError::Mount`]), unless
+/// `salvage`: then the records before the damage are replayed, and the reason is kept in the
+/// database ([`Store::log_damage`]) until [`Store::clear_log_damage`], so a crash before the
+/// owner acted on it cannot hide it.
+async fn replay(
+    device: &Arc<dyn Device>,
+    meta: &Meta,
+    layout: &Layout,
+    salvage: bool,
+) -> Result<Wal> {
     let checksum_block_bytes = layout.checksum_block_bytes;
-    let (mut wal, records) = Wal::open(
+    let applied = meta.wal_sequence()?;
+    let (mut wal, records, damage) = Wal::open_checked(
         Arc::clone(device),
         layout.device_size_bytes,
         layout.log_bytes,
+        Some(applied.map_or(0, |sequence| sequence + 1)),
     )
     .await?;
-    let applied = meta.wal_sequence()?;
+    if let Some(why) = &damage {
+        if !salvage {
+            return Err(StoreError::Mount(why.clone()));
+        }
+        tracing::error!(
+            device = device.name(),
+            "{why}; mounting the {} records before the damage: this store lacks acknowledged writes until its owner restores them",
+            records.len()
+        );
+    }
     wal.next_sequence = wal
         .next_sequence
         .max(applied.map_or(0, |sequence| sequence + 1));
-    if records.is_empty() {
+    if records.is_empty() && damage.is_none() {
         return Ok(wal);
     }
     let flushed_before = records
@@ -754,6 +810,24 @@ async fn replay(device: &Arc<dyn Device>, meta: &Meta, layout: &Layout) -> Resul
         );
     }
     tracing::info!(rewritten, reapplied, "replayed the metadata log");
+    if let Some(why) = damage {
+        // Kept until the owner clears it; and every record left in the region counts as
+        // applied from now on, so its claims never make a later mount see damage again.
+        let last = wal.sequence_max_in_region.max(wal.next_sequence);
+        wal.next_sequence = last + 1;
+        let mut note = meta::MetaBatch::default();
+        note.insert(
+            meta::Space::Super,
+            meta::LOG_DAMAGE_KEY.to_vec(),
+            why.into_bytes(),
+        );
+        note.insert(
+            meta::Space::Super,
+            meta::WAL_SEQUENCE_KEY.to_vec(),
+            last.to_le_bytes().to_vec(),
+        );
+        note.commit(meta)?;
+    }
     device.flush().await?;
     meta.persist()?;
     wal.reset().await?;

@@ -165,6 +165,9 @@ pub(crate) struct Wal {
     pub generation: u64,
     /// Sequence of the next record.
     pub next_sequence: u64,
+    /// The highest sequence of any intact record in the region at open, valid or not, when
+    /// the log was found damaged (else 0): a mount that salvages it moves past them all.
+    pub sequence_max_in_region: u64,
 }
 
 /// A generation id no earlier generation of this log is likely to have had: 64 random bits
@@ -185,12 +188,36 @@ const READ_CHUNK_BYTES: u64 = 4 << 20;
 
 impl Wal {
     /// Opens the log in `region_bytes` of `device` from `start_bytes` and reads its valid
-    /// records.
+    /// records. A log damaged after it was durable fails with [`StoreError::Mount`] (see
+    /// [`Wal::open_checked`]).
+    #[cfg(test)]
     pub async fn open(
         device: Arc<dyn Device>,
         start_bytes: u64,
         region_bytes: u64,
     ) -> Result<(Wal, Vec<Record>)> {
+        let (wal, records, damage) =
+            Self::open_checked(device, start_bytes, region_bytes, None).await?;
+        match damage {
+            Some(why) => Err(StoreError::Mount(why)),
+            None => Ok((wal, records)),
+        }
+    }
+
+    /// Opens the log and reads its valid records, up to the first bad one, and says whether
+    /// the log was damaged after it was durable (a later record says the missing one had been
+    /// flushed) rather than cut by a crash: then the records before the damage come with
+    /// the reason, and the caller decides whether to replay them. `first_unapplied`: the
+    /// sequence after the last one the database holds, when known. With no valid record at
+    /// all (the first one is bad), any record behind claiming that `first_unapplied` had
+    /// been flushed proves the damage: records of older generations all have sequences the
+    /// database already holds, and their claims lie at or below it.
+    pub async fn open_checked(
+        device: Arc<dyn Device>,
+        start_bytes: u64,
+        region_bytes: u64,
+        first_unapplied: Option<u64>,
+    ) -> Result<(Wal, Vec<Record>, Option<String>)> {
         let block_bytes = device.block_size_bytes().max(1);
         if start_bytes + region_bytes > device.size_bytes() || region_bytes < block_bytes {
             return Err(StoreError::metadata(format!(
@@ -206,11 +233,12 @@ impl Wal {
                 .await?;
         }
         let (records, end) = decode_records(&bytes, block_bytes as usize);
+        let mut damage = None;
         if let Some(last) = records.last() {
             if let Some((offset, later)) =
                 durable_record_after_end(&bytes, block_bytes as usize, end, last)
             {
-                return Err(StoreError::Mount(format!(
+                damage = Some(format!(
                     "the metadata log of {} is damaged: the record of sequence {} at log offset {end} (device offset {}) does not read back, yet the intact record of sequence {} at log offset {offset} says every record before sequence {} had been flushed; replaying the {} records before the damage would lose acknowledged writes, so the log was left as it is (restore this store's objects from another replica)",
                     device.name(),
                     last.sequence + 1,
@@ -218,7 +246,18 @@ impl Wal {
                     later.sequence,
                     later.flushed_before,
                     records.len(),
-                )));
+                ));
+            }
+        } else if let Some(first) = first_unapplied {
+            if let Some((offset, later)) =
+                record_claiming_flushed(&bytes, block_bytes as usize, first)
+            {
+                damage = Some(format!(
+                    "the metadata log of {} is damaged: its first record (device offset {start_bytes}) does not read back, yet the intact record of sequence {} at log offset {offset} says every record before sequence {} had been flushed, and the database holds none from sequence {first} on; starting without them would lose acknowledged writes, so the log was left as it is (restore this store's objects from another replica)",
+                    device.name(),
+                    later.sequence,
+                    later.flushed_before,
+                ));
             }
         }
         Ok((
@@ -232,9 +271,33 @@ impl Wal {
                     .first()
                     .map_or_else(new_generation, |record| record.generation),
                 next_sequence: records.last().map_or(0, |record| record.sequence + 1),
+                sequence_max_in_region: match damage {
+                    Some(_) => sequence_max(&bytes, block_bytes as usize),
+                    None => 0,
+                },
             },
             records,
+            damage,
         ))
+    }
+
+    /// The highest sequence of any intact record in the region (an earlier store's, when a
+    /// store is created on a used device), if any.
+    pub async fn sequence_max_on(
+        device: &Arc<dyn Device>,
+        start_bytes: u64,
+        region_bytes: u64,
+    ) -> Result<Option<u64>> {
+        let mut bytes = vec![0u8; region_bytes as usize];
+        for (index, chunk) in bytes.chunks_mut(READ_CHUNK_BYTES as usize).enumerate() {
+            device
+                .read_at(start_bytes + index as u64 * READ_CHUNK_BYTES, chunk)
+                .await?;
+        }
+        let align_bytes = device.block_size_bytes().max(1) as usize;
+        Ok(intact_records_from(&bytes, align_bytes, 0)
+            .map(|(_, record)| record.sequence)
+            .max())
     }
 
     /// Bytes of the region the valid records take.
@@ -441,28 +504,58 @@ fn durable_record_after_end(
     end: usize,
     last: &Record,
 ) -> Option<(usize, Record)> {
-    let align_bytes = align_bytes.max(1);
     let missing = last.sequence + 1;
-    let mut at = end + align_bytes;
-    while let Some(header) = bytes.get(at..at + HEADER_BYTES) {
-        let word =
-            |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
-        let candidate = (word(0) == MAGIC)
-            .then(|| bytes.get(at + HEADER_BYTES..at + HEADER_BYTES + word(4) as usize))
-            .flatten()
-            .filter(|payload| crc32c::crc32c(payload) == word(8))
-            .and_then(decode_payload);
-        if let Some(record) = candidate {
-            if record.generation == last.generation
-                && record.sequence > missing
-                && record.flushed_before > missing
-            {
-                return Some((at, record));
+    intact_records_from(bytes, align_bytes, end + align_bytes.max(1)).find(|(_, record)| {
+        record.generation == last.generation
+            && record.sequence > missing
+            && record.flushed_before > missing
+    })
+}
+
+/// An intact record anywhere in the region that says the records before a sequence beyond
+/// `first` had been flushed (so `first`, which the database lacks, was durable), with its
+/// log offset: what proves a log whose first record is bad was damaged, not cut by a crash.
+fn record_claiming_flushed(
+    bytes: &[u8],
+    align_bytes: usize,
+    first: u64,
+) -> Option<(usize, Record)> {
+    intact_records_from(bytes, align_bytes, 0)
+        .find(|(_, record)| record.sequence > first && record.flushed_before > first)
+}
+
+/// The highest sequence of any intact record in the region.
+fn sequence_max(bytes: &[u8], align_bytes: usize) -> u64 {
+    intact_records_from(bytes, align_bytes, 0)
+        .map(|(_, record)| record.sequence)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every intact record (magic, length and checksum right) at an aligned offset from `at`
+/// on, whatever its generation or sequence, with its offset.
+fn intact_records_from(
+    bytes: &[u8],
+    align_bytes: usize,
+    at: usize,
+) -> impl Iterator<Item = (usize, Record)> + '_ {
+    let align_bytes = align_bytes.max(1);
+    (at..bytes.len().saturating_sub(HEADER_BYTES - 1))
+        .step_by(align_bytes)
+        .filter_map(move |at| {
+            let header = bytes.get(at..at + HEADER_BYTES)?;
+            let word = |i: usize| {
+                u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]])
+            };
+            if word(0) != MAGIC {
+                return None;
             }
-        }
-        at += align_bytes;
-    }
-    None
+            let payload = bytes.get(at + HEADER_BYTES..at + HEADER_BYTES + word(4) as usize)?;
+            if crc32c::crc32c(payload) != word(8) {
+                return None;
+            }
+            decode_payload(payload).map(|record| (at, record))
+        })
 }
 
 /// Reads little-endian fields off the front of a slice.

@@ -337,6 +337,73 @@ async fn a_damaged_record_in_the_middle_of_the_log_fails_the_mount() {
     );
 }
 
+/// The log region's records: offsets (in the region) of the blocks that start with its magic.
+async fn log_records(device: &FaultyDevice) -> (Vec<u8>, Vec<usize>) {
+    let block = device.block_size_bytes() as usize;
+    let mut log = vec![0u8; 4 << 20];
+    device
+        .read_at(DEVICE_BYTES - (4 << 20), &mut log)
+        .await
+        .expect("read log");
+    let records = (0..log.len())
+        .step_by(block)
+        .filter(|&at| log[at..at + 4] == *b"SWAL")
+        .collect();
+    (log, records)
+}
+
+/// Four bytes zeroed in the log's first record, which later ones say was flushed: the mount
+/// fails, where it used to take the log for empty and start without every write it held
+/// (acknowledged objects were gone, and nothing said so). With `salvage_damaged_log` the
+/// store mounts what it can prove and keeps the damage noted, across mounts, until its owner
+/// clears it; then it mounts cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_first_record_fails_the_mount_or_is_salvaged_and_noted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (device, meta, ids) = acknowledged_writes_only_the_log_holds(dir.path()).await;
+    let (mut log, records) = log_records(&device).await;
+    assert!(records.len() >= 4, "{records:?}");
+    log[records[0] + 40..records[0] + 44].fill(0);
+    device
+        .write_at(DEVICE_BYTES - (4 << 20), &log)
+        .await
+        .expect("write log back");
+    let error = Store::open(device.clone(), &meta, StoreConfig::default())
+        .await
+        .err()
+        .expect("the mount must fail");
+    assert!(matches!(error, StoreError::Mount(_)), "{error}");
+    assert!(error.to_string().contains("first record"), "{error}");
+    let salvage = StoreConfig {
+        salvage_damaged_log: true,
+        ..StoreConfig::default()
+    };
+    let store = Store::open(device.clone(), &meta, salvage.clone())
+        .await
+        .expect("a salvaging mount");
+    let noted = store.log_damage().expect("read the note");
+    assert!(noted.is_some_and(|why| why.contains("first record")));
+    let collection = crash_format::collection(ids[0]);
+    assert!(!store
+        .exists(&collection, &crash_format::name(ids[0]))
+        .await
+        .expect("exists"));
+    store.check_consistency().expect("consistent");
+    // The note outlives a crash (no shutdown), and the next mount finds no damage anew.
+    drop(store);
+    let store = Store::open(device.clone(), &meta, salvage)
+        .await
+        .expect("reopen");
+    assert!(store.log_damage().expect("note").is_some());
+    store.clear_log_damage().expect("clear");
+    store.shutdown().await.expect("shutdown");
+    let store = Store::open(device.clone(), &meta, StoreConfig::default())
+        .await
+        .expect("a clean mount once cleared");
+    assert_eq!(store.log_damage().expect("note"), None);
+    store.shutdown().await.expect("shutdown");
+}
+
 /// Every object among `attempted` that exists after a remount, acknowledged or not, reads
 /// back whole as some generation: a transaction the crash cut short is absent or complete,
 /// never metadata over data that did not reach the device.

@@ -65,6 +65,8 @@ enum Command {
     Stats(cmd::admin::stats::Args),
     /// Deep-scrub every pool (or one), comparing replicas; `--repair` fixes bad copies.
     Scrub(cmd::admin::scrub::Args),
+    /// PGs of a running server: ls, query PGID, mark-unfound-lost revert|delete PGID.
+    Pg(cmd::admin::pg::Args),
     /// Find and remove S3 data objects nothing refers to (left by a gateway that died
     /// mid-upload), older than a grace period.
     Gc(cmd::admin::gc::Args),
@@ -112,6 +114,7 @@ fn main() -> ExitCode {
         Command::Ls(args) => cmd::admin::object::ls(args),
         Command::Stat(args) => cmd::admin::object::stat(args),
         Command::Scrub(args) => cmd::admin::scrub::run(args),
+        Command::Pg(args) => cmd::admin::pg::run(args),
         Command::Stats(args) => cmd::admin::stats::run(args),
         Command::Gc(args) => cmd::admin::gc::run(args),
         Command::Debug(args) => cmd::debug::run(args),

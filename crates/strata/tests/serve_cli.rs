@@ -121,6 +121,19 @@ fn serve_and_drive_with_the_cli() {
     assert!(df.contains("DATA-HOLE%") && df.contains("default"), "{df}");
     let scrub = server.ok(&["scrub", "default"]);
     assert!(scrub.contains("clean"), "{scrub}");
+    // PGs: states and unfound objects, and their resolution (none here).
+    let pgs = server.ok(&["pg", "ls"]);
+    assert!(pgs.contains("active+clean"), "{pgs}");
+    let first = pgs
+        .lines()
+        .nth(1)
+        .and_then(|line| line.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{pgs}"))
+        .to_string();
+    let query = server.ok(&["pg", "query", &first]);
+    assert!(query.contains(&format!("pg {first}")), "{query}");
+    let lost = server.ok(&["pg", "mark-unfound-lost", "delete", &first]);
+    assert!(lost.contains("0 unfound objects marked lost"), "{lost}");
     let gc = server.ok(&["gc", "--dry-run", "--grace-s", "0"]);
     assert!(
         gc.contains("orphans 0 (0 bytes)") && gc.contains("removed 0"),

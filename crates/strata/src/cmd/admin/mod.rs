@@ -8,6 +8,7 @@ pub mod df;
 pub mod gc;
 pub mod object;
 pub mod osd;
+pub mod pg;
 pub mod pool;
 pub mod scrub;
 pub mod stats;
