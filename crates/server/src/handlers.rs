@@ -171,20 +171,15 @@ pub(crate) async fn route(
                 .any(|(k, v)| k == "repair" && (v == "true" || v == "1"));
             json(backend.scrub(pool, repair).await?)
         }
-        ("GET", ["api", "pg"]) => json(
-            cluster
-                .pg_list()
-                .into_iter()
-                .map(pg_json)
-                .collect::<Vec<Value>>(),
-        ),
+        ("GET", ["api", "pg"]) => json(backend.pg_list().await?),
         ("GET", ["api", "pg", pg]) => {
-            let info = cluster
+            let info = backend
                 .pg_list()
+                .await?
                 .into_iter()
-                .find(|info| info.pg == *pg)
+                .find(|info| info["pg"] == *pg)
                 .ok_or_else(|| RadosError::NotFound(format!("pg {pg:?}")))?;
-            json(pg_json(info))
+            json(info)
         }
         ("POST", ["api", "pg", pg, "mark-unfound-lost"]) => {
             let how = query(uri)?
@@ -192,23 +187,11 @@ pub(crate) async fn route(
                 .find(|(k, _)| k == "how")
                 .map(|(_, v)| v)
                 .unwrap_or_default();
-            let how: cluster::UnfoundResolution = how.parse()?;
-            let resolved = cluster.mark_unfound_lost(pg, how).await?;
+            let resolved = backend.mark_unfound_lost(pg, &how).await?;
             json(json!({ "pg": pg, "resolved": resolved }))
         }
         _ => Err(no_route()),
     }
-}
-
-/// One PG as `/api/pg` shows it.
-fn pg_json(info: cluster::PgInfo) -> Value {
-    let unfound: Vec<Value> = info
-        .unfound
-        .iter()
-        .map(|(object, version)| json!({ "object": object, "version": version }))
-        .collect();
-    json!({ "pg": info.pg, "up": info.up, "acting": info.acting, "state": info.state,
-        "unfound": unfound })
 }
 
 /// `POST /api/gc?grace_s=S&dry_run=true`: the S3 gateway's orphan collection (data objects no

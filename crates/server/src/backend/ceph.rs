@@ -379,6 +379,36 @@ impl Backend for CephBackend {
         })
     }
 
+    async fn pg_list(&self) -> Result<Vec<Value>> {
+        let listing = self
+            .mon_json(json!({"prefix": "pg ls", "format": "json"}))
+            .await?;
+        // Pacific answers {"pg_stats": [...]}; older releases a bare array.
+        let stats = listing["pg_stats"]
+            .as_array()
+            .or_else(|| listing.as_array())
+            .cloned()
+            .unwrap_or_default();
+        Ok(stats
+            .iter()
+            .map(|pg| {
+                json!({ "pg": pg["pgid"], "up": pg["up"], "acting": pg["acting"],
+                    "state": pg["state"], "unfound": [],
+                    "unfound_count": pg["stat_sum"]["num_objects_unfound"] })
+            })
+            .collect())
+    }
+
+    async fn mark_unfound_lost(&self, pg: &str, how: &str) -> Result<u64> {
+        Err(not_supported(
+            KIND,
+            &format!(
+                "mark-unfound-lost through strata (it is an OSD command: `ceph pg {pg} \
+                 mark_unfound_lost {how}`)"
+            ),
+        ))
+    }
+
     async fn scrub(&self, _pool: Option<&str>, _repair: bool) -> Result<Value> {
         Err(not_supported(
             KIND,

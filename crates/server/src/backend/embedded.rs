@@ -112,6 +112,15 @@ impl Backend for EmbeddedBackend {
         })
     }
 
+    async fn pg_list(&self) -> Result<Vec<Value>> {
+        Ok(self.get()?.pg_list().into_iter().map(pg_json).collect())
+    }
+
+    async fn mark_unfound_lost(&self, pg: &str, how: &str) -> Result<u64> {
+        let how: cluster::UnfoundResolution = how.parse()?;
+        Ok(self.get()?.mark_unfound_lost(pg, how).await?)
+    }
+
     async fn scrub(&self, pool: Option<&str>, repair: bool) -> Result<Value> {
         let report = self.get()?.scrub(pool, repair).await?;
         let inconsistencies: Vec<Value> = report
@@ -140,6 +149,17 @@ impl Backend for EmbeddedBackend {
         // The strong handle is the server's (`Running`), which shuts the cluster down.
         Ok(())
     }
+}
+
+/// One PG as `/api/pg` shows it.
+fn pg_json(info: cluster::PgInfo) -> Value {
+    let unfound: Vec<Value> = info
+        .unfound
+        .iter()
+        .map(|(object, version)| json!({ "object": object, "version": version }))
+        .collect();
+    json!({ "pg": info.pg, "up": info.up, "acting": info.acting, "state": info.state,
+        "unfound": unfound })
 }
 
 /// The cluster held weakly: what the admin API and the gateway use, so that shutdown can take

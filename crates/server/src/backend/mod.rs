@@ -113,6 +113,14 @@ pub trait Backend: Send + Sync {
     /// The PG and OSDs of an object.
     async fn locate(&self, pool: &str, object: &str) -> Result<Placement>;
 
+    /// Every PG: `pg`, `up`, `acting`, `state` and its `unfound` objects (`object`,
+    /// `version`).
+    async fn pg_list(&self) -> Result<Vec<serde_json::Value>>;
+
+    /// Resolves the unfound objects of `pg`: `how` is `revert` (the newest older version a
+    /// replica holds, else removed) or `delete`; returns how many were resolved.
+    async fn mark_unfound_lost(&self, pg: &str, how: &str) -> Result<u64>;
+
     /// Deep scrub of one pool or all, repairing when asked; the report as JSON.
     async fn scrub(&self, pool: Option<&str>, repair: bool) -> Result<serde_json::Value>;
 
