@@ -244,20 +244,28 @@ impl PoolHandle {
                     created(&mut xattrs);
                     size_bytes = data.len() as u64;
                     plan.data_bytes += size_bytes;
-                    plan.ops.push(store::Op::WriteFull { data });
+                    plan.ops.push(store::Op::WriteFull {
+                        data: Vec::from(data),
+                    });
                 }
                 Op::Write { offset_bytes, data } => {
                     created(&mut xattrs);
                     size_bytes = size_bytes.max(offset_bytes.saturating_add(data.len() as u64));
                     plan.data_bytes += data.len() as u64;
-                    plan.ops.push(store::Op::Write { offset_bytes, data });
+                    plan.ops.push(store::Op::Write {
+                        offset_bytes,
+                        data: Vec::from(data),
+                    });
                 }
                 Op::Append(data) => {
                     created(&mut xattrs);
                     let offset_bytes = size_bytes;
                     size_bytes += data.len() as u64;
                     plan.data_bytes += data.len() as u64;
-                    plan.ops.push(store::Op::Write { offset_bytes, data });
+                    plan.ops.push(store::Op::Write {
+                        offset_bytes,
+                        data: Vec::from(data),
+                    });
                 }
                 Op::Truncate { size_bytes: size } => {
                     created(&mut xattrs);

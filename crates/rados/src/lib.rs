@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+pub use bytes::Bytes;
 
 mod error;
 mod op;
@@ -140,19 +141,25 @@ pub trait IoCtx: Send + Sync {
 
     /// Replaces the data of `object` (creating it).
     async fn write_full(&self, object: &str, data: &[u8]) -> Result<()> {
-        self.operate(object, WriteOp::new().write_full(data.to_vec()))
-            .await
+        self.operate(
+            object,
+            WriteOp::new().write_full(Bytes::copy_from_slice(data)),
+        )
+        .await
     }
 
     /// Writes `data` at `offset_bytes` (creating the object, extending it).
     async fn write(&self, object: &str, offset_bytes: u64, data: &[u8]) -> Result<()> {
-        self.operate(object, WriteOp::new().write(offset_bytes, data.to_vec()))
-            .await
+        self.operate(
+            object,
+            WriteOp::new().write(offset_bytes, Bytes::copy_from_slice(data)),
+        )
+        .await
     }
 
     /// Appends `data` (creating the object).
     async fn append(&self, object: &str, data: &[u8]) -> Result<()> {
-        self.operate(object, WriteOp::new().append(data.to_vec()))
+        self.operate(object, WriteOp::new().append(Bytes::copy_from_slice(data)))
             .await
     }
 

@@ -1,5 +1,7 @@
 //! Compound write operations on one object ([`WriteOp`]), applied atomically.
 
+use bytes::Bytes;
+
 /// How a [`Op::CompareXattr`] guard compares the stored value with the given one
 /// (bytewise, as Ceph's `CEPH_OSD_CMPXATTR_MODE_STRING`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,16 +69,16 @@ pub enum Op {
         value: Option<Vec<u8>>,
     },
     /// Replaces the whole data; the size becomes `data.len()`. Xattrs and omap stay.
-    WriteFull(Vec<u8>),
+    WriteFull(Bytes),
     /// Writes `data` at `offset_bytes`, extending the object if needed (a hole reads as zeros).
     Write {
         /// Where in the object.
         offset_bytes: u64,
         /// What.
-        data: Vec<u8>,
+        data: Bytes,
     },
     /// Appends `data` at the current end of the object.
-    Append(Vec<u8>),
+    Append(Bytes),
     /// Sets the size: bytes beyond it are dropped; growing reads as zeros.
     Truncate {
         /// The new size.
@@ -198,12 +200,12 @@ impl WriteOp {
     }
 
     /// Appends [`Op::WriteFull`].
-    pub fn write_full(self, data: impl Into<Vec<u8>>) -> Self {
+    pub fn write_full(self, data: impl Into<Bytes>) -> Self {
         self.push(Op::WriteFull(data.into()))
     }
 
     /// Appends [`Op::Write`].
-    pub fn write(self, offset_bytes: u64, data: impl Into<Vec<u8>>) -> Self {
+    pub fn write(self, offset_bytes: u64, data: impl Into<Bytes>) -> Self {
         self.push(Op::Write {
             offset_bytes,
             data: data.into(),
@@ -211,7 +213,7 @@ impl WriteOp {
     }
 
     /// Appends [`Op::Append`].
-    pub fn append(self, data: impl Into<Vec<u8>>) -> Self {
+    pub fn append(self, data: impl Into<Bytes>) -> Self {
         self.push(Op::Append(data.into()))
     }
 
@@ -283,7 +285,7 @@ mod tests {
             op.into_ops(),
             vec![
                 Op::Create { exclusive: true },
-                Op::Append(vec![1]),
+                Op::Append(Bytes::from_static(&[1])),
                 Op::Remove
             ]
         );
