@@ -35,21 +35,25 @@ impl Comparison {
     }
 }
 
-/// One step of a [`WriteOp`]. Guards (`AssertExists`, `CreateExclusive`, `CompareXattr`) are
-/// checked against the object's state before the operation; if one fails, nothing is applied.
-/// Every mutating step but `Remove` creates a missing object, as in RADOS.
+/// One step of a [`WriteOp`]. Guards (`AssertExists`, `CompareXattr`, `CompareOmap`) test the
+/// object as it was before the operation, wherever they stand in it; the other steps apply in
+/// order. If a guard or a step fails, nothing is applied. What each step does to a missing
+/// object is Ceph's (see each variant and the crate docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Op {
-    /// Guard: the object must exist (else `NotFound`).
+    /// Guard: the object must exist before the op (else `NotFound`).
     AssertExists,
-    /// Creates the object; with `exclusive`, fails with `Exists` if it is already there.
+    /// Creates the object; with `exclusive`, fails with `Exists` if it is already there (also
+    /// when an earlier step of the op created it).
     Create {
         /// Fail if the object exists.
         exclusive: bool,
     },
-    /// Guard: the xattr `name` must compare to `value` as `comparison` says (else
-    /// `CompareFailed`; a missing xattr compares as empty).
+    /// Guard: the xattr `name` must compare to `value` as `comparison` says, in the direction
+    /// `stored <comparison> value` (else `CompareFailed`). A missing xattr compares as empty;
+    /// a missing object is `NotFound` (as librados' `cmpxattr`, whose operators read the
+    /// other way round: the librados backend mirrors them).
     CompareXattr {
         /// Attribute name.
         name: String,
@@ -59,9 +63,11 @@ pub enum Op {
         value: Vec<u8>,
     },
     /// Guard: the omap `key` must hold exactly `value`, or be absent when `value` is `None`
-    /// (else `CompareFailed`; a missing object has no keys). librados' `omap_cmp` with
-    /// equality, plus absence: what a read-modify-write of one index entry needs to detect a
-    /// concurrent writer.
+    /// (else `CompareFailed`). `Some` of an empty value is `InvalidArgument` (omap values are
+    /// never empty). A missing object has no keys, and an op holding this guard that applies
+    /// leaves a missing object created (the librados backend creates it first, since
+    /// `omap_cmp` fails on a missing object and reads a missing key as an empty value).
+    /// What a read-modify-write of one index entry needs to detect a concurrent writer.
     CompareOmap {
         /// The omap key.
         key: Vec<u8>,
@@ -79,12 +85,15 @@ pub enum Op {
     },
     /// Appends `data` at the current end of the object.
     Append(Bytes),
-    /// Sets the size: bytes beyond it are dropped; growing reads as zeros.
+    /// Sets the size: bytes beyond it are dropped; growing reads as zeros. Nothing happens to
+    /// a missing object (it is not created).
     Truncate {
         /// The new size.
         size_bytes: u64,
     },
-    /// Zeroes a range (extending the object if it ends beyond it).
+    /// Zeroes a range, Ceph's way: never creates or extends the object. A range ending before
+    /// the end is zeroed; one reaching the end truncates the object to the range's start; one
+    /// starting at or past the end, of length 0, or on a missing object does nothing.
     Zero {
         /// First byte.
         offset_bytes: u64,
@@ -93,23 +102,23 @@ pub enum Op {
     },
     /// Removes the object (data, xattrs, omap); `NotFound` if it is missing.
     Remove,
-    /// Sets an xattr.
+    /// Sets an xattr (creating the object).
     SetXattr {
         /// Attribute name.
         name: String,
         /// Attribute value.
         value: Vec<u8>,
     },
-    /// Removes an xattr (no error if missing).
+    /// Removes an xattr (no error if the xattr is missing; `NotFound` if the object is).
     RemoveXattr {
         /// Attribute name.
         name: String,
     },
-    /// Sets omap entries.
+    /// Sets omap entries (creating the object); an empty value is `InvalidArgument`.
     OmapSet(Vec<(Vec<u8>, Vec<u8>)>),
-    /// Removes omap keys (missing keys are ignored).
+    /// Removes omap keys (missing keys are ignored; `NotFound` if the object is missing).
     OmapRemoveKeys(Vec<Vec<u8>>),
-    /// Removes every omap entry.
+    /// Removes every omap entry (`NotFound` if the object is missing).
     OmapClear,
 }
 
