@@ -166,18 +166,18 @@ impl PoolHandle {
     ) -> Result<Plan> {
         let store = primary.store();
         let failed = |error: StoreError| store_to_rados(primary.id, &error);
-        // Only guards, appends and removals depend on what the object holds now; a plan of
-        // other steps (a write_full, the usual case) skips the lookup, which for a new object
-        // was a metadata database read (the store's own preparation looks it up anyway).
+        // Only guards and the steps whose effect depends on the object's existence or size
+        // read what the object holds now; a plan of other steps (a write_full, the usual
+        // case) skips the lookup, which for a new object was a metadata database read (the
+        // store's own preparation looks it up anyway).
         let reads_state = op.ops().iter().any(|step| {
-            matches!(
+            !matches!(
                 step,
-                Op::AssertExists
-                    | Op::Create { exclusive: true }
-                    | Op::CompareXattr { .. }
-                    | Op::CompareOmap { .. }
-                    | Op::Append(_)
-                    | Op::Remove
+                Op::Create { exclusive: false }
+                    | Op::WriteFull(_)
+                    | Op::Write { .. }
+                    | Op::SetXattr { .. }
+                    | Op::OmapSet(_)
             )
         });
         let mut xattrs = if reads_state {
@@ -189,7 +189,11 @@ impl PoolHandle {
         } else {
             None
         };
-        let mut size_bytes = match (&xattrs, op.ops().iter().any(|o| matches!(o, Op::Append(_)))) {
+        let needs_size = op
+            .ops()
+            .iter()
+            .any(|o| matches!(o, Op::Append(_) | Op::Zero { .. }));
+        let mut size_bytes = match (&xattrs, needs_size) {
             (Some(_), true) => {
                 store
                     .stat(collection, object)
@@ -199,24 +203,27 @@ impl PoolHandle {
             }
             _ => 0,
         };
+        self.check_guards(primary, collection, object, xattrs.as_ref(), &op)
+            .await?;
         let missing = || RadosError::NotFound(format!("{}/{object}", self.info.name));
-        let exists_before = xattrs.is_some();
         let mut plan = Plan {
             ops: Vec::new(),
             exists_after: xattrs.is_some(),
             data_bytes: 0,
         };
+        let created = |xattrs: &mut Option<BTreeMap<String, Vec<u8>>>| {
+            xattrs.get_or_insert_with(BTreeMap::new);
+        };
+        if xattrs.is_none() && op.ops().iter().any(|o| matches!(o, Op::CompareOmap { .. })) {
+            // The contract: an op holding CompareOmap leaves a missing object created (the
+            // librados backend must create it for `omap_cmp` to run).
+            created(&mut xattrs);
+            plan.ops.push(store::Op::Create { exclusive: false });
+        }
         for step in op.into_ops() {
             let exists = xattrs.is_some();
-            let created = |xattrs: &mut Option<BTreeMap<String, Vec<u8>>>| {
-                xattrs.get_or_insert_with(BTreeMap::new);
-            };
             match step {
-                Op::AssertExists => {
-                    if !exists {
-                        return Err(missing());
-                    }
-                }
+                Op::AssertExists | Op::CompareXattr { .. } | Op::CompareOmap { .. } => {}
                 Op::Create { exclusive } => {
                     if exclusive && exists {
                         return Err(RadosError::Exists(format!("{}/{object}", self.info.name)));
@@ -224,76 +231,59 @@ impl PoolHandle {
                     created(&mut xattrs);
                     plan.ops.push(store::Op::Create { exclusive: false });
                 }
-                Op::CompareXattr {
-                    name,
-                    comparison,
-                    value,
-                } => {
-                    validate_xattr_name(&name)?;
-                    let stored = xattrs
-                        .as_ref()
-                        .and_then(|x| x.get(&name))
-                        .map_or(&[][..], |v| v.as_slice());
-                    if !comparison.holds(stored, &value) {
-                        return Err(RadosError::CompareFailed(format!(
-                            "xattr {name:?} of {}/{object}",
-                            self.info.name
-                        )));
-                    }
-                }
-                Op::CompareOmap { key, value } => {
-                    // Guards read the object as it stands before the op (RADOS checks them
-                    // before applying any step), under the object's lock held by the caller.
-                    let stored = match exists_before {
-                        true => store
-                            .omap_get_keys(collection, object, std::slice::from_ref(&key))
-                            .await
-                            .map_err(failed)?
-                            .remove(&key),
-                        false => None,
-                    };
-                    if stored != value {
-                        return Err(RadosError::CompareFailed(format!(
-                            "omap key {:?} of {}/{object}",
-                            String::from_utf8_lossy(&key),
-                            self.info.name
-                        )));
-                    }
-                }
                 Op::WriteFull(data) => {
                     created(&mut xattrs);
                     size_bytes = data.len() as u64;
                     plan.data_bytes += size_bytes;
-                    plan.ops.push(store::Op::WriteFull { data });
+                    plan.ops.push(store::Op::WriteFull {
+                        data: Vec::from(data),
+                    });
                 }
                 Op::Write { offset_bytes, data } => {
                     created(&mut xattrs);
                     size_bytes = size_bytes.max(offset_bytes.saturating_add(data.len() as u64));
                     plan.data_bytes += data.len() as u64;
-                    plan.ops.push(store::Op::Write { offset_bytes, data });
+                    plan.ops.push(store::Op::Write {
+                        offset_bytes,
+                        data: Vec::from(data),
+                    });
                 }
                 Op::Append(data) => {
                     created(&mut xattrs);
                     let offset_bytes = size_bytes;
                     size_bytes += data.len() as u64;
                     plan.data_bytes += data.len() as u64;
-                    plan.ops.push(store::Op::Write { offset_bytes, data });
+                    plan.ops.push(store::Op::Write {
+                        offset_bytes,
+                        data: Vec::from(data),
+                    });
                 }
                 Op::Truncate { size_bytes: size } => {
-                    created(&mut xattrs);
-                    size_bytes = size;
-                    plan.ops.push(store::Op::Truncate { size_bytes: size });
+                    // Ceph: truncating a missing object does nothing.
+                    if exists {
+                        size_bytes = size;
+                        plan.ops.push(store::Op::Truncate { size_bytes: size });
+                    }
                 }
                 Op::Zero {
                     offset_bytes,
                     length_bytes,
                 } => {
-                    created(&mut xattrs);
-                    size_bytes = size_bytes.max(offset_bytes.saturating_add(length_bytes));
-                    plan.ops.push(store::Op::Zero {
-                        offset_bytes,
-                        length_bytes,
-                    });
+                    // Ceph: never creates or extends; a range reaching the end truncates.
+                    if !exists || length_bytes == 0 || offset_bytes >= size_bytes {
+                        continue;
+                    }
+                    if offset_bytes.saturating_add(length_bytes) >= size_bytes {
+                        size_bytes = offset_bytes;
+                        plan.ops.push(store::Op::Truncate {
+                            size_bytes: offset_bytes,
+                        });
+                    } else {
+                        plan.ops.push(store::Op::Zero {
+                            offset_bytes,
+                            length_bytes,
+                        });
+                    }
                 }
                 Op::Remove => {
                     if !exists {
@@ -312,23 +302,28 @@ impl PoolHandle {
                 }
                 Op::RemoveXattr { name } => {
                     validate_xattr_name(&name)?;
-                    if let Some(x) = xattrs.as_mut() {
-                        x.remove(&name);
-                    } else {
-                        created(&mut xattrs);
-                    }
+                    xattrs.as_mut().ok_or_else(missing)?.remove(&name);
                     plan.ops.push(store::Op::RemoveXattr { key: name });
                 }
                 Op::OmapSet(entries) => {
+                    if entries.iter().any(|(_, value)| value.is_empty()) {
+                        return Err(RadosError::InvalidArgument(
+                            "omap values must not be empty".into(),
+                        ));
+                    }
                     created(&mut xattrs);
                     plan.ops.push(store::Op::OmapSet { entries });
                 }
                 Op::OmapRemoveKeys(keys) => {
-                    created(&mut xattrs);
+                    if !exists {
+                        return Err(missing());
+                    }
                     plan.ops.push(store::Op::OmapRemove { keys });
                 }
                 Op::OmapClear => {
-                    created(&mut xattrs);
+                    if !exists {
+                        return Err(missing());
+                    }
                     plan.ops.push(store::Op::OmapClear);
                 }
                 other => {
@@ -338,6 +333,65 @@ impl PoolHandle {
         }
         plan.exists_after = xattrs.is_some();
         Ok(plan)
+    }
+
+    /// Checks the guards of an op against the object as it is before it (`xattrs`: its
+    /// xattrs, `None` when it does not exist), under the object's lock held by the caller.
+    async fn check_guards(
+        &self,
+        primary: &Osd,
+        collection: &str,
+        object: &str,
+        xattrs: Option<&BTreeMap<String, Vec<u8>>>,
+        op: &WriteOp,
+    ) -> Result<()> {
+        let missing = || RadosError::NotFound(format!("{}/{object}", self.info.name));
+        for step in op.ops() {
+            match step {
+                Op::AssertExists => {
+                    xattrs.ok_or_else(missing)?;
+                }
+                Op::CompareXattr {
+                    name,
+                    comparison,
+                    value,
+                } => {
+                    validate_xattr_name(name)?;
+                    let stored = xattrs.ok_or_else(missing)?.get(name);
+                    if !comparison.holds(stored.map_or(&[][..], Vec::as_slice), value) {
+                        return Err(RadosError::CompareFailed(format!(
+                            "xattr {name:?} of {}/{object}",
+                            self.info.name
+                        )));
+                    }
+                }
+                Op::CompareOmap { key, value } => {
+                    if value.as_ref().is_some_and(Vec::is_empty) {
+                        return Err(RadosError::InvalidArgument(
+                            "an omap value is never empty: compare with None for absence".into(),
+                        ));
+                    }
+                    let stored = match xattrs {
+                        Some(_) => primary
+                            .store()
+                            .omap_get_keys(collection, object, std::slice::from_ref(key))
+                            .await
+                            .map_err(|error| store_to_rados(primary.id, &error))?
+                            .remove(key),
+                        None => None,
+                    };
+                    if stored.as_ref() != value.as_ref() {
+                        return Err(RadosError::CompareFailed(format!(
+                            "omap key {:?} of {}/{object}",
+                            String::from_utf8_lossy(key),
+                            self.info.name
+                        )));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     async fn operate_locked(&self, inner: &Inner, object: &str, op: WriteOp) -> Result<()> {

@@ -105,11 +105,10 @@ async fn step(
         4 => {
             let size = rng.gen_range(0..25_000u64);
             pool.truncate(name, size).await.unwrap();
-            model
-                .entry(name.into())
-                .or_default()
-                .data
-                .resize(size as usize, 0);
+            // Truncating a missing object creates nothing (Ceph's rule, the contract's).
+            if let Some(object) = model.get_mut(name) {
+                object.data.resize(size as usize, 0);
+            }
             format!("truncate {name} to {size}")
         }
         5 => {
@@ -149,7 +148,8 @@ async fn step(
                 .map(|_| {
                     (
                         format!("k{:03}", rng.gen_range(0..50)).into_bytes(),
-                        bytes(rng, 50),
+                        // Omap values are never empty (the contract's rule).
+                        [&b"v"[..], &bytes(rng, 50)].concat(),
                     )
                 })
                 .collect();

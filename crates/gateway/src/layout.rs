@@ -360,6 +360,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_longest_key_fits_in_an_object_name() {
+        // S3 keys are up to 1024 bytes (service::convert refuses longer ones); the longest
+        // tag is a part's: upload id, part number, 4 random bytes in hex.
+        let key = "k".repeat(1024);
+        let tag = format!("2~{}.10000.{}", "f".repeat(24), "f".repeat(8));
+        let bucket_id = "f".repeat(16);
+        for n in [0, 1] {
+            let oid = piece_object(&bucket_id, &tag, &key, n);
+            assert!(
+                rados::validate_object_name(&oid).is_ok(),
+                "{} bytes > {}",
+                oid.len(),
+                rados::OBJECT_NAME_BYTES_MAX
+            );
+        }
+    }
+
+    #[test]
     fn shards_are_stable_and_in_range() {
         assert_eq!(shard_of("a", 8), shard_of("a", 8));
         for key in ["", "a", "photos/2024/x.jpg", "ü"] {

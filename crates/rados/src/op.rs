@@ -1,5 +1,7 @@
 //! Compound write operations on one object ([`WriteOp`]), applied atomically.
 
+use bytes::Bytes;
+
 /// How a [`Op::CompareXattr`] guard compares the stored value with the given one
 /// (bytewise, as Ceph's `CEPH_OSD_CMPXATTR_MODE_STRING`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,21 +35,25 @@ impl Comparison {
     }
 }
 
-/// One step of a [`WriteOp`]. Guards (`AssertExists`, `CreateExclusive`, `CompareXattr`) are
-/// checked against the object's state before the operation; if one fails, nothing is applied.
-/// Every mutating step but `Remove` creates a missing object, as in RADOS.
+/// One step of a [`WriteOp`]. Guards (`AssertExists`, `CompareXattr`, `CompareOmap`) test the
+/// object as it was before the operation, wherever they stand in it; the other steps apply in
+/// order. If a guard or a step fails, nothing is applied. What each step does to a missing
+/// object is Ceph's (see each variant and the crate docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Op {
-    /// Guard: the object must exist (else `NotFound`).
+    /// Guard: the object must exist before the op (else `NotFound`).
     AssertExists,
-    /// Creates the object; with `exclusive`, fails with `Exists` if it is already there.
+    /// Creates the object; with `exclusive`, fails with `Exists` if it is already there (also
+    /// when an earlier step of the op created it).
     Create {
         /// Fail if the object exists.
         exclusive: bool,
     },
-    /// Guard: the xattr `name` must compare to `value` as `comparison` says (else
-    /// `CompareFailed`; a missing xattr compares as empty).
+    /// Guard: the xattr `name` must compare to `value` as `comparison` says, in the direction
+    /// `stored <comparison> value` (else `CompareFailed`). A missing xattr compares as empty;
+    /// a missing object is `NotFound` (as librados' `cmpxattr`, whose operators read the
+    /// other way round: the librados backend mirrors them).
     CompareXattr {
         /// Attribute name.
         name: String,
@@ -57,9 +63,11 @@ pub enum Op {
         value: Vec<u8>,
     },
     /// Guard: the omap `key` must hold exactly `value`, or be absent when `value` is `None`
-    /// (else `CompareFailed`; a missing object has no keys). librados' `omap_cmp` with
-    /// equality, plus absence: what a read-modify-write of one index entry needs to detect a
-    /// concurrent writer.
+    /// (else `CompareFailed`). `Some` of an empty value is `InvalidArgument` (omap values are
+    /// never empty). A missing object has no keys, and an op holding this guard that applies
+    /// leaves a missing object created (the librados backend creates it first, since
+    /// `omap_cmp` fails on a missing object and reads a missing key as an empty value).
+    /// What a read-modify-write of one index entry needs to detect a concurrent writer.
     CompareOmap {
         /// The omap key.
         key: Vec<u8>,
@@ -67,22 +75,25 @@ pub enum Op {
         value: Option<Vec<u8>>,
     },
     /// Replaces the whole data; the size becomes `data.len()`. Xattrs and omap stay.
-    WriteFull(Vec<u8>),
+    WriteFull(Bytes),
     /// Writes `data` at `offset_bytes`, extending the object if needed (a hole reads as zeros).
     Write {
         /// Where in the object.
         offset_bytes: u64,
         /// What.
-        data: Vec<u8>,
+        data: Bytes,
     },
     /// Appends `data` at the current end of the object.
-    Append(Vec<u8>),
-    /// Sets the size: bytes beyond it are dropped; growing reads as zeros.
+    Append(Bytes),
+    /// Sets the size: bytes beyond it are dropped; growing reads as zeros. Nothing happens to
+    /// a missing object (it is not created).
     Truncate {
         /// The new size.
         size_bytes: u64,
     },
-    /// Zeroes a range (extending the object if it ends beyond it).
+    /// Zeroes a range, Ceph's way: never creates or extends the object. A range ending before
+    /// the end is zeroed; one reaching the end truncates the object to the range's start; one
+    /// starting at or past the end, of length 0, or on a missing object does nothing.
     Zero {
         /// First byte.
         offset_bytes: u64,
@@ -91,23 +102,23 @@ pub enum Op {
     },
     /// Removes the object (data, xattrs, omap); `NotFound` if it is missing.
     Remove,
-    /// Sets an xattr.
+    /// Sets an xattr (creating the object).
     SetXattr {
         /// Attribute name.
         name: String,
         /// Attribute value.
         value: Vec<u8>,
     },
-    /// Removes an xattr (no error if missing).
+    /// Removes an xattr (no error if the xattr is missing; `NotFound` if the object is).
     RemoveXattr {
         /// Attribute name.
         name: String,
     },
-    /// Sets omap entries.
+    /// Sets omap entries (creating the object); an empty value is `InvalidArgument`.
     OmapSet(Vec<(Vec<u8>, Vec<u8>)>),
-    /// Removes omap keys (missing keys are ignored).
+    /// Removes omap keys (missing keys are ignored; `NotFound` if the object is missing).
     OmapRemoveKeys(Vec<Vec<u8>>),
-    /// Removes every omap entry.
+    /// Removes every omap entry (`NotFound` if the object is missing).
     OmapClear,
 }
 
@@ -198,12 +209,12 @@ impl WriteOp {
     }
 
     /// Appends [`Op::WriteFull`].
-    pub fn write_full(self, data: impl Into<Vec<u8>>) -> Self {
+    pub fn write_full(self, data: impl Into<Bytes>) -> Self {
         self.push(Op::WriteFull(data.into()))
     }
 
     /// Appends [`Op::Write`].
-    pub fn write(self, offset_bytes: u64, data: impl Into<Vec<u8>>) -> Self {
+    pub fn write(self, offset_bytes: u64, data: impl Into<Bytes>) -> Self {
         self.push(Op::Write {
             offset_bytes,
             data: data.into(),
@@ -211,7 +222,7 @@ impl WriteOp {
     }
 
     /// Appends [`Op::Append`].
-    pub fn append(self, data: impl Into<Vec<u8>>) -> Self {
+    pub fn append(self, data: impl Into<Bytes>) -> Self {
         self.push(Op::Append(data.into()))
     }
 
@@ -283,7 +294,7 @@ mod tests {
             op.into_ops(),
             vec![
                 Op::Create { exclusive: true },
-                Op::Append(vec![1]),
+                Op::Append(Bytes::from_static(&[1])),
                 Op::Remove
             ]
         );

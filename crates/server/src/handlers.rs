@@ -26,7 +26,7 @@
 use bytes::Bytes;
 use hyper::{Method, Uri};
 use percent_encoding::percent_decode_str;
-use rados::{PoolSpec, RadosError};
+use rados::{PoolSpec, RadosError, WriteOp};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -134,7 +134,8 @@ pub(crate) async fn route(
         }
         ("PUT", ["api", "objects", pool, object]) => {
             let io = backend.rados().io_ctx(pool).await?;
-            io.write_full(object, &body).await?;
+            // The request body moves into the op (no copy here).
+            io.operate(object, WriteOp::new().write_full(body)).await?;
             let stat = io.stat(object).await?;
             json(
                 json!({ "pool": pool, "object": object, "size_bytes": stat.size_bytes,

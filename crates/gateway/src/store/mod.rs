@@ -1066,24 +1066,30 @@ impl Store {
                     }
                     if current.len() == chunk {
                         let oid = layout::piece_object(bucket_id, tag, key, pieces.len());
-                        self.data.write_full(&oid, &current).await?;
+                        // The chunk moves into the op (no copy); the next one gets a buffer.
+                        let full = std::mem::replace(&mut current, Vec::with_capacity(chunk));
+                        self.data
+                            .operate(&oid, WriteOp::new().write_full(full))
+                            .await?;
                         written.push(oid.clone());
                         pieces.push(Piece {
                             oid,
                             size: chunk as u64,
                         });
-                        current.clear();
                     }
                 }
             }
             if !current.is_empty() {
                 let oid = layout::piece_object(bucket_id, tag, key, pieces.len());
-                self.data.write_full(&oid, &current).await?;
+                let size = current.len() as u64;
+                self.data
+                    .operate(
+                        &oid,
+                        WriteOp::new().write_full(std::mem::take(&mut current)),
+                    )
+                    .await?;
                 written.push(oid.clone());
-                pieces.push(Piece {
-                    oid,
-                    size: current.len() as u64,
-                });
+                pieces.push(Piece { oid, size });
             }
             if !head.is_empty() {
                 if pieces.is_empty() {
