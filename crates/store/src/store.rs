@@ -543,6 +543,18 @@ impl Store {
             .collect()
     }
 
+    /// The data region's capacity and its bytes not allocated (extents freed but not yet
+    /// reusable count as allocated), and the allocation unit: one lock, unlike
+    /// [`Store::statfs`], so the cluster can check fullness on every write.
+    pub fn space_bytes(&self) -> (u64, u64, u64) {
+        let allocator = self.inner.allocator();
+        (
+            allocator.capacity_bytes(),
+            allocator.free_bytes(),
+            self.inner.layout.min_alloc_size_bytes,
+        )
+    }
+
     /// Space and metadata accounting.
     pub fn statfs(&self) -> Statfs {
         let counters = self.inner.counters().clone();
