@@ -146,7 +146,10 @@ pub struct FullState {
 impl FullState {
     /// The OSDs at `level` exactly, in id order.
     pub fn osds_at(&self, level: FullLevel) -> Vec<&OsdFull> {
-        self.osds.values().filter(|osd| osd.level == level).collect()
+        self.osds
+            .values()
+            .filter(|osd| osd.level == level)
+            .collect()
     }
 
     /// The pools at `level` exactly, in id order.
@@ -512,8 +515,14 @@ mod tests {
         assert_eq!(RATIOS.level(0, 0), FullLevel::Ok);
         // An OSD that refused a 3% write at 93% is full until that write would fit.
         assert_eq!(RATIOS.level_after_refusal(93, 100, 3), FullLevel::Full);
-        assert_eq!(RATIOS.level_after_refusal(92, 100, 3), FullLevel::Backfillfull);
-        assert_eq!(RATIOS.level_after_refusal(93, 100, 0), FullLevel::Backfillfull);
+        assert_eq!(
+            RATIOS.level_after_refusal(92, 100, 3),
+            FullLevel::Backfillfull
+        );
+        assert_eq!(
+            RATIOS.level_after_refusal(93, 100, 0),
+            FullLevel::Backfillfull
+        );
     }
 
     /// A pool is as full as the fullest in OSD of its class; out OSDs and other classes do
@@ -522,12 +531,7 @@ mod tests {
     fn a_pool_is_full_when_an_osd_its_rule_reaches_is_full() {
         let mut out = osd(3, "hdd", 99);
         out.is_in = false;
-        let osds = [
-            osd(0, "ssd", 96),
-            osd(1, "hdd", 86),
-            osd(2, "hdd", 91),
-            out,
-        ];
+        let osds = [osd(0, "ssd", 96), osd(1, "hdd", 86), osd(2, "hdd", 91), out];
         let pools = [
             PoolPlacement {
                 id: 1,

@@ -276,21 +276,26 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
         .collections
         .get(&collection)
         .map_or(0, |usage| usage.allocated_bytes);
-    let _reservation =
-        match inner.reserve_space(&targets, pg_bytes, 1, inner.config.backfillfull_ratio, false) {
-            Ok(reservation) => {
-                if inner.recovery.lock_toofull().remove(&pg) {
-                    tracing::info!(pg = %collection, "backfill_toofull cleared: backfilling");
-                }
-                reservation
+    let _reservation = match inner.reserve_space(
+        &targets,
+        pg_bytes,
+        1,
+        inner.config.backfillfull_ratio,
+        false,
+    ) {
+        Ok(reservation) => {
+            if inner.recovery.lock_toofull().remove(&pg) {
+                tracing::info!(pg = %collection, "backfill_toofull cleared: backfilling");
             }
-            Err(error) => {
-                if inner.recovery.lock_toofull().insert(pg) {
-                    tracing::warn!(pg = %collection, %error, "backfill_toofull: the PG waits for space");
-                }
-                return Ok(false);
+            reservation
+        }
+        Err(error) => {
+            if inner.recovery.lock_toofull().insert(pg) {
+                tracing::warn!(pg = %collection, %error, "backfill_toofull: the PG waits for space");
             }
-        };
+            return Ok(false);
+        }
+    };
     let names = source
         .list_all(&collection)
         .await

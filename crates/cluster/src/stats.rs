@@ -309,7 +309,10 @@ pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
     }
     let full = inner.full_state();
     for (id, pool) in &mut pools {
-        pool.full_level = full.pools.get(id).map_or_else(Default::default, |p| p.level);
+        pool.full_level = full
+            .pools
+            .get(id)
+            .map_or_else(Default::default, |p| p.level);
     }
     stats.full_osds = full
         .osds

@@ -39,7 +39,11 @@ async fn on_every_replica(cluster: &Cluster, name: &str, data: &[u8], size: usiz
         versions.push(osd.version(&collection, name).await.unwrap());
     }
     versions.dedup();
-    assert_eq!(versions.len(), 1, "{name}: replicas at versions {versions:?}");
+    assert_eq!(
+        versions.len(),
+        1,
+        "{name}: replicas at versions {versions:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,9 +94,7 @@ async fn a_small_osd_fills_and_writes_stop_on_every_replica() {
     // not an append; a new empty object neither (it adds an object).
     for (index, bytes) in [(1000u64, OBJECT_BYTES), (1001, 4096), (1002, 1)] {
         let name = format!("late-{index}");
-        let wrote = pool
-            .write_full(&name, &common::content(index, bytes))
-            .await;
+        let wrote = pool.write_full(&name, &common::content(index, bytes)).await;
         assert!(
             matches!(wrote, Err(RadosError::NoSpace(_))),
             "{name}: {wrote:?}"

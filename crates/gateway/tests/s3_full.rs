@@ -37,6 +37,9 @@ async fn a_full_cluster_refuses_puts_without_retries_and_recovers_after_deletes(
     assert!(stdout.contains("RESUMED"), "{stdout}");
     let stats = server.gateway.stats();
     assert!(stats.pieces_retired > 0, "{stats:?}");
-    assert!(stats.gc_reclaimed > 0, "the GC did not run early: {stats:?}");
+    assert!(
+        stats.gc_reclaimed > 0,
+        "the GC did not run early: {stats:?}"
+    );
     server.shutdown().await;
 }
