@@ -313,6 +313,16 @@ fn drain_omap(api: &Api, iter: &OmapIterSlot) -> Result<Vec<(Vec<u8>, Vec<u8>)>>
     }
 }
 
+fn is_empty_zero(step: &rados::Op) -> bool {
+    matches!(
+        step,
+        rados::Op::Zero {
+            length_bytes: 0,
+            ..
+        }
+    )
+}
+
 #[async_trait]
 impl IoCtx for CephIoCtx {
     fn pool(&self) -> &PoolInfo {
@@ -321,6 +331,16 @@ impl IoCtx for CephIoCtx {
 
     async fn operate(&self, object: &str, op: WriteOp) -> Result<()> {
         let oid = object_id(object)?;
+        // A zero of no bytes changes nothing (the contract), and Ceph's OSD asserts on one:
+        // a `zero(offset, 0)` sent to it crashed the OSD holding the PG.
+        let op = if op.ops().iter().any(is_empty_zero) {
+            op.into_ops()
+                .into_iter()
+                .filter(|step| !is_empty_zero(step))
+                .fold(WriteOp::new(), WriteOp::push)
+        } else {
+            op
+        };
         if op.is_empty() {
             return Ok(());
         }

@@ -143,6 +143,9 @@ pub(crate) fn parse_stats(df: &Value, osd_stat: &Value, pool_stats: &Value) -> C
                 stored_bytes: field_u64(&stats, "stored"),
                 allocated_bytes: field_u64(&stats, "bytes_used"),
                 metadata_bytes: field_u64(&stats, "omap_bytes_used"),
+                // Ceph enforces its own full ratios (the OSDs refuse writes with ENOSPC);
+                // its per-pool full flags are not read here yet.
+                ..PoolStats::default()
             }
         })
         .collect();
@@ -157,6 +160,7 @@ pub(crate) fn parse_stats(df: &Value, osd_stat: &Value, pool_stats: &Value) -> C
         osds_in: as_u32("num_in_osds"),
         epoch: field_u64(osd_stat, "epoch"),
         pools,
+        ..ClusterStats::default()
     }
 }
 

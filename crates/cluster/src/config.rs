@@ -59,9 +59,17 @@ pub struct ClusterConfig {
     /// `mon_osd_nearfull_ratio`. 0 < nearfull_ratio <= full_ratio. Default 0.85.
     #[serde(default = "default_nearfull_ratio")]
     pub nearfull_ratio: f64,
-    /// Share in use from which `status` reports the OSD full (`OSD_FULL`, HEALTH_ERR), as
-    /// Ceph's `mon_osd_full_ratio`; writes are not refused for it (the store refuses what no
-    /// longer fits). At most 1. Default 0.95.
+    /// Share in use from which recovery and backfill copy nothing more onto an OSD: its PGs
+    /// wait (`backfill_toofull` in `status`, `OSD_BACKFILLFULL`, HEALTH_WARN), as Ceph's
+    /// `mon_osd_backfillfull_ratio`. nearfull_ratio <= backfillfull_ratio <= full_ratio.
+    /// Default 0.90.
+    #[serde(default = "default_backfillfull_ratio")]
+    pub backfillfull_ratio: f64,
+    /// Share in use from which an OSD is full (`OSD_FULL`, HEALTH_ERR), as Ceph's
+    /// `mon_osd_full_ratio`: writes that would add data or objects to a pool that can place
+    /// on it are refused with `NoSpace` (`POOL_FULL`), and no write may take an OSD past it
+    /// (each write counts the space it needs); reads, removals and writes that only shrink
+    /// or change metadata of existing objects go on. At most 1. Default 0.95.
     #[serde(default = "default_full_ratio")]
     pub full_ratio: f64,
     /// Failure domains: hosts, each holding OSDs.
@@ -172,6 +180,9 @@ fn default_osd_device_errors_max() -> u32 {
 fn default_nearfull_ratio() -> f64 {
     0.85
 }
+fn default_backfillfull_ratio() -> f64 {
+    0.90
+}
 fn default_full_ratio() -> f64 {
     0.95
 }
@@ -276,6 +287,7 @@ impl ClusterConfig {
             durable: true,
             osd_device_errors_max: default_osd_device_errors_max(),
             nearfull_ratio: default_nearfull_ratio(),
+            backfillfull_ratio: default_backfillfull_ratio(),
             full_ratio: default_full_ratio(),
             hosts: Vec::new(),
             osds: Vec::new(),
@@ -302,12 +314,14 @@ impl ClusterConfig {
     pub fn validate(&self) -> Result<()> {
         let bad = |what: String| Err(ClusterError::Config(what));
         if !(self.nearfull_ratio > 0.0
-            && self.nearfull_ratio <= self.full_ratio
+            && self.nearfull_ratio <= self.backfillfull_ratio
+            && self.backfillfull_ratio <= self.full_ratio
             && self.full_ratio <= 1.0)
         {
             return bad(format!(
-                "nearfull_ratio {} and full_ratio {}: need 0 < nearfull_ratio <= full_ratio <= 1",
-                self.nearfull_ratio, self.full_ratio
+                "nearfull_ratio {}, backfillfull_ratio {} and full_ratio {}: need 0 < \
+                 nearfull_ratio <= backfillfull_ratio <= full_ratio <= 1",
+                self.nearfull_ratio, self.backfillfull_ratio, self.full_ratio
             ));
         }
         let mut hosts = BTreeSet::new();

@@ -28,8 +28,28 @@ pub struct PoolHandle {
 /// What a [`WriteOp`] becomes after its guards were checked against the primary's copy.
 struct Plan {
     ops: Vec<store::Op>,
+    /// Whether the object existed, if the plan had to look (guards, appends, removals).
+    exists_before: Option<bool>,
     exists_after: bool,
     data_bytes: u64,
+    /// Steps writing data (each may allocate a partial unit more).
+    data_steps: u64,
+}
+
+impl Plan {
+    /// Whether the write adds data or an object: what a full pool refuses (as Ceph's
+    /// `PrimaryLogPG` refuses ops growing `num_bytes` or `num_objects` at `FULL`), while
+    /// removals and metadata changes of existing objects go on. `None`: a change of
+    /// metadata only, to an object the plan did not look up (it adds one if it is new).
+    fn grows(&self) -> Option<bool> {
+        if self.data_bytes > 0 {
+            return Some(true);
+        }
+        if !self.exists_after {
+            return Some(false);
+        }
+        self.exists_before.map(|existed| !existed)
+    }
 }
 
 impl PoolHandle {
@@ -203,13 +223,16 @@ impl PoolHandle {
             }
             _ => 0,
         };
+        let exists_before = xattrs.is_some();
         self.check_guards(primary, collection, object, xattrs.as_ref(), &op)
             .await?;
         let missing = || RadosError::NotFound(format!("{}/{object}", self.info.name));
         let mut plan = Plan {
             ops: Vec::new(),
+            exists_before: reads_state.then_some(exists_before),
             exists_after: xattrs.is_some(),
             data_bytes: 0,
+            data_steps: 0,
         };
         let created = |xattrs: &mut Option<BTreeMap<String, Vec<u8>>>| {
             xattrs.get_or_insert_with(BTreeMap::new);
@@ -235,6 +258,7 @@ impl PoolHandle {
                     created(&mut xattrs);
                     size_bytes = data.len() as u64;
                     plan.data_bytes += size_bytes;
+                    plan.data_steps += 1;
                     plan.ops.push(store::Op::WriteFull {
                         data: Vec::from(data),
                     });
@@ -243,6 +267,7 @@ impl PoolHandle {
                     created(&mut xattrs);
                     size_bytes = size_bytes.max(offset_bytes.saturating_add(data.len() as u64));
                     plan.data_bytes += data.len() as u64;
+                    plan.data_steps += 1;
                     plan.ops.push(store::Op::Write {
                         offset_bytes,
                         data: Vec::from(data),
@@ -253,6 +278,7 @@ impl PoolHandle {
                     let offset_bytes = size_bytes;
                     size_bytes += data.len() as u64;
                     plan.data_bytes += data.len() as u64;
+                    plan.data_steps += 1;
                     plan.ops.push(store::Op::Write {
                         offset_bytes,
                         data: Vec::from(data),
@@ -410,6 +436,29 @@ impl PoolHandle {
         if plan.ops.is_empty() {
             return Ok(());
         }
+        // Held until every replica applied the write (see `full`).
+        let admit = || {
+            inner.admit_growth(
+                &self.info,
+                &placement.acting,
+                plan.data_bytes,
+                plan.data_steps,
+            )
+        };
+        let _reservation = match plan.grows() {
+            Some(true) => Some(admit()?),
+            Some(false) => None,
+            // Looked up only when the pool is full: an omap or xattr change of an existing
+            // object (the S3 index's, its GC queue's) goes on; one that creates it does not.
+            None => match admit() {
+                Ok(reservation) => Some(reservation),
+                Err(refused) => match primary.store().exists(&collection, object).await {
+                    Ok(true) => None,
+                    Ok(false) => return Err(refused),
+                    Err(error) => return Err(store_to_rados(primary_id, &error)),
+                },
+            },
+        };
         let id = ObjectId::new(collection.as_str(), object);
         let mut transaction = Transaction::new((inner.options.clock_ns)());
         for step in plan.ops {
@@ -452,6 +501,19 @@ impl PoolHandle {
         else {
             return Ok(());
         };
+        if let Some((full, _)) = results
+            .iter()
+            .find(|(_, r)| matches!(r, Err(StoreError::NoSpace { .. })))
+        {
+            // A replica out of space fails the write rather than lowering its redundancy:
+            // the copies that committed go back to what that replica still holds.
+            self.roll_back(inner, &placement, &collection, object, *full, &holders)
+                .await;
+            return Err(RadosError::NoSpace(format!(
+                "{error}; the write was refused (not applied on fewer replicas than the \
+                 pool's size)"
+            )));
+        }
         let durable = holders.len() as u32 >= self.info.min_size;
         if durable {
             let mut failed: Vec<i32> = results
@@ -512,6 +574,38 @@ impl PoolHandle {
             );
         }
         Err(error)
+    }
+
+    /// Undoes a write on the replicas that committed it (`holders`) by copying the object
+    /// back from `refused`, a replica whose store refused the whole transaction (so it still
+    /// holds the object as it was); if that fails, the PG is queued for repair.
+    async fn roll_back(
+        &self,
+        inner: &Inner,
+        placement: &Placement,
+        collection: &str,
+        object: &str,
+        refused: i32,
+        holders: &[i32],
+    ) {
+        if holders.is_empty() {
+            return;
+        }
+        let restored =
+            crate::recovery::copy_object_within(inner, collection, object, refused, holders, 1.0)
+                .await;
+        match restored {
+            Ok(_) => tracing::warn!(
+                osd = refused,
+                object,
+                "a replica had no space: the write was rolled back on {}",
+                osd_list(holders)
+            ),
+            Err(error) => {
+                tracing::warn!(osd = refused, object, %error, "a replica had no space and the write could not be rolled back; PG queued for repair");
+                inner.mark_dirty(placement.pg);
+            }
+        }
     }
 
     /// Up to `max` omap entries of one replica after `start_after` that start with `prefix`.

@@ -24,12 +24,17 @@
 //!    of a PG overlap their durable commits (Ceph pipelines a PG's ops the same way; without
 //!    it a PG's write rate is one per commit latency, which capped an S3 bucket index shard).
 //!    Recovery, backfill and scrub take the PG's lock exclusively.
-//! 3. Fewer acting OSDs than the pool's `min_size`: [`rados::RadosError::Degraded`].
+//! 3. Fewer acting OSDs than the pool's `min_size`: [`rados::RadosError::Degraded`]. A
+//!    write that adds data or an object to a full pool, or whose space would take an acting
+//!    OSD past `full_ratio`: [`rados::RadosError::NoSpace`] (see [`full`]; the space is
+//!    reserved on every replica until they applied it).
 //! 4. Guards (exists, exclusive create, compare xattr) and appends are evaluated against the
 //!    primary's copy; the steps become one store transaction, stamped with a new object
 //!    version (cluster-wide, monotonic, kept in the `_strata.v` xattr).
 //! 5. The primary applies the transaction to every acting replica in parallel and acknowledges
-//!    once every one of them committed durably. When some fail:
+//!    once every one of them committed durably. A replica out of space fails the write
+//!    (`NoSpace`) and the replicas that committed are rolled back from it: a full OSD never
+//!    lowers a write's redundancy. When some fail otherwise:
 //!    - the primary and at least `min_size` replicas committed: the write succeeds and the PG
 //!      is queued for repair (recovery scrubs it and rewrites the failed copies);
 //!    - at least `min_size` replicas but not the primary committed: the new version is copied
@@ -85,6 +90,7 @@
 
 pub mod config;
 mod error;
+pub mod full;
 mod io;
 pub mod osd;
 mod peering;
@@ -506,6 +512,8 @@ impl Cluster {
             peering,
             poller,
         });
+        // The full level of every OSD, known before the first write (see `full`).
+        inner.full_state();
         let mut tasks = Vec::new();
         if let Some(poller) = &inner.poller {
             tasks.push(tokio::spawn(Arc::clone(poller).run()));
@@ -714,6 +722,17 @@ impl Cluster {
     /// client first touches them).
     pub fn pgs_peering(&self) -> usize {
         self.inner.peering.pending_pgs().len()
+    }
+
+    /// Every OSD's and pool's full level (nearfull, backfillfull, full), read from the
+    /// stores now (see [`full`]).
+    pub fn full_state(&self) -> full::FullState {
+        self.inner.full_state()
+    }
+
+    /// The PGs whose backfill waits because a new member is past `backfillfull_ratio`.
+    pub fn backfill_toofull(&self) -> Vec<PgId> {
+        self.inner.recovery.backfill_toofull()
     }
 
     /// Recovery counters.

@@ -81,6 +81,8 @@ pub struct Osd {
     ops: StatsRecorder,
     /// A setting of `cluster.toml` the store does not follow (see [`Osd::config_warning`]).
     config_warning: Option<String>,
+    /// Space reserved by writes in flight and the last full level seen ([`crate::full`]).
+    pub(crate) space: crate::full::SpaceTracker,
 }
 
 impl Osd {
@@ -133,6 +135,7 @@ impl Osd {
             class: config.class.clone(),
             store,
             ops: StatsRecorder::new(format!("osd.{}", config.id), DeviceKind::Other("osd")),
+            space: crate::full::SpaceTracker::default(),
         })
     }
 

@@ -6,9 +6,15 @@
 //! the `pg_temp` (a new epoch). PGs queued as dirty (a replica failed a write or a repair) are
 //! deep-scrubbed and repaired. Finally copies on OSDs outside a PG's up and acting sets (after
 //! an OSD went out, a pool was deleted, an upmap moved the PG) are removed. The background
-//! task runs a pass whenever the map changes, and every second while work remains.
+//! task runs a pass whenever the map changes, and while work remains every second, backing
+//! off to every 30 s (Ceph's `osd_backfill_retry_interval`) while passes make no progress.
+//!
+//! A PG is backfilled only when each new member can take it: its data (the primary's
+//! allocation for it) is reserved on each, and a member that would pass `backfillfull_ratio`
+//! leaves the PG waiting, `backfill_toofull` in `status`, as Ceph's backfill reservation
+//! does, until space is freed. A failure is logged once per PG and reason, not every pass.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +37,10 @@ pub struct RecoveryProgress {
     objects_removed: AtomicU64,
     objects_repaired: AtomicU64,
     errors: AtomicU64,
+    /// PGs waiting because a new member is past `backfillfull_ratio`.
+    toofull: std::sync::Mutex<BTreeSet<PgId>>,
+    /// The last failure logged for each PG (the same one is not logged again).
+    reported: std::sync::Mutex<BTreeMap<PgId, String>>,
 }
 
 /// A snapshot of [`RecoveryProgress`].
@@ -53,6 +63,9 @@ pub struct RecoverySnapshot {
     pub objects_repaired: u64,
     /// Failures during recovery (retried on the next pass).
     pub errors: u64,
+    /// PGs waiting for space: a new member is past `backfillfull_ratio` (Ceph's
+    /// `backfill_toofull`).
+    pub pgs_backfill_toofull: u64,
 }
 
 impl RecoveryProgress {
@@ -68,7 +81,48 @@ impl RecoveryProgress {
             objects_removed: get(&self.objects_removed),
             objects_repaired: get(&self.objects_repaired),
             errors: get(&self.errors),
+            pgs_backfill_toofull: self.lock_toofull().len() as u64,
         }
+    }
+
+    /// The PGs waiting because a new member is past `backfillfull_ratio`.
+    pub fn backfill_toofull(&self) -> Vec<PgId> {
+        self.lock_toofull().iter().copied().collect()
+    }
+
+    fn lock_toofull(&self) -> std::sync::MutexGuard<'_, BTreeSet<PgId>> {
+        self.toofull.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Work done so far: a pass that changes none of it made no progress.
+    fn progress(&self) -> [u64; 4] {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        [
+            get(&self.pgs_recovered),
+            get(&self.objects_copied),
+            get(&self.objects_removed),
+            get(&self.objects_repaired),
+        ]
+    }
+
+    /// Logs a PG's failure unless it is the one logged last for that PG.
+    fn report(&self, pg: PgId, what: &str, error: &dyn std::fmt::Display) {
+        let text = error.to_string();
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        if reported.get(&pg) == Some(&text) {
+            tracing::debug!(pg = %collection_name(pg), error = %text, "{what}; will retry");
+            return;
+        }
+        tracing::warn!(pg = %collection_name(pg), error = %text, "{what}; will retry (logged once)");
+        reported.insert(pg, text);
+    }
+
+    /// Forgets a PG's logged failure (it succeeded).
+    fn reported_ok(&self, pg: PgId) {
+        self.reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pg);
     }
 
     pub(crate) fn add_repaired(&self, count: u64) {
@@ -87,6 +141,28 @@ pub(crate) async fn copy_object(
     source: i32,
     targets: &[i32],
 ) -> std::result::Result<u64, RadosError> {
+    copy_object_within(
+        inner,
+        collection,
+        object,
+        source,
+        targets,
+        inner.config.full_ratio,
+    )
+    .await
+}
+
+/// [`copy_object`], refused with `NoSpace` when a copy would take a target past `ratio`
+/// (1.0 for a write's roll-back, which restores what was there; recovery reserved the
+/// PG's space beforehand).
+pub(crate) async fn copy_object_within(
+    inner: &Inner,
+    collection: &str,
+    object: &str,
+    source: i32,
+    targets: &[i32],
+    ratio: f64,
+) -> std::result::Result<u64, RadosError> {
     let osd = |id: i32| {
         inner
             .osds
@@ -97,18 +173,20 @@ pub(crate) async fn copy_object(
         .image(collection, object)
         .await
         .map_err(|e| store_to_rados(source, &e))?;
-    install_image(inner, collection, object, image.as_ref(), targets).await
+    install_image_within(inner, collection, object, image.as_ref(), targets, ratio).await
 }
 
 /// Copies `object` from the first of `sources` that can read it over its copies on
 /// `targets`; `Ok(false)` when none could (the object is unfound on them), an error when a
-/// target failed. Call under the PG lock.
+/// target failed. Refused with `NoSpace` past `ratio` (as [`copy_object_within`]). Call
+/// under the PG lock.
 pub(crate) async fn copy_from_any(
     inner: &Inner,
     collection: &str,
     object: &str,
     sources: &[i32],
     targets: &[i32],
+    ratio: f64,
 ) -> std::result::Result<bool, RadosError> {
     for &source in sources {
         let Ok(osd) = inner.osd(source) else {
@@ -116,7 +194,8 @@ pub(crate) async fn copy_from_any(
         };
         match osd.image(collection, object).await {
             Ok(image) => {
-                install_image(inner, collection, object, image.as_ref(), targets).await?;
+                install_image_within(inner, collection, object, image.as_ref(), targets, ratio)
+                    .await?;
                 return Ok(true);
             }
             Err(error) => {
@@ -128,6 +207,7 @@ pub(crate) async fn copy_from_any(
 }
 
 /// Writes `image` (or the object's removal) on `targets`; returns the copies written.
+/// Refused with `NoSpace` when a copy would take a target past `full_ratio`.
 pub(crate) async fn install_image(
     inner: &Inner,
     collection: &str,
@@ -135,12 +215,34 @@ pub(crate) async fn install_image(
     image: Option<&crate::osd::ObjectImage>,
     targets: &[i32],
 ) -> std::result::Result<u64, RadosError> {
+    install_image_within(
+        inner,
+        collection,
+        object,
+        image,
+        targets,
+        inner.config.full_ratio,
+    )
+    .await
+}
+
+/// [`install_image`] within `ratio`.
+pub(crate) async fn install_image_within(
+    inner: &Inner,
+    collection: &str,
+    object: &str,
+    image: Option<&crate::osd::ObjectImage>,
+    targets: &[i32],
+    ratio: f64,
+) -> std::result::Result<u64, RadosError> {
     let osd = |id: i32| {
         inner
             .osds
             .get(&id)
             .ok_or_else(|| RadosError::Io(format!("osd.{id} is not open")))
     };
+    let data_bytes = image.map_or(0, |image| image.data.len() as u64);
+    let _reservation = inner.reserve_space(targets, data_bytes, 1, ratio, false)?;
     let mut written = 0;
     for &target in targets {
         osd(target)?
@@ -175,6 +277,10 @@ pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
         .copied()
         .filter(|&pg| !crate::is_settled(&map, pg))
         .collect();
+    inner
+        .recovery
+        .lock_toofull()
+        .retain(|pg| pending.contains(pg));
     let mut clean = true;
     for pg in pending {
         match recover_pg(inner, pg).await {
@@ -183,7 +289,7 @@ pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
             Err(error) => {
                 clean = false;
                 inner.recovery.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(pg = %collection_name(pg), %error, "recovery failed; will retry");
+                inner.recovery.report(pg, "recovery failed", &error);
             }
         }
     }
@@ -195,7 +301,7 @@ pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
             clean = false;
             inner.mark_dirty(pg);
             inner.recovery.errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(pg = %collection_name(pg), %error, "repair failed; will retry");
+            inner.recovery.report(pg, "repair failed", &error);
         }
     }
     if remove_strays(inner).await? > 0 {
@@ -230,7 +336,35 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
         .copied()
         .filter(|osd| !place.acting.contains(osd))
         .collect();
+    // Backfill reservation: the PG's data must fit on every new member below
+    // backfillfull_ratio, held while it is copied.
     let source = inner.osd(primary)?;
+    let pg_bytes = source
+        .store()
+        .statfs()
+        .collections
+        .get(&collection)
+        .map_or(0, |usage| usage.allocated_bytes);
+    let _reservation = match inner.reserve_space(
+        &targets,
+        pg_bytes,
+        1,
+        inner.config.backfillfull_ratio,
+        false,
+    ) {
+        Ok(reservation) => {
+            if inner.recovery.lock_toofull().remove(&pg) {
+                tracing::info!(pg = %collection, "backfill_toofull cleared: backfilling");
+            }
+            reservation
+        }
+        Err(error) => {
+            if inner.recovery.lock_toofull().insert(pg) {
+                tracing::warn!(pg = %collection, %error, "backfill_toofull: the PG waits for space");
+            }
+            return Ok(false);
+        }
+    };
     let names = source
         .list_all(&collection)
         .await
@@ -270,7 +404,7 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
             if same {
                 continue;
             }
-            if copy_from_any(inner, &collection, name, &sources, &[target]).await? {
+            if copy_from_any(inner, &collection, name, &sources, &[target], 1.0).await? {
                 inner.peering.found(pg, name);
             } else {
                 // No holder can read it: unfound. The rest of the PG goes on; the PG keeps
@@ -307,6 +441,7 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
         return Ok(false);
     }
     inner.recovery.pgs_recovered.fetch_add(1, Ordering::Relaxed);
+    inner.recovery.reported_ok(pg);
     Ok(true)
 }
 
@@ -354,9 +489,26 @@ async fn remove_strays(inner: &Inner) -> Result<u64> {
     Ok(found)
 }
 
-/// The background task: a pass at every map change, and every second while unclean.
+/// Seconds between passes while work remains, at first and at most (backing off while
+/// passes make no progress).
+const RETRY_S: (u64, u64) = (1, 30);
+
+/// The wait before the next pass while work remains: back to the first after progress,
+/// else doubled up to the bound. Pure.
+pub fn next_retry_s(previous_s: u64, progressed: bool) -> u64 {
+    if progressed {
+        RETRY_S.0
+    } else {
+        previous_s.saturating_mul(2).clamp(RETRY_S.0, RETRY_S.1)
+    }
+}
+
+/// The background task: a pass at every map change, and while unclean every second, backing
+/// off (see [`next_retry_s`]) while passes make no progress.
 pub(crate) async fn run(inner: Arc<Inner>) {
+    let mut retry_s = RETRY_S.0;
     loop {
+        let before = inner.recovery.progress();
         let clean = match recover_once(&inner).await {
             Ok(clean) => clean,
             Err(error) => {
@@ -368,10 +520,17 @@ pub(crate) async fn run(inner: Arc<Inner>) {
             return;
         }
         if clean {
+            retry_s = RETRY_S.0;
             inner.recovery_wakeup.notified().await;
         } else {
-            let _ = tokio::time::timeout(Duration::from_secs(1), inner.recovery_wakeup.notified())
-                .await;
+            let waited = tokio::time::timeout(
+                Duration::from_secs(retry_s),
+                inner.recovery_wakeup.notified(),
+            )
+            .await;
+            // A map change (or a write queueing a repair) starts over at the shortest wait.
+            let progressed = waited.is_ok() || inner.recovery.progress() != before;
+            retry_s = next_retry_s(retry_s, progressed);
         }
     }
 }

@@ -307,6 +307,19 @@ pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
             }
         }
     }
+    let full = inner.full_state();
+    for (id, pool) in &mut pools {
+        pool.full_level = full
+            .pools
+            .get(id)
+            .map_or_else(Default::default, |p| p.level);
+    }
+    stats.full_osds = full
+        .osds
+        .values()
+        .filter(|osd| osd.level > rados::FullLevel::Ok)
+        .map(|osd| (osd.id, osd.level))
+        .collect();
     stats.objects = pools.values().map(|pool| pool.objects).sum();
     stats.pools = pools.into_values().collect();
     stats

@@ -3,6 +3,9 @@
 use rados::RadosError;
 use s3s::{S3Error, S3ErrorCode};
 
+/// The S3 error code of a write refused because the cluster is full (HTTP 507).
+pub const INSUFFICIENT_STORAGE: &str = "InsufficientStorage";
+
 /// Why a gateway operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -239,7 +242,11 @@ impl GatewayError {
                 RadosError::Degraded { .. } | RadosError::Shutdown => {
                     S3ErrorCode::ServiceUnavailable
                 }
-                RadosError::NoSpace(_) => S3ErrorCode::ServiceUnavailable,
+                // A full cluster (an OSD at full_ratio): 507, which AWS SDKs do not retry
+                // (botocore retries 500, 502, 503, 504 and throttling codes), as MinIO
+                // answers a full backend; a retried PUT would only fail again until space is
+                // freed. See ARCHITECTURE.md.
+                RadosError::NoSpace(_) => S3ErrorCode::Custom(INSUFFICIENT_STORAGE.into()),
                 // Index commits retry a lost race a bounded number of times; past that the
                 // key is too contended: the client may retry, as after radosgw's 503.
                 RadosError::CompareFailed(_) => S3ErrorCode::ServiceUnavailable,
@@ -276,6 +283,7 @@ impl GatewayError {
             GatewayError::PreconditionFailed => S::PRECONDITION_FAILED,
             GatewayError::NotModified(_) => S::NOT_MODIFIED,
             GatewayError::NotImplemented(_) => S::NOT_IMPLEMENTED,
+            GatewayError::Rados(RadosError::NoSpace(_)) => S::INSUFFICIENT_STORAGE,
             GatewayError::Rados(_)
             | GatewayError::Corrupt(_)
             | GatewayError::UploadCollected(_) => match self.code() {

@@ -73,7 +73,7 @@ pub use auth::{AllowAll, ClusterAuth};
 pub use error::GatewayError;
 pub use server::{serve, Server};
 pub use service::Gateway;
-pub use store::{GatewayStats, OrphanReport, ORPHAN_GRACE_S_MIN};
+pub use store::{gc_wait_s, GatewayStats, GcBacklog, OrphanReport, ORPHAN_GRACE_S_MIN};
 pub use users::{User, Users};
 
 /// How a gateway lays out and serves data.
@@ -109,6 +109,12 @@ pub struct GatewayConfig {
     /// so a GET that started on the old version can finish reading it (radosgw's
     /// `rgw_gc_obj_min_wait`). 0 removes it at the commit. Default 300.
     pub gc_min_wait_s: u64,
+    /// The same wait while the cluster's fullest OSD is at or past its `nearfull_ratio`
+    /// (space is wanted back now: a full pool refuses writes until it is). Default 5.
+    pub gc_nearfull_min_wait_s: u64,
+    /// Seconds between the GC task's questions to the cluster about how full it is; from
+    /// nearfull on, a GC pass follows each (see [`gc_wait_s`]). Default 5.
+    pub gc_fullness_check_s: u64,
 }
 
 impl Default for GatewayConfig {
@@ -126,6 +132,8 @@ impl Default for GatewayConfig {
             auth: true,
             gc_period_s: 30,
             gc_min_wait_s: 300,
+            gc_nearfull_min_wait_s: 5,
+            gc_fullness_check_s: 5,
         }
     }
 }

@@ -100,7 +100,7 @@ pub async fn serve(
     bind_addr: SocketAddr,
     config: GatewayConfig,
 ) -> Result<Server> {
-    let gateway = Gateway::open(rados, config).await?;
+    let gateway = Gateway::open(rados.clone(), config).await?;
     let listener = TcpListener::bind(bind_addr)
         .await
         .map_err(|e| GatewayError::InvalidArgument(format!("bind {bind_addr}: {e}")))?;
@@ -116,15 +116,30 @@ pub async fn serve(
     let (shutdown, mut stopped) = watch::channel(false);
     let gc_gateway = gateway.clone();
     let front_gateway = gateway.clone();
-    let gc_period = std::time::Duration::from_secs(gateway.config().gc_period_s.max(1));
     let mut gc_stopped = stopped.clone();
+    let gc_rados = rados.clone();
     let task = tokio::spawn(async move {
         let gc = tokio::spawn(async move {
-            let mut interval = tokio::time::interval(gc_period);
+            let config = gc_gateway.config().clone();
+            let period = std::time::Duration::from_secs(config.gc_period_s.max(1));
+            let check = std::time::Duration::from_secs(config.gc_fullness_check_s.max(1));
+            let mut interval = tokio::time::interval(period.min(check));
+            let mut last_pass: Option<tokio::time::Instant> = None;
             loop {
                 tokio::select! {
                     _ = interval.tick() => {
-                        if let Err(error) = gc_gateway.reclaim().await {
+                        // From nearfull on, every check is a pass with the short wait.
+                        let level = match gc_rados.cluster_stats().await {
+                            Ok(stats) => stats.full_level(),
+                            Err(_) => rados::FullLevel::Ok,
+                        };
+                        let due = last_pass.is_none_or(|at| at.elapsed() >= period);
+                        if !due && level < rados::FullLevel::Nearfull {
+                            continue;
+                        }
+                        last_pass = Some(tokio::time::Instant::now());
+                        let wait_s = crate::gc_wait_s(&config, level);
+                        if let Err(error) = gc_gateway.reclaim_after(wait_s).await {
                             tracing::warn!(%error, "GC pass failed");
                         }
                     }

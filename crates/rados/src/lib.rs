@@ -73,7 +73,8 @@ mod types;
 pub use error::{errno, RadosError, Result};
 pub use op::{Comparison, Op, WriteOp};
 pub use types::{
-    ClusterStats, ListCursor, ListPage, ObjectStat, OmapPage, PoolId, PoolInfo, PoolSpec, PoolStats,
+    ClusterStats, FullLevel, ListCursor, ListPage, ObjectStat, OmapPage, PoolId, PoolInfo,
+    PoolSpec, PoolStats,
 };
 
 /// Longest object name in bytes.

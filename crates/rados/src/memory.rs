@@ -188,6 +188,7 @@ impl Rados for MemoryRados {
                     allocated_bytes: stored_bytes * u64::from(pool.info.size),
                     metadata_bytes: metadata_bytes * u64::from(pool.info.size),
                     degraded_objects: 0,
+                    ..PoolStats::default()
                 }
             })
             .collect();
@@ -205,6 +206,7 @@ impl Rados for MemoryRados {
             osds_in: 1,
             epoch: 1,
             pools,
+            ..ClusterStats::default()
         })
     }
 

@@ -133,6 +133,38 @@ pub struct PoolStats {
     pub metadata_bytes: u64,
     /// Objects with fewer up-to-date replicas than the pool's size.
     pub degraded_objects: u64,
+    /// How full the fullest OSD the pool can place on is (Ceph's pool flags): at
+    /// [`FullLevel::Full`] writes that add data or objects to the pool are refused with
+    /// [`crate::RadosError::NoSpace`].
+    pub full_level: FullLevel,
+}
+
+/// How full an OSD or a pool is, by Ceph's three ratios (`nearfull_ratio`,
+/// `backfillfull_ratio`, `full_ratio`), in increasing order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FullLevel {
+    /// Below the nearfull ratio.
+    #[default]
+    Ok,
+    /// At or above `nearfull_ratio`: a warning; space waiting for garbage collection should
+    /// be reclaimed now.
+    Nearfull,
+    /// At or above `backfillfull_ratio`: recovery copies nothing more onto it.
+    Backfillfull,
+    /// At or above `full_ratio`: writes that add data to its pools are refused.
+    Full,
+}
+
+impl FullLevel {
+    /// Ceph's name of the state: `ok`, `nearfull`, `backfillfull`, `full`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FullLevel::Ok => "ok",
+            FullLevel::Nearfull => "nearfull",
+            FullLevel::Backfillfull => "backfillfull",
+            FullLevel::Full => "full",
+        }
+    }
 }
 
 /// Space and health of the whole cluster ([`crate::Rados::cluster_stats`]).
@@ -156,4 +188,18 @@ pub struct ClusterStats {
     pub epoch: u64,
     /// Per pool.
     pub pools: Vec<PoolStats>,
+    /// The OSDs at or past `nearfull_ratio`, with their level, in id order (empty when
+    /// none is, or when the backend does not say).
+    pub full_osds: Vec<(i32, FullLevel)>,
+}
+
+impl ClusterStats {
+    /// The level of the fullest OSD.
+    pub fn full_level(&self) -> FullLevel {
+        self.full_osds
+            .iter()
+            .map(|(_, level)| *level)
+            .max()
+            .unwrap_or_default()
+    }
 }

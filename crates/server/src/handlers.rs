@@ -11,7 +11,7 @@
 //! | `POST /api/osd/{id}/{down,up,out,in}`  | marks the OSD, returns the new epoch   |
 //! | `GET /api/pools`, `POST /api/pools`    | list, create (`{"name","size",...}`)   |
 //! | `DELETE /api/pools/{name}`             | removes a pool and its objects (not the S3 gateway's while S3 is served) |
-//! | `GET /api/df`                          | [`report::Usage`] and pools            |
+//! | `GET /api/df`                          | [`report::Usage`], pools, the S3 GC backlog (`gc`) |
 //! | `GET /api/stats?top=N`                 | [`report::PeriodReport`]: the last statistics period, its N (20) most accessed objects |
 //! | `GET /api/objects/{pool}`              | object names                           |
 //! | `PUT/GET/DELETE /api/objects/{pool}/{object}` | write whole, read, remove       |
@@ -106,7 +106,17 @@ pub(crate) async fn route(
         ("GET", ["api", "df"]) => {
             let pools = backend.pools().await?;
             let usage = backend.usage().await?;
-            json(json!({ "usage": usage, "pools": pools }))
+            // Replaced S3 data still held until the GC removes it (none without S3).
+            let gc = match gateway {
+                Some(gateway) => Some(
+                    gateway
+                        .gc_backlog()
+                        .await
+                        .map_err(|e| ServerError::Gateway(format!("GC queue: {e}")))?,
+                ),
+                None => None,
+            };
+            json(json!({ "usage": usage, "pools": pools, "gc": gc }))
         }
         ("GET", ["api", "stats"]) => {
             let mut top = 20;

@@ -126,6 +126,10 @@ pub struct PgSummary {
     /// that held them before (`active+clean+remapped`, as Ceph shows them).
     #[serde(default)]
     pub short_up: u64,
+    /// PGs whose backfill waits because a new member is past `backfillfull_ratio`
+    /// (`backfill_toofull`).
+    #[serde(default)]
+    pub backfill_toofull: u64,
 }
 
 /// Recovery counters.
@@ -265,6 +269,7 @@ fn hole_fraction(stored_bytes: u64, allocated_bytes: u64) -> f64 {
 /// PG states over every pool.
 pub fn pg_summary(cluster: &Cluster) -> PgSummary {
     let map = cluster.osd_map();
+    let toofull: std::collections::BTreeSet<_> = cluster.backfill_toofull().into_iter().collect();
     let mut summary = PgSummary::default();
     for pool in map.pools().values() {
         for pg in pool.pgs() {
@@ -286,6 +291,10 @@ pub fn pg_summary(cluster: &Cluster) -> PgSummary {
             if place.acting != place.up && !short_up {
                 state.push("remapped");
                 summary.remapped += 1;
+            }
+            if toofull.contains(&pg) {
+                state.push("backfill_toofull");
+                summary.backfill_toofull += 1;
             }
             if state == ["active"] {
                 state.push("clean");
@@ -351,33 +360,60 @@ pub fn recovery(cluster: &Cluster) -> Recovery {
     }
 }
 
-/// OSDs at or above the cluster's full and nearfull ratios, as `osd.N (P%)`.
-struct Fullness {
-    full: Vec<String>,
-    nearfull: Vec<String>,
-}
-
-/// Which OSDs are full or nearly (used = capacity - free: data and metadata), as Ceph's
-/// `OSD_FULL` and `OSD_NEARFULL` checks: a full OSD is not also counted nearfull.
-fn fullness(stats: &[OsdStats], nearfull_ratio: f64, full_ratio: f64) -> Fullness {
-    let mut fullness = Fullness {
-        full: Vec::new(),
-        nearfull: Vec::new(),
-    };
-    for osd in stats {
-        let total = osd.statfs.total_bytes;
-        if total == 0 {
+/// Ceph's space health checks from the cluster's full state: `OSD_FULL` (HEALTH_ERR),
+/// `OSD_BACKFILLFULL`, `OSD_NEARFULL` and `POOL_FULL` (HEALTH_WARN; the OSD_FULL behind it
+/// is the error), each OSD counted at its own level only. Returns the checks and whether
+/// one is an error.
+fn space_checks(cluster: &Cluster) -> (Vec<String>, bool) {
+    use cluster::full::FullLevel;
+    let state = cluster.full_state();
+    let config = cluster.config();
+    let mut checks = Vec::new();
+    for (level, check, ratio) in [
+        (FullLevel::Full, "OSD_FULL", config.full_ratio),
+        (
+            FullLevel::Backfillfull,
+            "OSD_BACKFILLFULL",
+            config.backfillfull_ratio,
+        ),
+        (FullLevel::Nearfull, "OSD_NEARFULL", config.nearfull_ratio),
+    ] {
+        let osds = state.osds_at(level);
+        if osds.is_empty() {
             continue;
         }
-        let used = total.saturating_sub(osd.statfs.free_bytes) as f64 / total as f64;
-        let named = format!("osd.{} ({:.2}%)", osd.id, 100.0 * used);
-        if used >= full_ratio {
-            fullness.full.push(named);
-        } else if used >= nearfull_ratio {
-            fullness.nearfull.push(named);
-        }
+        let named: Vec<String> = osds
+            .iter()
+            .map(|osd| format!("osd.{} ({:.2}%)", osd.id, 100.0 * osd.used_ratio))
+            .collect();
+        checks.push(format!(
+            "{check}: {} {} osd(s) (used >= {}_ratio {ratio}): {}",
+            osds.len(),
+            level.name(),
+            level.name(),
+            named.join(", ")
+        ));
     }
-    fullness
+    let full_pools = state.pools_at(FullLevel::Full);
+    if !full_pools.is_empty() {
+        let named: Vec<String> = full_pools
+            .iter()
+            .map(|pool| {
+                let osd = pool
+                    .worst_osd
+                    .map_or_else(String::new, |osd| format!(", osd.{osd}"));
+                format!("pool '{}' is full (no space{osd})", pool.name)
+            })
+            .collect();
+        checks.push(format!(
+            "POOL_FULL: {} pool(s) full: writes adding data are refused, reads and removals \
+             work: {}",
+            full_pools.len(),
+            named.join("; ")
+        ));
+    }
+    let error = !state.osds_at(FullLevel::Full).is_empty();
+    (checks, error)
 }
 
 /// The whole status.
@@ -388,28 +424,7 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
     let objects = pools.iter().map(|p| p.objects).sum();
     let osd_stats = cluster.osd_stats();
     let usage = usage(&osd_stats, objects);
-    let mut checks = Vec::new();
-    let fullness = fullness(
-        &osd_stats,
-        cluster.config().nearfull_ratio,
-        cluster.config().full_ratio,
-    );
-    if !fullness.full.is_empty() {
-        checks.push(format!(
-            "OSD_FULL: {} full osd(s) (used >= full_ratio {}): {}",
-            fullness.full.len(),
-            cluster.config().full_ratio,
-            fullness.full.join(", ")
-        ));
-    }
-    if !fullness.nearfull.is_empty() {
-        checks.push(format!(
-            "OSD_NEARFULL: {} nearfull osd(s) (used >= nearfull_ratio {}): {}",
-            fullness.nearfull.len(),
-            cluster.config().nearfull_ratio,
-            fullness.nearfull.join(", ")
-        ));
-    }
+    let (mut checks, full) = space_checks(cluster);
     let down = osds.iter().filter(|o| !o.up).count();
     if down > 0 {
         checks.push(format!("{down} osds down"));
@@ -423,6 +438,14 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
     }
     if pgs.inactive > 0 {
         checks.push(format!("{} pgs inactive", pgs.inactive));
+    }
+    if pgs.backfill_toofull > 0 {
+        checks.push(format!(
+            "PG_BACKFILL_FULL: {} pgs backfill_toofull (a new member is past \
+             backfillfull_ratio {}: the PG waits for space)",
+            pgs.backfill_toofull,
+            cluster.config().backfillfull_ratio
+        ));
     }
     if pgs.remapped > 0 {
         checks.push(format!("{} pgs remapped (recovering)", pgs.remapped));
@@ -470,7 +493,7 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         ));
     }
     Ok(Status {
-        health: if scrub_errors > 0 || !fullness.full.is_empty() {
+        health: if scrub_errors > 0 || full {
             "HEALTH_ERR".into()
         } else if checks.is_empty() {
             "HEALTH_OK".into()

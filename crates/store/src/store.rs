@@ -558,6 +558,18 @@ impl Store {
             .collect()
     }
 
+    /// The data region's capacity and its bytes not allocated (extents freed but not yet
+    /// reusable count as allocated), and the allocation unit: one lock, unlike
+    /// [`Store::statfs`], so the cluster can check fullness on every write.
+    pub fn space_bytes(&self) -> (u64, u64, u64) {
+        let allocator = self.inner.allocator();
+        (
+            allocator.capacity_bytes(),
+            allocator.free_bytes(),
+            self.inner.layout.min_alloc_size_bytes,
+        )
+    }
+
     /// Space and metadata accounting.
     /// Why this store's last mounts found its metadata log damaged after it was durable
     /// (see `StoreConfig::salvage_damaged_log`), if one did and nobody cleared it since: the

@@ -79,6 +79,16 @@ impl Gateway {
         self.store.reclaim().await
     }
 
+    /// One GC pass removing the queued data that waited `wait_s` (see [`crate::gc_wait_s`]).
+    pub async fn reclaim_after(&self, wait_s: u64) -> Result<u64> {
+        self.store.reclaim_after(wait_s).await
+    }
+
+    /// The data objects waiting in the GC queue and their bytes.
+    pub async fn gc_backlog(&self) -> Result<crate::GcBacklog> {
+        self.store.gc_backlog().await
+    }
+
     /// Finds (and unless `dry_run` removes) data objects nothing refers to that are older
     /// than `grace_ns`: see [`crate::OrphanReport`].
     pub async fn collect_orphans(&self, grace_ns: u64, dry_run: bool) -> Result<OrphanReport> {

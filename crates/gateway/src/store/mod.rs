@@ -19,7 +19,10 @@ use crate::layout::{self, BucketRecord, ObjectEntry, Piece, Versioning};
 use crate::versioning::{self, Found, KeyState, Plan, Version};
 use crate::GatewayConfig;
 
+mod gc;
 mod orphans;
+
+pub use gc::{gc_wait_s, GcBacklog};
 
 pub(crate) use orphans::Intent;
 pub use orphans::{OrphanReport, ORPHAN_GRACE_S_MIN};
@@ -1233,7 +1236,12 @@ impl Store {
     /// One GC pass: removes the queued data objects that have waited `gc_min_wait_s`;
     /// returns how many were reclaimed.
     pub async fn reclaim(&self) -> Result<u64> {
-        let wait_ns = self.config.gc_min_wait_s.saturating_mul(1_000_000_000);
+        self.reclaim_after(self.config.gc_min_wait_s).await
+    }
+
+    /// One GC pass removing the queued data objects that have waited `wait_s` (see `gc`).
+    pub async fn reclaim_after(&self, wait_s: u64) -> Result<u64> {
+        let wait_ns = wait_s.saturating_mul(1_000_000_000);
         let now_ns = self.now_ns();
         let queue = self.omap_all(&self.meta, layout::GC_OBJECT).await?;
         let mut done = Vec::new();

@@ -22,6 +22,9 @@ pub struct Args {
 struct Df {
     usage: Usage,
     pools: Vec<PoolEntry>,
+    /// S3 data replaced or deleted, waiting for the gateway's GC (absent without S3).
+    #[serde(default)]
+    gc: Option<gateway::GcBacklog>,
 }
 
 /// Prints space usage.
@@ -32,7 +35,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(ExitCode::SUCCESS);
     }
-    let Df { usage, pools } = client.json("GET", "/api/df", b"")?;
+    let Df { usage, pools, gc } = client.json("GET", "/api/df", b"")?;
     println!("--- RAW STORAGE ---");
     println!(
         "{:>10} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10}",
@@ -52,6 +55,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "objects: {} ({} replicas)",
         usage.objects, usage.object_replicas
     );
+    if let Some(gc) = gc {
+        println!(
+            "awaiting GC: {} ({} S3 data objects replaced or deleted; removed after \
+             gc_min_wait_s, at once from nearfull on)",
+            human_bytes(gc.bytes),
+            gc.objects
+        );
+    }
     println!("--- POOLS ---");
     println!(
         "{:<24} {:>4} {:>4} {:>9} {:>9} {:>10} {:>10} {:>11} {:>10}",
