@@ -148,9 +148,9 @@ fn parse_duration_us(text: &str) -> Option<u64> {
 }
 
 fn format_duration_us(duration_us: u64) -> String {
-    if duration_us > 0 && duration_us % 1_000_000 == 0 {
+    if duration_us > 0 && duration_us.is_multiple_of(1_000_000) {
         format!("{}s", duration_us / 1_000_000)
-    } else if duration_us > 0 && duration_us % 1_000 == 0 {
+    } else if duration_us > 0 && duration_us.is_multiple_of(1_000) {
         format!("{}ms", duration_us / 1_000)
     } else {
         format!("{duration_us}us")
