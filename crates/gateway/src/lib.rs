@@ -20,7 +20,8 @@
 //!
 //! ## Access
 //! SigV4 (headers, presigned URLs, signed aws-chunked bodies) is checked by s3s against
-//! [`Users`]; every operation then checks the requester against the owner and the ACL grants
+//! [`Users`], whose secret keys are sealed at rest under the operator's master key
+//! ([`secrets`], [`GatewayConfig::secret_keys`]); every operation then checks the requester against the owner and the ACL grants
 //! ([`acl`]; canned ACLs, `x-amz-grant-*` and AccessControlPolicy bodies all become grants),
 //! the bucket policy ([`policy`]: an explicit Deny refuses even the owner, an Allow grants
 //! beyond the ACL) and the bucket's public access block. CORS rules ([`cors`]) are applied by the HTTP layer
@@ -63,14 +64,16 @@ pub mod error;
 pub mod layout;
 mod list;
 pub mod policy;
+pub mod secrets;
 mod server;
 mod service;
 mod store;
 pub mod users;
 pub mod versioning;
 
-pub use auth::{AllowAll, ClusterAuth};
+pub use auth::{AllowAll, ClusterAuth, GatewayAccess, XML_BODY_MAX_BYTES};
 pub use error::GatewayError;
+pub use secrets::{MasterKey, SecretKeyring};
 pub use server::{serve, Server};
 pub use service::Gateway;
 pub use store::{GatewayStats, OrphanReport, ORPHAN_GRACE_S_MIN};
@@ -109,6 +112,11 @@ pub struct GatewayConfig {
     /// so a GET that started on the old version can finish reading it (radosgw's
     /// `rgw_gc_obj_min_wait`). 0 removes it at the commit. Default 300.
     pub gc_min_wait_s: u64,
+    /// Master keys sealing the S3 secret keys of the users table ([`secrets`]): with them,
+    /// secrets are stored encrypted and plaintext ones left by older builds are resealed at
+    /// start. Default `None`: secrets are stored as given (a gateway in a test; `strata
+    /// serve` always gives the keys of its data directory's `s3-master.key`).
+    pub secret_keys: Option<SecretKeyring>,
 }
 
 impl Default for GatewayConfig {
@@ -126,6 +134,7 @@ impl Default for GatewayConfig {
             auth: true,
             gc_period_s: 30,
             gc_min_wait_s: 300,
+            secret_keys: None,
         }
     }
 }
