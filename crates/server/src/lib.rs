@@ -17,6 +17,7 @@
 pub mod admin;
 pub mod error;
 mod handlers;
+pub mod master_key;
 pub mod metrics;
 pub mod report;
 pub mod token;
@@ -51,7 +52,8 @@ pub struct ServeConfig {
     /// S3 endpoint; `None` serves no S3. Default 127.0.0.1:9000.
     pub s3_addr: Option<SocketAddr>,
     /// The gateway's settings (pools, auth). Default: [`gateway::GatewayConfig::default`]
-    /// with 3-way (or as many hosts as there are, fewer) replicated pools.
+    /// with 3-way (or as many hosts as there are, fewer) replicated pools. Without
+    /// `secret_keys`, the data directory's `s3-master.key` ([`master_key`]) seals S3 secrets.
     pub gateway: gateway::GatewayConfig,
     /// Largest object body the admin API accepts, in bytes. Default 64 MiB.
     pub object_bytes_max: usize,
@@ -146,6 +148,16 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         None => None,
         Some(addr) => {
             let mut gateway_config = config.gateway.clone();
+            if gateway_config.secret_keys.is_none() {
+                match master_key::load_or_create(&config.data_dir) {
+                    Ok(key) => gateway_config.secret_keys = Some(gateway::SecretKeyring::new(key)),
+                    Err(error) => {
+                        admin.shutdown().await;
+                        close_cluster(cluster).await;
+                        return Err(error);
+                    }
+                }
+            }
             let hosts = cluster.config().hosts_with_class(None) as u32;
             gateway_config.pool_size = gateway_config.pool_size.max(hosts.clamp(1, 3));
             let rados: Arc<dyn Rados> = Arc::new(weak.clone());
