@@ -99,8 +99,10 @@ pub struct OsdConfig {
     pub id: i32,
     /// Name of the host holding it (must be declared in `[[host]]`). No default.
     pub host: String,
-    /// Device spec, `[PROFILE@]BACKING` as in `device::DeviceSpec`: `file:PATH[:SIZE]`,
-    /// `mem:SIZE`, a block device path; relative paths are under the data directory. No default.
+    /// Device spec, `[faulty:OPTIONS:][PROFILE@]BACKING` as in `device::DeviceSpec`:
+    /// `file:PATH[:SIZE]`, `mem:SIZE`, a block device path, optionally with injected faults
+    /// (`faulty:eio=0.001,seed=7:file:osd.3.img:10G`); relative paths are under the data
+    /// directory. No default.
     pub device: String,
     /// Size to create a file device with when `device` names none (`1G`, `512M`; binary
     /// units). Default: none (the spec or the existing file decides).

@@ -12,6 +12,7 @@
 //! pg_temp, CRUSH ids, the hosts and OSDs placement was computed from; [`state`]), per OSD
 //! `osd.N.meta` (its store's metadata) and its device (e.g. `osd.N.img`, a sparse file), and
 //! `scrub_errors` (what the last scrub left wrong, for `status` after a restart).
+//! Directories are `0700` and files `0600`, tightened when found looser ([`private`]).
 //! `state.json` is written last at creation (after every
 //! store exists), while a `creating` marker says a create is under way: see [`Cluster::create`].
 //!
@@ -95,6 +96,7 @@ mod io;
 pub mod osd;
 mod peering;
 mod poll;
+mod private;
 pub mod recovery;
 pub mod runtime;
 pub mod scrub;
@@ -185,8 +187,14 @@ fn osd_metadata_files(data_dir: &Path) -> Result<Vec<PathBuf>> {
 /// Writes a small file and makes it and its directory entry durable.
 fn write_durably(path: &Path, contents: &[u8]) -> Result<()> {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(path)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(device::PRIVATE_FILE_MODE)
+            .open(path)?;
         file.write_all(contents)?;
         file.sync_all()
     };
@@ -307,7 +315,8 @@ impl Cluster {
                 data_dir.display()
             )));
         }
-        std::fs::create_dir_all(&data_dir).map_err(|e| ClusterError::io(&data_dir, e))?;
+        private::create_directory(&data_dir)?;
+        private::tighten(&data_dir, Some(&config), true)?;
         let state_path = data_dir.join(STATE_FILE);
         if state_path.exists() {
             return Err(ClusterError::Config(format!(
@@ -354,6 +363,8 @@ impl Cluster {
             Self::start(data_dir.clone(), config, placed, state, options, Fresh::All).await?;
         remove_path(&marker)?;
         sync_directory(&data_dir)?;
+        // The stores' own files (the LSM's), created under the process's umask.
+        private::tighten(&data_dir, None, false)?;
         Ok(cluster)
     }
 
@@ -378,6 +389,7 @@ impl Cluster {
             remove_path(&marker)?;
         }
         let config = ClusterConfig::load(&data_dir.join("cluster.toml"))?;
+        private::tighten(&data_dir, Some(&config), true)?;
         // OSDs without a store: added to the file, or whose store was removed to start them
         // empty. Their stores are created, and they hold nothing until recovery fills them.
         let fresh: BTreeSet<i32> = config
@@ -388,7 +400,17 @@ impl Cluster {
             .collect();
         let placed = weighed(&config, &data_dir, |id| fresh.contains(&id))?;
         let state = adopt_config(ClusterState::load(&state_path)?, &placed, &fresh)?;
-        Self::start(data_dir, config, placed, state, options, Fresh::Only(fresh)).await
+        let cluster = Self::start(
+            data_dir.clone(),
+            config,
+            placed,
+            state,
+            options,
+            Fresh::Only(fresh),
+        )
+        .await?;
+        private::tighten(&data_dir, None, false)?;
+        Ok(cluster)
     }
 
     /// Opens the cluster in `data_dir`, creating it with `config` if there is none.

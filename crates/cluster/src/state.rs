@@ -284,7 +284,14 @@ impl ClusterState {
             .map_err(|e| ClusterError::State(format!("encode: {e}")))?;
         let temp = path.with_extension("json.tmp");
         let write = || -> std::io::Result<()> {
-            let mut file = std::fs::File::create(&temp)?;
+            let mut file = std::os::unix::fs::OpenOptionsExt::mode(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true),
+                device::PRIVATE_FILE_MODE,
+            )
+            .open(&temp)?;
             file.write_all(&text)?;
             file.sync_all()?;
             std::fs::rename(&temp, path)?;

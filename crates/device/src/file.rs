@@ -413,6 +413,7 @@ fn open_file(path: &Path, direct: bool, create: bool) -> Result<(File, bool), De
             .write(true)
             .create(create)
             .truncate(false)
+            .mode(crate::PRIVATE_FILE_MODE)
             .custom_flags(flags)
             .open(path)
     };

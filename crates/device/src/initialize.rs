@@ -35,7 +35,13 @@ use crate::aligned::AlignedBuffer;
 /// own size.
 pub fn lay_out(path: &std::path::Path, length_bytes: u64) -> io::Result<()> {
     use std::io::Write;
-    let mut file = std::fs::File::create(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(crate::PRIVATE_FILE_MODE)
+        .open(path)?;
     let zeros = vec![0u8; 8 << 20];
     let mut left_bytes = length_bytes;
     while left_bytes > 0 {

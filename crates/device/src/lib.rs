@@ -17,8 +17,10 @@
 //! - per-device statistics ([`DeviceStats`]) kept by every device;
 //! - [`affinity`]: which CPUs take a device's completion interrupts
 //!   ([`Device::interrupt_cpus`]), and pinning a thread there;
-//! - [`DeviceSpec`]: a device described by one string (`hdd-10k@file:/srv/hdd0.img:100G`),
-//!   for configuration files and command lines.
+//! - [`DeviceSpec`]: a device described by one string (`hdd-10k@file:/srv/hdd0.img:100G`,
+//!   `faulty:eio=0.001,seed=7:mem:1G`), for configuration files and command lines;
+//! - [`tighten`] and [`create_private_directory`]: files and directories readable by their
+//!   owner only (`0600`, `0700`); a file device creates its file `0600`.
 //!
 //! ## Invariants (the contract every implementation keeps)
 //! - **Alignment.** `offset_bytes` and the buffer length of `read_at`/`write_at`, and both
@@ -78,6 +80,7 @@ pub mod histogram;
 mod initialize;
 mod memory;
 pub mod model;
+mod private;
 mod realtime;
 mod ring;
 mod spec;
@@ -92,6 +95,10 @@ pub use file::{FileDevice, FileDeviceConfig, IoEngine};
 pub use initialize::lay_out;
 pub use memory::MemoryDevice;
 pub use model::{EmulationProfile, HddProfile, Scheduler, SsdProfile};
+pub use private::{
+    create_private_directory, tighten, TightenError, Tightened, PRIVATE_DIRECTORY_MODE,
+    PRIVATE_FILE_MODE,
+};
 pub use spec::{parse_size_bytes, Backing, DeviceSpec};
 pub use stats::{DeviceStats, OpGuard, OpStats, StatsRecorder};
 pub use timer::{PreciseTimer, TimerConfig, TimerStats};

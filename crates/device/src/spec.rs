@@ -1,20 +1,30 @@
 //! Devices described by one string, for configuration files and command lines.
 //!
-//! Grammar: `[PROFILE@]BACKING` where
+//! Grammar: `[faulty:OPTIONS:][PROFILE@]BACKING` where
+//! - `faulty:OPTIONS:` wraps the device in a [`FaultyDevice`] with the random faults
+//!   `OPTIONS` asks for: comma-separated `eio=P`, `read-eio=P`, `write-eio=P`, `torn=P`,
+//!   `flip=P`, `read-flip=P`, `write-flip=P`, `spike=P/DURATION`, `seed=N` (probabilities per
+//!   operation in `0..=1`, durations `250us`, `50ms`, `1s`; see `spec/faults.rs`);
 //! - `BACKING` is `mem:SIZE`, `file:PATH` (an existing file or block device),
 //!   `file:PATH:SIZE` (created sparse, or resized, to SIZE), or a bare `PATH` (an existing
 //!   file; a bare `PATH:SIZE` is refused: the size needs `file:`);
 //! - `PROFILE` is an emulation preset ([`EmulationProfile::PRESETS`] or `instant`);
 //! - `SIZE` is bytes with an optional binary suffix `K`, `M`, `G`, `T` (`KiB`.. also accepted).
 //!
-//! Examples: `nvme@mem:4G`, `hdd-10k@file:/srv/strata/hdd0.img:100G`, `/dev/nvme0n1p3`.
+//! Examples: `nvme@mem:4G`, `hdd-10k@file:/srv/strata/hdd0.img:100G`, `/dev/nvme0n1p3`,
+//! `faulty:eio=0.001,flip=0.0001,spike=0.01/50ms,seed=7:hdd-7200@file:osd.3.img:10G`.
+//!
+//! [`DeviceSpec`]'s `Display` writes the spec back in this grammar (`parse` of it gives the
+//! same spec).
+
+mod faults;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::{
-    Device, DeviceError, EmulatedDevice, EmulationProfile, FileDevice, FileDeviceConfig,
-    MemoryDevice,
+    Device, DeviceError, EmulatedDevice, EmulationProfile, FaultConfig, FaultyDevice, FileDevice,
+    FileDeviceConfig, MemoryDevice,
 };
 
 /// Where a specified device keeps its bytes.
@@ -37,6 +47,8 @@ pub enum Backing {
 /// A parsed device description.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceSpec {
+    /// Random faults injected over the device (`faulty:OPTIONS:`), if any.
+    pub faults: Option<FaultConfig>,
     /// Emulation preset name, if any.
     pub profile: Option<String>,
     /// The backing store.
@@ -52,10 +64,31 @@ fn memory_total_bytes() -> Option<u64> {
 }
 
 impl DeviceSpec {
-    /// Parses `[PROFILE@]BACKING` (see the module doc).
+    /// Parses `[faulty:OPTIONS:][PROFILE@]BACKING` (see the module doc).
     pub fn parse(text: &str) -> Result<DeviceSpec, DeviceError> {
         let invalid =
             |why: &str| DeviceError::InvalidConfig(format!("device spec {text:?}: {why}"));
+        let Some(faulty) = text.strip_prefix(faults::PREFIX) else {
+            return Self::parse_unfaulted(text, text);
+        };
+        let Some((options, inner)) = faulty.split_once(':') else {
+            return Err(invalid(
+                "a faulty device is `faulty:OPTIONS:DEVICE`, e.g. `faulty:eio=0.001:mem:1G`",
+            ));
+        };
+        if inner.starts_with(faults::PREFIX) {
+            return Err(invalid("a faulty device inside a faulty device"));
+        }
+        let config = faults::parse_options(options).map_err(|why| invalid(&why))?;
+        let mut spec = Self::parse_unfaulted(inner, text)?;
+        spec.faults = Some(config);
+        Ok(spec)
+    }
+
+    /// Parses `[PROFILE@]BACKING` of the spec `whole`.
+    fn parse_unfaulted(text: &str, whole: &str) -> Result<DeviceSpec, DeviceError> {
+        let invalid =
+            |why: &str| DeviceError::InvalidConfig(format!("device spec {whole:?}: {why}"));
         let (profile, backing) = match text.split_once('@') {
             Some((profile, rest)) if !profile.contains('/') => (Some(profile.to_string()), rest),
             _ => (None, text),
@@ -69,7 +102,12 @@ impl DeviceSpec {
             }
         }
         let backing = if let Some(size) = backing.strip_prefix("mem:") {
-            let size_bytes = parse_size_bytes(size).ok_or_else(|| invalid("bad memory size"))?;
+            let size_bytes = parse_size_bytes(size).ok_or_else(|| {
+                invalid(&format!(
+                    "memory size {size:?} is not a size like 512M or 4G (bytes, at least 0, \
+                     with an optional suffix K, M, G or T)"
+                ))
+            })?;
             if size_bytes == 0 {
                 return Err(invalid("a memory device needs a size above 0"));
             }
@@ -105,7 +143,17 @@ impl DeviceSpec {
                     }
                 }
             }
-            // A trailing `:SIZE` creates the file; a path may itself contain ':' otherwise.
+            // A trailing `:SIZE` creates the file; a path may itself contain ':' otherwise,
+            // but not end in what is meant as a size and is none (`:-1G`, `:10X`): read as
+            // part of the path, it named a missing device.
+            if let Some((_, size)) = rest.rsplit_once(':') {
+                if !std::path::Path::new(rest).exists() && malformed_size(size) {
+                    return Err(invalid(&format!(
+                        "size {size:?} is not a size like 512M or 4G (bytes, at least 0, \
+                         with an optional suffix K, M, G or T)"
+                    )));
+                }
+            }
             let sized = explicit.and_then(|rest| rest.rsplit_once(':'));
             match sized.and_then(|(path, size)| {
                 parse_size_bytes(size).map(|size_bytes| (path, size_bytes))
@@ -120,7 +168,11 @@ impl DeviceSpec {
                 },
             }
         };
-        Ok(DeviceSpec { profile, backing })
+        Ok(DeviceSpec {
+            faults: None,
+            profile,
+            backing,
+        })
     }
 
     /// Opens (creating a sized file if asked) the device, named `name`.
@@ -140,18 +192,68 @@ impl DeviceSpec {
                 }
             }
         };
-        let Some(profile_name) = &self.profile else {
-            return Ok(backing);
+        let emulated: Arc<dyn Device> = match &self.profile {
+            None => backing,
+            Some(profile_name) => {
+                let profile = EmulationProfile::preset(profile_name).ok_or_else(|| {
+                    DeviceError::InvalidConfig(format!(
+                        "unknown emulation profile {profile_name:?}"
+                    ))
+                })?;
+                Arc::new(EmulatedDevice::new(
+                    format!("{name} ({profile_name})"),
+                    backing,
+                    profile,
+                ))
+            }
         };
-        let profile = EmulationProfile::preset(profile_name).ok_or_else(|| {
-            DeviceError::InvalidConfig(format!("unknown emulation profile {profile_name:?}"))
-        })?;
-        Ok(Arc::new(EmulatedDevice::new(
-            format!("{name} ({profile_name})"),
-            backing,
-            profile,
-        )))
+        Ok(match &self.faults {
+            None => emulated,
+            Some(config) => Arc::new(FaultyDevice::new(
+                format!("{name} (faulty)"),
+                emulated,
+                config.clone(),
+            )),
+        })
     }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    /// The spec in the grammar [`DeviceSpec::parse`] reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(config) = &self.faults {
+            write!(f, "{}{}:", faults::PREFIX, faults::format_options(config))?;
+        }
+        if let Some(profile) = &self.profile {
+            write!(f, "{profile}@")?;
+        }
+        match &self.backing {
+            Backing::Memory { size_bytes } => write!(f, "mem:{size_bytes}"),
+            Backing::File { path, size_bytes } => {
+                write!(f, "file:{}", path.display())?;
+                match size_bytes {
+                    Some(size_bytes) => write!(f, ":{size_bytes}"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// Whether `text`, after a path's last `:`, is meant as a size and is none: a sign, or a
+/// number with a suffix that is no unit.
+fn malformed_size(text: &str) -> bool {
+    if parse_size_bytes(text).is_some() {
+        return false;
+    }
+    let unsigned = text.trim_start_matches(['-', '+']);
+    let signed = unsigned.len() != text.len();
+    let number_bytes = unsigned
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(unsigned.len());
+    let (number, unit) = unsigned.split_at(number_bytes);
+    let numeric = !number.is_empty() && number.parse::<f64>().is_ok();
+    numeric && (signed || unit.chars().all(|c| c.is_ascii_alphabetic()))
 }
 
 /// Parses `123`, `4K`, `64M`, `1.5G`, `2T`, `4KiB` (binary multiples) into bytes.
@@ -199,6 +301,7 @@ mod tests {
         assert_eq!(
             DeviceSpec::parse("nvme@mem:4G").unwrap(),
             DeviceSpec {
+                faults: None,
                 profile: Some("nvme".into()),
                 backing: Backing::Memory {
                     size_bytes: 4 << 30
@@ -217,6 +320,7 @@ mod tests {
         assert_eq!(
             DeviceSpec::parse("/dev/sdb").unwrap(),
             DeviceSpec {
+                faults: None,
                 profile: None,
                 backing: Backing::File {
                     path: "/dev/sdb".into(),
@@ -253,6 +357,154 @@ mod tests {
                 size_bytes: None
             }
         );
+    }
+
+    /// Regression (issue 43): `file:PATH:-1G` was read as the path `PATH:-1G`, a missing
+    /// device, and a cluster then advised removing the OSD's metadata.
+    #[test]
+    fn a_negative_or_unknown_size_is_a_size_error() {
+        for text in [
+            "file:/srv/osd.1.img:-1G",
+            "file:osd.1.img:-4096",
+            "file:/srv/osd.1.img:10X",
+            "/srv/osd.1.img:-1G",
+            "hdd-7200@file:/srv/a.img:+-3M",
+        ] {
+            let error = DeviceSpec::parse(text).unwrap_err().to_string();
+            assert!(error.contains("is not a size like"), "{text}: {error}");
+        }
+        let error = DeviceSpec::parse("mem:-1G").unwrap_err().to_string();
+        assert!(error.contains("memory size \"-1G\""), "{error}");
+        // A path whose last ':' part is no size at all stays a path.
+        assert_eq!(
+            DeviceSpec::parse("file:/dev/disk/by-path/pci-0000:00:1f.2-ata-1")
+                .unwrap()
+                .backing,
+            Backing::File {
+                path: "/dev/disk/by-path/pci-0000:00:1f.2-ata-1".into(),
+                size_bytes: None
+            }
+        );
+    }
+
+    #[test]
+    fn parses_faulty_specs() {
+        let spec = DeviceSpec::parse(
+            "faulty:eio=0.001,flip=0.0001,spike=0.01/50ms,seed=7:hdd-7200@mem:1G",
+        )
+        .unwrap();
+        let faults = spec.faults.clone().unwrap();
+        assert_eq!(faults.read_error_probability, 0.001);
+        assert_eq!(faults.write_bit_flip_probability, 0.0001);
+        assert_eq!(faults.latency_spike_us, 50_000);
+        assert_eq!(faults.seed, 7);
+        assert_eq!(spec.profile.as_deref(), Some("hdd-7200"));
+        assert_eq!(
+            spec.backing,
+            Backing::Memory {
+                size_bytes: 1 << 30
+            }
+        );
+        assert_eq!(
+            spec.to_string(),
+            "faulty:eio=0.001,flip=0.0001,spike=0.01/50ms,seed=7:hdd-7200@mem:1073741824"
+        );
+        for (text, expected) in [
+            ("faulty:eio=0.1", "faulty:OPTIONS:DEVICE"),
+            ("faulty:eio=1.5:mem:1M", "eio=1.5: a probability"),
+            ("faulty:oops=1:mem:1M", "unknown faulty option \"oops\""),
+            ("faulty:eio=0.1:faulty::mem:1M", "inside a faulty device"),
+            ("faulty:eio=0.1:floppy@mem:1M", "unknown emulation profile"),
+        ] {
+            let error = DeviceSpec::parse(text).unwrap_err().to_string();
+            assert!(error.contains(expected), "{text}: {error}");
+            assert!(error.contains(text), "the message names the spec: {error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_faulty_spec_opens_a_faulty_device() {
+        let device = DeviceSpec::parse("faulty:eio=1:mem:1M")
+            .unwrap()
+            .open("f")
+            .unwrap();
+        assert_eq!(device.kind(), DeviceKind::Faulty);
+        assert!(device.write_at(0, &[1u8; 4096]).await.is_err());
+        let quiet = DeviceSpec::parse("faulty::mem:1M")
+            .unwrap()
+            .open("q")
+            .unwrap();
+        quiet.write_at(0, &[1u8; 4096]).await.unwrap();
+    }
+
+    mod round_trip {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn probability() -> impl Strategy<Value = f64> {
+            prop_oneof![Just(0.0), Just(1.0), 0.0..=1.0f64]
+        }
+
+        fn faults() -> impl Strategy<Value = FaultConfig> {
+            (
+                any::<u64>(),
+                (probability(), probability(), probability()),
+                (probability(), probability()),
+                prop_oneof![Just(None), (1e-9..=1.0f64, 1..10_000_000u64).prop_map(Some)],
+            )
+                .prop_map(
+                    |(seed, (read, write, torn), (read_flip, write_flip), spike)| {
+                        let (spike_probability, spike_us) = spike.unwrap_or((0.0, 0));
+                        FaultConfig {
+                            seed,
+                            read_error_probability: read,
+                            write_error_probability: write,
+                            torn_write_probability: torn,
+                            read_bit_flip_probability: read_flip,
+                            write_bit_flip_probability: write_flip,
+                            latency_spike_probability: spike_probability,
+                            latency_spike_us: spike_us,
+                            ..FaultConfig::default()
+                        }
+                    },
+                )
+        }
+
+        fn specs() -> impl Strategy<Value = DeviceSpec> {
+            let backing = prop_oneof![
+                (1..(1u64 << 30)).prop_map(|size_bytes| Backing::Memory { size_bytes }),
+                (
+                    "(/[a-z0-9._-]{1,8}){1,3}",
+                    proptest::option::of(0..(1u64 << 50))
+                )
+                    .prop_map(|(path, size_bytes)| Backing::File {
+                        path: PathBuf::from(path),
+                        size_bytes,
+                    }),
+            ];
+            let profile = proptest::option::of(prop_oneof![
+                Just("instant".to_string()),
+                Just("nvme".to_string()),
+                Just("hdd-7200".to_string()),
+            ]);
+            (proptest::option::of(faults()), profile, backing).prop_map(
+                |(faults, profile, backing)| DeviceSpec {
+                    faults,
+                    profile,
+                    backing,
+                },
+            )
+        }
+
+        proptest! {
+            #[test]
+            fn format_then_parse_gives_the_spec_back(spec in specs()) {
+                let text = spec.to_string();
+                let parsed = DeviceSpec::parse(&text);
+                prop_assert!(parsed.is_ok(), "{text}: {parsed:?}");
+                prop_assert_eq!(parsed.unwrap(), spec, "{}", text);
+            }
+        }
     }
 
     #[tokio::test]

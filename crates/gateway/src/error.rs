@@ -159,6 +159,10 @@ pub enum GatewayError {
     /// grace period) and fenced its commit: nothing was stored, the client may retry (500).
     #[error("upload outlived the orphan collection's grace period and was not stored; retry: {0}")]
     UploadCollected(String),
+    /// A user's sealed secret key does not open with the gateway's master keys (or there
+    /// are none): the gateway was given another key than the one it sealed with.
+    #[error("{0}")]
+    SecretKeySealed(String),
 }
 
 /// The result type of the gateway.
@@ -252,9 +256,9 @@ impl GatewayError {
                 RadosError::CompareFailed(_) => S3ErrorCode::ServiceUnavailable,
                 _ => S3ErrorCode::InternalError,
             },
-            GatewayError::Corrupt(_) | GatewayError::UploadCollected(_) => {
-                S3ErrorCode::InternalError
-            }
+            GatewayError::Corrupt(_)
+            | GatewayError::UploadCollected(_)
+            | GatewayError::SecretKeySealed(_) => S3ErrorCode::InternalError,
         }
     }
 
@@ -286,7 +290,8 @@ impl GatewayError {
             GatewayError::Rados(RadosError::NoSpace(_)) => S::INSUFFICIENT_STORAGE,
             GatewayError::Rados(_)
             | GatewayError::Corrupt(_)
-            | GatewayError::UploadCollected(_) => match self.code() {
+            | GatewayError::UploadCollected(_)
+            | GatewayError::SecretKeySealed(_) => match self.code() {
                 S3ErrorCode::ServiceUnavailable => S::SERVICE_UNAVAILABLE,
                 _ => S::INTERNAL_SERVER_ERROR,
             },

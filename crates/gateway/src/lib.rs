@@ -20,7 +20,8 @@
 //!
 //! ## Access
 //! SigV4 (headers, presigned URLs, signed aws-chunked bodies) is checked by s3s against
-//! [`Users`]; every operation then checks the requester against the owner and the ACL grants
+//! [`Users`], whose secret keys are sealed at rest under the operator's master key
+//! ([`secrets`], [`GatewayConfig::secret_keys`]); every operation then checks the requester against the owner and the ACL grants
 //! ([`acl`]; canned ACLs, `x-amz-grant-*` and AccessControlPolicy bodies all become grants),
 //! the bucket policy ([`policy`]: an explicit Deny refuses even the owner, an Allow grants
 //! beyond the ACL) and the bucket's public access block. CORS rules ([`cors`]) are applied by the HTTP layer
@@ -63,14 +64,16 @@ pub mod error;
 pub mod layout;
 mod list;
 pub mod policy;
+pub mod secrets;
 mod server;
 mod service;
 mod store;
 pub mod users;
 pub mod versioning;
 
-pub use auth::{AllowAll, ClusterAuth};
+pub use auth::{AllowAll, ClusterAuth, GatewayAccess, XML_BODY_MAX_BYTES};
 pub use error::GatewayError;
+pub use secrets::{MasterKey, SecretKeyring};
 pub use server::{serve, Server};
 pub use service::Gateway;
 pub use store::{gc_wait_s, GatewayStats, GcBacklog, OrphanReport, ORPHAN_GRACE_S_MIN};
@@ -115,6 +118,11 @@ pub struct GatewayConfig {
     /// Seconds between the GC task's questions to the cluster about how full it is; from
     /// nearfull on, a GC pass follows each (see [`gc_wait_s`]). Default 5.
     pub gc_fullness_check_s: u64,
+    /// Master keys sealing the S3 secret keys of the users table ([`secrets`]): with them,
+    /// secrets are stored encrypted and plaintext ones left by older builds are resealed at
+    /// start. Default `None`: secrets are stored as given (a gateway in a test; `strata
+    /// serve` always gives the keys of its data directory's `s3-master.key`).
+    pub secret_keys: Option<SecretKeyring>,
 }
 
 impl Default for GatewayConfig {
@@ -134,6 +142,7 @@ impl Default for GatewayConfig {
             gc_min_wait_s: 300,
             gc_nearfull_min_wait_s: 5,
             gc_fullness_check_s: 5,
+            secret_keys: None,
         }
     }
 }

@@ -4,8 +4,10 @@
 //! Every request passes the front in [`serve`] before s3s: `no_auth` (signatures taken away
 //! when authentication is off), `refuse` (requests answered at once, as S3 answers them),
 //! `lenient` (header fields S3 reads more leniently than s3s), `cross_origin` (CORS),
-//! `form` (browser form uploads) and `body` (bodies without Content-Length); `reply` holds
-//! what the front writes into replies itself.
+//! `form` (browser form uploads) and `body` (bodies without Content-Length, bounds on bodies
+//! read whole); `reply` holds what the front writes into replies itself, `log` the log of
+//! refused requests (debug, or rate-limited warnings: never one line per client mistake at
+//! ERROR, as s3s writes them).
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -20,7 +22,7 @@ use s3s::service::S3ServiceBuilder;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use crate::auth::{AllowAll, ClusterAuth};
+use crate::auth::{ClusterAuth, GatewayAccess};
 use crate::cors;
 use crate::error::{GatewayError, Result};
 use crate::{Gateway, GatewayConfig};
@@ -29,11 +31,12 @@ mod body;
 mod cross_origin;
 mod form;
 mod lenient;
+mod log;
 mod no_auth;
 mod refuse;
 mod reply;
 
-use body::{expects_continue_without_body, with_length};
+use body::{expects_continue_without_body, unauthenticated_whole_body_refusal, with_length};
 use cross_origin::{add_cors_headers, preflight, CrossOrigin};
 use form::{form_response, form_upload, prepare_form};
 use refuse::{refuse_early, sigv4_signed_headers};
@@ -110,7 +113,7 @@ pub async fn serve(
     let mut builder = S3ServiceBuilder::new(gateway.clone());
     if gateway.config().auth {
         builder.set_auth(ClusterAuth::new(gateway.users().clone()));
-        builder.set_access(AllowAll);
+        builder.set_access(GatewayAccess::new(gateway.clone()));
     }
     let service = builder.build();
     let (shutdown, mut stopped) = watch::channel(false);
@@ -118,6 +121,7 @@ pub async fn serve(
     let front_gateway = gateway.clone();
     let mut gc_stopped = stopped.clone();
     let gc_rados = rados.clone();
+    let refusals = Arc::new(log::RefusalLog::new());
     let task = tokio::spawn(async move {
         let gc = tokio::spawn(async move {
             let config = gc_gateway.config().clone();
@@ -164,89 +168,20 @@ pub async fn serve(
             let service = service.clone();
             let gateway = front_gateway.clone();
             let auth = gateway.config().auth;
+            let refusals = Arc::clone(&refusals);
             tokio::spawn(async move {
-                let front = hyper::service::service_fn(move |request| {
+                let front = hyper::service::service_fn(move |request: http::Request<_>| {
                     let service = service.clone();
                     let gateway = gateway.clone();
+                    let refusals = Arc::clone(&refusals);
+                    let method = request.method().clone();
+                    let path = request.uri().path().to_string();
                     async move {
-                        let request = if auth {
-                            request
-                        } else {
-                            no_auth::without_signature(request)
-                        };
-                        if let Some(refusal) = refuse_early(&request, auth) {
-                            return Ok::<_, s3s::HttpError>(refusal);
+                        let response = serve_request(request, service, gateway, auth, peer).await;
+                        if let Ok(response) = &response {
+                            refusals.record(&method, &path, response.status());
                         }
-                        let mut request = request;
-                        let signed = sigv4_signed_headers(&request).unwrap_or_default();
-                        lenient::ignore_malformed_range(&mut request, &signed);
-                        lenient::normalize_http_dates(&mut request, &signed);
-                        let cross_origin = CrossOrigin::of(&request);
-                        if request.method() == http::Method::OPTIONS {
-                            return Ok(preflight(&gateway, cross_origin).await);
-                        }
-                        let carries_body = carries_body(&request);
-                        let is_head = request.method() == http::Method::HEAD;
-                        let empty_expecting_continue = expects_continue_without_body(&request);
-                        let wants_attributes = request.method() == http::Method::GET
-                            && request.uri().query().is_some_and(|q| {
-                                q.split('&')
-                                    .any(|p| p == "attributes" || p == "attributes=")
-                            });
-                        let (request, form) = if form_upload(&request) {
-                            match prepare_form(request, auth).await {
-                                Ok(prepared) => prepared,
-                                Err(refusal) => return Ok(refusal),
-                            }
-                        } else {
-                            match with_length(request).await {
-                                Ok(request) => (request, None),
-                                Err(refusal) => return Ok(refusal),
-                            }
-                        };
-                        let header = |name: http::HeaderName| {
-                            request
-                                .headers()
-                                .get(name)
-                                .and_then(|value| value.to_str().ok())
-                                .map(str::to_string)
-                        };
-                        let facts = crate::service::RequestFacts {
-                            source_ip: Some(peer.ip()),
-                            referer: header(http::header::REFERER),
-                            user_agent: header(http::header::USER_AGENT),
-                        };
-                        let mut response = crate::service::REQUEST_FACTS
-                            .scope(facts, service.call(request))
-                            .await?;
-                        if let Some(form) = form {
-                            response = form_response(response, &form);
-                        }
-                        if wants_attributes {
-                            response = unquoted_attributes_etag(response);
-                        }
-                        // s3s answers a HEAD for a range or a part 200; S3 answers 206, as
-                        // the GET.
-                        if is_head
-                            && response.status() == http::StatusCode::OK
-                            && response.headers().contains_key(http::header::CONTENT_RANGE)
-                        {
-                            *response.status_mut() = http::StatusCode::PARTIAL_CONTENT;
-                        }
-                        if (carries_body && !response.status().is_success())
-                            || empty_expecting_continue
-                        {
-                            close_after(&mut response);
-                        }
-                        if let Some(asked) = cross_origin {
-                            let rules = gateway.cors_rules(&asked.bucket).await;
-                            if let Some(allowed) =
-                                cors::allow(&rules, &asked.origin, &asked.method, &[])
-                            {
-                                add_cors_headers(&mut response, &allowed);
-                            }
-                        }
-                        Ok(response)
+                        response
                     }
                 });
                 let connection = hyper::server::conn::http1::Builder::new()
@@ -265,4 +200,96 @@ pub async fn serve(
         shutdown,
         task,
     })
+}
+
+/// One request through the front, then s3s (see the module doc).
+async fn serve_request(
+    request: http::Request<hyper::body::Incoming>,
+    service: s3s::service::S3Service,
+    gateway: Gateway,
+    auth: bool,
+    peer: SocketAddr,
+) -> std::result::Result<http::Response<s3s::Body>, s3s::HttpError> {
+    {
+        let request = if auth {
+            request
+        } else {
+            no_auth::without_signature(request)
+        };
+        if let Some(refusal) = refuse_early(&request, auth) {
+            return Ok::<_, s3s::HttpError>(refusal);
+        }
+        if !auth {
+            if let Some(mut refusal) = unauthenticated_whole_body_refusal(&request) {
+                close_after(&mut refusal);
+                return Ok(refusal);
+            }
+        }
+        let mut request = request;
+        let signed = sigv4_signed_headers(&request).unwrap_or_default();
+        lenient::ignore_malformed_range(&mut request, &signed);
+        lenient::normalize_http_dates(&mut request, &signed);
+        let cross_origin = CrossOrigin::of(&request);
+        if request.method() == http::Method::OPTIONS {
+            return Ok(preflight(&gateway, cross_origin).await);
+        }
+        let carries_body = carries_body(&request);
+        let is_head = request.method() == http::Method::HEAD;
+        let empty_expecting_continue = expects_continue_without_body(&request);
+        let wants_attributes = request.method() == http::Method::GET
+            && request.uri().query().is_some_and(|q| {
+                q.split('&')
+                    .any(|p| p == "attributes" || p == "attributes=")
+            });
+        let (request, form) = if form_upload(&request) {
+            match prepare_form(request, auth).await {
+                Ok(prepared) => prepared,
+                Err(refusal) => return Ok(refusal),
+            }
+        } else {
+            match with_length(request).await {
+                Ok(request) => (request, None),
+                Err(refusal) => return Ok(refusal),
+            }
+        };
+        let header = |name: http::HeaderName| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string)
+        };
+        let facts = crate::service::RequestFacts {
+            source_ip: Some(peer.ip()),
+            referer: header(http::header::REFERER),
+            user_agent: header(http::header::USER_AGENT),
+        };
+        let mut response = crate::service::REQUEST_FACTS
+            .scope(facts, service.call(request))
+            .await?;
+        if let Some(form) = form {
+            response = form_response(response, &form);
+        }
+        if wants_attributes {
+            response = unquoted_attributes_etag(response);
+        }
+        // s3s answers a HEAD for a range or a part 200; S3 answers 206, as
+        // the GET.
+        if is_head
+            && response.status() == http::StatusCode::OK
+            && response.headers().contains_key(http::header::CONTENT_RANGE)
+        {
+            *response.status_mut() = http::StatusCode::PARTIAL_CONTENT;
+        }
+        if (carries_body && !response.status().is_success()) || empty_expecting_continue {
+            close_after(&mut response);
+        }
+        if let Some(asked) = cross_origin {
+            let rules = gateway.cors_rules(&asked.bucket).await;
+            if let Some(allowed) = cors::allow(&rules, &asked.origin, &asked.method, &[]) {
+                add_cors_headers(&mut response, &allowed);
+            }
+        }
+        Ok(response)
+    }
 }

@@ -1,5 +1,9 @@
 //! S3 users and their keys, stored in the metadata pool (omap of the `users` object, keyed by
 //! access key), as `radosgw-admin user` manages them.
+//!
+//! With master keys ([`GatewayConfig::secret_keys`]) a record keeps its secret key sealed
+//! (`sealed_secret_key`, see [`crate::secrets`]) and no plaintext; records of older builds (a
+//! plaintext `secret_key`) are still read, and [`Users::reseal`] rewrites them sealed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{GatewayError, Result};
 use crate::layout;
+use crate::secrets::SecretKeyring;
 use crate::GatewayConfig;
 
 /// One user: an identity (uid) with one key pair.
@@ -28,10 +33,28 @@ pub struct User {
     pub email: String,
 }
 
+/// A user as stored: the secret sealed when the gateway has master keys.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    uid: String,
+    display_name: String,
+    access_key: String,
+    /// The secret in plaintext: records of builds before sealing, or of a gateway without
+    /// master keys.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    secret_key: String,
+    /// The secret sealed with the master key ([`crate::secrets`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sealed_secret_key: Option<String>,
+    #[serde(default)]
+    email: String,
+}
+
 /// The user table.
 #[derive(Clone)]
 pub struct Users {
     meta: Arc<dyn IoCtx>,
+    keys: Option<Arc<SecretKeyring>>,
 }
 
 const ACCESS_ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -47,11 +70,84 @@ impl Users {
     /// The user table of the gateway configured by `config` (creating its pool if missing).
     pub async fn open(rados: &dyn Rados, config: &GatewayConfig) -> Result<Self> {
         let meta = crate::store::open_pool(rados, config, &config.metadata_pool).await?;
-        Ok(Self { meta })
+        Ok(Self::from_io(meta, config.secret_keys.clone()))
     }
 
-    pub(crate) fn from_io(meta: Arc<dyn IoCtx>) -> Self {
-        Self { meta }
+    pub(crate) fn from_io(meta: Arc<dyn IoCtx>, keys: Option<SecretKeyring>) -> Self {
+        Self {
+            meta,
+            keys: keys.map(Arc::new),
+        }
+    }
+
+    /// The stored form of `user`.
+    fn encode(&self, user: &User) -> Vec<u8> {
+        let (secret_key, sealed_secret_key) = match &self.keys {
+            Some(keys) => (
+                String::new(),
+                Some(keys.seal(&user.access_key, &user.secret_key)),
+            ),
+            None => (user.secret_key.clone(), None),
+        };
+        layout::encode(&Record {
+            uid: user.uid.clone(),
+            display_name: user.display_name.clone(),
+            access_key: user.access_key.clone(),
+            secret_key,
+            sealed_secret_key,
+            email: user.email.clone(),
+        })
+    }
+
+    /// A stored user, and whether its record should be rewritten (a plaintext secret while
+    /// there are master keys, or one sealed with a previous key).
+    fn decode(&self, bytes: &[u8]) -> Result<(User, bool)> {
+        let record: Record = layout::decode(bytes)?;
+        let (secret_key, stale) = match (&record.sealed_secret_key, &self.keys) {
+            (None, keys) => (record.secret_key, keys.is_some()),
+            (Some(sealed), Some(keys)) => {
+                let (secret, current) = keys.open(&record.access_key, sealed)?;
+                (secret, !current)
+            }
+            (Some(_), None) => {
+                return Err(GatewayError::SecretKeySealed(format!(
+                    "the secret key of access key {} is sealed, and this gateway has no \
+                     master key to open it (give it the data directory's s3-master.key)",
+                    record.access_key
+                )))
+            }
+        };
+        let user = User {
+            uid: record.uid,
+            display_name: record.display_name,
+            access_key: record.access_key,
+            secret_key,
+            email: record.email,
+        };
+        Ok((user, stale))
+    }
+
+    /// Rewrites every record whose secret is in plaintext or sealed with a previous master
+    /// key, sealed with the current one; returns how many. Nothing without master keys.
+    /// A record that no key opens fails the whole call (its user could not sign anyway).
+    pub async fn reseal(&self) -> Result<usize> {
+        if self.keys.is_none() {
+            return Ok(0);
+        }
+        let mut rewritten = 0;
+        for (user, stale) in self.list_records().await? {
+            if stale {
+                let value = self.encode(&user);
+                self.meta
+                    .omap_set(
+                        layout::USERS_OBJECT,
+                        vec![(user.access_key.as_bytes().to_vec(), value)],
+                    )
+                    .await?;
+                rewritten += 1;
+            }
+        }
+        Ok(rewritten)
     }
 
     /// The user owning `access_key`, if any.
@@ -66,11 +162,24 @@ impl Users {
             Err(RadosError::NotFound(_)) => return Ok(None),
             Err(error) => return Err(error.into()),
         };
-        found.get(&key).map(|v| layout::decode(v)).transpose()
+        found
+            .get(&key)
+            .map(|v| self.decode(v).map(|(user, _)| user))
+            .transpose()
     }
 
     /// Every user, by access key.
     pub async fn list(&self) -> Result<Vec<User>> {
+        Ok(self
+            .list_records()
+            .await?
+            .into_iter()
+            .map(|(user, _)| user)
+            .collect())
+    }
+
+    /// Every user, by access key, with whether its record wants resealing.
+    async fn list_records(&self) -> Result<Vec<(User, bool)>> {
         let mut out = BTreeMap::new();
         let mut after: Option<Vec<u8>> = None;
         loop {
@@ -84,8 +193,8 @@ impl Users {
                 Err(error) => return Err(error.into()),
             };
             for (key, value) in &page.entries {
-                let user: User = layout::decode(value)?;
-                out.insert(user.access_key.clone(), user);
+                let (user, stale) = self.decode(value)?;
+                out.insert(user.access_key.clone(), (user, stale));
                 after = Some(key.clone());
             }
             if !page.more || page.entries.is_empty() {
@@ -156,7 +265,7 @@ impl Users {
         self.meta
             .omap_set(
                 layout::USERS_OBJECT,
-                vec![(user.access_key.as_bytes().to_vec(), layout::encode(&user))],
+                vec![(user.access_key.as_bytes().to_vec(), self.encode(&user))],
             )
             .await?;
         Ok(user)

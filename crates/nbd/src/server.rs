@@ -143,7 +143,8 @@ impl NbdServer {
     /// Binds a unix socket at `path`. A socket file left there by a server that is gone (a
     /// connection to it is refused) is replaced. A socket a running server listens on, and
     /// any file that is not a socket, are refused with an error naming the path: a mistyped
-    /// `--socket` must never delete a disk image or take another server's socket.
+    /// `--socket` must never delete a disk image or take another server's socket. The socket
+    /// is made `0600`: only its owner may connect.
     pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
         use std::io::{Error, ErrorKind};
         use std::os::unix::fs::FileTypeExt;
@@ -169,7 +170,14 @@ impl NbdServer {
             Err(error) if error.kind() == ErrorKind::NotFound => {}
             Err(error) => return Err(error),
         }
-        UnixListener::bind(path)
+        let listener = UnixListener::bind(path)?;
+        // Whoever may connect may read and write the export: its owner only.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            path,
+            std::fs::Permissions::from_mode(device::PRIVATE_FILE_MODE),
+        )?;
+        Ok(listener)
     }
 
     /// Accepts connections on `listener` forever, one task each.
@@ -230,6 +238,15 @@ impl NbdServer {
         let client_flags = reader.read_u32().await?;
         if client_flags & u32::from(proto::FLAG_FIXED_NEWSTYLE) == 0 {
             return Err(NbdError::Protocol("client is not fixed-newstyle".into()));
+        }
+        // The protocol: a server that receives client flags it does not know closes the
+        // connection (the client waits for nothing then; it sees the close).
+        let known = u32::from(proto::FLAG_FIXED_NEWSTYLE | proto::FLAG_NO_ZEROES);
+        if client_flags & !known != 0 {
+            return Err(NbdError::Protocol(format!(
+                "unknown client flags {:#x}",
+                client_flags & !known
+            )));
         }
         let no_zeroes = client_flags & u32::from(proto::FLAG_NO_ZEROES) != 0;
         loop {
@@ -446,6 +463,16 @@ async fn execute(
         request.command,
         proto::CMD_WRITE | proto::CMD_WRITE_ZEROES | proto::CMD_TRIM
     );
+    // Flags this server does not know, or that do not apply to the command (NO_HOLE outside
+    // WRITE_ZEROES, DF without structured replies...): EINVAL, as the protocol asks, rather
+    // than acting as if they were not there.
+    let known_flags = match request.command {
+        proto::CMD_WRITE_ZEROES => proto::CMD_FLAG_FUA | proto::CMD_FLAG_NO_HOLE,
+        _ => proto::CMD_FLAG_FUA,
+    };
+    if request.flags & !known_flags != 0 {
+        return (proto::EINVAL, 0, buffer);
+    }
     if writes && read_only {
         return (proto::EPERM, 0, buffer);
     }

@@ -390,3 +390,81 @@ fn write_zeroes_past_the_end_changes_nothing() {
         assert_eq!(back, [7u8; 4096], "the part inside the export was zeroed");
     });
 }
+
+/// A raw client: the fixed-newstyle handshake with `client_flags`, then EXPORT_NAME "".
+/// `None` when the server closed the connection during the handshake.
+async fn raw_handshake(socket: &Path, client_flags: u32) -> Option<tokio::net::UnixStream> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let mut greeting = [0u8; 18];
+    stream.read_exact(&mut greeting).await.unwrap();
+    stream.write_u32(client_flags).await.unwrap();
+    stream.write_u64(proto::IHAVEOPT).await.ok()?;
+    stream.write_u32(proto::OPT_EXPORT_NAME).await.ok()?;
+    stream.write_u32(0).await.ok()?;
+    let mut export = [0u8; 10];
+    stream.read_exact(&mut export).await.ok()?;
+    Some(stream)
+}
+
+/// Regression (issue 43): a request with command flags the server does not know was served
+/// as if they were absent; the protocol asks for EINVAL. Unknown client flags in the
+/// handshake close the connection (the client was left waiting before).
+#[test]
+fn unknown_flags_are_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+    let running = start(1 << 20, ExportConfig::default());
+    let fixed = u32::from(proto::FLAG_FIXED_NEWSTYLE | proto::FLAG_NO_ZEROES);
+    running.runtime.block_on(async {
+        let mut stream = tokio::time::timeout(LIMIT, raw_handshake(&running.socket, fixed))
+            .await
+            .expect("handshake")
+            .expect("accepted");
+        for (cookie, flags, command) in [
+            (1u64, 1u16 << 7, proto::CMD_READ),
+            (2, 1 << 2, proto::CMD_READ),
+            (3, proto::CMD_FLAG_NO_HOLE, proto::CMD_FLUSH),
+        ] {
+            let request = proto::Request {
+                flags,
+                command,
+                cookie,
+                offset_bytes: 0,
+                length_bytes: if command == proto::CMD_READ { 4096 } else { 0 },
+            };
+            stream.write_all(&request.encode()).await.unwrap();
+            let mut reply = [0u8; proto::REPLY_BYTES];
+            tokio::time::timeout(LIMIT, stream.read_exact(&mut reply))
+                .await
+                .expect("a reply, not a hang")
+                .unwrap();
+            let error = u32::from_be_bytes(reply[4..8].try_into().unwrap());
+            let echoed = u64::from_be_bytes(reply[8..16].try_into().unwrap());
+            assert_eq!((error, echoed), (proto::EINVAL, cookie), "flags {flags:#x}");
+        }
+        // The connection still serves requests with known flags.
+        let request = proto::Request {
+            flags: proto::CMD_FLAG_FUA,
+            command: proto::CMD_FLUSH,
+            cookie: 9,
+            offset_bytes: 0,
+            length_bytes: 0,
+        };
+        stream.write_all(&request.encode()).await.unwrap();
+        let mut reply = [0u8; proto::REPLY_BYTES];
+        tokio::time::timeout(LIMIT, stream.read_exact(&mut reply))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(u32::from_be_bytes(reply[4..8].try_into().unwrap()), 0);
+
+        let refused = tokio::time::timeout(LIMIT, raw_handshake(&running.socket, fixed | 1 << 9))
+            .await
+            .expect("the server closes, the client does not hang");
+        assert!(
+            refused.is_none(),
+            "unknown client flags must close the connection"
+        );
+    });
+}

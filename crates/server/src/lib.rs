@@ -19,6 +19,7 @@ pub mod admin;
 pub mod backend;
 pub mod error;
 mod handlers;
+pub mod master_key;
 pub mod metrics;
 pub mod report;
 pub mod token;
@@ -54,7 +55,8 @@ pub struct ServeConfig {
     /// S3 endpoint; `None` serves no S3. Default 127.0.0.1:9000.
     pub s3_addr: Option<SocketAddr>,
     /// The gateway's settings (pools, auth). Default: [`gateway::GatewayConfig::default`]
-    /// with 3-way (or as many hosts as there are, fewer) replicated pools.
+    /// with 3-way (or as many hosts as there are, fewer) replicated pools. Without
+    /// `secret_keys`, the data directory's `s3-master.key` ([`master_key`]) seals S3 secrets.
     pub gateway: gateway::GatewayConfig,
     /// Largest object body the admin API accepts, in bytes. Default 64 MiB.
     pub object_bytes_max: usize,
@@ -214,6 +216,15 @@ async fn start_endpoints(
         return Ok((admin, None));
     };
     let mut gateway_config = config.gateway.clone();
+    if gateway_config.secret_keys.is_none() {
+        match master_key::load_or_create(&config.data_dir) {
+            Ok(key) => gateway_config.secret_keys = Some(gateway::SecretKeyring::new(key)),
+            Err(error) => {
+                admin.shutdown().await;
+                return Err(error);
+            }
+        }
+    }
     let domains = match backend.gateway_pool_size().await {
         Ok(domains) => domains,
         Err(error) => {

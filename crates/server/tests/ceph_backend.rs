@@ -66,8 +66,11 @@ fn start_ceph(dir: &Path) -> Option<MiniCluster> {
     Some(cluster)
 }
 
-async fn serve_on_ceph(data: &Path, conf: &Path) -> server::Running {
+/// A server on the Ceph cluster of `conf`, sealing S3 secrets with `key` (servers sharing a
+/// cluster share its users, so they must share the key that seals their secrets).
+async fn serve_on_ceph(data: &Path, conf: &Path, key: &gateway::MasterKey) -> server::Running {
     let mut config = server::ServeConfig::new(data);
+    config.gateway.secret_keys = Some(gateway::SecretKeyring::new(key.clone()));
     config.admin_addr = "127.0.0.1:0".parse().unwrap();
     config.s3_addr = Some("127.0.0.1:0".parse().unwrap());
     config.gateway.gc_min_wait_s = 0;
@@ -88,8 +91,9 @@ async fn serve_runs_on_ceph() {
     let conf = ceph.dir.join("ceph.conf");
     let first_dir = temp.path().join("first");
     let second_dir = temp.path().join("second");
-    let first = serve_on_ceph(&first_dir, &conf).await;
-    let second = serve_on_ceph(&second_dir, &conf).await;
+    let key = gateway::MasterKey::generate();
+    let first = serve_on_ceph(&first_dir, &conf, &key).await;
+    let second = serve_on_ceph(&second_dir, &conf, &key).await;
     assert!(first.cluster().is_none());
     assert_eq!(first.backend().kind(), "ceph");
 

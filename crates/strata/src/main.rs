@@ -92,6 +92,8 @@ fn main() -> ExitCode {
         Command::Serve(_) | Command::Nbd(_) | Command::Cache(_)
     ) {
         end_on_closed_pipe();
+    } else {
+        private_files();
     }
     let result = match cli.command {
         Command::Crush(args) => cmd::crush::run(args),
@@ -137,4 +139,12 @@ fn end_on_closed_pipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+/// The servers create their files (the LSM's files under the data directory, sockets, the
+/// admin token, S3 keys) readable by the user running them only, whatever the shell's umask:
+/// they hold every object and every S3 user's key (issue 43). Files strata creates by name
+/// are `0600` anyway; the umask covers those the libraries it uses create.
+fn private_files() {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }

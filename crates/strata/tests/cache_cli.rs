@@ -505,3 +505,40 @@ fn two_cores_are_exported_separately() {
     assert!(!swapped.status.success(), "swapped cores loaded");
     assert!(stderr.contains("in that order"), "{stderr}");
 }
+
+/// Regression (issue 43): SIGTERM killed `cache start` without stopping the cache and left
+/// both sockets behind; now it stops cleanly (as Ctrl-C does) and removes them. The files
+/// it creates are private.
+#[test]
+fn sigterm_stops_the_cache_and_removes_its_sockets() {
+    use std::os::unix::fs::PermissionsExt;
+    let paths = Paths::new();
+    let mut served = start(&paths, &[]);
+    for name in ["cache.img", "core.img", "nbd.sock", "ctl"] {
+        let mode = std::fs::symlink_metadata(paths.path(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}");
+    }
+    let sent = Command::new("kill")
+        .args(["-TERM", &served.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = served.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    for name in ["nbd.sock", "ctl"] {
+        assert!(!paths.path(name).exists(), "{name} left behind");
+    }
+}

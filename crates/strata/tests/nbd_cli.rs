@@ -57,3 +57,53 @@ fn serves_a_memory_device_over_a_unix_socket() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// Sends `signal` to `child` and waits (bounded) for it to exit.
+fn stop_with(child: &mut Child, signal: &str) -> std::process::ExitStatus {
+    let sent = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("no exit within 20 s of {signal}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Regression (issue 43): the socket file was left behind after SIGTERM (the process died
+/// of the signal) and was readable and writable by every local user.
+#[test]
+fn sigterm_and_sigint_remove_the_socket() {
+    use std::os::unix::fs::PermissionsExt;
+    for signal in ["-TERM", "-INT"] {
+        let directory = tempfile::tempdir().unwrap();
+        let socket = directory.path().join("nbd.sock");
+        let mut server = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["nbd", "serve", "--device", "mem:16M", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for(&socket, &mut server);
+        let mode = std::fs::symlink_metadata(&socket)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the socket is its owner's only");
+        let status = stop_with(&mut server, signal);
+        assert!(status.success(), "{signal}: {status}");
+        assert!(
+            !socket.exists(),
+            "{signal} left {} behind",
+            socket.display()
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! Request bodies whose framing s3s takes differently from S3: a PUT without Content-Length
-//! (chunked: read to learn its length; neither length nor chunked: 411), and an empty body
-//! announced with `Expect: 100-continue`.
+//! (chunked: read to learn its length; neither length nor chunked: 411), an empty body
+//! announced with `Expect: 100-continue`, and, with authentication off (when s3s runs no
+//! access hook), the bound on bodies s3s reads whole ([`crate::auth::XML_BODY_MAX_BYTES`]).
 
 use super::reply::error_response;
 
@@ -90,4 +91,49 @@ pub(super) async fn with_length(
             Err(response)
         }
     }
+}
+
+/// Whether s3s reads the body of `request` whole (an XML document): DeleteObjects,
+/// CompleteMultipartUpload, restores and selects (POST), bucket creation and configuration,
+/// object ACLs, tags, holds and retention (PUT). Browser form uploads are not.
+fn whole_body<B>(request: &http::Request<B>) -> bool {
+    let query = request.uri().query().unwrap_or_default();
+    let has = |name: &str| {
+        query
+            .split('&')
+            .any(|pair| pair.split('=').next() == Some(name))
+    };
+    let names_key = request
+        .uri()
+        .path()
+        .trim_start_matches('/')
+        .split_once('/')
+        .is_some_and(|(_, key)| !key.is_empty());
+    match *request.method() {
+        http::Method::POST => has("delete") || has("uploadId") || has("restore") || has("select"),
+        http::Method::PUT => {
+            !names_key || has("acl") || has("tagging") || has("legal-hold") || has("retention")
+        }
+        _ => false,
+    }
+}
+
+/// With authentication off, the refusal of a body s3s would read whole and that is too long
+/// or has no length (with authentication, [`crate::auth::GatewayAccess`] refuses it after
+/// the signature check).
+pub(super) fn unauthenticated_whole_body_refusal<B>(
+    request: &http::Request<B>,
+) -> Option<http::Response<s3s::Body>> {
+    if !whole_body(request) {
+        return None;
+    }
+    let refusal = crate::auth::whole_body_refusal(request.headers())?;
+    let status = refusal
+        .status_code()
+        .unwrap_or(http::StatusCode::BAD_REQUEST);
+    Some(error_response(
+        status,
+        refusal.code().as_str(),
+        refusal.message().unwrap_or_default(),
+    ))
 }

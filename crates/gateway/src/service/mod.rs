@@ -43,8 +43,17 @@ impl Gateway {
         config: GatewayConfig,
         clock: Clock,
     ) -> Result<Self> {
+        let keys = config.secret_keys.clone();
         let store = Store::open(rados.as_ref(), config, clock).await?;
-        let users = Users::from_io(store.meta.clone());
+        let users = Users::from_io(store.meta.clone(), keys);
+        // Plaintext secrets (older builds) and ones sealed with a previous master key.
+        let resealed = users.reseal().await?;
+        if resealed > 0 {
+            tracing::info!(
+                resealed,
+                "S3 secret keys sealed with the current master key"
+            );
+        }
         Ok(Self {
             store: Arc::new(store),
             users,
@@ -191,6 +200,27 @@ impl Gateway {
             return Err(GatewayError::AccessDenied);
         }
         Ok(())
+    }
+
+    /// Whether an anonymous request may change bucket `name` or its objects at all: the
+    /// bucket has a policy (which may allow it), or its ACL grants everyone more than reading.
+    /// Requests whose body s3s reads whole are refused before it is read otherwise
+    /// ([`crate::auth::GatewayAccess`]); the operation still decides precisely.
+    pub(crate) async fn anonymous_may_write(&self, name: &str) -> Result<bool> {
+        let bucket = self.store.bucket(name).await?;
+        if bucket.policy.is_some() {
+            return Ok(true);
+        }
+        let grants = access_grants(&bucket, bucket.grants());
+        Ok(grants.iter().any(|grant| {
+            grant.grantee == acl::Grantee::AllUsers
+                && matches!(
+                    grant.permission,
+                    acl::GrantPermission::Write
+                        | acl::GrantPermission::WriteAcp
+                        | acl::GrantPermission::FullControl
+                )
+        }))
     }
 
     /// The uid new things are owned by.

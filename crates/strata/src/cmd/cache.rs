@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::cmd::nbd::{export_config, listen, runtime, ListenArgs};
+use crate::cmd::nbd::{export_config, listen, runtime, ListenArgs, RemovedOnDrop};
 
 /// Default control socket.
 const CONTROL_DEFAULT: &str = "/tmp/strata-cache.ctl";
@@ -112,7 +112,8 @@ struct TuningLine {
 /// `strata cache start`.
 #[derive(clap::Args)]
 pub struct StartArgs {
-    /// Cache device: `[PROFILE@]BACKING`, e.g. `nvme@file:/tmp/cache.img:4G`.
+    /// Cache device: `[faulty:OPTIONS:][PROFILE@]BACKING`, e.g. `nvme@file:/tmp/cache.img:4G`
+    /// (see `strata nbd serve --help` for the faulty options).
     #[arg(long, value_name = "SPEC")]
     pub cache: String,
     /// Core device, e.g. `hdd-10k@file:/tmp/core.img:100G`. Repeat it to put several cores
@@ -468,16 +469,22 @@ fn start(args: StartArgs) -> Result<ExitCode> {
         };
         let control = NbdServer::bind_unix(&args.control.control)
             .with_context(|| format!("binding {}", args.control.control.display()))?;
+        let _control = RemovedOnDrop(args.control.control.clone());
         println!("cache: control socket {}", args.control.control.display());
-        tokio::spawn(control_loop(Arc::clone(&cache), Arc::new(cores), control));
-        tokio::select! {
-            served = listen(server, &args.listen) => served?,
-            _ = tokio::signal::ctrl_c() => {
-                cache.stop().await?;
-                println!("cache: stopped");
-            }
-        }
-        Ok::<(), anyhow::Error>(())
+        let sockets: Vec<PathBuf> = std::iter::once(args.control.control.clone())
+            .chain(args.listen.socket.clone())
+            .collect();
+        tokio::spawn(control_loop(
+            Arc::clone(&cache),
+            Arc::new(cores),
+            control,
+            Arc::new(sockets),
+        ));
+        // Until SIGTERM or SIGINT (or the listener fails): the cache stops either way.
+        let served = listen(server, &args.listen).await;
+        cache.stop().await?;
+        println!("cache: stopped");
+        served
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -529,12 +536,19 @@ fn core_stats(cores: &[CoreEntry]) -> (Value, String) {
     (Value::Array(rows), text)
 }
 
-async fn control_loop(cache: Arc<BlockCache>, cores: Arc<Vec<CoreEntry>>, listener: UnixListener) {
+/// Serves the control socket. `sockets`: the files to remove when a `stop` ends the process.
+async fn control_loop(
+    cache: Arc<BlockCache>,
+    cores: Arc<Vec<CoreEntry>>,
+    listener: UnixListener,
+    sockets: Arc<Vec<PathBuf>>,
+) {
     while let Ok((stream, _)) = listener.accept().await {
         let cache = Arc::clone(&cache);
         let cores = Arc::clone(&cores);
+        let sockets = Arc::clone(&sockets);
         tokio::spawn(async move {
-            if let Err(error) = control_connection(cache, &cores, stream).await {
+            if let Err(error) = control_connection(cache, &cores, stream, &sockets).await {
                 eprintln!("cache: control connection: {error:#}");
             }
         });
@@ -545,6 +559,7 @@ async fn control_connection(
     cache: Arc<BlockCache>,
     cores: &[CoreEntry],
     stream: UnixStream,
+    sockets: &[PathBuf],
 ) -> Result<()> {
     let (reader, mut writer) = stream.into_split();
     let mut lines = BufReader::new(reader).lines();
@@ -569,6 +584,9 @@ async fn control_connection(
                 eprintln!("cache: the stop request's caller is gone ({error})");
             }
             println!("cache: stopped");
+            for socket in sockets {
+                drop(RemovedOnDrop(socket.clone()));
+            }
             std::process::exit(0);
         }
         sent?;

@@ -49,7 +49,10 @@ pub struct ListenArgs {
 /// `strata nbd serve`.
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// The device: `[PROFILE@]BACKING`, e.g. `mem:1G`, `hdd-10k@file:/tmp/hdd.img:10G`.
+    /// The device: `[faulty:OPTIONS:][PROFILE@]BACKING`, e.g. `mem:1G`,
+    /// `hdd-10k@file:/tmp/hdd.img:10G`, `faulty:eio=0.001,spike=0.01/50ms,seed=7:mem:1G`
+    /// (faulty options: eio, read-eio, write-eio, torn, flip, read-flip, write-flip =
+    /// probability per operation; spike=P/DURATION; seed=N).
     #[arg(long, value_name = "SPEC")]
     pub device: String,
     #[command(flatten)]
@@ -96,26 +99,60 @@ pub fn export_config(listen: &ListenArgs, rotational: bool) -> ExportConfig {
     }
 }
 
-/// Serves until the listener fails; prints where it listens (a line scripts wait for).
+/// Serves until SIGTERM or SIGINT (then returns `Ok`) or until the listener fails; prints
+/// where it listens (a line scripts wait for). A unix socket is removed on the way out.
 pub async fn listen(server: Arc<NbdServer>, listen: &ListenArgs) -> Result<()> {
     if let Some(path) = &listen.socket {
         let listener =
             NbdServer::bind_unix(path).with_context(|| format!("binding {}", path.display()))?;
+        let _socket = RemovedOnDrop(path.clone());
         println!(
             "nbd: serving nbd+unix:///{}?socket={}",
             listen.export,
             path.display()
         );
-        server.serve_unix(listener).await?;
+        tokio::select! {
+            served = server.serve_unix(listener) => served?,
+            stopped = stop_signal() => stopped?,
+        }
     } else if let Some(port) = listen.port {
         let listener = tokio::net::TcpListener::bind((listen.bind.as_str(), port))
             .await
             .with_context(|| format!("binding {}:{port}", listen.bind))?;
         let address = listener.local_addr()?;
         println!("nbd: serving nbd://{address}/{}", listen.export);
-        server.serve_tcp(listener).await?;
+        tokio::select! {
+            served = server.serve_tcp(listener) => served?,
+            stopped = stop_signal() => stopped?,
+        }
     } else {
         bail!("give --socket PATH or --port N");
     }
     Ok(())
+}
+
+/// Returns at the first SIGTERM or SIGINT (as `kill` and Ctrl-C send them).
+pub async fn stop_signal() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).context("catching SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("catching SIGINT")?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}
+
+/// A socket file this process bound, removed when the guard goes (a clean stop, an error):
+/// a file left behind looks like a server to the next `bind` until it is probed.
+pub struct RemovedOnDrop(pub PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        if let Err(error) = std::fs::remove_file(&self.0) {
+            if error.kind() != std::io::ErrorKind::NotFound {
+                eprintln!("note: cannot remove {}: {error}", self.0.display());
+            }
+        }
+    }
 }

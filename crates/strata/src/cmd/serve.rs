@@ -44,6 +44,15 @@ pub struct Args {
     /// spends a CPU polling.
     #[arg(long)]
     pub poll_while_busy: bool,
+    /// File holding the S3 master key (64 hex digits) that seals users' secret keys at rest.
+    /// Default: the data directory's `s3-master.key`, created (mode 0600) on first start;
+    /// `STRATA_S3_MASTER_KEY=HEX` gives the key itself instead.
+    #[arg(long, value_name = "PATH")]
+    pub s3_master_key_file: Option<PathBuf>,
+    /// A master key that sealed secrets before a rotation: secrets it opens are resealed with
+    /// the current key at start, after which it may be dropped. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub s3_previous_master_key_file: Vec<PathBuf>,
     /// The storage to serve: `embedded` (the cluster in --data, created on first run) or
     /// `ceph` (a Ceph cluster through librados, found as the `ceph` tool finds it: --ceph-conf,
     /// else $CEPH_CONF, else /etc/ceph/ceph.conf; needs librados2 installed). On Ceph, --data
@@ -102,6 +111,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .with_context(|| format!("loading {}", path.display()))?,
         );
     }
+    config.gateway.secret_keys = keyring(&args)?;
     let serving = cluster::runtime::serving_runtime(&args.data, args.poll_while_busy)
         .context("starting the async runtime")?;
     config.poll_while_busy = serving.poll_while_busy();
@@ -163,6 +173,29 @@ async fn serve(config: server::ServeConfig) -> Result<()> {
     Ok(())
 }
 
+/// The S3 master keys the options and the environment give; `None`: the server's default
+/// (the data directory's `s3-master.key`).
+fn keyring(args: &Args) -> Result<Option<gateway::SecretKeyring>> {
+    let from_environment = std::env::var(server::master_key::MASTER_KEY_ENV).ok();
+    let current = match (&args.s3_master_key_file, from_environment) {
+        (Some(path), _) => server::master_key::read(path)?,
+        (None, Some(text)) => gateway::MasterKey::from_hex(&text)
+            .with_context(|| format!("${}", server::master_key::MASTER_KEY_ENV))?,
+        (None, None) if !args.s3_previous_master_key_file.is_empty() => {
+            device::create_private_directory(&args.data)
+                .with_context(|| format!("creating {}", args.data.display()))?;
+            server::master_key::load_or_create(&args.data)?
+        }
+        (None, None) => return Ok(None),
+    };
+    let previous = args
+        .s3_previous_master_key_file
+        .iter()
+        .map(|path| server::master_key::read(path))
+        .collect::<server::Result<Vec<_>>>()?;
+    Ok(Some(gateway::SecretKeyring { current, previous }))
+}
+
 async fn wait_for_signal() -> Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut terminate = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
@@ -174,11 +207,16 @@ async fn wait_for_signal() -> Result<()> {
     Ok(())
 }
 
+/// What `serve` logs without RUST_LOG. s3s logs every refused request at ERROR, twice for
+/// some, so any client could flood the log: the gateway logs refusals itself (debug; server
+/// errors at warn, rate-limited) and s3s is heard with RUST_LOG only.
+const DEFAULT_LOG_FILTER: &str = "info,fjall=warn,lsm_tree=warn,s3s=off";
+
 fn init_logging() {
     // The metadata database (fjall, lsm_tree) logs every keyspace it recovers at info: 80
     // lines for the default cluster's start. Its warnings and errors still show.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     // Colours only on a terminal: a log redirected to a file gets plain text, not escapes.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
