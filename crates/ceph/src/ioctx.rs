@@ -467,6 +467,7 @@ impl IoCtx for CephIoCtx {
     }
 
     async fn get_xattr(&self, object: &str, name: &str) -> Result<Vec<u8>> {
+        rados::validate_xattr_name(name)?;
         let mut xattrs = self.get_xattrs(object).await?;
         xattrs
             .remove(name)

@@ -81,8 +81,14 @@ pub(crate) fn plan(op: &WriteOp) -> Result<Plan<'_>> {
     let guard_only = ops.iter().all(Op::is_guard);
     let asserts = ops.iter().any(|step| matches!(step, Op::AssertExists));
     if !ops.iter().any(compares) {
+        // Guards test the object as it was before the op (the contract), wherever they stand.
         return Ok(Plan {
-            steps: ops.iter().map(Step::Given).collect(),
+            steps: ops
+                .iter()
+                .filter(|step| step.is_guard())
+                .chain(ops.iter().filter(|step| !step.is_guard()))
+                .map(Step::Given)
+                .collect(),
             on_missing: if guard_only && !asserts {
                 OnMissing::DecideGuards
             } else {
@@ -177,10 +183,11 @@ fn validate(step: &Op) -> Result<()> {
 pub(crate) fn guards_hold_on_missing(op: &WriteOp) -> Result<()> {
     for step in op.ops() {
         let holds = match step {
-            Op::AssertExists => return Err(RadosError::NotFound("object".into())),
-            Op::CompareXattr {
-                comparison, value, ..
-            } => comparison.holds(b"", &value[..]),
+            // The contract (Ceph's cmpxattr): a missing object is NotFound, not an object
+            // without xattrs.
+            Op::AssertExists | Op::CompareXattr { .. } => {
+                return Err(RadosError::NotFound("object".into()))
+            }
             Op::CompareOmap { value, .. } => value.is_none(),
             _ => true,
         };

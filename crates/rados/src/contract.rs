@@ -1168,7 +1168,8 @@ pub async fn compare_omap_values_and_absence(rados: &dyn Rados, pool: &str) {
 }
 
 /// `CompareOmap` on a missing object: the object has no keys, so `None` holds (and the op,
-/// applied, leaves the object created) and `Some` fails, creating nothing.
+/// applied with a mutation, leaves the object created) and `Some` fails, creating nothing.
+/// Whether a guard alone creates the object is left to the backend (librados does not).
 pub async fn compare_omap_on_missing_object(rados: &dyn Rados, pool: &str) {
     let io = fresh_pool(rados, pool).await;
     let op = WriteOp::new()
@@ -1193,10 +1194,6 @@ pub async fn compare_omap_on_missing_object(rados: &dyn Rados, pool: &str) {
     );
     let op = WriteOp::new().compare_omap(b"k".to_vec(), None);
     ok(io.operate("c", op).await, "None on missing, alone");
-    assert!(
-        exists(&*io, "c").await,
-        "an applied CompareOmap leaves the object created"
-    );
     finish(rados, pool).await;
 }
 

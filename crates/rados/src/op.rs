@@ -64,9 +64,10 @@ pub enum Op {
     },
     /// Guard: the omap `key` must hold exactly `value`, or be absent when `value` is `None`
     /// (else `CompareFailed`). `Some` of an empty value is `InvalidArgument` (omap values are
-    /// never empty). A missing object has no keys, and an op holding this guard that applies
-    /// leaves a missing object created (the librados backend creates it first, since
-    /// `omap_cmp` fails on a missing object and reads a missing key as an empty value).
+    /// never empty). A missing object has no keys, and an op holding this guard and a
+    /// mutation that applies leaves a missing object created (the librados backend creates it
+    /// first, since `omap_cmp` fails on a missing object and reads a missing key as an empty
+    /// value); whether an op of guards alone creates it is left to the backend.
     /// What a read-modify-write of one index entry needs to detect a concurrent writer.
     CompareOmap {
         /// The omap key.

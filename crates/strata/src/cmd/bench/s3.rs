@@ -74,6 +74,11 @@ pub struct Args {
     /// `cluster::runtime`; faster small objects, slower large ones on few CPUs).
     #[arg(long)]
     pub poll_while_busy: bool,
+    /// What strata's gateway runs on: `embedded` (its own cluster of --replicas OSDs) or
+    /// `ceph` (the same Ceph cluster and replica count radosgw runs on, through librados, so
+    /// both gateways stand on the same OSDs and only the gateways differ).
+    #[arg(long, value_enum, default_value = "embedded")]
+    pub backend: super::super::serve::BackendKind,
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -133,6 +138,13 @@ async fn run_all(args: &Args, sizes: &[u64], dir: &Path) -> Result<Vec<Row>> {
         ..gateway::GatewayConfig::default()
     };
     let mut rows = Vec::new();
+    if args.backend == super::super::serve::BackendKind::Ceph {
+        if let Some(install) = ceph::missing(&["ceph-mon", "ceph-mgr", "ceph-osd", "ceph"]) {
+            bail!("--backend ceph needs a Ceph to start: {install} is not installed");
+        }
+        eprintln!("== Ceph (ceph-minicluster.sh): strata's gateway on librados, then radosgw");
+        return on_ceph(args, sizes, &dir.join("ceph"), &gateway_config).await;
+    }
     eprintln!("== strata (embedded cluster + S3 gateway over HTTP)");
     rows.extend(strata(args, sizes, &dir.join("strata"), &gateway_config).await?);
     if args.no_radosgw {
@@ -188,7 +200,52 @@ async fn strata(
     rows
 }
 
-async fn radosgw(args: &Args, sizes: &[u64], dir: &Path, pg_num: u32) -> Result<Vec<Row>> {
+/// strata's gateway on a Ceph cluster through librados, then radosgw on the same cluster and
+/// replica count (unless --no-radosgw).
+async fn on_ceph(
+    args: &Args,
+    sizes: &[u64],
+    dir: &Path,
+    gateway_config: &gateway::GatewayConfig,
+) -> Result<Vec<Row>> {
+    let (cluster, port) = start_ceph(args, dir, gateway_config.pool_pg_num).await?;
+    let rados = ceph_backend::CephRados::connect(ceph_backend::CephConfig {
+        conf_path: Some(cluster.conf.clone()),
+        ..ceph_backend::CephConfig::default()
+    })
+    .await
+    .context("connecting to the minicluster through librados")?;
+    let rados: Arc<dyn Rados> = Arc::new(rados);
+    let server = gateway::serve(
+        rados,
+        "127.0.0.1:0".parse().context("loopback address")?,
+        gateway_config.clone(),
+    )
+    .await?;
+    let user = server
+        .gateway
+        .users()
+        .create("bench", "bench", "", None)
+        .await?;
+    let credentials = Credentials {
+        access_key: user.access_key,
+        secret_key: user.secret_key,
+        region: gateway_config.region.clone(),
+    };
+    let mut rows = drive("strata", args, sizes, server.local_addr, credentials).await?;
+    server.shutdown().await;
+    if args.no_radosgw {
+        eprintln!("== radosgw: skipped (--no-radosgw)");
+    } else {
+        rows.extend(drive_radosgw(args, sizes, port).await?);
+    }
+    cluster.print_pools();
+    tokio::task::spawn_blocking(move || drop(cluster)).await?;
+    Ok(rows)
+}
+
+/// Starts the minicluster of --replicas OSDs with radosgw and its benchmark user.
+async fn start_ceph(args: &Args, dir: &Path, pg_num: u32) -> Result<(CephCluster, u16)> {
     let (replicas, osd_size, dir_owned) = (args.replicas, args.osd_size.clone(), dir.to_path_buf());
     // The script blocks for ~10-20 s: keep it off the runtime's workers.
     let cluster = tokio::task::spawn_blocking(move || -> Result<(CephCluster, u16)> {
@@ -215,14 +272,23 @@ async fn radosgw(args: &Args, sizes: &[u64], dir: &Path, pg_num: u32) -> Result<
         Ok((cluster, port))
     })
     .await??;
-    let (cluster, port) = cluster;
+    Ok(cluster)
+}
+
+/// radosgw's rows, on the port `start_ceph` gave.
+async fn drive_radosgw(args: &Args, sizes: &[u64], port: u16) -> Result<Vec<Row>> {
     let credentials = Credentials {
         access_key: RADOSGW_ACCESS_KEY.into(),
         secret_key: RADOSGW_SECRET_KEY.into(),
         region: "us-east-1".into(),
     };
     let address: SocketAddr = ([127, 0, 0, 1], port).into();
-    let rows = drive(RADOSGW, args, sizes, address, credentials).await;
+    drive(RADOSGW, args, sizes, address, credentials).await
+}
+
+async fn radosgw(args: &Args, sizes: &[u64], dir: &Path, pg_num: u32) -> Result<Vec<Row>> {
+    let (cluster, port) = start_ceph(args, dir, pg_num).await?;
+    let rows = drive_radosgw(args, sizes, port).await;
     // Say what radosgw ran on: the pools it created, their replicas and PGs.
     cluster.print_pools();
     tokio::task::spawn_blocking(move || drop(cluster)).await?;
