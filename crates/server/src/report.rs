@@ -314,11 +314,14 @@ pub fn pg_summary(cluster: &Cluster) -> PgSummary {
 pub async fn pools(cluster: &Cluster) -> rados::Result<Vec<PoolEntry>> {
     use rados::Rados;
     let stats = cluster.cluster_stats().await?;
+    Ok(pool_entries(cluster.pool_list().await?, &stats))
+}
+
+/// Each pool of `infos` with its usage from `stats` (any backend's).
+pub fn pool_entries(infos: Vec<rados::PoolInfo>, stats: &rados::ClusterStats) -> Vec<PoolEntry> {
     let by_name: BTreeMap<&str, &rados::PoolStats> =
         stats.pools.iter().map(|p| (p.name.as_str(), p)).collect();
-    Ok(cluster
-        .pool_list()
-        .await?
+    infos
         .into_iter()
         .map(|info| {
             let stats = by_name.get(info.name.as_str());
@@ -343,7 +346,7 @@ pub async fn pools(cluster: &Cluster) -> rados::Result<Vec<PoolEntry>> {
                 device_class: info.device_class,
             }
         })
-        .collect())
+        .collect()
 }
 
 /// Recovery counters.

@@ -292,31 +292,10 @@ impl Backend for CephBackend {
     async fn pools(&self) -> Result<Vec<PoolEntry>> {
         let rados = self.get()?;
         let stats = rados.cluster_stats().await?;
-        let by_name: BTreeMap<&str, &rados::PoolStats> =
-            stats.pools.iter().map(|p| (p.name.as_str(), p)).collect();
-        Ok(rados
-            .pool_list()
-            .await?
-            .into_iter()
-            .map(|info| {
-                let stats = by_name.get(info.name.as_str());
-                PoolEntry {
-                    objects: stats.map_or(0, |s| s.objects),
-                    degraded_objects: stats.map_or(0, |s| s.degraded_objects),
-                    stored_bytes: stats.map_or(0, |s| s.stored_bytes),
-                    allocated_bytes: stats.map_or(0, |s| s.allocated_bytes),
-                    data_hole_fraction: 0.0,
-                    metadata_bytes: stats.map_or(0, |s| s.metadata_bytes),
-                    id: info.id,
-                    name: info.name,
-                    size: info.size,
-                    min_size: info.min_size,
-                    pg_num: info.pg_num,
-                    crush_rule: info.crush_rule,
-                    device_class: info.device_class,
-                }
-            })
-            .collect())
+        Ok(crate::report::pool_entries(
+            rados.pool_list().await?,
+            &stats,
+        ))
     }
 
     async fn usage(&self) -> Result<Usage> {

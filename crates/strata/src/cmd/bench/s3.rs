@@ -177,7 +177,18 @@ async fn strata(
         ..ClusterOptions::default()
     };
     let cluster = Arc::new(Cluster::create(dir, config, options).await?);
-    let rados: Arc<dyn Rados> = cluster.clone();
+    let (server, credentials) = serve_gateway(cluster.clone(), gateway_config).await?;
+    let rows = drive("strata", args, sizes, server.local_addr, credentials).await;
+    server.shutdown().await;
+    super::cluster::shutdown(cluster, dir).await?;
+    rows
+}
+
+/// strata's gateway on `rados` (loopback, a free port) and its benchmark user's keys.
+async fn serve_gateway(
+    rados: Arc<dyn Rados>,
+    gateway_config: &gateway::GatewayConfig,
+) -> Result<(gateway::Server, Credentials)> {
     let server = gateway::serve(
         rados,
         "127.0.0.1:0".parse().context("loopback address")?,
@@ -194,10 +205,7 @@ async fn strata(
         secret_key: user.secret_key,
         region: gateway_config.region.clone(),
     };
-    let rows = drive("strata", args, sizes, server.local_addr, credentials).await;
-    server.shutdown().await;
-    super::cluster::shutdown(cluster, dir).await?;
-    rows
+    Ok((server, credentials))
 }
 
 /// strata's gateway on a Ceph cluster through librados, then radosgw on the same cluster and
@@ -215,23 +223,7 @@ async fn on_ceph(
     })
     .await
     .context("connecting to the minicluster through librados")?;
-    let rados: Arc<dyn Rados> = Arc::new(rados);
-    let server = gateway::serve(
-        rados,
-        "127.0.0.1:0".parse().context("loopback address")?,
-        gateway_config.clone(),
-    )
-    .await?;
-    let user = server
-        .gateway
-        .users()
-        .create("bench", "bench", "", None)
-        .await?;
-    let credentials = Credentials {
-        access_key: user.access_key,
-        secret_key: user.secret_key,
-        region: gateway_config.region.clone(),
-    };
+    let (server, credentials) = serve_gateway(Arc::new(rados), gateway_config).await?;
     let mut rows = drive("strata", args, sizes, server.local_addr, credentials).await?;
     server.shutdown().await;
     if args.no_radosgw {
