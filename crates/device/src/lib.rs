@@ -200,6 +200,28 @@ pub trait Device: Send + Sync {
     /// Tells the device the range's contents are no longer needed.
     async fn discard(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError>;
 
+    /// The allocation state of `[offset_bytes, offset_bytes + length_bytes)`: consecutive
+    /// extents, in order, that cover the range exactly (NBD's BLOCK_STATUS, so clients such as
+    /// nbdcopy and `qemu-img convert` skip holes). A device that does not track holes reports
+    /// the whole range as data (the default); a sparse one (a volume whose missing objects
+    /// read as zeros) reports its holes.
+    async fn allocation(
+        &self,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<AllocationExtent>, DeviceError> {
+        check_request(
+            offset_bytes,
+            length_bytes,
+            self.size_bytes(),
+            self.block_size_bytes(),
+        )?;
+        Ok(vec![AllocationExtent {
+            length_bytes,
+            state: ExtentState::Data,
+        }])
+    }
+
     /// Capacity in bytes (a multiple of the block size).
     fn size_bytes(&self) -> u64;
 
@@ -222,6 +244,26 @@ pub trait Device: Send + Sync {
 
     /// A snapshot of the device's statistics.
     fn stats(&self) -> DeviceStats;
+}
+
+/// What a range of a device holds ([`Device::allocation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtentState {
+    /// Stored data (which may happen to be zeros).
+    Data,
+    /// Stored, and known to read as zeros.
+    Zero,
+    /// Not stored: reads as zeros and takes no space.
+    Hole,
+}
+
+/// One extent of [`Device::allocation`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocationExtent {
+    /// Its length; the extents of one answer follow each other from the range's start.
+    pub length_bytes: u64,
+    /// What it holds.
+    pub state: ExtentState,
 }
 
 /// Checks a request against the device contract: aligned to `block_size_bytes` and inside

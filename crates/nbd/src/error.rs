@@ -28,6 +28,9 @@ pub enum NbdError {
         /// The error reply type.
         reply: u32,
     },
+    /// An export source could not look up or list its exports (server side).
+    #[error("nbd export source: {0}")]
+    Source(String),
 }
 
 /// Which command an error answers; the errno for a range error depends on it.

@@ -5,6 +5,8 @@
 //! small client for tests.
 //!
 //! - [`proto`]: wire constants and records.
+//! - [`ExportSource`]: where a server finds its exports: a fixed list ([`StaticExports`]) or a
+//!   catalogue that changes while it runs (a cluster's volumes).
 //! - [`NbdServer`]: fixed newstyle handshake (EXPORT_NAME, INFO, GO, LIST, ABORT; STARTTLS,
 //!   STRUCTURED_REPLY and meta contexts refused), then READ, WRITE, FLUSH, TRIM,
 //!   WRITE_ZEROES, DISC with FUA, simple replies, pipelined requests.
@@ -23,10 +25,12 @@
 
 mod client;
 mod error;
+mod exports;
 pub mod proto;
 mod requests;
 mod server;
 
 pub use client::{ExportInfo, NbdClient};
 pub use error::{errno_of, Direction, NbdError};
+pub use exports::{Export, ExportSource, StaticExports};
 pub use server::{ExportConfig, NbdServer};

@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, B
 use tokio::net::{TcpListener, UnixListener};
 
 use crate::error::{errno_of, Direction, NbdError};
+use crate::exports::{Export, ExportSource, StaticExports};
 use crate::proto::{self, Request};
 use crate::requests::{Incoming, RequestReader};
 
@@ -58,12 +59,6 @@ const OPTION_BYTES_MAX: u32 = 64 * 1024;
 /// Largest chunk of zeros written at once by WRITE_ZEROES.
 const ZERO_CHUNK_BYTES: u64 = 1 << 20;
 
-/// One export: a device and how it is served.
-struct Export {
-    device: Arc<dyn Device>,
-    config: ExportConfig,
-}
-
 impl Export {
     fn transmission_flags(&self) -> u16 {
         let mut flags = proto::TFLAG_HAS_FLAGS
@@ -82,9 +77,11 @@ impl Export {
     }
 }
 
-/// An NBD server exporting one device, or several by name.
+/// An NBD server exporting one device, or several by name, from an [`ExportSource`].
 pub struct NbdServer {
-    exports: Vec<Export>,
+    source: Arc<dyn ExportSource>,
+    /// The first export's device when the exports are a fixed list.
+    first_device: Option<Arc<dyn Device>>,
 }
 
 /// A completed request: its reply, and the buffer it borrowed from the pool.
@@ -109,35 +106,31 @@ impl NbdServer {
     /// cache exports each of its cores). The first is also the default export (the empty
     /// name). Panics on no exports, a repeated name or a zero `in_flight_max`.
     pub fn with_exports(exports: Vec<(Arc<dyn Device>, ExportConfig)>) -> Arc<Self> {
-        assert!(!exports.is_empty(), "an NBD server needs an export");
-        for (index, (_, config)) in exports.iter().enumerate() {
-            assert!(config.in_flight_max > 0, "in_flight_max must be positive");
-            assert!(
-                exports[..index].iter().all(|(_, c)| c.name != config.name),
-                "export name {:?} given twice",
-                config.name
-            );
-        }
-        let exports = exports
-            .into_iter()
-            .map(|(device, config)| Export { device, config })
-            .collect();
-        Arc::new(Self { exports })
+        let exports = StaticExports::new(
+            exports
+                .into_iter()
+                .map(|(device, config)| Export { device, config })
+                .collect(),
+        );
+        let first_device = Some(Arc::clone(exports.first_device()));
+        Arc::new(Self {
+            source: Arc::new(exports),
+            first_device,
+        })
     }
 
-    /// The (first) exported device.
-    pub fn device(&self) -> &Arc<dyn Device> {
-        &self.exports[0].device
+    /// A server whose exports are looked up in `source` each time a client names one, so
+    /// exports may come and go while it runs.
+    pub fn with_source(source: Arc<dyn ExportSource>) -> Arc<Self> {
+        Arc::new(Self {
+            source,
+            first_device: None,
+        })
     }
 
-    /// The export a client names; the empty name is the first.
-    fn find_export(&self, name: &[u8]) -> Option<&Export> {
-        if name.is_empty() {
-            return self.exports.first();
-        }
-        self.exports
-            .iter()
-            .find(|export| export.config.name.as_bytes() == name)
+    /// The first exported device, when the server was made with a fixed list.
+    pub fn device(&self) -> Option<&Arc<dyn Device>> {
+        self.first_device.as_ref()
     }
 
     /// Binds a unix socket at `path`. A socket file left there by a server that is gone (a
@@ -216,7 +209,7 @@ impl NbdServer {
         let Some(export) = self.handshake(&mut reader, &mut writer).await? else {
             return Ok(());
         };
-        transmission(export, reader, writer).await
+        transmission(&export, reader, writer).await
     }
 
     /// Runs the handshake; the export chosen when the client entered transmission.
@@ -224,7 +217,7 @@ impl NbdServer {
         &self,
         reader: &mut R,
         writer: &mut W,
-    ) -> Result<Option<&Export>, NbdError>
+    ) -> Result<Option<Export>, NbdError>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
@@ -262,7 +255,7 @@ impl NbdServer {
             reader.read_exact(&mut data).await?;
             match option {
                 proto::OPT_EXPORT_NAME => {
-                    let Some(export) = self.find_export(&data) else {
+                    let Some(export) = self.source.find(&data).await? else {
                         return Err(NbdError::Protocol("unknown export".into()));
                     };
                     writer.write_u64(export.device.size_bytes()).await?;
@@ -283,8 +276,8 @@ impl NbdServer {
                     option_reply(writer, option, proto::REP_ERR_INVALID, &[]).await?;
                 }
                 proto::OPT_LIST => {
-                    for export in &self.exports {
-                        let name = export.config.name.as_bytes();
+                    for name in self.source.list().await? {
+                        let name = name.as_bytes();
                         let mut payload = (name.len() as u32).to_be_bytes().to_vec();
                         payload.extend_from_slice(name);
                         option_reply(writer, option, proto::REP_SERVER, &payload).await?;
@@ -316,12 +309,12 @@ impl NbdServer {
         writer: &mut W,
         option: u32,
         data: &[u8],
-    ) -> Result<Option<&Export>, NbdError> {
+    ) -> Result<Option<Export>, NbdError> {
         let Some((name, requests)) = parse_info_request(data) else {
             option_reply(writer, option, proto::REP_ERR_INVALID, &[]).await?;
             return Ok(None);
         };
-        let Some(export) = self.find_export(name) else {
+        let Some(export) = self.source.find(name).await? else {
             option_reply(writer, option, proto::REP_ERR_UNKNOWN, &[]).await?;
             return Ok(None);
         };
