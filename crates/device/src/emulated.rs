@@ -240,6 +240,19 @@ impl Device for EmulatedDevice {
         guard.finish(length_bytes, result)
     }
 
+    /// The inner device's: a timing model stores nothing of its own.
+    async fn allocation(
+        &self,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<crate::AllocationExtent>, DeviceError> {
+        self.inner.allocation(offset_bytes, length_bytes).await
+    }
+
+    fn discard_zeroes(&self) -> bool {
+        self.inner.discard_zeroes()
+    }
+
     fn size_bytes(&self) -> u64 {
         self.inner.size_bytes()
     }

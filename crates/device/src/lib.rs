@@ -35,7 +35,8 @@
 //!   only after a later `flush` returns `Ok`. After a failed flush, a file device refuses further
 //!   writes and flushes ([`DeviceError::Poisoned`]) rather than guess what reached the medium.
 //! - **Discard** is a hint: afterwards the range reads as zeros on the devices of this crate,
-//!   but callers must not rely on that for real block devices.
+//!   but callers must not rely on that for real block devices; a device that promises it says
+//!   so in [`Device::discard_zeroes`].
 //! - **Concurrency.** All methods take `&self`; any number of operations may be in flight.
 //!   Overlapping concurrent writes land in an unspecified order, blockwise. A write whose
 //!   future is dropped before it completes may or may not have landed.
@@ -199,6 +200,17 @@ pub trait Device: Send + Sync {
 
     /// Tells the device the range's contents are no longer needed.
     async fn discard(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError>;
+
+    /// Whether a completed [`Device::discard`] of a range makes it read back as zeros, so a
+    /// caller that wants zeros (NBD's WRITE_ZEROES without NO_HOLE) may discard instead of
+    /// writing them: a memory device frees or zeroes its chunks and a regular file punches a
+    /// hole (or writes zeros where its filesystem has none), so both say yes; a block device
+    /// may drop the hint and a cache may keep stale lines, so the default says no. A device
+    /// answering yes must keep that promise for every aligned range, or zeros written the
+    /// slow way become old data.
+    fn discard_zeroes(&self) -> bool {
+        false
+    }
 
     /// The allocation state of `[offset_bytes, offset_bytes + length_bytes)`: consecutive
     /// extents, in order, that cover the range exactly (NBD's BLOCK_STATUS, so clients such as

@@ -6,7 +6,8 @@ use async_trait::async_trait;
 
 use crate::stats::StatsRecorder;
 use crate::{
-    check_block_size, check_request, Device, DeviceError, DeviceKind, DeviceStats, OpKind,
+    check_block_size, check_request, AllocationExtent, Device, DeviceError, DeviceKind,
+    DeviceStats, ExtentState, OpKind,
 };
 
 /// Size of one lazily allocated chunk. Small enough that random 4 KiB writes over a large
@@ -159,6 +160,46 @@ impl Device for MemoryDevice {
         guard.finish(length_bytes, result)
     }
 
+    /// Chunks never written (or discarded whole) are holes; allocated ones are data.
+    async fn allocation(
+        &self,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<AllocationExtent>, DeviceError> {
+        check_request(
+            offset_bytes,
+            length_bytes,
+            self.size_bytes,
+            self.block_size_bytes,
+        )?;
+        let mut extents: Vec<AllocationExtent> = Vec::new();
+        Self::for_each_chunk(offset_bytes, length_bytes, |chunk, _, range| {
+            let allocated = self.chunks[chunk]
+                .read()
+                .map(|bytes| bytes.is_some())
+                .unwrap_or(true);
+            let state = if allocated {
+                ExtentState::Data
+            } else {
+                ExtentState::Hole
+            };
+            let length_bytes = range.len() as u64;
+            match extents.last_mut() {
+                Some(last) if last.state == state => last.length_bytes += length_bytes,
+                _ => extents.push(AllocationExtent {
+                    length_bytes,
+                    state,
+                }),
+            }
+        });
+        Ok(extents)
+    }
+
+    /// Discard frees whole chunks and zeroes partial ones.
+    fn discard_zeroes(&self) -> bool {
+        true
+    }
+
     fn size_bytes(&self) -> u64 {
         self.size_bytes
     }
@@ -204,6 +245,35 @@ mod tests {
         assert_eq!(stats.write.ops, 1);
         assert_eq!(stats.read.bytes, 2 * data.len() as u64);
         assert_eq!(stats.discard.bytes, 2 * CHUNK_BYTES);
+    }
+
+    #[tokio::test]
+    async fn allocation_reports_unwritten_chunks_as_holes() {
+        let device = MemoryDevice::with_block_size("m", 4 * CHUNK_BYTES, 4096).unwrap();
+        device
+            .write_at(CHUNK_BYTES + 4096, &[1u8; 4096])
+            .await
+            .unwrap();
+        let extents = device.allocation(4096, 3 * CHUNK_BYTES).await.unwrap();
+        let hole = |length_bytes| AllocationExtent {
+            length_bytes,
+            state: ExtentState::Hole,
+        };
+        let data = AllocationExtent {
+            length_bytes: CHUNK_BYTES,
+            state: ExtentState::Data,
+        };
+        assert_eq!(
+            extents,
+            vec![hole(CHUNK_BYTES - 4096), data, hole(CHUNK_BYTES + 4096)]
+        );
+        device.discard(CHUNK_BYTES, CHUNK_BYTES).await.unwrap();
+        assert_eq!(
+            device.allocation(0, 4 * CHUNK_BYTES).await.unwrap(),
+            vec![hole(4 * CHUNK_BYTES)]
+        );
+        assert!(device.allocation(0, 8 * CHUNK_BYTES).await.is_err());
+        assert!(device.discard_zeroes());
     }
 
     #[tokio::test]
