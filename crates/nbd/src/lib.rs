@@ -7,9 +7,13 @@
 //! - [`proto`]: wire constants and records.
 //! - [`ExportSource`]: where a server finds its exports: a fixed list ([`StaticExports`]) or a
 //!   catalogue that changes while it runs (a cluster's volumes).
-//! - [`NbdServer`]: fixed newstyle handshake (EXPORT_NAME, INFO, GO, LIST, ABORT; STARTTLS,
-//!   STRUCTURED_REPLY and meta contexts refused), then READ, WRITE, FLUSH, TRIM,
-//!   WRITE_ZEROES, DISC with FUA, simple replies, pipelined requests.
+//! - [`NbdServer`]: fixed newstyle handshake (EXPORT_NAME, INFO, GO, LIST, ABORT,
+//!   STRUCTURED_REPLY, LIST/SET_META_CONTEXT for `base:allocation`; STARTTLS and extended
+//!   headers refused), then READ, WRITE, FLUSH, TRIM, WRITE_ZEROES, BLOCK_STATUS, DISC with
+//!   FUA, pipelined requests. Simple replies, or for a client that asks, structured ones:
+//!   READ as data chunks with the device's holes as hole chunks (DF: one data chunk),
+//!   BLOCK_STATUS from [`device::Device::allocation`] (REQ_ONE honoured), errors as
+//!   ERROR/ERROR_OFFSET chunks.
 //! - [`NbdClient`]: one request at a time, for tests and tools.
 //! - [`errno_of`]: the one place a [`device::DeviceError`] becomes an NBD errno.
 //!
@@ -22,13 +26,23 @@
 //! - At most `in_flight_max` requests per connection run at once; the reader waits for a slot.
 //! - A WRITE with FUA is answered only after a device flush that follows the write succeeded.
 //! - A read-only export answers every modifying command with EPERM and touches nothing.
+//! - A client that did not ask for structured replies gets simple replies only, as before
+//!   they existed; with them, READ and BLOCK_STATUS are answered in structured chunks (the
+//!   last flagged DONE) and the other commands in simple replies, as the protocol allows.
+//! - WRITE_ZEROES discards instead of writing only where the device promises a discard reads
+//!   back as zeros ([`device::Device::discard_zeroes`]) and the client did not set NO_HOLE.
+//! - A BLOCK_STATUS answer starts at the request's offset, never runs past its end, and is
+//!   bounded (1 GiB asked of the device, 4096 descriptors, one with REQ_ONE).
 
 mod client;
 mod error;
 mod exports;
+mod handshake;
+mod options;
 pub mod proto;
 mod requests;
 mod server;
+mod transmission;
 
 pub use client::{ExportInfo, NbdClient};
 pub use error::{errno_of, Direction, NbdError};

@@ -227,4 +227,33 @@ mod tests {
         let mut reader = RequestReader::new(BufReader::new(&[][..]), 1 << 20);
         assert!(reader.next(&mut pool).await.unwrap().is_none());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Any bytes: requests, an error or the end, never a panic or an endless loop.
+        #[test]
+        fn never_panics_on_any_bytes(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+            valid_prefix in proptest::prelude::any::<bool>(),
+        ) {
+            let mut input = Vec::new();
+            if valid_prefix {
+                // Start with a real header so the payload and later bytes get parsed too.
+                input.extend_from_slice(&request(proto::CMD_WRITE, 1, 16).encode());
+            }
+            input.extend_from_slice(&bytes);
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            runtime.block_on(async {
+                let mut reader = RequestReader::new(BufReader::new(&input[..]), 4096);
+                let mut pool = Vec::new();
+                for _ in 0..=input.len() {
+                    match reader.next(&mut pool).await {
+                        Ok(Some(_)) => continue,
+                        Ok(None) | Err(_) => return,
+                    }
+                }
+                panic!("more requests than bytes");
+            });
+        }
+    }
 }

@@ -128,7 +128,7 @@ fn every_command_through_the_rust_client() {
 }
 
 #[test]
-fn handshake_refuses_unknown_exports_and_structured_replies() {
+fn handshake_refuses_unknown_exports_and_bad_options() {
     let config = ExportConfig {
         name: "disk".into(),
         ..ExportConfig::default()
@@ -146,13 +146,31 @@ fn handshake_refuses_unknown_exports_and_structured_replies() {
                 ..
             })
         ));
-        for option in [proto::OPT_STRUCTURED_REPLY, 9, 10] {
+        // Structured replies are taken; meta contexts without them (and without data) are
+        // invalid; extended headers (11) are not supported.
+        for (option, expected) in [
+            (proto::OPT_STRUCTURED_REPLY, proto::REP_ACK),
+            (proto::OPT_LIST_META_CONTEXT, proto::REP_ERR_INVALID),
+            (proto::OPT_SET_META_CONTEXT, proto::REP_ERR_INVALID),
+            (11, proto::REP_ERR_UNSUP),
+        ] {
             let stream = tokio::net::UnixStream::connect(&running.socket)
                 .await
                 .unwrap();
             let reply = NbdClient::probe_option(stream, option).await.unwrap();
-            assert_eq!(reply, proto::REP_ERR_UNSUP, "option {option}");
+            assert_eq!(reply, expected, "option {option}");
         }
+        let stream = tokio::net::UnixStream::connect(&running.socket)
+            .await
+            .unwrap();
+        let reply = NbdClient::probe_option_with(stream, proto::OPT_STRUCTURED_REPLY, b"x")
+            .await
+            .unwrap();
+        assert_eq!(
+            reply,
+            proto::REP_ERR_INVALID,
+            "STRUCTURED_REPLY takes no data"
+        );
         let stream = tokio::net::UnixStream::connect(&running.socket)
             .await
             .unwrap();
