@@ -28,6 +28,14 @@ pub enum NbdError {
         /// The error reply type.
         reply: u32,
     },
+    /// A listener could not be bound (hosting).
+    #[error("nbd: cannot listen on {address}: {source}")]
+    Bind {
+        /// The socket path or TCP address.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// An export source could not look up or list its exports (server side).
     #[error("nbd export source: {0}")]
     Source(String),

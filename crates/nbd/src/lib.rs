@@ -14,6 +14,8 @@
 //!   READ as data chunks with the device's holes as hole chunks (DF: one data chunk),
 //!   BLOCK_STATUS from [`device::Device::allocation`] (REQ_ONE honoured), errors as
 //!   ERROR/ERROR_OFFSET chunks.
+//! - [`hosting`]: listening on a unix socket and/or TCP from one config, serving until a
+//!   shutdown future resolves, removing the socket file on the way out.
 //! - [`NbdClient`]: one request at a time, for tests and tools.
 //! - [`errno_of`]: the one place a [`device::DeviceError`] becomes an NBD errno.
 //!
@@ -38,6 +40,7 @@ mod client;
 mod error;
 mod exports;
 mod handshake;
+pub mod hosting;
 mod options;
 pub mod proto;
 mod requests;
@@ -47,4 +50,5 @@ mod transmission;
 pub use client::{ExportInfo, NbdClient};
 pub use error::{errno_of, Direction, NbdError};
 pub use exports::{Export, ExportSource, StaticExports};
+pub use hosting::{Hosting, HostingConfig};
 pub use server::{ExportConfig, NbdServer};

@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::cmd::nbd::{export_config, listen, runtime, ListenArgs, RemovedOnDrop};
+use crate::cmd::nbd::{export_config, listen, runtime, ListenArgs};
+use nbd::hosting::{remove_socket_file, SocketFile};
 
 /// Default control socket.
 const CONTROL_DEFAULT: &str = "/tmp/strata-cache.ctl";
@@ -467,9 +468,7 @@ fn start(args: StartArgs) -> Result<ExitCode> {
                 NbdServer::with_exports(exports)
             }
         };
-        let control = NbdServer::bind_unix(&args.control.control)
-            .with_context(|| format!("binding {}", args.control.control.display()))?;
-        let _control = RemovedOnDrop(args.control.control.clone());
+        let (control, _control) = SocketFile::bind(&args.control.control)?;
         println!("cache: control socket {}", args.control.control.display());
         let sockets: Vec<PathBuf> = std::iter::once(args.control.control.clone())
             .chain(args.listen.socket.clone())
@@ -585,7 +584,7 @@ async fn control_connection(
             }
             println!("cache: stopped");
             for socket in sockets {
-                drop(RemovedOnDrop(socket.clone()));
+                remove_socket_file(socket);
             }
             std::process::exit(0);
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use device::DeviceSpec;
+use nbd::hosting::{stop_signal, Hosting, HostingConfig};
 use nbd::{ExportConfig, NbdServer};
 
 /// NBD server.
@@ -27,9 +28,9 @@ pub enum Which {
 pub struct ListenArgs {
     /// Unix socket to listen on (a stale socket left there is replaced; a live one, or any
     /// other file, is refused).
-    #[arg(long, value_name = "PATH", conflicts_with = "port")]
+    #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// TCP port to listen on.
+    /// TCP port to listen on (with --socket too: both serve the same exports).
     #[arg(long, value_name = "N")]
     pub port: Option<u16>,
     /// Address to bind the TCP port to.
@@ -99,60 +100,25 @@ pub fn export_config(listen: &ListenArgs, rotational: bool) -> ExportConfig {
     }
 }
 
-/// Serves until SIGTERM or SIGINT (then returns `Ok`) or until the listener fails; prints
-/// where it listens (a line scripts wait for). A unix socket is removed on the way out.
+/// Where the listen flags say to listen.
+pub fn hosting_config(listen: &ListenArgs) -> HostingConfig {
+    HostingConfig {
+        socket: listen.socket.clone(),
+        tcp: listen.port.map(|port| format!("{}:{port}", listen.bind)),
+    }
+}
+
+/// Serves until SIGTERM or SIGINT (then returns `Ok`) or until a listener fails; prints
+/// where it listens (lines scripts wait for). A unix socket is removed on the way out.
 pub async fn listen(server: Arc<NbdServer>, listen: &ListenArgs) -> Result<()> {
-    if let Some(path) = &listen.socket {
-        let listener =
-            NbdServer::bind_unix(path).with_context(|| format!("binding {}", path.display()))?;
-        let _socket = RemovedOnDrop(path.clone());
-        println!(
-            "nbd: serving nbd+unix:///{}?socket={}",
-            listen.export,
-            path.display()
-        );
-        tokio::select! {
-            served = server.serve_unix(listener) => served?,
-            stopped = stop_signal() => stopped?,
-        }
-    } else if let Some(port) = listen.port {
-        let listener = tokio::net::TcpListener::bind((listen.bind.as_str(), port))
-            .await
-            .with_context(|| format!("binding {}:{port}", listen.bind))?;
-        let address = listener.local_addr()?;
-        println!("nbd: serving nbd://{address}/{}", listen.export);
-        tokio::select! {
-            served = server.serve_tcp(listener) => served?,
-            stopped = stop_signal() => stopped?,
-        }
-    } else {
-        bail!("give --socket PATH or --port N");
+    if listen.socket.is_none() && listen.port.is_none() {
+        bail!("give --socket PATH, --port N or both");
     }
+    let stop = stop_signal().context("catching SIGTERM and SIGINT")?;
+    let hosting = Hosting::bind(&hosting_config(listen)).await?;
+    for uri in hosting.uris(&listen.export) {
+        println!("nbd: serving {uri}");
+    }
+    hosting.serve(server, stop).await?;
     Ok(())
-}
-
-/// Returns at the first SIGTERM or SIGINT (as `kill` and Ctrl-C send them).
-pub async fn stop_signal() -> Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate()).context("catching SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("catching SIGINT")?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
-    }
-    Ok(())
-}
-
-/// A socket file this process bound, removed when the guard goes (a clean stop, an error):
-/// a file left behind looks like a server to the next `bind` until it is probed.
-pub struct RemovedOnDrop(pub PathBuf);
-
-impl Drop for RemovedOnDrop {
-    fn drop(&mut self) {
-        if let Err(error) = std::fs::remove_file(&self.0) {
-            if error.kind() != std::io::ErrorKind::NotFound {
-                eprintln!("note: cannot remove {}: {error}", self.0.display());
-            }
-        }
-    }
 }
