@@ -9,6 +9,9 @@
 //! `casadm -P`-like statistics; metadata on the cache device with a clean-shutdown flag so a
 //! clean stop loads warm and a crash in wb loses no acknowledged write.
 //!
+//! [`LayeredSpec`] names a cached device in one string (`cache:OPTIONS:FAST|SLOW`) and opens
+//! it, for `cluster.toml`'s OSDs and every command that takes a device.
+//!
 //! Layout: [`policy`] decides (pure: no I/O, no clock), [`state`] keeps the in-memory
 //! metadata, [`layout`] is the on-disk format, `cache` is the executor.
 //!
@@ -31,6 +34,7 @@ pub mod ioclass;
 pub mod layout;
 mod lists;
 pub mod policy;
+pub mod spec;
 mod state;
 pub mod stats;
 
@@ -41,4 +45,5 @@ pub use config::{
 pub use cores::{CoreSet, CoreView, CORE_ALIGN_BYTES};
 pub use error::CacheError;
 pub use ioclass::IoClasses;
+pub use spec::{CachedSpec, LayeredSpec};
 pub use stats::{CacheStats, RequestStats};
