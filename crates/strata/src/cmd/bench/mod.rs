@@ -12,6 +12,7 @@ pub mod load;
 pub mod s3;
 pub mod s3_client;
 pub mod sim;
+pub mod volume;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,6 +34,9 @@ pub enum Which {
     Cluster(cluster::Args),
     /// S3 PUT/GET ops/s and latency against radosgw on real Ceph.
     S3(s3::Args),
+    /// Block volume IOPS, latency and MB/s through fio against RBD on real Ceph, and seed 001
+    /// at cluster level (HDD OSDs, HDDs behind block caches, NVMe OSDs).
+    Volume(volume::Args),
 }
 
 /// A command for a peer program (fio, Ceph, radosgw, crushtool...) or a helper process: it
@@ -54,5 +58,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Cache(a) => cache::run(a),
         Which::Cluster(a) => cluster::run(a),
         Which::S3(a) => s3::run(a),
+        Which::Volume(a) => volume::run(a),
     }
 }
