@@ -26,9 +26,10 @@ use crate::requests::{Incoming, RequestReader};
 const ZERO_CHUNK_BYTES: u64 = 1 << 20;
 /// Buffers kept per connection for reuse; larger ones are freed after use.
 const POOLED_BUFFER_BYTES_MAX: usize = 1 << 20;
-/// A structured READ at least this long asks the device for its holes first and sends them
-/// as hole chunks without reading them; shorter ones are read whole (a query costs about
-/// what a small read does).
+/// A structured READ at least this long, of a device whose allocation is cheap
+/// ([`Device::allocation_is_cheap`]), asks the device for its holes first and sends them as
+/// hole chunks without reading them; shorter ones are read whole (a query costs about what
+/// a small read does).
 const HOLE_QUERY_BYTES_MIN: u64 = 64 * 1024;
 /// A READ whose range the device reports in more pieces than this is read whole: a chunk
 /// header per few blocks costs more than the zeros it saves.
@@ -411,7 +412,7 @@ async fn simple_read(
 }
 
 /// A READ answered in structured chunks: the holes the device reports (for a long enough
-/// read, unless `whole`) go out as hole chunks without being read, the rest is read (its
+/// read from a device that answers cheaply, unless `whole`) go out as hole chunks without being read, the rest is read (its
 /// pieces concurrently) and sent as data chunks. A failed piece fails the request with an
 /// ERROR_OFFSET chunk naming where.
 async fn structured_read(
@@ -428,7 +429,7 @@ async fn structured_read(
     }];
     let pieces = if length == 0 {
         Vec::new()
-    } else if whole || length < HOLE_QUERY_BYTES_MIN {
+    } else if whole || length < HOLE_QUERY_BYTES_MIN || !device.allocation_is_cheap() {
         whole_piece
     } else {
         match device.allocation(offset, length).await {
