@@ -678,4 +678,71 @@ mod tests {
             .collect();
         assert!(pieces_of(&many, 200 * 4096).is_none(), "too many pieces");
     }
+
+    /// A memory device that says its allocation is not cheap (as a volume would).
+    struct Costly(device::MemoryDevice);
+
+    #[async_trait::async_trait]
+    impl Device for Costly {
+        async fn read_at(&self, offset: u64, buffer: &mut [u8]) -> Result<(), device::DeviceError> {
+            self.0.read_at(offset, buffer).await
+        }
+        async fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), device::DeviceError> {
+            self.0.write_at(offset, data).await
+        }
+        async fn flush(&self) -> Result<(), device::DeviceError> {
+            self.0.flush().await
+        }
+        async fn discard(&self, offset: u64, length: u64) -> Result<(), device::DeviceError> {
+            self.0.discard(offset, length).await
+        }
+        async fn allocation(
+            &self,
+            offset: u64,
+            length: u64,
+        ) -> Result<Vec<AllocationExtent>, device::DeviceError> {
+            self.0.allocation(offset, length).await
+        }
+        fn size_bytes(&self) -> u64 {
+            self.0.size_bytes()
+        }
+        fn block_size_bytes(&self) -> u64 {
+            self.0.block_size_bytes()
+        }
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn kind(&self) -> device::DeviceKind {
+            self.0.kind()
+        }
+        fn stats(&self) -> device::DeviceStats {
+            self.0.stats()
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_ask_for_holes_only_where_it_is_cheap() {
+        let memory = device::MemoryDevice::new("m", 1 << 20).unwrap();
+        memory.write_at(65536, &[7u8; 4096]).await.unwrap();
+        let (body, _) = structured_read(&memory, 0, 131072, false, Vec::new()).await;
+        let Body::Read { pieces, .. } = body else {
+            panic!("{body:?}");
+        };
+        assert_eq!(pieces.len(), 2, "a hole, then data: {pieces:?}");
+        assert!(pieces[0].hole);
+        let costly = Costly(memory);
+        let (body, buffer) = structured_read(&costly, 0, 131072, false, Vec::new()).await;
+        let Body::Read { pieces, .. } = body else {
+            panic!("{body:?}");
+        };
+        assert_eq!(pieces.len(), 1, "read whole: {pieces:?}");
+        assert!(!pieces[0].hole);
+        assert_eq!(&buffer[65536..65536 + 4096], &[7u8; 4096][..]);
+        // BLOCK_STATUS asks even so.
+        let descriptors = block_status(&costly, 0, 131072, false).await.unwrap();
+        assert_eq!(
+            descriptors[0],
+            (65536, proto::STATE_HOLE | proto::STATE_ZERO)
+        );
+    }
 }
