@@ -138,8 +138,18 @@ impl LayeredSpec {
     /// as [`DeviceSpec::open`] does, a cached one by loading the cache its cache device holds
     /// or creating one there. Needs a tokio runtime (the cache's cleaner runs on it).
     pub async fn open(&self, name: &str) -> Result<Arc<dyn Device>, CacheError> {
+        Ok(self.open_cached(name).await?.0)
+    }
+
+    /// [`LayeredSpec::open`], and the cache itself when the device is cached, for a caller
+    /// that stops it cleanly ([`BlockCache::stop`]: dirty lines flushed as configured,
+    /// metadata written, superblock clean, so the next open is warm) before dropping it.
+    pub async fn open_cached(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<dyn Device>, Option<Arc<BlockCache>>), CacheError> {
         let cached = match self {
-            LayeredSpec::Device(spec) => return Ok(spec.open(name)?),
+            LayeredSpec::Device(spec) => return Ok((spec.open(name)?, None)),
             LayeredSpec::Cached(cached) => cached,
         };
         let cache_device = cached.cache.open(&format!("{name}.cache"))?;
@@ -165,7 +175,10 @@ impl LayeredSpec {
             Err(CacheError::NoCache(_)) => start(StartMode::Create).await?,
             other => other?,
         };
-        Ok(Arc::new(OpenedCache { cache }))
+        let device: Arc<dyn Device> = Arc::new(OpenedCache {
+            cache: Arc::clone(&cache),
+        });
+        Ok((device, Some(cache)))
     }
 }
 

@@ -369,19 +369,27 @@ impl ClusterConfig {
                     osd.class
                 ));
             }
-            match device::DeviceSpec::parse(&osd.device) {
+            match blockcache::LayeredSpec::parse(&osd.device) {
                 Err(e) => return bad(format!("{at}.device: {e}")),
                 Ok(spec) => {
-                    if let device::Backing::File { path, .. } = spec.backing {
-                        let path: PathBuf = path
-                            .components()
-                            .filter(|c| !matches!(c, std::path::Component::CurDir))
-                            .collect();
-                        if let Some(other) = files.insert(path.clone(), osd.id) {
-                            return bad(format!(
-                                "{at}.device: {} is also osd.{other}'s device",
-                                path.display()
-                            ));
+                    // Every file of the OSD's device (a cached device has two) is its own.
+                    for part in spec.devices() {
+                        if let device::Backing::File { path, .. } = &part.backing {
+                            let path: PathBuf = path
+                                .components()
+                                .filter(|c| !matches!(c, std::path::Component::CurDir))
+                                .collect();
+                            if let Some(other) = files.insert(path.clone(), osd.id) {
+                                let whose = if other == osd.id {
+                                    "its own cache's and core's".to_string()
+                                } else {
+                                    format!("also osd.{other}'s")
+                                };
+                                return bad(format!(
+                                    "{at}.device: {} is {whose} device",
+                                    path.display()
+                                ));
+                            }
                         }
                     }
                 }

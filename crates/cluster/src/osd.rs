@@ -94,7 +94,7 @@ impl Osd {
         wrap: Option<&crate::DeviceWrapper>,
         create: bool,
     ) -> Result<Osd> {
-        let device = open_device(config, data_dir, create)?;
+        let device = open_device(config, data_dir, create).await?;
         let device = match wrap {
             Some(wrap) => wrap(config.id, device),
             None => device,
@@ -310,8 +310,6 @@ impl Osd {
     }
 }
 
-/// Opens the device of an OSD: the spec (relative file paths under `data_dir`), `size` if the
-/// spec has none, the emulation profile if the spec has none.
 /// The metadata store of OSD `id` in `data_dir`.
 pub(crate) fn meta_path(data_dir: &Path, id: i32) -> std::path::PathBuf {
     data_dir.join(format!("osd.{id}.meta"))
@@ -334,8 +332,11 @@ pub(crate) fn device_size_bytes(
         osd: config.id,
         source,
     };
-    let spec = device::DeviceSpec::parse(&config.device).map_err(failed)?;
-    let (path, asked) = match spec.backing {
+    let spec = blockcache::LayeredSpec::parse(&config.device)
+        .map_err(device_error)
+        .map_err(failed)?;
+    // A cached device presents its core: the cache device adds no capacity.
+    let (path, asked) = match spec.core().backing.clone() {
         device::Backing::Memory { size_bytes } => return Ok(Some(size_bytes)),
         device::Backing::File { path, size_bytes } => (
             data_dir.join(path),
@@ -370,40 +371,64 @@ pub(crate) fn device_size_bytes(
     }
 }
 
-fn open_device(config: &OsdConfig, data_dir: &Path, create: bool) -> Result<Arc<dyn Device>> {
+/// A cached spec's error as the device error the cluster reports.
+fn device_error(error: blockcache::CacheError) -> device::DeviceError {
+    match error {
+        blockcache::CacheError::Device(error) => error,
+        other => device::DeviceError::InvalidConfig(other.to_string()),
+    }
+}
+
+/// Opens the device of an OSD: the spec, plain or cached (`cache:OPTIONS:FAST|SLOW`, see
+/// `blockcache::spec`), relative file paths under `data_dir`; the core (the plain device
+/// itself) takes `size` if its spec has none and the emulation profile if it has none.
+async fn open_device(config: &OsdConfig, data_dir: &Path, create: bool) -> Result<Arc<dyn Device>> {
     let failed = |source| ClusterError::Device {
         osd: config.id,
         source,
     };
-    let mut spec = device::DeviceSpec::parse(&config.device).map_err(failed)?;
-    if spec.profile.is_none() {
-        spec.profile.clone_from(&config.emulation);
+    let mut spec = blockcache::LayeredSpec::parse(&config.device)
+        .map_err(device_error)
+        .map_err(failed)?;
+    let core = spec.core_mut();
+    if core.profile.is_none() {
+        core.profile.clone_from(&config.emulation);
     }
-    if let device::Backing::File { path, size_bytes } = &mut spec.backing {
-        if path.is_relative() {
-            *path = data_dir.join(&*path);
-        }
+    if let device::Backing::File { size_bytes, .. } = &mut core.backing {
         if size_bytes.is_none() {
             *size_bytes = config.size.as_deref().and_then(device::parse_size_bytes);
         }
-        // Re-opening an existing file must not resize it unless asked at creation.
-        if !create && path.exists() {
-            *size_bytes = None;
-        }
-        // A store whose device file is gone: making a new empty file would serve an OSD
-        // that has lost every object while its metadata says otherwise.
-        let meta = meta_path(data_dir, config.id);
-        if !path.exists() && meta.exists() {
-            return Err(failed(device::DeviceError::InvalidConfig(format!(
-                "its device {} is missing while its store {} exists: restore the file \
-                 (or remove {} to start this OSD empty, and let recovery refill it)",
-                path.display(),
-                meta.display(),
-                meta.display()
-            ))));
+    }
+    let parts = spec.devices_mut().len();
+    for (index, part) in spec.devices_mut().into_iter().enumerate() {
+        let is_core = index + 1 == parts;
+        if let device::Backing::File { path, size_bytes } = &mut part.backing {
+            if path.is_relative() {
+                *path = data_dir.join(&*path);
+            }
+            // Re-opening an existing file must not resize it unless asked at creation.
+            if !create && path.exists() {
+                *size_bytes = None;
+            }
+            // A store whose device file is gone: making a new empty file would serve an OSD
+            // that has lost every object while its metadata says otherwise. (A cache device
+            // may be new: a cache is added to an existing OSD that way.)
+            let meta = meta_path(data_dir, config.id);
+            if is_core && !path.exists() && meta.exists() {
+                return Err(failed(device::DeviceError::InvalidConfig(format!(
+                    "its device {} is missing while its store {} exists: restore the file \
+                     (or remove {} to start this OSD empty, and let recovery refill it)",
+                    path.display(),
+                    meta.display(),
+                    meta.display()
+                ))));
+            }
         }
     }
-    spec.open(&format!("osd.{}", config.id)).map_err(failed)
+    spec.open(&format!("osd.{}", config.id))
+        .await
+        .map_err(device_error)
+        .map_err(failed)
 }
 
 #[cfg(test)]

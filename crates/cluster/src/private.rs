@@ -20,10 +20,12 @@ pub(crate) fn create_directory(data_dir: &Path) -> Result<()> {
 pub(crate) fn tighten(data_dir: &Path, config: Option<&ClusterConfig>, report: bool) -> Result<()> {
     let mut roots = vec![data_dir.to_path_buf()];
     for osd in config.map_or(&[][..], |config| &config.osds[..]) {
-        if let Ok(spec) = device::DeviceSpec::parse(&osd.device) {
-            if let device::Backing::File { path, .. } = spec.backing {
-                if path.is_absolute() && !path.starts_with(data_dir) {
-                    roots.push(path);
+        if let Ok(spec) = blockcache::LayeredSpec::parse(&osd.device) {
+            for part in spec.devices() {
+                if let device::Backing::File { path, .. } = &part.backing {
+                    if path.is_absolute() && !path.starts_with(data_dir) {
+                        roots.push(path.clone());
+                    }
                 }
             }
         }

@@ -433,12 +433,16 @@ fn crush_weight(osd: &crate::config::OsdConfig) -> u32 {
             .size
             .as_deref()
             .and_then(device::parse_size_bytes)
-            .or_else(
-                || match device::DeviceSpec::parse(&osd.device).ok()?.backing {
+            .or_else(|| {
+                match blockcache::LayeredSpec::parse(&osd.device)
+                    .ok()?
+                    .core()
+                    .backing
+                {
                     device::Backing::Memory { size_bytes } => Some(size_bytes),
                     device::Backing::File { size_bytes, .. } => size_bytes,
-                },
-            )
+                }
+            })
             .unwrap_or(1 << 40);
         size as f64 / (1u64 << 40) as f64
     });

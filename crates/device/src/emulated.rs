@@ -249,6 +249,10 @@ impl Device for EmulatedDevice {
         self.inner.allocation(offset_bytes, length_bytes).await
     }
 
+    fn allocation_is_cheap(&self) -> bool {
+        self.inner.allocation_is_cheap()
+    }
+
     fn discard_zeroes(&self) -> bool {
         self.inner.discard_zeroes()
     }

@@ -234,6 +234,15 @@ pub trait Device: Send + Sync {
         }])
     }
 
+    /// Whether [`Device::allocation`] costs far less than reading the range (a memory
+    /// device's table, a file's `SEEK_DATA`), so a reader may ask it first and skip the
+    /// holes (NBD's structured READ sends them as hole chunks). Default no: a device whose
+    /// answer takes a round trip per extent (a volume asking for each object) should not be
+    /// asked on every read; BLOCK_STATUS, which asks for nothing else, still asks it.
+    fn allocation_is_cheap(&self) -> bool {
+        false
+    }
+
     /// Capacity in bytes (a multiple of the block size).
     fn size_bytes(&self) -> u64;
 

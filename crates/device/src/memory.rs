@@ -195,6 +195,11 @@ impl Device for MemoryDevice {
         Ok(extents)
     }
 
+    /// A look at the chunk table.
+    fn allocation_is_cheap(&self) -> bool {
+        true
+    }
+
     /// Discard frees whole chunks and zeroes partial ones.
     fn discard_zeroes(&self) -> bool {
         true

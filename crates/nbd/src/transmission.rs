@@ -26,9 +26,10 @@ use crate::requests::{Incoming, RequestReader};
 const ZERO_CHUNK_BYTES: u64 = 1 << 20;
 /// Buffers kept per connection for reuse; larger ones are freed after use.
 const POOLED_BUFFER_BYTES_MAX: usize = 1 << 20;
-/// A structured READ at least this long asks the device for its holes first and sends them
-/// as hole chunks without reading them; shorter ones are read whole (a query costs about
-/// what a small read does).
+/// A structured READ at least this long, of a device whose allocation is cheap
+/// ([`Device::allocation_is_cheap`]), asks the device for its holes first and sends them as
+/// hole chunks without reading them; shorter ones are read whole (a query costs about what
+/// a small read does).
 const HOLE_QUERY_BYTES_MIN: u64 = 64 * 1024;
 /// A READ whose range the device reports in more pieces than this is read whole: a chunk
 /// header per few blocks costs more than the zeros it saves.
@@ -411,7 +412,7 @@ async fn simple_read(
 }
 
 /// A READ answered in structured chunks: the holes the device reports (for a long enough
-/// read, unless `whole`) go out as hole chunks without being read, the rest is read (its
+/// read from a device that answers cheaply, unless `whole`) go out as hole chunks without being read, the rest is read (its
 /// pieces concurrently) and sent as data chunks. A failed piece fails the request with an
 /// ERROR_OFFSET chunk naming where.
 async fn structured_read(
@@ -428,7 +429,7 @@ async fn structured_read(
     }];
     let pieces = if length == 0 {
         Vec::new()
-    } else if whole || length < HOLE_QUERY_BYTES_MIN {
+    } else if whole || length < HOLE_QUERY_BYTES_MIN || !device.allocation_is_cheap() {
         whole_piece
     } else {
         match device.allocation(offset, length).await {
@@ -676,5 +677,72 @@ mod tests {
             .map(|i| extent(4096, if i % 2 == 0 { Hole } else { Data }))
             .collect();
         assert!(pieces_of(&many, 200 * 4096).is_none(), "too many pieces");
+    }
+
+    /// A memory device that says its allocation is not cheap (as a volume would).
+    struct Costly(device::MemoryDevice);
+
+    #[async_trait::async_trait]
+    impl Device for Costly {
+        async fn read_at(&self, offset: u64, buffer: &mut [u8]) -> Result<(), device::DeviceError> {
+            self.0.read_at(offset, buffer).await
+        }
+        async fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), device::DeviceError> {
+            self.0.write_at(offset, data).await
+        }
+        async fn flush(&self) -> Result<(), device::DeviceError> {
+            self.0.flush().await
+        }
+        async fn discard(&self, offset: u64, length: u64) -> Result<(), device::DeviceError> {
+            self.0.discard(offset, length).await
+        }
+        async fn allocation(
+            &self,
+            offset: u64,
+            length: u64,
+        ) -> Result<Vec<AllocationExtent>, device::DeviceError> {
+            self.0.allocation(offset, length).await
+        }
+        fn size_bytes(&self) -> u64 {
+            self.0.size_bytes()
+        }
+        fn block_size_bytes(&self) -> u64 {
+            self.0.block_size_bytes()
+        }
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn kind(&self) -> device::DeviceKind {
+            self.0.kind()
+        }
+        fn stats(&self) -> device::DeviceStats {
+            self.0.stats()
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_ask_for_holes_only_where_it_is_cheap() {
+        let memory = device::MemoryDevice::new("m", 1 << 20).unwrap();
+        memory.write_at(65536, &[7u8; 4096]).await.unwrap();
+        let (body, _) = structured_read(&memory, 0, 131072, false, Vec::new()).await;
+        let Body::Read { pieces, .. } = body else {
+            panic!("{body:?}");
+        };
+        assert_eq!(pieces.len(), 2, "a hole, then data: {pieces:?}");
+        assert!(pieces[0].hole);
+        let costly = Costly(memory);
+        let (body, buffer) = structured_read(&costly, 0, 131072, false, Vec::new()).await;
+        let Body::Read { pieces, .. } = body else {
+            panic!("{body:?}");
+        };
+        assert_eq!(pieces.len(), 1, "read whole: {pieces:?}");
+        assert!(!pieces[0].hole);
+        assert_eq!(&buffer[65536..65536 + 4096], &[7u8; 4096][..]);
+        // BLOCK_STATUS asks even so.
+        let descriptors = block_status(&costly, 0, 131072, false).await.unwrap();
+        assert_eq!(
+            descriptors[0],
+            (65536, proto::STATE_HOLE | proto::STATE_ZERO)
+        );
     }
 }

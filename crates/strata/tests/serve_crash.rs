@@ -5,6 +5,8 @@
 //!   and printing `ack N` once object N is durable; a restart first verifies 0..acked).
 //! - A few kills of the real `strata serve` while the CLI `put`s objects; every `put` that
 //!   succeeded must `get` back after the restart.
+//! - The same with every OSD on a write-back cache (`cache:mode=wb,...:FAST|SLOW`) of an
+//!   emulated NVMe file over an emulated 10k-rpm HDD file, as seed 001's OSDs on Open-CAS.
 
 mod serve_common;
 
@@ -201,4 +203,59 @@ fn acknowledged_puts_survive_sigkill_of_the_server() {
     }
     assert!(!acked.is_empty());
     server.stop();
+}
+
+/// Issue 36 item 5: a cluster whose OSDs sit on write-back caches (no background cleaning,
+/// so acknowledged data is on the caches' fast files only) keeps every acknowledged `put`
+/// through kill -9 of `strata serve`, twice.
+#[test]
+fn acknowledged_puts_survive_sigkill_of_a_server_on_cached_osds() {
+    let data = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut toml = String::from("scrub_interval_s = 0\n");
+    for id in 0..3 {
+        toml.push_str(&format!(
+            "[[host]]\nname = \"host{id}\"\n[[osd]]\nid = {id}\nhost = \"host{id}\"\n\
+             device = \"cache:mode=wb,cleaning=nop:nvme@file:osd.{id}.cache:64M|hdd-10k@file:osd.{id}.img:1G\"\n\
+             class = \"hdd\"\n"
+        ));
+    }
+    toml.push_str("[[pool]]\nname = \"default\"\nsize = 3\npg_num = 16\n");
+    let config = work.path().join("cluster.toml");
+    std::fs::write(&config, toml).unwrap();
+    let config_text = config.display().to_string();
+    let mut acked: Vec<(String, Vec<u8>)> = Vec::new();
+    for cycle in 0..3 {
+        let server = Server::start(data.path(), &["--no-s3", "--config", &config_text]);
+        for (name, bytes) in &acked {
+            let out = strata(&server.args(&["get", "default", name]));
+            assert!(
+                out.status.success() && &out.stdout == bytes,
+                "cycle {cycle}: acknowledged {name} lost: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        if cycle == 2 {
+            server.stop();
+            break;
+        }
+        for index in 0..8 {
+            let name = format!("cached-{cycle}-{index}");
+            let bytes: Vec<u8> = format!("object {cycle}/{index} ")
+                .repeat(1 + index * 700)
+                .into_bytes();
+            let file = work.path().join(&name);
+            std::fs::write(&file, &bytes).unwrap();
+            let file_text = file.display().to_string();
+            let out = strata(&server.args(&["put", "default", &name, &file_text]));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            acked.push((name, bytes));
+        }
+        server.kill();
+    }
+    assert!(data.path().join("osd.0.cache").exists());
 }

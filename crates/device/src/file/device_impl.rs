@@ -265,6 +265,11 @@ impl Device for FileDevice {
         .map_err(|e| DeviceError::io("spawn_blocking", std::io::Error::other(e)))?
     }
 
+    /// Two `lseek`s per extent (a block device answers at once).
+    fn allocation_is_cheap(&self) -> bool {
+        true
+    }
+
     /// A regular file's discard punches a hole (or writes zeros where the filesystem has no
     /// holes): it reads back as zeros. A block device may drop the hint.
     fn discard_zeroes(&self) -> bool {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use device::DeviceSpec;
+use blockcache::LayeredSpec;
 use nbd::hosting::{stop_signal, Hosting, HostingConfig};
 use nbd::{ExportConfig, NbdServer};
 
@@ -53,7 +53,10 @@ pub struct ServeArgs {
     /// The device: `[faulty:OPTIONS:][PROFILE@]BACKING`, e.g. `mem:1G`,
     /// `hdd-10k@file:/tmp/hdd.img:10G`, `faulty:eio=0.001,spike=0.01/50ms,seed=7:mem:1G`
     /// (faulty options: eio, read-eio, write-eio, torn, flip, read-flip, write-flip =
-    /// probability per operation; spike=P/DURATION; seed=N).
+    /// probability per operation; spike=P/DURATION; seed=N), or a cache of one device over
+    /// another, `cache:OPTIONS:FAST|SLOW` (options mode=wt|wb|wa|wi|wo|pt,
+    /// line=4K..64K, cleaning=alru|acp|nop, promotion=always|nhit,
+    /// cutoff=full|always|never), e.g. `cache:mode=wb:nvme@file:c.img:1G|hdd-10k@file:d.img:10G`.
     #[arg(long, value_name = "SPEC")]
     pub device: String,
     #[command(flatten)]
@@ -77,14 +80,21 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 fn serve(args: ServeArgs) -> Result<ExitCode> {
     let runtime = runtime()?;
     runtime.block_on(async {
-        let spec = DeviceSpec::parse(&args.device)?;
-        let device = spec.open("nbd-export")?;
+        let spec = LayeredSpec::parse(&args.device)?;
+        let (device, cache) = spec.open_cached("nbd-export").await?;
+        // A cache presents its core: rotational when the core is.
         let rotational = spec
+            .core()
             .profile
             .as_deref()
             .is_some_and(|p| p.starts_with("hdd"));
         let server = NbdServer::new(device, export_config(&args.listen, rotational));
-        listen(server, &args.listen).await
+        let served = listen(server, &args.listen).await;
+        if let Some(cache) = cache {
+            // Warm at the next start; a kill leaves it dirty, and the next start recovers.
+            cache.stop().await?;
+        }
+        served
     })?;
     Ok(ExitCode::SUCCESS)
 }
