@@ -8,7 +8,7 @@ use device::{DeviceKind, StatsRecorder};
 use rados::{Comparison, RadosError, WriteOp};
 use tokio::sync::RwLock;
 
-use crate::catalogue::{remove_objects, OpenMode, Resolved, Shared};
+use crate::catalogue::{remove_objects, OpenMode, Resolved, Shared, WriterClaim};
 use crate::error::{Result, VolumeError};
 use crate::format::{self, keys};
 use crate::lease;
@@ -37,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) size_bytes: AtomicU64,
     pub(crate) mode: OpenMode,
     pub(crate) holder: String,
+    /// This catalogue's claim on the volume's one writer (writers only).
+    _claim: Option<WriterClaim>,
     /// The lease as stored (writers only), `None` once lost or released.
     lease: Mutex<Option<Vec<u8>>>,
     lease_expires_ns: AtomicU64,
@@ -51,9 +53,13 @@ impl Volume {
         shared: Arc<Shared>,
         name: &str,
         resolved: Resolved,
-        mode: OpenMode,
-        holder: String,
+        claim: Option<WriterClaim>,
     ) -> Result<Volume> {
+        let mode = match claim {
+            Some(_) => OpenMode::ReadWrite,
+            None => OpenMode::ReadOnly,
+        };
+        let holder = shared.holder().to_string();
         let Resolved {
             id,
             header_object,
@@ -88,6 +94,7 @@ impl Volume {
             size_bytes: AtomicU64::new(header.size_bytes),
             mode,
             holder,
+            _claim: claim,
             lease: Mutex::new(lease_value),
             lease_expires_ns: AtomicU64::new(expires_ns),
             lost: Mutex::new(None),
