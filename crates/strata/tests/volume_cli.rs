@@ -325,3 +325,49 @@ fn acknowledged_volume_writes_survive_kill_9_of_serve() {
     );
     server.stop();
 }
+
+#[test]
+fn fio_verifies_a_replica_3_volume_while_an_osd_is_marked_out_and_back_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--no-s3"]);
+    server.ok(&["pool", "create", "rbd", "--size", "3"]);
+    server.ok(&["volume", "create", "moving", "--size", "64M"]);
+    let uri = socket_uri(&server, "rbd/moving");
+    // Writes then verifies while placement changes under it.
+    let fio = {
+        let uri = uri.clone();
+        std::thread::spawn(move || {
+            run(
+                "fio",
+                &[
+                    "--name=moving",
+                    "--ioengine=nbd",
+                    &format!("--uri={uri}"),
+                    "--rw=randwrite",
+                    "--bs=16k",
+                    "--size=48M",
+                    "--iodepth=8",
+                    "--verify=crc32c",
+                    "--do_verify=1",
+                    "--verify_fatal=1",
+                ],
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!fio.is_finished(), "fio still runs when the OSD goes out");
+    assert!(server.ok(&["osd", "out", "1"]).contains("marked osd.1 out"));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!fio.is_finished(), "fio still runs when the OSD comes back");
+    assert!(server.ok(&["osd", "in", "1"]).contains("marked osd.1 in"));
+    let output = fio.join().unwrap();
+    assert!(output.contains("err= 0"), "{output}");
+    // And once more after recovery settled, reading everything back through qemu-img.
+    let copy = dir.path().join("copy.raw");
+    run(
+        "qemu-img",
+        &["convert", "-O", "raw", &uri, copy.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::metadata(&copy).unwrap().len(), 64 << 20);
+    server.stop();
+}
