@@ -43,6 +43,10 @@ pub(crate) struct Inner {
     lease: Mutex<Option<Vec<u8>>>,
     lease_expires_ns: AtomicU64,
     lost: Mutex<Option<String>>,
+    /// Held while the lease is renewed: renewals by the background task and by writes that
+    /// found it expired never race each other (the loser's guard would fail, and look like
+    /// a lost lease).
+    renewing: tokio::sync::Mutex<()>,
     /// I/O holds it shared; resize holds it exclusively (no write lands past a new end).
     pub(crate) resizing: RwLock<()>,
     pub(crate) recorder: StatsRecorder,
@@ -98,6 +102,7 @@ impl Volume {
             lease: Mutex::new(lease_value),
             lease_expires_ns: AtomicU64::new(expires_ns),
             lost: Mutex::new(None),
+            renewing: tokio::sync::Mutex::new(()),
             resizing: RwLock::new(()),
         });
         let renewer = (mode == OpenMode::ReadWrite).then(|| {
@@ -278,12 +283,21 @@ impl Inner {
         }
         self.lease_value()?;
         if self.shared.now_ns() >= self.lease_expires_ns.load(Ordering::Acquire) {
-            self.renew().await?;
+            let _renewing = self.renewing.lock().await;
+            // Another call may have renewed it while this one waited.
+            if self.shared.now_ns() >= self.lease_expires_ns.load(Ordering::Acquire) {
+                self.renew_locked().await?;
+            }
         }
         Ok(())
     }
 
     async fn renew(&self) -> Result<()> {
+        let _renewing = self.renewing.lock().await;
+        self.renew_locked().await
+    }
+
+    async fn renew_locked(&self) -> Result<()> {
         let current = self.lease_value()?;
         let now_ns = self.shared.now_ns();
         let duration_ns = self.shared.lease_duration_ns();
