@@ -227,3 +227,46 @@ impl ExportSource for VolumeExports {
             .map_err(|error| NbdError::Source(error.to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rados::memory::MemoryRados;
+    use rados::PoolSpec;
+
+    #[test]
+    fn export_names_are_pool_slash_volume() {
+        assert_eq!(split_export_name("rbd/vm1"), Some(("rbd", "vm1")));
+        assert_eq!(split_export_name("rbd/a/b"), Some(("rbd", "a/b")));
+        for bad in ["", "rbd", "rbd/", "/vm1"] {
+            assert_eq!(split_export_name(bad), None, "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn connections_share_one_open_volume_and_a_served_volume_is_not_removed() {
+        let rados = Arc::new(MemoryRados::new());
+        rados.pool_create(PoolSpec::new("rbd")).await.unwrap();
+        let exports = VolumeExports::new(rados.clone(), VolumesConfig::default());
+        exports.create("rbd", "vm1", 1 << 20, 22).await.unwrap();
+        assert_eq!(exports.list().await.unwrap(), vec!["rbd/vm1".to_string()]);
+        assert!(exports.find(b"rbd/missing").await.unwrap().is_none());
+        assert!(exports.find(b"nopool/vm1").await.unwrap().is_none());
+        let first = exports.find(b"rbd/vm1").await.unwrap().unwrap();
+        let second = exports.find(b"rbd/vm1").await.unwrap().unwrap();
+        first.device.write_at(0, &[5u8; 512]).await.unwrap();
+        let mut block = [0u8; 512];
+        second.device.read_at(0, &mut block).await.unwrap();
+        assert_eq!(block, [5u8; 512]);
+        assert!(matches!(
+            exports.remove("rbd", "vm1").await,
+            Err(ServerError::Busy(_))
+        ));
+        // Served, it is resized through the open handle, which the connections see.
+        exports.resize("rbd", "vm1", 2 << 20).await.unwrap();
+        assert_eq!(first.device.size_bytes(), 2 << 20);
+        drop((first, second));
+        exports.remove("rbd", "vm1").await.unwrap();
+        assert!(exports.list().await.unwrap().is_empty());
+    }
+}
