@@ -138,6 +138,7 @@ fn volumes_are_managed_and_served_over_nbd_to_real_clients() {
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
+            "--verify_state_save=0",
         ],
     );
     assert!(fio.contains("err= 0"), "{fio}");
@@ -350,6 +351,7 @@ fn fio_verifies_a_replica_3_volume_while_an_osd_is_marked_out_and_back_in() {
                     "--verify=crc32c",
                     "--do_verify=1",
                     "--verify_fatal=1",
+                    "--verify_state_save=0",
                 ],
             )
         })
