@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 use crate::backend::Backend;
 use crate::error::{Result, ServerError};
 use crate::handlers::{self, Reply};
+use crate::volumes::VolumeExports;
 
 /// A running admin endpoint.
 pub struct AdminServer {
@@ -25,6 +26,8 @@ pub struct AdminServer {
     /// The S3 gateway (its users for `/api/users`, its counters for `/metrics`), set once it
     /// runs; the admin endpoint starts first so that a failing gateway can still be diagnosed.
     gateway: Arc<OnceLock<gateway::Gateway>>,
+    /// The volumes (`/api/volumes/...`), set once the NBD endpoints run.
+    volumes: Arc<OnceLock<Arc<VolumeExports>>>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -48,6 +51,8 @@ impl AdminServer {
         let (shutdown, mut stopped) = watch::channel(false);
         let gateway: Arc<OnceLock<gateway::Gateway>> = Arc::default();
         let served_gateway = gateway.clone();
+        let volumes: Arc<OnceLock<Arc<VolumeExports>>> = Arc::default();
+        let served_volumes = volumes.clone();
         let task = tokio::spawn(async move {
             let mut connections = JoinSet::new();
             loop {
@@ -67,16 +72,22 @@ impl AdminServer {
                 let _ = stream.set_nodelay(true);
                 let backend = Arc::clone(&backend);
                 let gateway = served_gateway.clone();
+                let volumes = served_volumes.clone();
                 let token = Arc::clone(&token);
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         let backend = Arc::clone(&backend);
                         let gateway = gateway.clone();
+                        let volumes = volumes.clone();
                         let token = Arc::clone(&token);
                         async move {
-                            let gateway = gateway.get();
+                            let services = handlers::Services {
+                                gateway: gateway.get(),
+                                volumes: volumes.get().map(|volumes| &**volumes),
+                            };
                             Ok::<_, Infallible>(
-                                handle(&*backend, gateway, &token, request, object_bytes_max).await,
+                                handle(&*backend, services, &token, request, object_bytes_max)
+                                    .await,
                             )
                         }
                     });
@@ -102,6 +113,7 @@ impl AdminServer {
         Ok(Self {
             local_addr,
             gateway,
+            volumes,
             shutdown,
             task,
         })
@@ -113,6 +125,11 @@ impl AdminServer {
         let _ = self.gateway.set(gateway);
     }
 
+    /// Serves `/api/volumes/...` from now on.
+    pub fn set_volumes(&self, volumes: Arc<VolumeExports>) {
+        let _ = self.volumes.set(volumes);
+    }
+
     /// Stops serving.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
@@ -122,7 +139,7 @@ impl AdminServer {
 
 async fn handle(
     backend: &dyn Backend,
-    gateway: Option<&gateway::Gateway>,
+    services: handlers::Services<'_>,
     token: &str,
     request: Request<Incoming>,
     object_bytes_max: usize,
@@ -153,7 +170,7 @@ async fn handle(
         }
     };
     let started = std::time::Instant::now();
-    let reply = handlers::route(backend, gateway, &parts.method, &parts.uri, body).await;
+    let reply = handlers::route(backend, services, &parts.method, &parts.uri, body).await;
     tracing::debug!(method = %parts.method, uri = %parts.uri, elapsed_us = started.elapsed().as_micros() as u64, ok = reply.is_ok(), "admin request");
     respond(reply)
 }

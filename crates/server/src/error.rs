@@ -54,6 +54,12 @@ pub enum ServerError {
     /// command); the message says which.
     #[error("backend: {0}")]
     Backend(String),
+    /// A volume call failed.
+    #[error(transparent)]
+    Volume(#[from] volume::VolumeError),
+    /// The resource is in use (the message says by whom).
+    #[error("busy: {0}")]
+    Busy(String),
     /// The backend does not offer this (the message names it and the backend).
     #[error("not supported: {0}")]
     NotSupported(String),
@@ -73,6 +79,8 @@ impl ServerError {
             ServerError::NotSupported(_) => (501, "NotSupported"),
             ServerError::Backend(_) => (502, "Backend"),
             ServerError::Rados(error) => rados_status(error),
+            ServerError::Busy(_) => (409, "Busy"),
+            ServerError::Volume(error) => volume_status(error),
             ServerError::Cluster(cluster::ClusterError::Rados(error)) => rados_status(error),
             ServerError::Cluster(cluster::ClusterError::Config(_)) => (400, "InvalidArgument"),
             _ => (500, "Internal"),
@@ -83,6 +91,24 @@ impl ServerError {
     pub fn to_json(&self) -> serde_json::Value {
         let (_, code) = self.status();
         serde_json::json!({ "error": self.to_string(), "code": code })
+    }
+}
+
+fn volume_status(error: &volume::VolumeError) -> (u16, &'static str) {
+    use volume::VolumeError;
+    match error {
+        VolumeError::InvalidName { .. }
+        | VolumeError::InvalidSize { .. }
+        | VolumeError::InvalidOrder { .. } => (400, "InvalidArgument"),
+        VolumeError::Exists { .. } => (409, "Exists"),
+        VolumeError::NotFound { .. } => (404, "NotFound"),
+        VolumeError::Unsupported { .. } => (422, "Unsupported"),
+        VolumeError::Malformed { .. } => (422, "Malformed"),
+        VolumeError::Leased { .. } => (423, "Leased"),
+        VolumeError::LeaseLost { .. } | VolumeError::Conflict { .. } => (409, "Conflict"),
+        VolumeError::ReadOnly { .. } => (403, "ReadOnly"),
+        VolumeError::Rados { source, .. } => rados_status(source),
+        _ => (500, "Internal"),
     }
 }
 

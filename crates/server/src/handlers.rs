@@ -22,6 +22,10 @@
 //! | `GET /api/users`, `POST /api/users`    | S3 users: list, create (`{"uid",...}`) |
 //! | `GET/DELETE /api/users/{uid}`          | one user's keys, remove it             |
 //! | `POST /api/gc?grace_s=S&dry_run=true&force=true` | S3 orphan collection, returns the report |
+//! | `GET /api/volumes`, `GET /api/volumes/{pool}` | volumes (`volume_api`)       |
+//! | `POST /api/volumes/{pool}`             | create (`{"name","size_bytes","order"}`) |
+//! | `GET/DELETE /api/volumes/{pool}/{name}` | describe, remove                      |
+//! | `POST /api/volumes/{pool}/{name}/resize` | resize (`{"size_bytes"}`)            |
 
 use bytes::Bytes;
 use hyper::{Method, Uri};
@@ -40,22 +44,35 @@ pub(crate) enum Reply {
     Bytes(Bytes),
 }
 
-fn json(value: impl serde::Serialize) -> Result<Reply> {
+pub(crate) fn json(value: impl serde::Serialize) -> Result<Reply> {
     serde_json::to_value(value)
         .map(Reply::Json)
         .map_err(|e| ServerError::Shutdown(format!("encoding reply: {e}")))
 }
 
+/// The services besides the backend a request may need, when they run.
+#[derive(Clone, Copy)]
+pub(crate) struct Services<'a> {
+    /// The S3 gateway.
+    pub(crate) gateway: Option<&'a gateway::Gateway>,
+    /// The volumes.
+    pub(crate) volumes: Option<&'a crate::volumes::VolumeExports>,
+}
+
 /// Routes one request.
 pub(crate) async fn route(
     backend: &dyn Backend,
-    gateway: Option<&gateway::Gateway>,
+    services: Services<'_>,
     method: &Method,
     uri: &Uri,
     body: Bytes,
 ) -> Result<Reply> {
+    let gateway = services.gateway;
     let segments = segments(uri.path())?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    if let ["api", "volumes", rest @ ..] = segments.as_slice() {
+        return crate::volume_api::route(services.volumes, method, rest, &body).await;
+    }
     if let ("POST", ["api", "gc"]) = (method.as_str(), segments.as_slice()) {
         return collect_orphans(gateway, uri).await;
     }
@@ -338,7 +355,7 @@ struct PoolRequest {
     crush_rule: Option<String>,
 }
 
-fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
     serde_json::from_slice(body).map_err(|e| ServerError::BadRequest(format!("JSON body: {e}")))
 }
 

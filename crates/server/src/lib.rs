@@ -4,8 +4,10 @@
 //! [`cluster::Cluster`] under a data directory, or connects to a Ceph cluster through librados
 //! ([`BackendChoice`]; both behind [`backend::Backend`]), starts the admin HTTP endpoint ([`admin`]:
 //! `/status`, `/metrics` and the small JSON API the `strata` CLI talks to) and the S3 gateway
-//! ([`gateway::serve`]), and shuts them down in order so every store is flushed. The binary
-//! only parses arguments and waits for a signal.
+//! ([`gateway::serve`]) and the NBD export of every volume of every pool ([`volumes`]: export
+//! `pool/volume` on a unix socket, `<data-dir>/nbd.sock` by default, and optionally TCP), and
+//! shuts them down in order so every store is flushed. The binary only parses arguments and
+//! waits for a signal.
 //!
 //! ## Invariants
 //! - Exactly one strong handle on the cluster exists, inside [`Running`]; the admin API and
@@ -23,6 +25,8 @@ pub mod master_key;
 pub mod metrics;
 pub mod report;
 pub mod token;
+mod volume_api;
+pub mod volumes;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -65,6 +69,16 @@ pub struct ServeConfig {
     pub poll_while_busy: bool,
     /// The storage to serve. Default [`BackendChoice::Embedded`].
     pub backend: BackendChoice,
+    /// The unix socket exporting every volume over NBD (export name `pool/volume`), removed
+    /// on shutdown; `None` serves none. Default `<data_dir>/nbd.sock`.
+    pub nbd_socket: Option<PathBuf>,
+    /// The TCP endpoint exporting the volumes over NBD; `None` (the default) serves none.
+    pub nbd_tcp_addr: Option<SocketAddr>,
+    /// How volumes are opened (lease duration, requests in flight). Default
+    /// [`volume::VolumesConfig::default`] with the lease holder [`volumes::holder_for`] the
+    /// data directory, so a server restarted after a crash takes its volumes' leases over
+    /// at once instead of waiting for them to expire.
+    pub volumes: volume::VolumesConfig,
 }
 
 /// Which storage `strata serve` runs on.
@@ -78,14 +92,21 @@ pub enum BackendChoice {
     Ceph(ceph_backend::CephConfig),
 }
 
+/// The NBD socket's file name in the data directory.
+pub const NBD_SOCKET_FILE: &str = "nbd.sock";
+
 /// The largest object body the admin API accepts by default (`strata put`'s limit).
 pub const OBJECT_BYTES_MAX: usize = 64 << 20;
 
 impl ServeConfig {
     /// Defaults for `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        let data_dir = data_dir.into();
         Self {
-            data_dir: data_dir.into(),
+            nbd_socket: Some(data_dir.join(NBD_SOCKET_FILE)),
+            nbd_tcp_addr: None,
+            volumes: volume::VolumesConfig::default(),
+            data_dir,
             cluster_config: None,
             admin_addr: SocketAddr::from(([127, 0, 0, 1], 9860)),
             s3_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
@@ -105,6 +126,14 @@ pub struct Running {
     pub s3_addr: Option<SocketAddr>,
     /// Whether the cluster was created by this run (else reopened).
     pub created: bool,
+    /// The unix socket exporting the volumes over NBD, if served.
+    pub nbd_socket: Option<PathBuf>,
+    /// Where NBD listens on TCP, if it does.
+    pub nbd_tcp_addr: Option<SocketAddr>,
+    /// The volumes, as NBD exports and for the admin API.
+    volumes: Arc<volumes::VolumeExports>,
+    /// The NBD accept loops.
+    nbd_tasks: Vec<tokio::task::JoinHandle<()>>,
     /// The storage served: the object API and its control plane.
     backend: Arc<dyn Backend>,
     /// The embedded cluster's only strong handle, when that is the backend: shutdown takes it
@@ -138,8 +167,27 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
             (backend, None, false)
         }
     };
-    match start_endpoints(&config, &backend).await {
-        Ok((admin, s3)) => {
+    let mut volumes_config = config.volumes.clone();
+    volumes_config
+        .holder
+        .get_or_insert_with(|| volumes::holder_for(&config.data_dir));
+    let exports = Arc::new(volumes::VolumeExports::new(backend.rados(), volumes_config));
+    let started = match start_endpoints(&config, &backend).await {
+        Ok((admin, s3)) => match start_nbd(&config, &exports).await {
+            Ok(nbd) => Ok((admin, s3, nbd)),
+            Err(error) => {
+                admin.shutdown().await;
+                if let Some(s3) = s3 {
+                    s3.shutdown().await;
+                }
+                Err(error)
+            }
+        },
+        Err(error) => Err(error),
+    };
+    match started {
+        Ok((admin, s3, (nbd_socket, nbd_tcp_addr, nbd_tasks))) => {
+            admin.set_volumes(exports.clone());
             let period_s = backend.stats_period_s();
             let stats_periods = (period_s > 0).then(|| {
                 tokio::spawn(end_stats_periods(
@@ -152,6 +200,10 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
                 admin_addr: admin.local_addr,
                 s3_addr: s3.as_ref().map(|s| s.local_addr),
                 created,
+                nbd_socket,
+                nbd_tcp_addr,
+                volumes: exports,
+                nbd_tasks,
                 backend,
                 cluster,
                 admin,
@@ -254,7 +306,77 @@ async fn start_endpoints(
     }
 }
 
+/// What [`start_nbd`] started: the socket, the TCP address, the accept loops.
+type NbdEndpoints = (
+    Option<PathBuf>,
+    Option<SocketAddr>,
+    Vec<tokio::task::JoinHandle<()>>,
+);
+
+/// Binds the NBD socket and TCP endpoint and serves the volumes on them.
+async fn start_nbd(
+    config: &ServeConfig,
+    exports: &Arc<volumes::VolumeExports>,
+) -> Result<NbdEndpoints> {
+    let server = nbd::NbdServer::with_source(exports.clone());
+    let mut tasks = Vec::new();
+    if let Some(path) = &config.nbd_socket {
+        let listener = nbd::NbdServer::bind_unix(path).map_err(|error| {
+            ServerError::Backend(format!(
+                "binding the NBD socket {}: {error}",
+                path.display()
+            ))
+        })?;
+        let server = server.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = server.serve_unix(listener).await {
+                tracing::warn!(%error, "NBD unix socket stopped accepting");
+            }
+        }));
+        tracing::info!(socket = %path.display(), "serving volumes over NBD");
+    }
+    let mut tcp_addr = None;
+    if let Some(addr) = config.nbd_tcp_addr {
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => listener,
+            Err(source) => {
+                stop_nbd(tasks, config.nbd_socket.as_deref()).await;
+                return Err(ServerError::Bind { addr, source });
+            }
+        };
+        let local = listener
+            .local_addr()
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        tcp_addr = Some(local);
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = server.serve_tcp(listener).await {
+                tracing::warn!(%error, "NBD TCP endpoint stopped accepting");
+            }
+        }));
+        tracing::info!(addr = %local, "serving volumes over NBD (TCP)");
+    }
+    Ok((config.nbd_socket.clone(), tcp_addr, tasks))
+}
+
+/// Stops accepting NBD connections and removes the socket file.
+async fn stop_nbd(tasks: Vec<tokio::task::JoinHandle<()>>, socket: Option<&std::path::Path>) {
+    for task in tasks {
+        task.abort();
+        let _ = task.await;
+    }
+    if let Some(path) = socket {
+        if let Err(error) = std::fs::remove_file(path) {
+            tracing::warn!(socket = %path.display(), %error, "removing the NBD socket failed");
+        }
+    }
+}
+
 impl Running {
+    /// The volumes served (NBD exports, the admin API's volume calls).
+    pub fn volumes(&self) -> &Arc<volumes::VolumeExports> {
+        &self.volumes
+    }
+
     /// The embedded cluster being served; `None` on another backend.
     pub fn cluster(&self) -> Option<&Cluster> {
         self.cluster.as_deref()
@@ -277,6 +399,8 @@ impl Running {
             task.abort();
             let _ = task.await;
         }
+        stop_nbd(self.nbd_tasks, self.nbd_socket.as_deref()).await;
+        self.volumes.close_all().await;
         self.admin.shutdown().await;
         if let Some(s3) = self.s3 {
             s3.shutdown().await;

@@ -38,7 +38,8 @@ enum Command {
     Nbd(cmd::nbd::Args),
     /// A cached device (fast cache over slow core) in the manner of casadm, served over NBD.
     Cache(cmd::cache::Args),
-    /// Serve the embedded cluster: admin API (/status, /metrics) and S3, until SIGINT/SIGTERM.
+    /// Serve the embedded cluster: admin API (/status, /metrics), S3 and every volume over NBD,
+    /// until SIGINT/SIGTERM.
     Serve(cmd::serve::Args),
     /// Cluster health, OSDs, pools, PG states and space of a running server (like `ceph -s`).
     Status(cmd::admin::status::Args),
@@ -46,6 +47,9 @@ enum Command {
     Osd(cmd::admin::osd::Args),
     /// Pools of a running server: create, ls, rm.
     Pool(cmd::admin::pool::Args),
+    /// Block volumes of a running server (RBD format 2 images): create, ls, info, resize, rm,
+    /// import, export (like rbd); `strata serve` exports each over NBD as POOL/VOLUME.
+    Volume(cmd::volume::Args),
     /// S3 users of a running server and their keys: create, ls, info, rm (like radosgw-admin).
     User(cmd::admin::user::Args),
     /// Space of a running server: stored, allocated, data-hole %, metadata.
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
         Command::Osd(args) => cmd::admin::osd::run(args),
         Command::Pool(args) => cmd::admin::pool::run(args),
         Command::User(args) => cmd::admin::user::run(args),
+        Command::Volume(args) => cmd::volume::run(args),
         Command::Df(args) => cmd::admin::df::run(args),
         Command::Put(args) => cmd::admin::object::put(args),
         Command::Get(args) => cmd::admin::object::get(args),

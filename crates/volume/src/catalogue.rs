@@ -1,7 +1,6 @@
 //! [`Volumes`]: the volumes of one pool (create, list, info, resize, remove, open).
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use futures_util::{stream, StreamExt};
@@ -63,7 +62,24 @@ pub(crate) struct Shared {
     pub(crate) config: VolumesConfig,
     random: Mutex<ChaCha8Rng>,
     holder: String,
-    opens: AtomicU64,
+    /// The volumes this catalogue has open for writing (one writer per volume per holder).
+    writers: Mutex<BTreeSet<String>>,
+}
+
+/// This catalogue's claim to be the one writer of a volume; released when dropped.
+pub(crate) struct WriterClaim {
+    shared: Arc<Shared>,
+    volume: String,
+}
+
+impl Drop for WriterClaim {
+    fn drop(&mut self) {
+        self.shared
+            .writers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&self.volume);
+    }
 }
 
 impl Shared {
@@ -82,12 +98,27 @@ impl Shared {
             .next_u64()
     }
 
-    fn next_holder(&self) -> String {
-        format!(
-            "{}.{}",
-            self.holder,
-            self.opens.fetch_add(1, Ordering::Relaxed)
-        )
+    pub(crate) fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Claims `volume` for this catalogue's one writer; refused while it has it open.
+    pub(crate) fn claim_writer(self: &Arc<Self>, volume: &str) -> Result<WriterClaim> {
+        let mut writers = self
+            .writers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !writers.insert(volume.to_string()) {
+            return Err(VolumeError::Leased {
+                name: volume.to_string(),
+                holder: format!("{} (this process has it open)", self.holder),
+                expires_ns: 0,
+            });
+        }
+        Ok(WriterClaim {
+            shared: self.clone(),
+            volume: volume.to_string(),
+        })
     }
 }
 
@@ -135,7 +166,7 @@ impl Volumes {
                 config,
                 random: Mutex::new(random),
                 holder,
-                opens: AtomicU64::new(0),
+                writers: Mutex::default(),
             }),
         }
     }
@@ -330,14 +361,11 @@ impl Volumes {
         validate_name(name)?;
         let resolved = self.resolve(name).await?;
         resolved.header.check_supported(name)?;
-        Volume::open(
-            self.shared.clone(),
-            name,
-            resolved,
-            mode,
-            self.shared.next_holder(),
-        )
-        .await
+        let claim = match mode {
+            OpenMode::ReadWrite => Some(self.shared.claim_writer(name)?),
+            OpenMode::ReadOnly => None,
+        };
+        Volume::open(self.shared.clone(), name, resolved, claim).await
     }
 
     /// Sets the volume's size: growing only rewrites the header; shrinking first removes the
@@ -370,7 +398,8 @@ impl Volumes {
             Err(error) => return Err(error),
         };
         let header_object = format::header_object(&id);
-        let holder = self.shared.next_holder();
+        let _claim = self.shared.claim_writer(name)?;
+        let holder = self.shared.holder().to_string();
         let lease = match lease::acquire(
             self.shared.io_ctx.as_ref(),
             name,

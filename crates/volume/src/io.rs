@@ -279,6 +279,13 @@ impl Device for Volume {
         guard.finish(length_bytes, result)
     }
 
+    /// A discard removes the objects it covers whole and zeroes the rest (`Op::Zero`), and a
+    /// missing object reads as zeros: every discarded range reads back as zeros, so NBD's
+    /// WRITE_ZEROES becomes object removal.
+    fn discard_zeroes(&self) -> bool {
+        true
+    }
+
     async fn allocation(
         &self,
         offset_bytes: u64,

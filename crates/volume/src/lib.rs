@@ -94,8 +94,11 @@ pub fn system_clock() -> Clock {
 /// How a catalogue opens and serves its volumes.
 #[derive(Clone, Debug)]
 pub struct VolumesConfig {
-    /// The writer id recorded in leases; each open appends `.<n>`. Default: `strata-<pid>`
-    /// followed by 8 hex digits from the random source.
+    /// The writer id recorded in leases. A catalogue with the holder of a lease takes it
+    /// over at once (a restarted server reopening its volumes after a crash), so give a
+    /// process an id that is its own across restarts (`strata serve` uses its host and data
+    /// directory) and no other's; within one catalogue a volume has at most one writer.
+    /// Default: `strata-<pid>` followed by 8 hex digits from the random source.
     pub holder: Option<String>,
     /// How long a lease lasts without renewal, in ms. Default 30 000.
     pub lease_duration_ms: u64,

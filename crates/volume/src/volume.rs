@@ -8,7 +8,7 @@ use device::{DeviceKind, StatsRecorder};
 use rados::{Comparison, RadosError, WriteOp};
 use tokio::sync::RwLock;
 
-use crate::catalogue::{remove_objects, OpenMode, Resolved, Shared};
+use crate::catalogue::{remove_objects, OpenMode, Resolved, Shared, WriterClaim};
 use crate::error::{Result, VolumeError};
 use crate::format::{self, keys};
 use crate::lease;
@@ -37,10 +37,16 @@ pub(crate) struct Inner {
     pub(crate) size_bytes: AtomicU64,
     pub(crate) mode: OpenMode,
     pub(crate) holder: String,
+    /// This catalogue's claim on the volume's one writer (writers only).
+    _claim: Option<WriterClaim>,
     /// The lease as stored (writers only), `None` once lost or released.
     lease: Mutex<Option<Vec<u8>>>,
     lease_expires_ns: AtomicU64,
     lost: Mutex<Option<String>>,
+    /// Held while the lease is renewed: renewals by the background task and by writes that
+    /// found it expired never race each other (the loser's guard would fail, and look like
+    /// a lost lease).
+    renewing: tokio::sync::Mutex<()>,
     /// I/O holds it shared; resize holds it exclusively (no write lands past a new end).
     pub(crate) resizing: RwLock<()>,
     pub(crate) recorder: StatsRecorder,
@@ -51,9 +57,13 @@ impl Volume {
         shared: Arc<Shared>,
         name: &str,
         resolved: Resolved,
-        mode: OpenMode,
-        holder: String,
+        claim: Option<WriterClaim>,
     ) -> Result<Volume> {
+        let mode = match claim {
+            Some(_) => OpenMode::ReadWrite,
+            None => OpenMode::ReadOnly,
+        };
+        let holder = shared.holder().to_string();
         let Resolved {
             id,
             header_object,
@@ -88,9 +98,11 @@ impl Volume {
             size_bytes: AtomicU64::new(header.size_bytes),
             mode,
             holder,
+            _claim: claim,
             lease: Mutex::new(lease_value),
             lease_expires_ns: AtomicU64::new(expires_ns),
             lost: Mutex::new(None),
+            renewing: tokio::sync::Mutex::new(()),
             resizing: RwLock::new(()),
         });
         let renewer = (mode == OpenMode::ReadWrite).then(|| {
@@ -271,12 +283,21 @@ impl Inner {
         }
         self.lease_value()?;
         if self.shared.now_ns() >= self.lease_expires_ns.load(Ordering::Acquire) {
-            self.renew().await?;
+            let _renewing = self.renewing.lock().await;
+            // Another call may have renewed it while this one waited.
+            if self.shared.now_ns() >= self.lease_expires_ns.load(Ordering::Acquire) {
+                self.renew_locked().await?;
+            }
         }
         Ok(())
     }
 
     async fn renew(&self) -> Result<()> {
+        let _renewing = self.renewing.lock().await;
+        self.renew_locked().await
+    }
+
+    async fn renew_locked(&self) -> Result<()> {
         let current = self.lease_value()?;
         let now_ns = self.shared.now_ns();
         let duration_ns = self.shared.lease_duration_ns();

@@ -446,3 +446,49 @@ async fn an_interrupted_create_leaves_nothing_a_later_create_or_listing_trips_ov
         .await
         .expect("create again");
 }
+
+#[tokio::test]
+async fn a_restarted_writer_takes_its_own_lease_over_and_one_catalogue_has_one_writer() {
+    let setup = Setup::new().await;
+    let before_crash = setup.volumes("server-at-/srv/data");
+    before_crash.create("v", 1 << 20, 22).await.expect("create");
+    let writer = before_crash
+        .open("v", OpenMode::ReadWrite)
+        .await
+        .expect("open");
+    let error = before_crash
+        .open("v", OpenMode::ReadWrite)
+        .await
+        .err()
+        .expect("second open");
+    assert!(matches!(error, VolumeError::Leased { .. }), "{error}");
+    assert!(matches!(
+        before_crash.remove("v").await,
+        Err(VolumeError::Leased { .. })
+    ));
+    writer.write_at(0, &[9u8; 512]).await.expect("write");
+    // The process dies: its lease stays in the header until it expires.
+    std::mem::forget(writer);
+    assert!(setup
+        .volumes("someone-else")
+        .open("v", OpenMode::ReadWrite)
+        .await
+        .is_err());
+    // The same server, restarted, takes it over at once.
+    let after_restart = setup.volumes("server-at-/srv/data");
+    let reopened = after_restart
+        .open("v", OpenMode::ReadWrite)
+        .await
+        .expect("takeover");
+    let mut block = [0u8; 512];
+    reopened.read_at(0, &mut block).await.expect("read");
+    assert_eq!(block, [9u8; 512]);
+    reopened.close().await.expect("close");
+    after_restart
+        .open("v", OpenMode::ReadWrite)
+        .await
+        .expect("reopen after close")
+        .close()
+        .await
+        .expect("close");
+}

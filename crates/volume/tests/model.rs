@@ -259,3 +259,53 @@ async fn volume_matches_a_byte_array_on_the_embedded_cluster_across_restarts() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_that_find_the_lease_expired_renew_it_once_and_keep_it() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = cluster_common::small_config(3, 1, "file", 3);
+    let cluster = Arc::new(
+        Cluster::create(dir.path(), config, options())
+            .await
+            .expect("create cluster"),
+    );
+    let now_ns = Arc::new(AtomicU64::new(1_700_000_000_000_000_000));
+    let clock_ns = now_ns.clone();
+    let volumes = Volumes::with(
+        cluster.io_ctx("data").await.expect("pool"),
+        VolumesConfig {
+            lease_duration_ms: 10_000,
+            ..VolumesConfig::default()
+        },
+        Arc::new(move || clock_ns.load(Ordering::SeqCst)),
+        3,
+    );
+    volumes.create("v", 1 << 20, 12).await.expect("create");
+    let volume = Arc::new(volumes.open("v", OpenMode::ReadWrite).await.expect("open"));
+    // Past the lease's end on the injected clock, nobody else took it: writes at once each
+    // find it expired; one renews it, the others see the renewal (a second guarded renewal
+    // with the old value would fail and look like a lost lease).
+    now_ns.fetch_add(11_000_000_000, Ordering::SeqCst);
+    let writes: Vec<_> = (0..32u64)
+        .map(|block| {
+            let volume = volume.clone();
+            tokio::spawn(async move {
+                volume
+                    .write_at(block * 4096, &[block as u8 + 1; 4096])
+                    .await
+            })
+        })
+        .collect();
+    for write in writes {
+        write.await.expect("join").expect("write after the renewal");
+    }
+    let volume = Arc::try_unwrap(volume).ok().expect("one handle");
+    volume
+        .write_at(0, &[7u8; 512])
+        .await
+        .expect("still the writer");
+    volume.close().await.expect("close");
+    drop(volumes);
+    shutdown(cluster).await;
+}

@@ -11,3 +11,4 @@ pub mod nbd;
 pub mod osdmap;
 pub mod serve;
 pub mod sim;
+pub mod volume;

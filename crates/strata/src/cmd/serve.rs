@@ -1,4 +1,5 @@
-//! `strata serve`: the embedded cluster with its admin endpoint and the S3 gateway, until
+//! `strata serve`: the embedded cluster with its admin endpoint, the S3 gateway and the NBD
+//! export of every volume, until
 //! SIGINT or SIGTERM. The orchestration lives in the `server` crate; this parses arguments,
 //! sets up logging (RUST_LOG) and waits for a signal.
 
@@ -73,6 +74,21 @@ pub struct Args {
     /// --backend ceph): S3 then answers 503 instead of hanging.
     #[arg(long, default_value_t = 30)]
     pub ceph_op_timeout_s: u64,
+    /// Unix socket exporting every volume over NBD, export name `POOL/VOLUME` (`nbdinfo
+    /// --list 'nbd+unix:///?socket=SOCK'`, `qemu-img info 'nbd+unix:///rbd/vm1?socket=SOCK'`).
+    /// Default: `nbd.sock` in --data; removed on shutdown.
+    #[arg(long, value_name = "PATH")]
+    pub nbd_socket: Option<PathBuf>,
+    /// Serve no NBD socket.
+    #[arg(long)]
+    pub no_nbd_socket: bool,
+    /// Also export the volumes over NBD on this TCP port (0 picks one), on --nbd-bind.
+    /// Anyone who can connect may read and write every volume: bind to trusted networks only.
+    #[arg(long, value_name = "PORT")]
+    pub nbd_port: Option<u16>,
+    /// Address the NBD TCP port listens on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub nbd_bind: std::net::IpAddr,
 }
 
 /// The storage `strata serve` runs on.
@@ -91,6 +107,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.admin_addr = args.admin;
     config.s3_addr = (!args.no_s3).then_some(args.s3);
     config.gateway.auth = !args.s3_no_auth;
+    if let Some(path) = &args.nbd_socket {
+        config.nbd_socket = Some(path.clone());
+    }
+    if args.no_nbd_socket {
+        config.nbd_socket = None;
+    }
+    config.nbd_tcp_addr = args
+        .nbd_port
+        .map(|port| SocketAddr::new(args.nbd_bind, port));
     if args.backend == BackendKind::Ceph {
         if args.config.is_some() {
             anyhow::bail!(
@@ -164,6 +189,16 @@ async fn serve(config: server::ServeConfig) -> Result<()> {
         }
         Some(addr) => println!("strata: s3     http://{addr}"),
         None => println!("strata: s3     not served"),
+    }
+    match &running.nbd_socket {
+        Some(path) => println!(
+            "strata: nbd    {}  (every volume, export POOL/VOLUME: nbdinfo --list 'nbd+unix:///?socket={0}')",
+            path.display()
+        ),
+        None => println!("strata: nbd    no unix socket"),
+    }
+    if let Some(addr) = running.nbd_tcp_addr {
+        println!("strata: nbd    nbd://{addr}/POOL/VOLUME");
     }
     println!("strata: ready; Ctrl-C or SIGTERM stops");
     wait_for_signal().await?;

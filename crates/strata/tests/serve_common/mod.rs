@@ -48,6 +48,8 @@ pub struct Server {
     /// The data directory (the CLI finds the admin token there).
     pub data: String,
     pub s3: Option<String>,
+    /// What it printed up to "ready".
+    pub banner: Vec<String>,
     pub lines: mpsc::Receiver<String>,
 }
 
@@ -76,6 +78,7 @@ impl Server {
         });
         let mut admin = None;
         let mut s3 = None;
+        let mut banner = Vec::new();
         loop {
             let line = match lines.recv_timeout(Duration::from_secs(60)) {
                 Ok(line) => line,
@@ -90,7 +93,9 @@ impl Server {
             if let Some(rest) = line.strip_prefix("strata: s3     http://") {
                 s3 = Some(rest.trim().to_string());
             }
-            if line.contains("ready") {
+            let ready = line.contains("ready");
+            banner.push(line);
+            if ready {
                 break;
             }
         }
@@ -99,6 +104,7 @@ impl Server {
             admin: admin.expect("admin address printed"),
             data: data.display().to_string(),
             s3,
+            banner,
             lines,
         }
     }
