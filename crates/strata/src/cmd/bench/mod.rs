@@ -11,7 +11,10 @@ pub mod crush;
 pub mod load;
 pub mod s3;
 pub mod s3_client;
+pub mod serve_process;
 pub mod sim;
+pub mod soak;
+pub mod soak_writers;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,6 +36,9 @@ pub enum Which {
     Cluster(cluster::Args),
     /// S3 PUT/GET ops/s and latency against radosgw on real Ceph.
     S3(s3::Args),
+    /// kill -9 of a real `strata serve` under S3 and object writers, with a small and a
+    /// faulty OSD; every acknowledged write read back and a deep scrub after each restart.
+    Soak(soak::Args),
 }
 
 /// A command for a peer program (fio, Ceph, radosgw, crushtool...) or a helper process: it
@@ -54,5 +60,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Cache(a) => cache::run(a),
         Which::Cluster(a) => cluster::run(a),
         Which::S3(a) => s3::run(a),
+        Which::Soak(a) => soak::run(a),
     }
 }
