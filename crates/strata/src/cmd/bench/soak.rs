@@ -65,7 +65,7 @@ pub struct Args {
     #[arg(long, default_value = "256M")]
     pub osd_size: String,
     /// Size of osd.0's file (smaller, so it fills up).
-    #[arg(long, default_value = "24M")]
+    #[arg(long, default_value = "20M")]
     pub small_osd_size: String,
     /// Faults of osd.1's device (`faulty:` options).
     #[arg(
@@ -166,7 +166,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-/// The soak's cluster: 4 hosts of one OSD, osd.0 small, osd.1 faulty.
+/// The soak's cluster: 4 hosts of one OSD, osd.0 small, osd.1 faulty. Equal CRUSH weights
+/// (not Ceph's size-derived ones), so osd.0 gets as many PGs as its peers and fills first.
 fn cluster_toml(args: &Args) -> String {
     let mut text = String::from("scrub_interval_s = 86400\n\n");
     for host in 0..4 {
@@ -185,7 +186,7 @@ fn cluster_toml(args: &Args) -> String {
             file
         };
         text.push_str(&format!(
-            "[[osd]]\nid = {osd}\nhost = \"host{osd}\"\ndevice = \"{device}\"\n\n"
+            "[[osd]]\nid = {osd}\nhost = \"host{osd}\"\ndevice = \"{device}\"\nweight = 1.0\n\n"
         ));
     }
     text.push_str(&format!(
