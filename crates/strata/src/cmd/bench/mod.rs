@@ -9,6 +9,7 @@ pub mod ceph;
 pub mod cluster;
 pub mod crush;
 pub mod load;
+pub mod rss;
 pub mod s3;
 pub mod s3_client;
 pub mod serve_process;
@@ -39,6 +40,9 @@ pub enum Which {
     /// kill -9 of a real `strata serve` under S3 and object writers, with a small and a
     /// faulty OSD; every acknowledged write read back and a deep scrub after each restart.
     Soak(soak::Args),
+    /// Resident memory of a real `strata serve` under a many-client S3 load, against the
+    /// bound its configured caches and in-flight requests give.
+    Rss(rss::Args),
 }
 
 /// A command for a peer program (fio, Ceph, radosgw, crushtool...) or a helper process: it
@@ -61,5 +65,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Cluster(a) => cluster::run(a),
         Which::S3(a) => s3::run(a),
         Which::Soak(a) => soak::run(a),
+        Which::Rss(a) => rss::run(a),
     }
 }
