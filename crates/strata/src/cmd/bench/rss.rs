@@ -414,7 +414,7 @@ mod tests {
             bound.parts.iter().map(|(_, bytes)| bytes).sum::<u64>()
         );
         // 64 requests of 1 MiB: body, 3 replica copies and an answer each.
-        assert!(bound.parts[1].1 == 64 * 5 << 20);
+        assert_eq!(bound.parts[1].1, (64 * 5) << 20);
     }
 
     #[test]
