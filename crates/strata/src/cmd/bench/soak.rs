@@ -223,7 +223,7 @@ fn soak(
             for writer in 0..writers {
                 let keys = soak_writers::keys(kind, writer, args.keys);
                 soak_writers::register(&mut ledger, kind, &keys);
-                plans.push((kind, writer, keys));
+                plans.push((kind, keys));
             }
         }
     }
@@ -265,7 +265,7 @@ fn soak(
         // The writers run for a random time, then the server is killed under them.
         shared.stop.store(false, Ordering::Relaxed);
         let mut tasks = Vec::new();
-        for (kind, writer, keys) in &plans {
+        for (kind, keys) in &plans {
             let plan = WriterPlan {
                 keys: keys.clone(),
                 seed: rng.gen(),
@@ -280,7 +280,6 @@ fn soak(
                     pool: POOL.to_string(),
                 },
             };
-            let _ = writer;
             tasks.push(runtime.spawn(soak_writers::run_writer(target, plan, Arc::clone(&shared))));
         }
         std::thread::sleep(Duration::from_millis(
@@ -293,14 +292,23 @@ fn soak(
             runtime.block_on(task)?;
         }
         let ledger = shared.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        progress.set_position(totals.kills);
-        progress.set_message(format!(
+        let message = format!(
             "{} acknowledged, {} lost, {} changed, {} refused",
             ledger.acknowledged,
             totals.lost.len(),
             totals.changed.len(),
             ledger.refusals.values().sum::<u64>()
-        ));
+        );
+        if progress.is_hidden() && totals.kills % 10 == 0 {
+            // No terminal (a log file): a line every 10 kills instead of the bar.
+            eprintln!(
+                "soak: {} kills in {:.0} s, {message}",
+                totals.kills,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        progress.set_position(totals.kills);
+        progress.set_message(message);
     }
     progress.finish_and_clear();
     let ledger = std::mem::take(&mut *shared.ledger.lock().unwrap_or_else(|e| e.into_inner()));
