@@ -499,6 +499,7 @@ impl PoolHandle {
             .iter()
             .find_map(|(osd, r)| r.as_ref().err().map(|e| store_to_rados(*osd, e)))
         else {
+            self.note_acknowledged(&placement, object, holders.len());
             return Ok(());
         };
         if let Some((full, _)) = results
@@ -544,6 +545,7 @@ impl PoolHandle {
                 }
             }
             if failed.is_empty() {
+                self.note_acknowledged(&placement, object, holders.len() + 1);
                 return Ok(());
             }
             // The OSDs that failed no longer hold the PG's latest data: out of its acting set
@@ -563,6 +565,7 @@ impl PoolHandle {
                     ))
                 })?;
             tracing::warn!(%error, failed = %osd_list(&failed), "write failed on some replicas; they leave the acting set until recovered");
+            self.note_acknowledged(&placement, object, placement.acting.len() - failed.len());
             return Ok(());
         }
         if !holders.is_empty() {
@@ -574,6 +577,23 @@ impl PoolHandle {
             );
         }
         Err(error)
+    }
+
+    /// Says (one warning with a fixed message, which `strata bench soak` counts) when a write
+    /// is acknowledged on fewer replicas than the pool's size: an undersized PG or a replica
+    /// whose device failed, as Ceph acknowledges at `min_size`. A full OSD never causes it
+    /// (the write is refused instead).
+    fn note_acknowledged(&self, placement: &Placement, object: &str, replicas: usize) {
+        if (replicas as u32) < self.info.size {
+            tracing::warn!(
+                pool = %self.info.name,
+                object,
+                replicas,
+                size = self.info.size,
+                acting = %osd_list(&placement.acting),
+                "write acknowledged on fewer replicas than the pool's size"
+            );
+        }
     }
 
     /// Undoes a write on the replicas that committed it (`holders`) by copying the object

@@ -168,6 +168,12 @@ pub(crate) async fn scrub_pg(inner: &Inner, pg: PgId, repair: bool) -> Result<Sc
         }
     }
     inner.peering.set_unfound(pg, lost);
+    if !repair && !report.inconsistencies.is_empty() {
+        // Not known clean any more: reads of an object its primary lacks ask the other
+        // replicas (instead of answering NotFound while a replica holds it), and recovery
+        // repairs the PG, as after a write that failed on a replica.
+        inner.mark_dirty(pg);
+    }
     Ok(report)
 }
 

@@ -199,3 +199,76 @@ async fn recovery_does_not_backfill_onto_a_backfillfull_osd() {
     drop(pool);
     cluster.shutdown().await.unwrap();
 }
+
+/// At full, every write that needs new space is refused as a creation is, whatever its
+/// shape: a same-size overwrite (copy-on-write needs the new blocks before the old ones go),
+/// a partial overwrite, a larger overwrite, an append. Reads, removals and truncates that
+/// shrink go on, and nothing refused changed any replica. (A truncate that extends makes a
+/// hole, which takes no space, and goes on.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwrites_and_appends_are_refused_at_full_while_reads_and_removals_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        background: false,
+        ..ClusterOptions::default()
+    };
+    let mut config = common::small_config(3, 1, "mem", 3);
+    config.osds[0].device = "mem:16M".into();
+    let cluster = Cluster::create(dir.path(), config, options).await.unwrap();
+    let pool = cluster.pool("data").unwrap();
+    let mut acknowledged = BTreeMap::new();
+    for index in 0..200u64 {
+        let name = format!("object-{index}");
+        let data = common::content(index, OBJECT_BYTES);
+        match pool.write_full(&name, &data).await {
+            Ok(()) => {
+                acknowledged.insert(name, data);
+            }
+            Err(RadosError::NoSpace(_)) => break,
+            Err(other) => panic!("{name}: {other}"),
+        }
+    }
+    assert_eq!(cluster.full_state().osds[&0].level, FullLevel::Full);
+    let (first, data) = acknowledged.iter().next().unwrap();
+    let (first, data) = (first.clone(), data.clone());
+    let attempts: Vec<(&str, Result<(), RadosError>)> = vec![
+        (
+            "same-size overwrite",
+            pool.write_full(&first, &common::content(5000, OBJECT_BYTES))
+                .await,
+        ),
+        (
+            "larger overwrite",
+            pool.write_full(&first, &common::content(5001, OBJECT_BYTES * 2))
+                .await,
+        ),
+        (
+            "partial overwrite of 4 KiB",
+            pool.write(&first, 8192, &common::content(5002, 4096)).await,
+        ),
+        ("one-byte overwrite", pool.write(&first, 0, b"x").await),
+        ("append", pool.append(&first, b"more").await),
+    ];
+    for (what, result) in attempts {
+        assert!(
+            matches!(result, Err(RadosError::NoSpace(_))),
+            "{what} at full: {result:?}"
+        );
+    }
+    on_every_replica(&cluster, &first, &data, 3).await;
+    for (name, data) in &acknowledged {
+        assert_eq!(&pool.read_full(name).await.unwrap(), data, "{name}");
+    }
+    // A truncate that frees space and a removal go on.
+    let second = acknowledged.keys().nth(1).unwrap().clone();
+    pool.truncate(&second, 4096).await.unwrap();
+    let shortened = acknowledged[&second][..4096].to_vec();
+    on_every_replica(&cluster, &second, &shortened, 3).await;
+    pool.remove(&first).await.unwrap();
+    assert!(matches!(
+        pool.read_full(&first).await,
+        Err(RadosError::NotFound(_))
+    ));
+    drop(pool);
+    cluster.shutdown().await.unwrap();
+}

@@ -30,6 +30,7 @@ pub struct Reply {
 }
 
 /// The admin endpoint at one address.
+#[derive(Clone)]
 pub struct Client {
     addr: String,
     /// How long to wait for a reply (scrub of a big cluster may take long). Default 600 s.

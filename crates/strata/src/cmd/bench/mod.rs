@@ -9,9 +9,13 @@ pub mod ceph;
 pub mod cluster;
 pub mod crush;
 pub mod load;
+pub mod rss;
 pub mod s3;
 pub mod s3_client;
+pub mod serve_process;
 pub mod sim;
+pub mod soak;
+pub mod soak_writers;
 pub mod volume;
 
 #[derive(clap::Args)]
@@ -37,6 +41,12 @@ pub enum Which {
     /// Block volume IOPS, latency and MB/s through fio against RBD on real Ceph, and seed 001
     /// at cluster level (HDD OSDs, HDDs behind block caches, NVMe OSDs).
     Volume(volume::Args),
+    /// kill -9 of a real `strata serve` under S3 and object writers, with a small and a
+    /// faulty OSD; every acknowledged write read back and a deep scrub after each restart.
+    Soak(soak::Args),
+    /// Resident memory of a real `strata serve` under a many-client S3 load, against the
+    /// bound its configured caches and in-flight requests give.
+    Rss(rss::Args),
 }
 
 /// A command for a peer program (fio, Ceph, radosgw, crushtool...) or a helper process: it
@@ -59,5 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Cluster(a) => cluster::run(a),
         Which::S3(a) => s3::run(a),
         Which::Volume(a) => volume::run(a),
+        Which::Soak(a) => soak::run(a),
+        Which::Rss(a) => rss::run(a),
     }
 }

@@ -196,6 +196,26 @@ impl S3Connection {
         body: Bytes,
         payload_sha256_hex: &str,
     ) -> Result<Bytes> {
+        let (status, content) = self.request(method, path, body, payload_sha256_hex).await?;
+        if !(200..300).contains(&status) {
+            bail!(
+                "{method} {path}: {status}: {}",
+                String::from_utf8_lossy(&content[..content.len().min(500)])
+            );
+        }
+        Ok(content)
+    }
+
+    /// Sends one signed request and returns the answer's status and body, whatever the
+    /// status; only a failed connection is an error. A connection the server closed is
+    /// reopened once.
+    pub async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Bytes,
+        payload_sha256_hex: &str,
+    ) -> Result<(u16, Bytes)> {
         if self.sender.is_closed() || self.sender.ready().await.is_err() {
             self.sender = handshake(self.address).await?;
         }
@@ -237,13 +257,7 @@ impl S3Connection {
             .await
             .with_context(|| format!("{method} {path}: reading the answer"))?
             .to_bytes();
-        if !status.is_success() {
-            bail!(
-                "{method} {path}: {status}: {}",
-                String::from_utf8_lossy(&content[..content.len().min(500)])
-            );
-        }
-        Ok(content)
+        Ok((status.as_u16(), content))
     }
 }
 
