@@ -54,6 +54,7 @@ mod ffi;
 mod ioctx;
 mod listing;
 mod omap_key;
+pub mod minicluster;
 mod pools;
 mod write_op;
 
