@@ -94,7 +94,7 @@ async fn a_stopped_osd_fails_writes_in_time_and_loses_nothing_acknowledged() {
             }
             Err(error) => {
                 assert!(
-                    matches!(error, RadosError::Io(_)) && error.is_retryable(),
+                    matches!(error, RadosError::TimedOut(_)) && error.is_retryable(),
                     "write {index}: {error}"
                 );
                 assert!(error.to_string().contains("op timeout"), "{error}");
