@@ -204,7 +204,6 @@ pub(crate) fn parse_stats(
                 stored_bytes: field_u64(&stats, "stored"),
                 allocated_bytes: field_u64(&stats, "bytes_used"),
                 metadata_bytes: field_u64(&stats, "omap_bytes_used"),
-                ..PoolStats::default()
             }
         })
         .collect();

@@ -182,7 +182,11 @@ async fn timeouts_are_503_slow_down_and_full_is_507() {
         started.elapsed() < Duration::from_secs(OP_TIMEOUT_S),
         "refused at once"
     );
-    assert_eq!(s3.request("get", "faults", "before").await.0, 200, "reads go on");
+    assert_eq!(
+        s3.request("get", "faults", "before").await.0,
+        200,
+        "reads go on"
+    );
 
     set_ratios(&ceph, "0.85", "0.90", "0.95");
     wait_for(
