@@ -62,6 +62,7 @@ mod pools;
 mod write_op;
 
 pub use cluster::{CephConfig, MonReply};
+pub use completion::{op_times, OpTimes};
 pub use error::{from_errno, CephError};
 pub use ioctx::CephIoCtx;
 
