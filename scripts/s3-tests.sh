@@ -3,7 +3,10 @@
 # markers listed in ../shared/reference/object-gateway.md: 303 tests) against a fresh
 # `strata serve`, and prints the passed/failed counts.
 #
-# usage: scripts/s3-tests.sh S3_TESTS_CHECKOUT [pytest args...]
+# usage: scripts/s3-tests.sh [--backend embedded|ceph] S3_TESTS_CHECKOUT [pytest args...]
+#   --backend ceph     serve on a fresh Ceph (scripts/ceph-minicluster.sh: memstore, 3 OSDs,
+#                      pools of 3) through librados, as `strata serve --backend ceph`; the
+#                      default is the embedded cluster (one OSD)
 #   S3_TESTS_CHECKOUT  a clone of https://github.com/ceph/s3-tests
 #   env STRATA         the strata binary (default: $CARGO_TARGET_DIR or target, /release/strata)
 #   env PYTHON_VENV    a venv with the suite's requirements (default /work/s3-tests-venv;
@@ -13,7 +16,10 @@
 # The serve log and the pytest output stay in $WORK (printed at the end).
 set -euo pipefail
 
-suite=${1:?usage: scripts/s3-tests.sh S3_TESTS_CHECKOUT [pytest args...]}
+backend=embedded
+if [[ ${1:-} == --backend ]]; then backend=${2:?--backend embedded|ceph}; shift 2; fi
+[[ $backend == embedded || $backend == ceph ]] || { echo "--backend embedded|ceph, not $backend" >&2; exit 2; }
+suite=${1:?usage: scripts/s3-tests.sh [--backend embedded|ceph] S3_TESTS_CHECKOUT [pytest args...]}
 shift
 suite=$(cd "$suite" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,10 +50,20 @@ device = "file:osd.0.img:4G"
 class = "ssd"
 TOML
 
-RUST_LOG=${RUST_LOG:-warn} "$strata" serve --data "$work/data" --config "$work/cluster.toml" \
-    --admin "127.0.0.1:$admin_port" --s3 "127.0.0.1:$s3_port" >"$work/serve.log" 2>&1 &
+backend_args=(--config "$work/cluster.toml")
+if [[ $backend == ceph ]]; then
+    STORE=memstore OSD_SIZE=4G NUM_OSDS=3 POOL_SIZE=3 "$root/scripts/ceph-minicluster.sh" start "$work/ceph" \
+        >"$work/ceph-start.log" 2>&1 || { cat "$work/ceph-start.log" >&2; exit 1; }
+    backend_args=(--backend ceph --ceph-conf "$work/ceph/ceph.conf")
+fi
+RUST_LOG=${RUST_LOG:-warn} "$strata" serve --data "$work/data" \
+    --admin "127.0.0.1:$admin_port" --s3 "127.0.0.1:$s3_port" "${backend_args[@]}" >"$work/serve.log" 2>&1 &
 serve_pid=$!
-trap 'kill $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null || true' EXIT
+stop() {
+    kill $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null || true
+    if [[ $backend == ceph ]]; then "$root/scripts/ceph-minicluster.sh" purge "$work/ceph" >/dev/null 2>&1 || true; fi
+}
+trap stop EXIT
 for _ in $(seq 1 600); do
     grep -q ready "$work/serve.log" 2>/dev/null && break
     kill -0 $serve_pid 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
@@ -141,5 +157,5 @@ set -e
 grep -E '^FAILED|^ERROR' "$work/pytest.log" | sed 's/ - .*//' | sort >"$work/failed.txt" || true
 summary=$(tail -n 1 "$work/pytest.log")
 passed=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
-echo "s3-tests core subset: $summary"
+echo "s3-tests core subset ($backend backend): $summary"
 echo "passed: $passed / 303   (failed list: $work/failed.txt, log: $work/pytest.log, server: $work/serve.log)"

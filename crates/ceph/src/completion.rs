@@ -8,7 +8,9 @@
 //! own completion (`rados_aio_get_version`), never from the shared ioctx.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -57,6 +59,8 @@ struct InFlight<T> {
     state: T,
     op: OpHandle,
     _ioctx: Arc<IoctxHandle>,
+    /// When librados was handed the op (for [`op_times`]).
+    submitted: Instant,
 }
 
 extern "C" fn on_complete<T: Send + 'static>(completion: CompletionT, argument: *mut c_void) {
@@ -74,6 +78,7 @@ extern "C" fn on_complete<T: Send + 'static>(completion: CompletionT, argument: 
     // SAFETY: our reference to the completion is released once; librados keeps its own
     // reference for the duration of this callback.
     unsafe { (api.rados_aio_release)(completion) };
+    OP_TIMES.record(&in_flight.op, in_flight.submitted);
     let InFlight {
         sender,
         state,
@@ -129,6 +134,7 @@ pub(crate) fn start<T: Send + 'static>(
         state,
         op,
         _ioctx: ioctx,
+        submitted: Instant::now(),
     }));
     let mut completion: CompletionT = std::ptr::null_mut();
     // SAFETY: the argument pointer stays valid until the callback reclaims it; `completion`
@@ -164,4 +170,68 @@ pub(crate) async fn finish<T>(pending: Pending<T>) -> Result<Completed<T>, i32> 
         .await
         .map(|delivery| delivery.completed)
         .map_err(|_| -libc::EIO)
+}
+
+/// Operations librados completed in this process, and the time each spent from its aio submit
+/// to its completion callback (the librados client, the network and the OSDs; not the await
+/// that follows), summed, for the benchmark's split of a request's time. Process-wide: all
+/// connections count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpTimes {
+    /// Write operations (every `rados_write_op`) completed.
+    pub writes: u64,
+    /// Their submit-to-completion time, summed.
+    pub write_us: u64,
+    /// Read operations (every `rados_read_op`) completed.
+    pub reads: u64,
+    /// Their submit-to-completion time, summed.
+    pub read_us: u64,
+}
+
+impl OpTimes {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &OpTimes) -> OpTimes {
+        OpTimes {
+            writes: self.writes.saturating_sub(earlier.writes),
+            write_us: self.write_us.saturating_sub(earlier.write_us),
+            reads: self.reads.saturating_sub(earlier.reads),
+            read_us: self.read_us.saturating_sub(earlier.read_us),
+        }
+    }
+}
+
+struct OpTimeCounters {
+    writes: AtomicU64,
+    write_us: AtomicU64,
+    reads: AtomicU64,
+    read_us: AtomicU64,
+}
+
+impl OpTimeCounters {
+    fn record(&self, op: &OpHandle, submitted: Instant) {
+        let us = u64::try_from(submitted.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let (count, sum) = match op {
+            OpHandle::Write(_) => (&self.writes, &self.write_us),
+            OpHandle::Read(_) => (&self.reads, &self.read_us),
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        sum.fetch_add(us, Ordering::Relaxed);
+    }
+}
+
+static OP_TIMES: OpTimeCounters = OpTimeCounters {
+    writes: AtomicU64::new(0),
+    write_us: AtomicU64::new(0),
+    reads: AtomicU64::new(0),
+    read_us: AtomicU64::new(0),
+};
+
+/// The process's [`OpTimes`] so far.
+pub fn op_times() -> OpTimes {
+    OpTimes {
+        writes: OP_TIMES.writes.load(Ordering::Relaxed),
+        write_us: OP_TIMES.write_us.load(Ordering::Relaxed),
+        reads: OP_TIMES.reads.load(Ordering::Relaxed),
+        read_us: OP_TIMES.read_us.load(Ordering::Relaxed),
+    }
 }

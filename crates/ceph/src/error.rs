@@ -89,12 +89,13 @@ pub fn from_errno(errno: i32, what: &str, context: &str) -> RadosError {
         libc::EOPNOTSUPP => RadosError::NotSupported(context.to_string()),
         libc::ESHUTDOWN => RadosError::Shutdown,
         // A degraded or unreachable PG blocks an op until `rados_osd_op_timeout`: the client
-        // sees a retryable I/O error saying so, never a hang.
-        libc::ETIMEDOUT => RadosError::Io(format!(
+        // sees a retryable timeout saying so, never a hang.
+        libc::ETIMEDOUT => RadosError::TimedOut(format!(
             "{context}: no answer within the op timeout (rados_osd_op_timeout, \
              CephConfig::op_timeout_s): a placement group may be degraded or an OSD down; retry \
              later"
         )),
+        libc::EAGAIN | libc::EBUSY => RadosError::Busy(format!("{context} (errno {errno})")),
         _ => RadosError::Io(format!("{context} (errno {errno})")),
     }
 }
@@ -123,7 +124,21 @@ mod tests {
             RadosError::InvalidArgument(_)
         ));
         let timeout = from_errno(libc::ETIMEDOUT, "o", "write o");
+        assert!(matches!(timeout, RadosError::TimedOut(_)));
         assert!(timeout.is_retryable());
+        for errno in [libc::EAGAIN, libc::EBUSY] {
+            let busy = from_errno(errno, "o", "write o");
+            assert!(
+                matches!(busy, RadosError::Busy(_)) && busy.is_retryable(),
+                "{busy}"
+            );
+        }
+        for errno in [libc::ENOSPC, libc::EDQUOT] {
+            assert!(matches!(
+                from_errno(errno, "o", "write o"),
+                RadosError::NoSpace(_)
+            ));
+        }
         assert!(timeout.to_string().contains("op timeout"));
         let missing = RadosError::from(CephError::LibraryMissing("not found".into()));
         assert!(missing.to_string().contains("librados2"));

@@ -31,6 +31,10 @@ pub type TimeT = i64;
 /// `rados_callback_t`.
 pub type CallbackT = extern "C" fn(CompletionT, *mut c_void);
 
+/// `LIBRADOS_OPERATION_FULL_TRY`: on a full pool or cluster, fail with ENOSPC (EDQUOT past a
+/// quota) instead of waiting for space.
+pub const OPERATION_FULL_TRY: c_int = 64;
+
 /// `LIBRADOS_CMPXATTR_OP_*`.
 pub mod cmp {
     /// `==`.

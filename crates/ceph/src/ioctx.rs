@@ -12,7 +12,7 @@ use rados::{
 use crate::cluster::ClusterHandle;
 use crate::completion::{finish, start, Completed, OpHandle};
 use crate::error::{from_errno, strerror};
-use crate::ffi::{Api, IoctxT, OmapIterT, TimeT, XattrsIterT};
+use crate::ffi::{self, Api, IoctxT, OmapIterT, TimeT, XattrsIterT};
 use crate::write_op::OnMissing;
 use crate::{listing, omap_key, write_op};
 
@@ -189,7 +189,7 @@ impl CephIoCtx {
             let ioctx = self.handle.raw;
             start(api, self.handle.clone(), handle, slots, |completion| {
                 // SAFETY: the op, ioctx and completion are alive; librados copies the oid; a
-                // NULL mtime means "now".
+                // NULL mtime means "now". FULL_TRY: a full pool answers ENOSPC, not a parked op.
                 unsafe {
                     (api.rados_aio_write_op_operate)(
                         raw,
@@ -197,7 +197,7 @@ impl CephIoCtx {
                         completion,
                         oid.as_ptr(),
                         std::ptr::null_mut(),
-                        0,
+                        ffi::OPERATION_FULL_TRY,
                     )
                 }
             })

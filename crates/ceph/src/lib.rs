@@ -14,7 +14,10 @@
 //! - An object's version comes from its own operation's completion (`rados_aio_get_version`),
 //!   never from the shared ioctx.
 //! - No operation blocks forever: `rados_osd_op_timeout` (and the monitor timeout) are set from
-//!   [`CephConfig::op_timeout_s`]; a timed-out operation is a retryable `RadosError::Io`.
+//!   [`CephConfig::op_timeout_s`]; a timed-out operation is a retryable `RadosError::TimedOut`.
+//! - Writes are sent with `LIBRADOS_OPERATION_FULL_TRY`: on a full pool or cluster the OSD
+//!   answers ENOSPC (`RadosError::NoSpace`) at once instead of the client parking the op until
+//!   space returns (or the op timeout).
 //! - librados is never shut down from its own threads: a completion hands the connection's
 //!   reference back to the awaiting task, or to a thread of its own when the task is gone.
 //! - Every librados errno becomes a `RadosError` in one place (`error::from_errno`).
@@ -53,11 +56,13 @@ mod error;
 mod ffi;
 mod ioctx;
 mod listing;
+pub mod minicluster;
 mod omap_key;
 mod pools;
 mod write_op;
 
 pub use cluster::{CephConfig, MonReply};
+pub use completion::{op_times, OpTimes};
 pub use error::{from_errno, CephError};
 pub use ioctx::CephIoCtx;
 
@@ -224,7 +229,8 @@ impl Rados for CephRados {
             .await?;
         let osd_stat = self.command(json!({"prefix": "osd stat"})).await?;
         let pool_stats = self.command(json!({"prefix": "osd pool stats"})).await?;
-        Ok(pools::parse_stats(&df, &osd_stat, &pool_stats))
+        let osd_dump = self.command(json!({"prefix": "osd dump"})).await?;
+        Ok(pools::parse_stats(&df, &osd_stat, &pool_stats, &osd_dump))
     }
 
     async fn io_ctx(&self, pool: &str) -> Result<Arc<dyn IoCtx>> {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use rados::{ClusterStats, PoolInfo, PoolSpec, PoolStats, RadosError, Result};
+use rados::{ClusterStats, FullLevel, PoolInfo, PoolSpec, PoolStats, RadosError, Result};
 use serde_json::{json, Value};
 
 use crate::error::CephError;
@@ -107,8 +107,68 @@ pub(crate) fn parse_pools(
     Ok(infos)
 }
 
-/// Cluster statistics from `df detail`, `osd stat` and `osd pool stats` (all `-f json`).
-pub(crate) fn parse_stats(df: &Value, osd_stat: &Value, pool_stats: &Value) -> ClusterStats {
+/// The fullest of Ceph's space states among `names` (an OSD's `state` list, a pool's flags).
+fn full_level_of<'a>(names: impl IntoIterator<Item = &'a str>) -> FullLevel {
+    names
+        .into_iter()
+        .map(|name| match name.trim() {
+            // `full_quota`: the pool reached its own quota; writes to it are refused as full.
+            "full" | "full_quota" => FullLevel::Full,
+            "backfillfull" => FullLevel::Backfillfull,
+            "nearfull" => FullLevel::Nearfull,
+            _ => FullLevel::Ok,
+        })
+        .max()
+        .unwrap_or_default()
+}
+
+/// From `osd dump`: the OSDs past `nearfull_ratio` with their level (the monitors set the
+/// `nearfull`/`backfillfull`/`full` states from the OSDs' reports, by the cluster's ratios), in
+/// id order, and each pool's level (its `nearfull`/`backfillfull`/`full`/`full_quota` flags).
+pub(crate) fn parse_full(osd_dump: &Value) -> (Vec<(i32, FullLevel)>, BTreeMap<String, FullLevel>) {
+    let mut osds: Vec<(i32, FullLevel)> = osd_dump
+        .get("osds")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|osd| {
+            let id = i32::try_from(osd.get("osd")?.as_i64()?).ok()?;
+            let states = osd
+                .get("state")?
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str);
+            let level = full_level_of(states);
+            (level > FullLevel::Ok).then_some((id, level))
+        })
+        .collect();
+    osds.sort_unstable();
+    let pools = osd_dump
+        .get("pools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|pool| {
+            let name = pool.get("pool_name")?.as_str()?.to_string();
+            let flags = pool
+                .get("flags_names")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            Some((name, full_level_of(flags.split(','))))
+        })
+        .collect();
+    (osds, pools)
+}
+
+/// Cluster statistics from `df detail`, `osd stat`, `osd pool stats` and `osd dump` (all `-f
+/// json`).
+pub(crate) fn parse_stats(
+    df: &Value,
+    osd_stat: &Value,
+    pool_stats: &Value,
+    osd_dump: &Value,
+) -> ClusterStats {
+    let (full_osds, pool_levels) = parse_full(osd_dump);
     let totals = df.get("stats").cloned().unwrap_or(Value::Null);
     // Pacific nests `osd stat`'s counts under "osdmap" in some outputs.
     let osd_stat = osd_stat.get("osdmap").unwrap_or(osd_stat);
@@ -138,14 +198,12 @@ pub(crate) fn parse_stats(df: &Value, osd_stat: &Value, pool_stats: &Value) -> C
             let stats = pool.get("stats").cloned().unwrap_or(Value::Null);
             PoolStats {
                 degraded_objects: degraded.get(&name).copied().unwrap_or(0),
+                full_level: pool_levels.get(&name).copied().unwrap_or_default(),
                 name,
                 objects: field_u64(&stats, "objects"),
                 stored_bytes: field_u64(&stats, "stored"),
                 allocated_bytes: field_u64(&stats, "bytes_used"),
                 metadata_bytes: field_u64(&stats, "omap_bytes_used"),
-                // Ceph enforces its own full ratios (the OSDs refuse writes with ENOSPC);
-                // its per-pool full flags are not read here yet.
-                ..PoolStats::default()
             }
         })
         .collect();
@@ -160,7 +218,7 @@ pub(crate) fn parse_stats(df: &Value, osd_stat: &Value, pool_stats: &Value) -> C
         osds_in: as_u32("num_in_osds"),
         epoch: field_u64(osd_stat, "epoch"),
         pools,
-        ..ClusterStats::default()
+        full_osds,
     }
 }
 
@@ -302,7 +360,13 @@ mod tests {
                       {"name": "b", "id": 2, "stats": {"stored": 1, "objects": 1, "bytes_used": 3}}]});
         let osd = json!({"epoch": 9, "num_osds": 3, "num_up_osds": 2, "num_in_osds": 3});
         let pool_stats = json!([{"pool_name": "a", "recovery": {"degraded_objects": 2}}]);
-        let stats = parse_stats(&df, &osd, &pool_stats);
+        let dump = json!({"osds": [
+                {"osd": 0, "state": ["exists", "up"]},
+                {"osd": 2, "state": ["exists", "up", "full"]},
+                {"osd": 1, "state": ["exists", "up", "nearfull"]}],
+            "pools": [{"pool_name": "a", "flags_names": "hashpspool,nearfull"},
+                      {"pool_name": "b", "flags_names": "hashpspool,full_quota"}]});
+        let stats = parse_stats(&df, &osd, &pool_stats, &dump);
         assert_eq!(
             (stats.total_bytes, stats.used_bytes, stats.free_bytes),
             (100, 40, 60)
@@ -313,6 +377,18 @@ mod tests {
         );
         assert_eq!(stats.pools[0].degraded_objects, 2);
         assert_eq!(stats.pools[0].metadata_bytes, 3);
+        assert_eq!(
+            stats.full_osds,
+            vec![(1, FullLevel::Nearfull), (2, FullLevel::Full)]
+        );
+        assert_eq!(stats.full_level(), FullLevel::Full);
+        assert_eq!(
+            (stats.pools[0].full_level, stats.pools[1].full_level),
+            (FullLevel::Nearfull, FullLevel::Full)
+        );
+        let empty = parse_stats(&df, &osd, &pool_stats, &json!({}));
+        assert!(empty.full_osds.is_empty());
+        assert_eq!(empty.pools[0].full_level, FullLevel::Ok);
     }
 
     #[test]

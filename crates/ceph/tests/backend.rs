@@ -517,13 +517,13 @@ async fn dropped_operations_release_the_connection_off_librados_threads() {
     let Some(cluster) = common::cluster() else {
         return;
     };
-    let rados = cluster.connect().await;
+    let rados = cluster.connect().await.expect("connect");
     rados
         .pool_create(PoolSpec::new("dropped").with_pg_num(8))
         .await
         .expect("pool");
     for round in 0..4 {
-        let rados = cluster.connect().await;
+        let rados = cluster.connect().await.expect("connect");
         let io = rados.io_ctx("dropped").await.expect("open");
         for index in 0..32 {
             // Polled once (submitted to librados), then dropped before its completion.

@@ -37,14 +37,17 @@ async fn a_stopped_osd_fails_writes_in_time_and_loses_nothing_acknowledged() {
     let Some(cluster) = common::cluster() else {
         return;
     };
-    let rados = cluster.connect_with(OP_TIMEOUT_S).await;
+    let rados = cluster
+        .connect_with(OP_TIMEOUT_S)
+        .await
+        .expect("connect to the minicluster");
     rados
         .pool_create(PoolSpec::new("faults").with_pg_num(8))
         .await
         .expect("pool");
     let io = rados.io_ctx("faults").await.expect("open");
     let started = Instant::now();
-    let osd = cluster.pid("osd.1");
+    let osd = cluster.pid("osd.1").expect("osd.1's pid");
     let _resume = Resume(osd);
     let mut acknowledged = Vec::new();
     let mut failed = 0u32;
@@ -91,7 +94,7 @@ async fn a_stopped_osd_fails_writes_in_time_and_loses_nothing_acknowledged() {
             }
             Err(error) => {
                 assert!(
-                    matches!(error, RadosError::Io(_)) && error.is_retryable(),
+                    matches!(error, RadosError::TimedOut(_)) && error.is_retryable(),
                     "write {index}: {error}"
                 );
                 assert!(error.to_string().contains("op timeout"), "{error}");

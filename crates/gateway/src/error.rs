@@ -246,6 +246,10 @@ impl GatewayError {
                 RadosError::Degraded { .. } | RadosError::Shutdown => {
                     S3ErrorCode::ServiceUnavailable
                 }
+                // No answer within the backend's op timeout (a Ceph PG without enough OSDs),
+                // or the backend asked to come back later: 503 SlowDown, which every AWS SDK
+                // retries with backoff, as radosgw answers a timed-out RADOS op.
+                RadosError::TimedOut(_) | RadosError::Busy(_) => S3ErrorCode::SlowDown,
                 // A full cluster (an OSD at full_ratio): 507, which AWS SDKs do not retry
                 // (botocore retries 500, 502, 503, 504 and throttling codes), as MinIO
                 // answers a full backend; a retried PUT would only fail again until space is
@@ -292,7 +296,7 @@ impl GatewayError {
             | GatewayError::Corrupt(_)
             | GatewayError::UploadCollected(_)
             | GatewayError::SecretKeySealed(_) => match self.code() {
-                S3ErrorCode::ServiceUnavailable => S::SERVICE_UNAVAILABLE,
+                S3ErrorCode::ServiceUnavailable | S3ErrorCode::SlowDown => S::SERVICE_UNAVAILABLE,
                 _ => S::INTERNAL_SERVER_ERROR,
             },
             _ => S::BAD_REQUEST,
@@ -422,5 +426,19 @@ mod tests {
             GatewayError::Rados(RadosError::Shutdown).status(),
             http::StatusCode::SERVICE_UNAVAILABLE
         );
+    }
+
+    #[test]
+    fn timeouts_are_a_retryable_slow_down_and_full_is_507() {
+        for error in [
+            RadosError::TimedOut("write o".into()),
+            RadosError::Busy("write o".into()),
+        ] {
+            let error = GatewayError::Rados(error);
+            assert_eq!(error.code(), S3ErrorCode::SlowDown, "{error}");
+            assert_eq!(error.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        }
+        let full = GatewayError::Rados(RadosError::NoSpace("osd.1".into()));
+        assert_eq!(full.status(), http::StatusCode::INSUFFICIENT_STORAGE);
     }
 }

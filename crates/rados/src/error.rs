@@ -10,6 +10,10 @@ pub mod errno {
     pub const EIO: i32 = 5;
     /// Try again (PG below min_size, OSDs down).
     pub const EAGAIN: i32 = 11;
+    /// Device or resource busy.
+    pub const EBUSY: i32 = 16;
+    /// Timed out.
+    pub const ETIMEDOUT: i32 = 110;
     /// Already exists.
     pub const EEXIST: i32 = 17;
     /// Invalid argument.
@@ -57,6 +61,15 @@ pub enum RadosError {
         /// The pool's min_size.
         min_size: u32,
     },
+    /// No answer within the backend's op timeout (librados' `rados_osd_op_timeout`: a PG that
+    /// lost too many OSDs blocks instead of failing). Nothing is known of whether a write
+    /// applied; retry later (a retried write is whole, so it converges).
+    #[error("timed out: {0}")]
+    TimedOut(String),
+    /// The backend refused the request for now (librados' EAGAIN or EBUSY: a PG peering, a
+    /// resource held). Nothing was applied; retry after a pause.
+    #[error("busy, retry later: {0}")]
+    Busy(String),
     /// A device or store failed and no other replica could serve the request.
     #[error("I/O error: {0}")]
     Io(String),
@@ -86,6 +99,8 @@ impl RadosError {
             RadosError::Exists(_) => errno::EEXIST,
             RadosError::NoSpace(_) => errno::ENOSPC,
             RadosError::Degraded { .. } => errno::EAGAIN,
+            RadosError::TimedOut(_) => errno::ETIMEDOUT,
+            RadosError::Busy(_) => errno::EBUSY,
             RadosError::Io(_) => errno::EIO,
             RadosError::Checksum(_) => errno::EBADMSG,
             RadosError::InvalidArgument(_) => errno::EINVAL,
@@ -95,9 +110,16 @@ impl RadosError {
         }
     }
 
-    /// Whether retrying the same request later may succeed (degraded PGs, transient I/O).
+    /// Whether retrying the same request later may succeed (degraded PGs, timeouts, a busy
+    /// backend, transient I/O).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, RadosError::Degraded { .. } | RadosError::Io(_))
+        matches!(
+            self,
+            RadosError::Degraded { .. }
+                | RadosError::TimedOut(_)
+                | RadosError::Busy(_)
+                | RadosError::Io(_)
+        )
     }
 }
 
@@ -119,6 +141,8 @@ mod tests {
                 available: 1,
                 min_size: 2,
             },
+            RadosError::TimedOut("write o".into()),
+            RadosError::Busy("write o".into()),
             RadosError::Io("eio".into()),
             RadosError::Checksum("o".into()),
             RadosError::InvalidArgument("x".into()),
@@ -131,6 +155,7 @@ mod tests {
         codes.dedup();
         assert_eq!(codes.len(), errors.len());
         assert!(errors[3].is_retryable());
+        assert!(errors[4].is_retryable() && errors[5].is_retryable());
         assert!(!errors[0].is_retryable());
     }
 }

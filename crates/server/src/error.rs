@@ -120,6 +120,8 @@ fn rados_status(error: &RadosError) -> (u16, &'static str) {
         RadosError::CompareFailed(_) => (412, "CompareFailed"),
         RadosError::NoSpace(_) => (507, "NoSpace"),
         RadosError::Degraded { .. } => (503, "Degraded"),
+        RadosError::TimedOut(_) => (503, "TimedOut"),
+        RadosError::Busy(_) => (503, "Busy"),
         RadosError::Shutdown => (503, "Shutdown"),
         RadosError::NotSupported(_) => (501, "NotSupported"),
         RadosError::Checksum(_) => (500, "Checksum"),

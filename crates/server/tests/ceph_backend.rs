@@ -6,64 +6,20 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 
-/// A minicluster, purged when dropped.
-struct MiniCluster {
-    dir: PathBuf,
-}
+use ceph_backend::minicluster::{self, MiniCluster, MiniClusterSpec};
 
-impl Drop for MiniCluster {
-    fn drop(&mut self) {
-        let _ = Command::new(script())
-            .arg("purge")
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ceph-minicluster.sh")
-}
-
-/// Starts the minicluster; `None` when Ceph is missing and STRATA_SKIP_CEPH=1 says to skip.
+/// A fresh minicluster (memstore, 3 OSDs, pools of 3) in `dir`, purged when dropped; `None`
+/// when Ceph is missing and STRATA_SKIP_CEPH=1 says to skip.
 fn start_ceph(dir: &Path) -> Option<MiniCluster> {
-    let installed = Command::new("sh")
-        .args(["-c", "command -v ceph-mon && command -v ceph-osd"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !installed {
-        if std::env::var("STRATA_SKIP_CEPH").as_deref() == Ok("1") {
-            println!("skipping: Ceph is not installed (STRATA_SKIP_CEPH=1)");
-            return None;
-        }
-        panic!("ceph-mon/ceph-osd not found: run scripts/test.sh, or set STRATA_SKIP_CEPH=1");
+    if !minicluster::available_or_skip() {
+        return None;
     }
-    let output = Command::new(script())
-        .arg("start")
-        .arg(dir)
-        .envs([
-            ("STORE", "memstore"),
-            ("OSD_SIZE", "4G"),
-            ("NUM_OSDS", "3"),
-            ("POOL_SIZE", "3"),
-        ])
-        .output()
-        .expect("run scripts/ceph-minicluster.sh");
-    let cluster = MiniCluster {
-        dir: dir.to_path_buf(),
-    };
-    assert!(
-        output.status.success(),
-        "minicluster start failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(cluster)
+    Some(
+        MiniCluster::start(dir, &MiniClusterSpec::default())
+            .unwrap_or_else(|error| panic!("{error}")),
+    )
 }
 
 /// A server on the Ceph cluster of `conf`, sealing S3 secrets with `key` (servers sharing a
@@ -88,7 +44,7 @@ async fn serve_runs_on_ceph() {
     let Some(ceph) = start_ceph(&temp.path().join("ceph")) else {
         return;
     };
-    let conf = ceph.dir.join("ceph.conf");
+    let conf = ceph.conf();
     let first_dir = temp.path().join("first");
     let second_dir = temp.path().join("second");
     let key = gateway::MasterKey::generate();

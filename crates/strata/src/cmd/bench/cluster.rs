@@ -276,7 +276,7 @@ async fn run_all(args: &Args, sizes: &[u64], dir: PathBuf) -> Result<(Vec<Row>, 
 /// Per (system, size, operation), in the order first seen, the row of the median round by
 /// ops/s (of an even count, the lower middle one): a round of a noisy neighbour moves a
 /// median less than a mean.
-fn median_rounds(rounds: &[Vec<Row>]) -> Vec<Row> {
+pub(super) fn median_rounds(rounds: &[Vec<Row>]) -> Vec<Row> {
     let mut medians = Vec::new();
     let mut seen: Vec<(&str, u64, &str)> = Vec::new();
     for row in rounds.iter().flatten() {
@@ -298,7 +298,7 @@ fn median_rounds(rounds: &[Vec<Row>]) -> Vec<Row> {
 
 /// One line per (size, operation) of strata: its ops/s in every round and, where `peer` has
 /// a row of the same round in every round, each round's strata/peer and their median.
-fn round_ratio_notes(rounds: &[Vec<Row>], peer: &str) -> Vec<String> {
+pub(super) fn round_ratio_notes(rounds: &[Vec<Row>], peer: &str) -> Vec<String> {
     let mut notes = Vec::new();
     let Some(first) = rounds.first() else {
         return notes;

@@ -79,6 +79,11 @@ pub struct Args {
     /// both gateways stand on the same OSDs and only the gateways differ).
     #[arg(long, value_enum, default_value = "embedded")]
     pub backend: super::super::serve::BackendKind,
+    /// With `--backend ceph`: rounds of strata then radosgw, alternating on the one cluster;
+    /// the table shows each row's median round, and a note per size and operation lists every
+    /// round and the spread.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: u32,
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -107,7 +112,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     )?;
     args.poll_while_busy = poll_while_busy;
     let steal = load::StealMeter::start();
-    let rows = runtime.block_on(async {
+    let (rows, notes) = runtime.block_on(async {
         tokio::select! {
             rows = run_all(&args, &sizes, temp.path()) => rows,
             _ = tokio::signal::ctrl_c() => bail!("interrupted"),
@@ -122,6 +127,9 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         steal.percent()
     );
     load::print_table(&rows, &[("strata/rgw", RADOSGW)]);
+    for note in &notes {
+        println!("{note}");
+    }
     if let Some(path) = &args.json {
         let settings = serde_json::json!({
             "bench": "s3", "sizes_bytes": sizes, "concurrency": args.concurrency,
@@ -132,12 +140,18 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run_all(args: &Args, sizes: &[u64], dir: &Path) -> Result<Vec<Row>> {
+async fn run_all(args: &Args, sizes: &[u64], dir: &Path) -> Result<(Vec<Row>, Vec<String>)> {
     let gateway_config = gateway::GatewayConfig {
         pool_size: args.replicas,
         ..gateway::GatewayConfig::default()
     };
     let mut rows = Vec::new();
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    if args.rounds > 1 && args.backend != super::super::serve::BackendKind::Ceph {
+        bail!("--rounds alternates strata and radosgw on one Ceph: it needs --backend ceph");
+    }
     if args.backend == super::super::serve::BackendKind::Ceph {
         if let Some(install) = ceph::missing(&["ceph-mon", "ceph-mgr", "ceph-osd", "ceph"]) {
             bail!("--backend ceph needs a Ceph to start: {install} is not installed");
@@ -162,7 +176,7 @@ async fn run_all(args: &Args, sizes: &[u64], dir: &Path) -> Result<Vec<Row>> {
         eprintln!("== radosgw (ceph-minicluster.sh)");
         rows.extend(radosgw(args, sizes, &dir.join("ceph"), gateway_config.pool_pg_num).await?);
     }
-    Ok(rows)
+    Ok((rows, Vec::new()))
 }
 
 async fn strata(
@@ -178,10 +192,19 @@ async fn strata(
     };
     let cluster = Arc::new(Cluster::create(dir, config, options).await?);
     let (server, credentials) = serve_gateway(cluster.clone(), gateway_config).await?;
-    let rows = drive("strata", args, sizes, server.local_addr, credentials).await;
+    let rows = drive(
+        "strata",
+        args,
+        sizes,
+        server.local_addr,
+        credentials,
+        BUCKET,
+        None,
+    )
+    .await;
     server.shutdown().await;
     super::cluster::shutdown(cluster, dir).await?;
-    rows
+    rows.map(|(rows, _)| rows)
 }
 
 /// strata's gateway on `rados` (loopback, a free port) and its benchmark user's keys.
@@ -208,15 +231,17 @@ async fn serve_gateway(
     Ok((server, credentials))
 }
 
-/// strata's gateway on a Ceph cluster through librados, then radosgw on the same cluster and
-/// replica count (unless --no-radosgw).
+/// strata's gateway on a Ceph cluster through librados and radosgw on the same cluster and
+/// replica count (unless --no-radosgw), in --rounds alternating rounds (a bucket per round
+/// and system), with each phase's time split (see [`Split`]).
 async fn on_ceph(
     args: &Args,
     sizes: &[u64],
     dir: &Path,
     gateway_config: &gateway::GatewayConfig,
-) -> Result<Vec<Row>> {
+) -> Result<(Vec<Row>, Vec<String>)> {
     let (cluster, port) = start_ceph(args, dir, gateway_config.pool_pg_num).await?;
+    let cluster = Arc::new(cluster);
     let rados = ceph_backend::CephRados::connect(ceph_backend::CephConfig {
         conf_path: Some(cluster.conf.clone()),
         ..ceph_backend::CephConfig::default()
@@ -224,16 +249,150 @@ async fn on_ceph(
     .await
     .context("connecting to the minicluster through librados")?;
     let (server, credentials) = serve_gateway(Arc::new(rados), gateway_config).await?;
-    let mut rows = drive("strata", args, sizes, server.local_addr, credentials).await?;
+    let mut rounds: Vec<Vec<Row>> = Vec::new();
+    let mut splits = Vec::new();
+    for round in 0..args.rounds {
+        if args.rounds > 1 {
+            eprintln!("== round {} of {}", round + 1, args.rounds);
+        }
+        let bucket = format!("{BUCKET}-{round}");
+        let probe = Probe {
+            cluster: Arc::clone(&cluster),
+            osds: args.replicas,
+        };
+        let (mut rows, split) = drive(
+            "strata",
+            args,
+            sizes,
+            server.local_addr,
+            credentials.clone(),
+            &bucket,
+            Some(&probe),
+        )
+        .await?;
+        splits.extend(split);
+        if !args.no_radosgw {
+            let (theirs, split) = drive(
+                RADOSGW,
+                args,
+                sizes,
+                ([127, 0, 0, 1], port).into(),
+                radosgw_credentials(),
+                &bucket,
+                Some(&probe),
+            )
+            .await?;
+            rows.extend(theirs);
+            splits.extend(split);
+        }
+        rounds.push(rows);
+    }
     server.shutdown().await;
     if args.no_radosgw {
         eprintln!("== radosgw: skipped (--no-radosgw)");
-    } else {
-        rows.extend(drive_radosgw(args, sizes, port).await?);
     }
     cluster.print_pools();
     tokio::task::spawn_blocking(move || drop(cluster)).await?;
-    Ok(rows)
+    let mut notes = Vec::new();
+    if args.rounds > 1 {
+        notes.push(format!(
+            "{} alternating rounds (strata, radosgw, strata, ...): each row above is its median round",
+            args.rounds
+        ));
+        notes.extend(super::cluster::round_ratio_notes(&rounds, RADOSGW));
+    }
+    notes.push(
+        "time per request (each phase's means; librados: aio submit to completion, summed over \
+         a request's RADOS ops; OSD: the primaries' op_latency from `ceph daemon osd.N perf \
+         dump`, per client op):"
+            .into(),
+    );
+    notes.extend(splits);
+    Ok((super::cluster::median_rounds(&rounds), notes))
+}
+
+/// What a phase's time split reads from: the cluster's OSDs (perf counters through their
+/// admin sockets) and this process's librados counters.
+struct Probe {
+    cluster: Arc<CephCluster>,
+    osds: u32,
+}
+
+/// The counters a split compares before and after a phase.
+struct Snapshot {
+    librados: ceph_backend::OpTimes,
+    /// Client ops at the primaries and their summed `op_latency`, seconds.
+    osd_ops: u64,
+    osd_latency_s: f64,
+    osd_writes: u64,
+    osd_reads: u64,
+}
+
+impl Probe {
+    async fn snapshot(&self) -> Result<Snapshot> {
+        let cluster = Arc::clone(&self.cluster);
+        let osds = self.osds;
+        let librados = ceph_backend::op_times();
+        tokio::task::spawn_blocking(move || -> Result<Snapshot> {
+            let mut snapshot = Snapshot {
+                librados,
+                osd_ops: 0,
+                osd_latency_s: 0.0,
+                osd_writes: 0,
+                osd_reads: 0,
+            };
+            for osd in 0..osds {
+                let name = format!("osd.{osd}");
+                let dump: serde_json::Value =
+                    serde_json::from_str(&cluster.ceph(&["daemon", &name, "perf", "dump"])?)
+                        .with_context(|| format!("{name} perf dump"))?;
+                let counters = &dump["osd"];
+                let count = |field: &str| counters[field].as_u64().unwrap_or(0);
+                snapshot.osd_ops += count("op");
+                snapshot.osd_writes += count("op_w") + count("op_rw");
+                snapshot.osd_reads += count("op_r");
+                snapshot.osd_latency_s += counters["op_latency"]["sum"].as_f64().unwrap_or(0.0);
+            }
+            Ok(snapshot)
+        })
+        .await?
+    }
+}
+
+/// One phase's time per request: at the client, in librados (strata only), in the OSDs.
+fn split(label: &str, row: &Row, before: &Snapshot, after: &Snapshot, librados: bool) -> String {
+    let requests = row.ops.max(1) as f64;
+    let osd_ops = after.osd_ops.saturating_sub(before.osd_ops);
+    let osd_ms = (after.osd_latency_s - before.osd_latency_s) * 1000.0;
+    let mut line = format!(
+        "  {label}: {:.2} ms at the client; OSDs: {:.2} client ops per request ({:.2} writes, {:.2} reads), {:.2} ms each, {:.2} ms per request",
+        row.latency_ms_mean,
+        osd_ops as f64 / requests,
+        after.osd_writes.saturating_sub(before.osd_writes) as f64 / requests,
+        after.osd_reads.saturating_sub(before.osd_reads) as f64 / requests,
+        if osd_ops > 0 { osd_ms / osd_ops as f64 } else { 0.0 },
+        osd_ms / requests,
+    );
+    if librados {
+        let ops = after.librados.since(&before.librados);
+        let librados_ms = (ops.write_us + ops.read_us) as f64 / 1000.0 / requests;
+        line.push_str(&format!(
+            "; librados: {:.2} ops per request ({:.2} writes, {:.2} reads), {librados_ms:.2} ms per request; the gateway's own: {:.2} ms",
+            (ops.writes + ops.reads) as f64 / requests,
+            ops.writes as f64 / requests,
+            ops.reads as f64 / requests,
+            row.latency_ms_mean - librados_ms,
+        ));
+    }
+    line
+}
+
+fn radosgw_credentials() -> Credentials {
+    Credentials {
+        access_key: RADOSGW_ACCESS_KEY.into(),
+        secret_key: RADOSGW_SECRET_KEY.into(),
+        region: "us-east-1".into(),
+    }
 }
 
 /// Starts the minicluster of --replicas OSDs with radosgw and its benchmark user.
@@ -269,13 +428,18 @@ async fn start_ceph(args: &Args, dir: &Path, pg_num: u32) -> Result<(CephCluster
 
 /// radosgw's rows, on the port `start_ceph` gave.
 async fn drive_radosgw(args: &Args, sizes: &[u64], port: u16) -> Result<Vec<Row>> {
-    let credentials = Credentials {
-        access_key: RADOSGW_ACCESS_KEY.into(),
-        secret_key: RADOSGW_SECRET_KEY.into(),
-        region: "us-east-1".into(),
-    };
     let address: SocketAddr = ([127, 0, 0, 1], port).into();
-    drive(RADOSGW, args, sizes, address, credentials).await
+    let (rows, _) = drive(
+        RADOSGW,
+        args,
+        sizes,
+        address,
+        radosgw_credentials(),
+        BUCKET,
+        None,
+    )
+    .await?;
+    Ok(rows)
 }
 
 async fn radosgw(args: &Args, sizes: &[u64], dir: &Path, pg_num: u32) -> Result<Vec<Row>> {
@@ -287,15 +451,19 @@ async fn radosgw(args: &Args, sizes: &[u64], dir: &Path, pg_num: u32) -> Result<
     rows
 }
 
-/// Connects C clients to `address`, creates the bucket, warms up, and runs the PUT and GET
-/// phases of every size.
+/// Connects C clients to `address`, creates `bucket`, warms up, and runs the PUT and GET
+/// phases of every size; with a probe, also each phase's time split.
 async fn drive(
     system: &str,
     args: &Args,
     sizes: &[u64],
     address: SocketAddr,
     credentials: Credentials,
-) -> Result<Vec<Row>> {
+    bucket: &str,
+    probe: Option<&Probe>,
+) -> Result<(Vec<Row>, Vec<String>)> {
+    let bucket_name: Arc<str> = Arc::from(bucket);
+    let mut splits = Vec::new();
     let credentials = Arc::new(credentials);
     let mut connections = Vec::with_capacity(args.concurrency);
     for _ in 0..args.concurrency {
@@ -306,12 +474,12 @@ async fn drive(
     let connections = Arc::new(connections);
     {
         let mut first = connections[0].lock().await;
-        first.create_bucket(BUCKET).await?;
+        first.create_bucket(bucket).await?;
         let warm = Bytes::from_static(b"warm-up");
         first
-            .put(BUCKET, "warm-up", warm.clone(), &sha256_hex(&warm))
+            .put(bucket, "warm-up", warm.clone(), &sha256_hex(&warm))
             .await?;
-        first.get(BUCKET, "warm-up").await?;
+        first.get(bucket, "warm-up").await?;
     }
     let limit = Limit {
         duration_s: args.seconds,
@@ -327,6 +495,11 @@ async fn drive(
         let payload_sha256 = Arc::new(sha256_hex(&payload));
         let payload = Bytes::from(payload);
         let writers = Arc::clone(&connections);
+        let put_bucket = Arc::clone(&bucket_name);
+        let before = match probe {
+            Some(probe) => Some(probe.snapshot().await?),
+            None => None,
+        };
         let put = load::run_phase(
             &format!("{system} {label} PUT"),
             args.concurrency,
@@ -335,23 +508,34 @@ async fn drive(
                 let connections = Arc::clone(&writers);
                 let body = payload.clone();
                 let hash = Arc::clone(&payload_sha256);
+                let bucket = Arc::clone(&put_bucket);
                 async move {
                     let mut connection = connections[worker].lock().await;
                     connection
-                        .put(BUCKET, &key(size_bytes, number), body, &hash)
+                        .put(&bucket, &key(size_bytes, number), body, &hash)
                         .await
                 }
             },
         )
         .await?
         .row(system, size_bytes, "PUT");
+        if let (Some(probe), Some(before)) = (probe, &before) {
+            let after = probe.snapshot().await?;
+            let label = format!("{system} {label} PUT");
+            splits.push(split(&label, &put, before, &after, system == "strata"));
+        }
         let written = put.ops;
         rows.push(put);
         if written == 0 {
             bail!("{system} stored no {label} object in {} s", args.seconds);
         }
         let readers = Arc::clone(&connections);
+        let get_bucket = Arc::clone(&bucket_name);
         let seed = args.seed;
+        let before = match probe {
+            Some(probe) => Some(probe.snapshot().await?),
+            None => None,
+        };
         let get = load::run_phase(
             &format!("{system} {label} GET"),
             args.concurrency,
@@ -361,9 +545,10 @@ async fn drive(
                 let object =
                     rand::rngs::StdRng::seed_from_u64(seed ^ (worker as u64) << 48 ^ number)
                         .gen_range(0..written);
+                let bucket = Arc::clone(&get_bucket);
                 async move {
                     let mut connection = connections[worker].lock().await;
-                    let body = connection.get(BUCKET, &key(size_bytes, object)).await?;
+                    let body = connection.get(&bucket, &key(size_bytes, object)).await?;
                     if body.len() as u64 != size_bytes {
                         bail!(
                             "GET returned {} bytes of a {size_bytes}-byte object",
@@ -376,9 +561,14 @@ async fn drive(
         )
         .await?
         .row(system, size_bytes, "GET");
+        if let (Some(probe), Some(before)) = (probe, &before) {
+            let after = probe.snapshot().await?;
+            let label = format!("{system} {label} GET");
+            splits.push(split(&label, &get, before, &after, system == "strata"));
+        }
         rows.push(get);
     }
-    Ok(rows)
+    Ok((rows, splits))
 }
 
 fn key(size_bytes: u64, number: u64) -> String {
