@@ -43,14 +43,14 @@ async fn setup() -> Option<(&'static common::MiniCluster, Volumes)> {
     }
     let cluster = common::cluster()?;
     static POOL_MADE: OnceCell<()> = OnceCell::const_new();
-    let rados = Arc::new(cluster.connect().await);
+    let rados = Arc::new(cluster.connect().await.expect("connect to the minicluster"));
     POOL_MADE
         .get_or_init(|| async {
             let mut spec = PoolSpec::new(POOL);
             spec.size = 1;
             spec.min_size = Some(1);
             rados.pool_create(spec).await.expect("create the pool");
-            rbd(&cluster.conf, &["pool", "init", POOL]);
+            rbd(&cluster.conf(), &["pool", "init", POOL]);
         })
         .await;
     let io_ctx = rados.io_ctx(POOL).await.expect("io_ctx");
@@ -116,13 +116,13 @@ async fn rbd_lists_describes_and_exports_what_strata_writes() {
     }
     volume.close().await.expect("close");
 
-    let listed = rbd(&cluster.conf, &["ls", POOL]);
+    let listed = rbd(&cluster.conf(), &["ls", POOL]);
     assert!(
         listed.lines().any(|line| line == "from-strata"),
         "rbd ls: {listed}"
     );
     let info = rbd(
-        &cluster.conf,
+        &cluster.conf(),
         &["info", "--format", "json", &format!("{POOL}/from-strata")],
     );
     assert!(
@@ -142,7 +142,7 @@ async fn rbd_lists_describes_and_exports_what_strata_writes() {
         "rbd info: {info}"
     );
     assert!(
-        rbd_export(&cluster.conf, "from-strata") == model,
+        rbd_export(&cluster.conf(), "from-strata") == model,
         "rbd export differs from what strata wrote"
     );
 }
@@ -158,7 +158,7 @@ async fn strata_reads_what_rbd_import_and_rbd_bench_write() {
     let file = tempfile::NamedTempFile::new().expect("tempfile");
     std::fs::write(file.path(), &image).expect("write the image file");
     rbd(
-        &cluster.conf,
+        &cluster.conf(),
         &[
             "import",
             "--no-progress",
@@ -180,7 +180,7 @@ async fn strata_reads_what_rbd_import_and_rbd_bench_write() {
 
     // rbd create + rbd bench --io-type write, then strata's read against rbd export.
     rbd(
-        &cluster.conf,
+        &cluster.conf(),
         &[
             "create",
             "--size",
@@ -191,7 +191,7 @@ async fn strata_reads_what_rbd_import_and_rbd_bench_write() {
         ],
     );
     rbd(
-        &cluster.conf,
+        &cluster.conf(),
         &[
             "bench",
             "--io-type",
@@ -207,7 +207,7 @@ async fn strata_reads_what_rbd_import_and_rbd_bench_write() {
             &format!("{POOL}/benched"),
         ],
     );
-    let exported = rbd_export(&cluster.conf, "benched");
+    let exported = rbd_export(&cluster.conf(), "benched");
     let read = read_all(&volumes, "benched").await;
     assert!(
         exported.iter().any(|&byte| byte != 0),
@@ -223,7 +223,7 @@ async fn strata_reads_what_rbd_import_and_rbd_bench_write() {
     let data = pattern(11, 8192);
     volume.write_at(12 << 20, &data).await.expect("write");
     volume.close().await.expect("close");
-    let exported = rbd_export(&cluster.conf, "benched");
+    let exported = rbd_export(&cluster.conf(), "benched");
     assert!(
         exported[(12 << 20)..(12 << 20) + 8192] == data[..],
         "rbd export sees strata's write"
@@ -231,7 +231,7 @@ async fn strata_reads_what_rbd_import_and_rbd_bench_write() {
 
     // An image with rbd's default features is refused, naming them.
     rbd(
-        &cluster.conf,
+        &cluster.conf(),
         &["create", "--size", "4M", &format!("{POOL}/full-featured")],
     );
     let error = volumes
@@ -243,7 +243,7 @@ async fn strata_reads_what_rbd_import_and_rbd_bench_write() {
 
     // strata removes an image rbd made; rbd no longer lists it.
     volumes.remove("imported").await.expect("remove");
-    let listed = rbd(&cluster.conf, &["ls", POOL]);
+    let listed = rbd(&cluster.conf(), &["ls", POOL]);
     assert!(
         !listed.lines().any(|line| line == "imported"),
         "rbd ls after remove: {listed}"
