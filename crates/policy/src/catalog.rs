@@ -4,7 +4,7 @@
 
 use crate::admission::{AdmitAll, BloomAdmission, Filtered, Probabilistic, SecondHit, TinyLfu};
 use crate::ceph::{CephTier, CephTierConfig, TemperatureEviction};
-use crate::eviction::{Arc, Belady, Eviction, Fifo, Lru, S3Fifo, Sieve, TwoQ, WTinyLfu};
+use crate::eviction::{Arc, Belady, Eviction, Fifo, Lirs, Lru, S3Fifo, Sieve, TwoQ, WTinyLfu};
 use crate::hottable::{HotTable, HotTableConfig, Period};
 use crate::strata::{Strata, StrataConfig};
 use crate::{Cache, PolicyError};
@@ -18,6 +18,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "s3fifo",
     "wtinylfu",
     "sieve",
+    "lirs",
     "belady",
     "ceph",
     "ceph-seed003",
@@ -441,6 +442,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
             spec,
         ),
         "sieve" => with_admission(Sieve::new(capacity, keys), admission, spec),
+        "lirs" => with_admission(Lirs::new(capacity, keys), admission, spec),
         "belady" => with_admission(Belady::new(capacity, keys), admission, spec),
         "ceph" | "ceph-seed003" | "ceph-corrected" | "ceph-fast" => {
             let mut config = spec

@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "lru,fifo,sieve,arc,2q,s3fifo,wtinylfu,belady,ceph,hottable,strata"
+        default_value = "lru,fifo,sieve,arc,2q,s3fifo,wtinylfu,lirs,belady,ceph,hottable,strata"
     )]
     pub policy: Vec<String>,
     /// Cache size.
