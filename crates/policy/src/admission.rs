@@ -14,6 +14,8 @@ pub trait Admission {
     fn admit(&mut self, request: &Request, victim: Option<Key>) -> bool;
     /// Display name.
     fn name(&self) -> String;
+    /// The writes allowed so far, for a filter that keeps a write budget ([`Budget`]).
+    fn allow_writes(&mut self, _writes: f64) {}
 }
 
 /// Admits every miss (the classic cache).
@@ -200,6 +202,46 @@ impl Admission for TinyLfu {
     }
 }
 
+/// The flash-write budget as an admission filter, composable with any eviction: admits a miss
+/// on its second miss within a window (as [`SecondHit`]; one-time objects are never written)
+/// and only while the admissions so far stay below the allowance its owner sets
+/// ([`Admission::allow_writes`]: the miniature-simulation selector sets `budget` x admit-all
+/// LRU's estimated writes). Without an owner the allowance is unlimited.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    second_hit: SecondHit,
+    writes: u64,
+    allowance: f64,
+}
+
+impl Budget {
+    /// A budget remembering first misses for `window_requests` requests (> 0).
+    pub fn new(window_requests: u64) -> Self {
+        Budget {
+            second_hit: SecondHit::new(window_requests),
+            writes: 0,
+            allowance: f64::INFINITY,
+        }
+    }
+}
+
+impl Admission for Budget {
+    fn record(&mut self, request: &Request) {
+        self.second_hit.record(request);
+    }
+    fn admit(&mut self, request: &Request, victim: Option<Key>) -> bool {
+        let admit = self.second_hit.admit(request, victim) && (self.writes as f64) < self.allowance;
+        self.writes += u64::from(admit);
+        admit
+    }
+    fn name(&self) -> String {
+        "+budget".into()
+    }
+    fn allow_writes(&mut self, writes: f64) {
+        self.allowance = writes;
+    }
+}
+
 /// Any eviction with any admission filter: a complete [`Cache`].
 #[derive(Clone, Debug)]
 pub struct Filtered<E, A> {
@@ -246,5 +288,8 @@ impl<E: Eviction, A: Admission> Cache for Filtered<E, A> {
     }
     fn name(&self) -> String {
         format!("{}{}", self.eviction.name(), self.admission.name())
+    }
+    fn allow_writes(&mut self, writes: f64) {
+        self.admission.allow_writes(writes);
     }
 }
