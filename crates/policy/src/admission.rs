@@ -14,8 +14,9 @@ pub trait Admission {
     fn admit(&mut self, request: &Request, victim: Option<Key>) -> bool;
     /// Display name.
     fn name(&self) -> String;
-    /// The writes allowed so far, for a filter that keeps a write budget ([`Budget`]).
-    fn allow_writes(&mut self, _writes: f64) {}
+    /// The writes still allowed from now on, for a filter that keeps a write budget
+    /// ([`Budget`]).
+    fn allow_writes(&mut self, _remaining: f64) {}
 }
 
 /// Admits every miss (the classic cache).
@@ -204,13 +205,13 @@ impl Admission for TinyLfu {
 
 /// The flash-write budget as an admission filter, composable with any eviction: admits a miss
 /// on its second miss within a window (as [`SecondHit`]; one-time objects are never written)
-/// and only while the admissions so far stay below the allowance its owner sets
-/// ([`Admission::allow_writes`]: the miniature-simulation selector sets `budget` x admit-all
-/// LRU's estimated writes). Without an owner the allowance is unlimited.
+/// and only while its owner allows at least one more write ([`Admission::allow_writes`]: the
+/// miniature-simulation selector allows `budget` x admit-all LRU's estimated writes less those
+/// made). Without an owner the allowance is unlimited.
 #[derive(Clone, Debug)]
 pub struct Budget {
     second_hit: SecondHit,
-    writes: u64,
+    /// Writes still allowed.
     allowance: f64,
 }
 
@@ -219,7 +220,6 @@ impl Budget {
     pub fn new(window_requests: u64) -> Self {
         Budget {
             second_hit: SecondHit::new(window_requests),
-            writes: 0,
             allowance: f64::INFINITY,
         }
     }
@@ -230,15 +230,17 @@ impl Admission for Budget {
         self.second_hit.record(request);
     }
     fn admit(&mut self, request: &Request, victim: Option<Key>) -> bool {
-        let admit = self.second_hit.admit(request, victim) && (self.writes as f64) < self.allowance;
-        self.writes += u64::from(admit);
+        let admit = self.second_hit.admit(request, victim) && self.allowance >= 1.0;
+        if admit {
+            self.allowance -= 1.0;
+        }
         admit
     }
     fn name(&self) -> String {
         "+budget".into()
     }
-    fn allow_writes(&mut self, writes: f64) {
-        self.allowance = writes;
+    fn allow_writes(&mut self, remaining: f64) {
+        self.allowance = remaining;
     }
 }
 
@@ -261,7 +263,7 @@ impl<E: Eviction, A: Admission> Filtered<E, A> {
     }
 }
 
-impl<E: Eviction, A: Admission> Cache for Filtered<E, A> {
+impl<E: Eviction + Clone + 'static, A: Admission + Clone + 'static> Cache for Filtered<E, A> {
     #[inline]
     fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
         self.admission.record(request);
@@ -289,7 +291,13 @@ impl<E: Eviction, A: Admission> Cache for Filtered<E, A> {
     fn name(&self) -> String {
         format!("{}{}", self.eviction.name(), self.admission.name())
     }
-    fn allow_writes(&mut self, writes: f64) {
-        self.admission.allow_writes(writes);
+    fn allow_writes(&mut self, remaining: f64) {
+        self.admission.allow_writes(remaining);
+    }
+    fn invalidate(&mut self, key: Key) -> bool {
+        self.eviction.remove(key)
+    }
+    fn clone_box(&self) -> Option<Box<dyn Cache>> {
+        Some(Box::new(self.clone()))
     }
 }

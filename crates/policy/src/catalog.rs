@@ -80,7 +80,7 @@ impl PolicySpec {
     }
 }
 
-fn with_admission<E: Eviction + 'static>(
+fn with_admission<E: Eviction + Clone + 'static>(
     eviction: E,
     admission: Option<&str>,
     spec: &PolicySpec,
@@ -259,6 +259,7 @@ const MINI_KNOBS: &[(&str, Accepts)] = &[
     ("margin", Accepts::Real(0.0, 1.0)),
     ("budget", Accepts::Real(0.0, f64::INFINITY)),
     ("seed", Accepts::Whole(0.0, 1e15)),
+    ("set", Accepts::Whole(1.0, 1023.0)),
 ];
 
 /// `mini` takes its knobs after a colon, as `strata` does.
@@ -287,6 +288,15 @@ fn mini_config(spec: &PolicySpec, knobs: Option<&str>) -> Result<MiniatureConfig
             "decay" => config.decay = number,
             "margin" => config.margin = number,
             "budget" => config.budget = number,
+            "set" => {
+                // A bit set over the default candidates (bit 0: the first).
+                config.candidates = crate::miniature::DEFAULT_CANDIDATES
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| (number as u64) & (1 << i) != 0)
+                    .map(|(_, name)| name.to_string())
+                    .collect();
+            }
             _ => config.seed = number as u64,
         }
     }

@@ -148,10 +148,22 @@ pub trait Cache {
     fn hand_over(&mut self, request: &Request, effects: &mut Effects) {
         self.on_request(request, effects);
     }
-    /// The cache writes (flash admissions) allowed so far, set by an owner that keeps a write
-    /// budget for this policy ([`admission::Budget`], the miniature-simulation selector);
-    /// ignored by policies without a budgeted admission.
-    fn allow_writes(&mut self, _writes: f64) {}
+    /// The cache writes (flash admissions and promotions) still allowed from now on, set
+    /// before each request by an owner that keeps a write budget for this policy (the
+    /// miniature-simulation selector); ignored by policies without a budgeted admission
+    /// ([`admission::Budget`], `strata`).
+    fn allow_writes(&mut self, _remaining: f64) {}
+    /// Drops `key` without a write-back decision (the caller knows the object is not where the
+    /// policy thinks: a copied policy claims an object the executor never held); returns
+    /// whether it was cached. By default the policy cannot and returns false.
+    fn invalidate(&mut self, _key: Key) -> bool {
+        false
+    }
+    /// A copy of the policy with all its state, for policies that can be copied (the
+    /// miniature-simulation selector adopts a full-scale miniature this way).
+    fn clone_box(&self) -> Option<Box<dyn Cache>> {
+        None
+    }
 }
 
 /// Errors of this crate: bad names or parameters.

@@ -47,7 +47,10 @@ fn build_named(name: &str, capacity: usize) -> Box<dyn Cache> {
 fn follows_the_best_candidate_through_a_change_of_workload() {
     let capacity = 1_000;
     let keys = phases(capacity);
-    let mut mini = Miniature::new(MiniatureConfig::new(capacity), 4_096).expect("builds");
+    // Windows of 2 x capacity sampled requests: the loop phase spans 18 of them.
+    let mut config = MiniatureConfig::new(capacity);
+    config.window = 2.0;
+    let mut mini = Miniature::new(config, 4_096).expect("builds");
     let (mini_misses, _) = run(&mut mini, &keys);
     let best = DEFAULT_CANDIDATES
         .iter()

@@ -600,8 +600,14 @@ impl Cache for Strata {
     fn capacity(&self) -> usize {
         self.config.capacity
     }
-    fn allow_writes(&mut self, writes: f64) {
-        self.write_allowance = writes;
+    fn allow_writes(&mut self, remaining: f64) {
+        self.write_allowance = self.writes as f64 + remaining;
+    }
+    fn invalidate(&mut self, key: Key) -> bool {
+        self.contains(key) && self.lists.remove(key).is_some()
+    }
+    fn clone_box(&self) -> Option<Box<dyn Cache>> {
+        Some(Box::new(self.clone()))
     }
     fn contains(&self, key: Key) -> bool {
         matches!(
