@@ -107,7 +107,7 @@ fn the_budget_bounds_the_writes_of_every_candidate() {
     let keys: Vec<Key> = (0..60_000u64)
         .map(|i| {
             let x = mix64(i);
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 (x % 200) as Key
             } else {
                 (200 + x % 3_000) as Key
