@@ -14,6 +14,9 @@ pub trait Admission {
     fn admit(&mut self, request: &Request, victim: Option<Key>) -> bool;
     /// Display name.
     fn name(&self) -> String;
+    /// The writes still allowed from now on, for a filter that keeps a write budget
+    /// ([`Budget`]).
+    fn allow_writes(&mut self, _remaining: f64) {}
 }
 
 /// Admits every miss (the classic cache).
@@ -200,6 +203,47 @@ impl Admission for TinyLfu {
     }
 }
 
+/// The flash-write budget as an admission filter, composable with any eviction: admits a miss
+/// on its second miss within a window (as [`SecondHit`]; one-time objects are never written)
+/// and only while its owner allows at least one more write ([`Admission::allow_writes`]: the
+/// miniature-simulation selector allows `budget` x admit-all LRU's estimated writes less those
+/// made). Without an owner the allowance is unlimited.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    second_hit: SecondHit,
+    /// Writes still allowed.
+    allowance: f64,
+}
+
+impl Budget {
+    /// A budget remembering first misses for `window_requests` requests (> 0).
+    pub fn new(window_requests: u64) -> Self {
+        Budget {
+            second_hit: SecondHit::new(window_requests),
+            allowance: f64::INFINITY,
+        }
+    }
+}
+
+impl Admission for Budget {
+    fn record(&mut self, request: &Request) {
+        self.second_hit.record(request);
+    }
+    fn admit(&mut self, request: &Request, victim: Option<Key>) -> bool {
+        let admit = self.second_hit.admit(request, victim) && self.allowance >= 1.0;
+        if admit {
+            self.allowance -= 1.0;
+        }
+        admit
+    }
+    fn name(&self) -> String {
+        "+budget".into()
+    }
+    fn allow_writes(&mut self, remaining: f64) {
+        self.allowance = remaining;
+    }
+}
+
 /// Any eviction with any admission filter: a complete [`Cache`].
 #[derive(Clone, Debug)]
 pub struct Filtered<E, A> {
@@ -219,7 +263,7 @@ impl<E: Eviction, A: Admission> Filtered<E, A> {
     }
 }
 
-impl<E: Eviction, A: Admission> Cache for Filtered<E, A> {
+impl<E: Eviction + Clone + 'static, A: Admission + Clone + 'static> Cache for Filtered<E, A> {
     #[inline]
     fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
         self.admission.record(request);
@@ -246,5 +290,14 @@ impl<E: Eviction, A: Admission> Cache for Filtered<E, A> {
     }
     fn name(&self) -> String {
         format!("{}{}", self.eviction.name(), self.admission.name())
+    }
+    fn allow_writes(&mut self, remaining: f64) {
+        self.admission.allow_writes(remaining);
+    }
+    fn invalidate(&mut self, key: Key) -> bool {
+        self.eviction.remove(key)
+    }
+    fn clone_box(&self) -> Option<Box<dyn Cache>> {
+        Some(Box::new(self.clone()))
     }
 }

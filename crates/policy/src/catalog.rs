@@ -1,11 +1,15 @@
 //! Builds any policy from its command-line name: `NAME[+ADMISSION]`, where NAME is one of
 //! [`POLICY_NAMES`] and ADMISSION (for the eviction policies) one of `second-hit`, `bloom`,
-//! `prob<P>` (e.g. `prob0.25`) or `tinylfu`.
+//! `prob<P>` (e.g. `prob0.25`), `tinylfu` or `budget` (second hit within a write allowance set
+//! by an owner: the miniature-simulation selector).
 
-use crate::admission::{AdmitAll, BloomAdmission, Filtered, Probabilistic, SecondHit, TinyLfu};
+use crate::admission::{
+    AdmitAll, BloomAdmission, Budget, Filtered, Probabilistic, SecondHit, TinyLfu,
+};
 use crate::ceph::{CephTier, CephTierConfig, TemperatureEviction};
-use crate::eviction::{Arc, Belady, Eviction, Fifo, Lru, S3Fifo, Sieve, TwoQ, WTinyLfu};
+use crate::eviction::{Arc, Belady, Eviction, Fifo, Lirs, Lru, S3Fifo, Sieve, TwoQ, WTinyLfu};
 use crate::hottable::{HotTable, HotTableConfig, Period};
+use crate::miniature::{Miniature, MiniatureConfig};
 use crate::strata::{Strata, StrataConfig};
 use crate::{Cache, PolicyError};
 
@@ -18,6 +22,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "s3fifo",
     "wtinylfu",
     "sieve",
+    "lirs",
     "belady",
     "ceph",
     "ceph-seed003",
@@ -25,6 +30,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "ceph-fast",
     "hottable",
     "strata",
+    "mini",
 ];
 
 /// Largest capacity [`build`] accepts: keys are 32-bit, so a larger cache could never fill.
@@ -74,7 +80,7 @@ impl PolicySpec {
     }
 }
 
-fn with_admission<E: Eviction + 'static>(
+fn with_admission<E: Eviction + Clone + 'static>(
     eviction: E,
     admission: Option<&str>,
     spec: &PolicySpec,
@@ -89,6 +95,7 @@ fn with_admission<E: Eviction + 'static>(
             eviction,
             BloomAdmission::new(2 * capacity, 0.01, spec.key_space),
         )),
+        Some("budget") => Box::new(Filtered::new(eviction, Budget::new(4 * capacity as u64))),
         Some("tinylfu") => Box::new(Filtered::new(
             eviction,
             TinyLfu::new(capacity, spec.key_space),
@@ -101,8 +108,8 @@ fn with_admission<E: Eviction + 'static>(
                 return Err(PolicyError::InvalidParameter {
                     name: "admission",
                     reason: format!(
-                        "`{other}`: expected second-hit, bloom, tinylfu or prob<P> with P in \
-                         [0, 1] (e.g. prob0.25)"
+                        "`{other}`: expected second-hit, bloom, tinylfu, budget or prob<P> with P \
+                         in [0, 1] (e.g. prob0.25)"
                     ),
                 })
             }
@@ -236,6 +243,61 @@ fn strata_config(spec: &PolicySpec) -> Result<StrataConfig, PolicyError> {
                 name: "strata",
                 reason: format!("knob `{key}` is listed but has no setter (a bug)"),
             });
+        }
+    }
+    Ok(config)
+}
+
+/// The miniature-simulation selector's knobs (each a field of [`MiniatureConfig`], which
+/// documents it): `mini:rate=0.05/min_objects=512/window=2/window_min=1000/decay=0.5/margin=0.02/budget=inf`.
+const MINI_KNOBS: &[(&str, Accepts)] = &[
+    ("rate", Accepts::Real(0.0, 1.0)),
+    ("min_objects", Accepts::Whole(1.0, 4294967296.0)),
+    ("window", Accepts::Real(0.0, 1e6)),
+    ("window_min", Accepts::Whole(1.0, 1e12)),
+    ("decay", Accepts::Real(0.0, 1.0)),
+    ("margin", Accepts::Real(0.0, 1.0)),
+    ("budget", Accepts::Real(0.0, f64::INFINITY)),
+    ("seed", Accepts::Whole(0.0, 1e15)),
+    ("set", Accepts::Whole(1.0, 1023.0)),
+];
+
+/// `mini` takes its knobs after a colon, as `strata` does.
+fn mini_config(spec: &PolicySpec, knobs: Option<&str>) -> Result<MiniatureConfig, PolicyError> {
+    let mut config = MiniatureConfig::new(spec.capacity);
+    for knob in knobs.unwrap_or("").split('/').filter(|k| !k.is_empty()) {
+        let (key, value) = knob.split_once('=').unwrap_or((knob, ""));
+        let Some(&(_, accepts)) = MINI_KNOBS.iter().find(|(name, _)| *name == key) else {
+            let known: Vec<&str> = MINI_KNOBS.iter().map(|(name, _)| *name).collect();
+            return Err(PolicyError::InvalidParameter {
+                name: "mini",
+                reason: format!("unknown knob `{knob}` (known: {})", known.join(", ")),
+            });
+        };
+        let Some(number) = value.parse::<f64>().ok().filter(|&n| accepts.admits(n)) else {
+            return Err(PolicyError::InvalidParameter {
+                name: "mini",
+                reason: format!("knob `{knob}`: {key} takes {}", accepts.describe()),
+            });
+        };
+        match key {
+            "rate" => config.rate = number,
+            "min_objects" => config.min_objects = number as usize,
+            "window" => config.window = number,
+            "window_min" => config.window_min = number as u64,
+            "decay" => config.decay = number,
+            "margin" => config.margin = number,
+            "budget" => config.budget = number,
+            "set" => {
+                // A bit set over the default candidates (bit 0: the first).
+                config.candidates = crate::miniature::DEFAULT_CANDIDATES
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| (number as u64) & (1 << i) != 0)
+                    .map(|(_, name)| name.to_string())
+                    .collect();
+            }
+            _ => config.seed = number as u64,
         }
     }
     Ok(config)
@@ -404,7 +466,12 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
         base,
         "ceph" | "ceph-seed003" | "ceph-corrected" | "ceph-fast"
     );
-    if knobs.is_some() && base != "strata" && !ceph && POLICY_NAMES.contains(&base) {
+    if knobs.is_some()
+        && base != "strata"
+        && base != "mini"
+        && !ceph
+        && POLICY_NAMES.contains(&base)
+    {
         // Knobs after a name that takes none used to be dropped: `lru:small=0.5` ran plain LRU.
         return Err(PolicyError::InvalidParameter {
             name: "knobs",
@@ -441,6 +508,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
             spec,
         ),
         "sieve" => with_admission(Sieve::new(capacity, keys), admission, spec),
+        "lirs" => with_admission(Lirs::new(capacity, keys), admission, spec),
         "belady" => with_admission(Belady::new(capacity, keys), admission, spec),
         "ceph" | "ceph-seed003" | "ceph-corrected" | "ceph-fast" => {
             let mut config = spec
@@ -472,6 +540,7 @@ pub fn build(spec: &PolicySpec) -> Result<Box<dyn Cache>, PolicyError> {
             standalone(Box::new(HotTable::new(config, keys)))
         }
         "strata" => standalone(Box::new(Strata::new(strata_config(spec)?, keys))),
+        "mini" => standalone(Box::new(Miniature::new(mini_config(spec, knobs)?, keys)?)),
         _ => Err(PolicyError::UnknownPolicy(spec.name.clone())),
     }
 }

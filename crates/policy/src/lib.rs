@@ -3,7 +3,9 @@
 //! Owns: the [`Cache`] trait every policy implements, modern evictions (one file each under
 //! [`eviction`]), admission filters composable with any eviction ([`admission`]), Belady's offline
 //! optimum, Ceph 16.2's cache tier ([`ceph`]), seed 000's predictive hot table ([`hottable`]) and
-//! our own combination ([`strata`]). [`catalog`] builds any of them from a command-line name.
+//! our own combination ([`strata`]), and the selector that follows whichever of them does best
+//! in miniature simulations over sampled keys ([`miniature`]). [`catalog`] builds any of them
+//! from a command-line name.
 //!
 //! Invariants:
 //! - Pure: no I/O, no clock, no threads, no global RNG. Time arrives in [`Request::now_ms`];
@@ -18,6 +20,7 @@ pub mod ceph;
 pub mod eviction;
 pub mod hottable;
 mod list;
+pub mod miniature;
 mod sketch;
 pub mod strata;
 
@@ -135,6 +138,31 @@ pub trait Cache {
     /// default. Ceph's tier reports its forced evictions here, which are not Ceph's behaviour.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+    /// Takes over `request.key`, an object the executor already holds in flash (a switch
+    /// between policies hands the old one's contents to the new one, oldest first), as the most
+    /// recently requested object. Nothing is read or written: the caller reports nothing of
+    /// it, and an object the policy drops again is in `effects.evicted`. By default one request
+    /// through [`Cache::on_request`]; a policy whose misses enter a DRAM buffer places it in
+    /// flash directly (`strata`).
+    fn hand_over(&mut self, request: &Request, effects: &mut Effects) {
+        self.on_request(request, effects);
+    }
+    /// The cache writes (flash admissions and promotions) still allowed from now on, set
+    /// before each request by an owner that keeps a write budget for this policy (the
+    /// miniature-simulation selector); ignored by policies without a budgeted admission
+    /// ([`admission::Budget`], `strata`).
+    fn allow_writes(&mut self, _remaining: f64) {}
+    /// Drops `key` without a write-back decision (the caller knows the object is not where the
+    /// policy thinks: a copied policy claims an object the executor never held); returns
+    /// whether it was cached. By default the policy cannot and returns false.
+    fn invalidate(&mut self, _key: Key) -> bool {
+        false
+    }
+    /// A copy of the policy with all its state, for policies that can be copied (the
+    /// miniature-simulation selector adopts a full-scale miniature this way).
+    fn clone_box(&self) -> Option<Box<dyn Cache>> {
+        None
     }
 }
 

@@ -17,7 +17,9 @@ use std::fmt::Write as _;
 
 /// The online policies a variant is scored against (Belady is offline; Ceph's tier and the hot
 /// table are not contenders on miss ratio).
-pub const OTHERS: [&str; 7] = ["lru", "fifo", "arc", "2q", "s3fifo", "wtinylfu", "sieve"];
+pub const OTHERS: [&str; 8] = [
+    "lru", "fifo", "arc", "2q", "s3fifo", "wtinylfu", "sieve", "lirs",
+];
 
 /// Miss-ratio difference counted as a tie: well below one request in the smallest trace here
 /// (1/2,473 = 0.0004), so a tie means "the same misses up to rounding".
@@ -327,13 +329,13 @@ mod tests {
     #[test]
     fn a_variant_equal_to_an_other_ties_and_lru_loses_on_a_scan() {
         // A hot set of 20 keys interleaved with a scan of never-repeated keys: LRU lets the scan
-        // flush the hot set, S3-FIFO keeps it.
+        // flush the hot set, S3-FIFO and LIRS keep it (LIRS best: it is the best other).
         let parts = (0..20_000u64).map(|i| {
             let key = if i % 2 == 0 { i % 40 / 2 } else { 1_000 + i };
             (key, 4096, i, false)
         });
         let trace = Trace::from_parts("scan", parts, false);
-        let variants = ["s3fifo".to_string(), "lru".to_string()];
+        let variants = ["lirs".to_string(), "lru".to_string()];
         let sizes = [CacheSize::Objects(30)];
         let cells = cells(&trace, &sizes, &variants, false, 1).expect("runs");
         assert_eq!(cells.len(), 1);

@@ -1,6 +1,7 @@
 //! `strata` (our policy) against every other online policy ([`sim::compare`]): cache writes
-//! within a third of admit-all LRU's on the cloudPhysicsIO fixture, and at or below the best
-//! other's miss ratio in every cell of that fixture (a tuning trace). The ignored test replays
+//! within a third of admit-all LRU's on the cloudPhysicsIO fixture, at most 0.005 above the
+//! best other's miss ratio in every cell of that fixture (a tuning trace) and at or below it in
+//! most (issue 41's criterion: since LIRS is among the others, it leads at 10% by .0006). The ignored test replays
 //! any traces listed in `$STRATA_TRACES` (comma-separated paths) with the policy variants in
 //! `$STRATA_VARIANTS` (default `strata`) and prints the scorecard.
 
@@ -26,6 +27,11 @@ fn fixture_cells() -> Vec<Cell> {
 fn strata_on_cloudphysics_writes_a_third_of_lru_and_misses_least() {
     let cells = fixture_cells();
     eprint!("{}", compare::report(&cells));
+    let (wins, ties, _) = compare::tally(&cells, 0);
+    assert!(
+        (wins + ties) * 2 > cells.len(),
+        "at or below the best in {wins} + {ties} cells"
+    );
     for cell in &cells {
         let score = &cell.scores[0];
         assert!(
@@ -36,7 +42,7 @@ fn strata_on_cloudphysics_writes_a_third_of_lru_and_misses_least() {
             score.writes_per_lru
         );
         assert!(
-            score.margin <= compare::TIE_MISS_RATIO,
+            score.margin <= 0.005,
             "{} {}: strata {:.4} vs {} {:.4}",
             cell.trace,
             cell.size_label,

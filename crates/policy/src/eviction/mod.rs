@@ -7,6 +7,7 @@
 mod arc;
 mod belady;
 mod fifo;
+mod lirs;
 mod lru;
 mod s3fifo;
 mod sieve;
@@ -16,6 +17,7 @@ mod wtinylfu;
 pub use arc::Arc;
 pub use belady::Belady;
 pub use fifo::Fifo;
+pub use lirs::Lirs;
 pub use lru::Lru;
 pub use s3fifo::{S3Fifo, S3FifoConfig};
 pub use sieve::Sieve;

@@ -22,11 +22,11 @@ impl Strata {
     }
 
     pub(super) fn may_write(&self) -> bool {
-        if self.config.budget.is_infinite() {
-            (self.writes as f64) < self.write_allowance
-        } else {
-            (self.writes as f64) < self.config.budget * self.lru_misses as f64
-        }
+        // The allowance is unlimited unless an owner sets it (a shadow's, `shadow_budget`; the
+        // miniature-simulation selector's, `Cache::allow_writes`).
+        (self.writes as f64) < self.write_allowance
+            && (self.config.budget.is_infinite()
+                || (self.writes as f64) < self.config.budget * self.lru_misses as f64)
     }
 
     /// The frequency gate: whether an object leaving the buffer unpromoted is written to flash

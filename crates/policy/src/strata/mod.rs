@@ -586,8 +586,28 @@ impl Cache for Strata {
     fn len(&self) -> usize {
         self.len_all()
     }
+    /// A handed-over object is in flash already: it goes to main (not to the DRAM buffer, where
+    /// it would leave unpromoted), while there is room.
+    fn hand_over(&mut self, request: &Request, _effects: &mut Effects) {
+        let key = request.key;
+        if self.contains(key) || self.len_all() >= self.config.capacity {
+            return;
+        }
+        self.lists.remove(key);
+        self.lists.push_head(MAIN, key);
+        *self.frequency_mut(key) = 0;
+    }
     fn capacity(&self) -> usize {
         self.config.capacity
+    }
+    fn allow_writes(&mut self, remaining: f64) {
+        self.write_allowance = self.writes as f64 + remaining;
+    }
+    fn invalidate(&mut self, key: Key) -> bool {
+        self.contains(key) && self.lists.remove(key).is_some()
+    }
+    fn clone_box(&self) -> Option<Box<dyn Cache>> {
+        Some(Box::new(self.clone()))
     }
     fn contains(&self, key: Key) -> bool {
         matches!(

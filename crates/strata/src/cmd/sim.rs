@@ -25,7 +25,7 @@ pub enum Which {
     /// Seed 003: a ramp of 1..N clients of RBD-like 4 KiB random I/O over 40 MB files.
     Seed003(Seed003Args),
     /// Issue 5's scorecard: `strata` (and any variants) against the best of lru, fifo, arc, 2q,
-    /// s3fifo, wtinylfu and sieve on every trace and cache size, with cache writes / LRU's.
+    /// s3fifo, wtinylfu, sieve and lirs on every trace and cache size, with cache writes / LRU's.
     Compare(CompareArgs),
     /// Convert any supported trace (or seed 003's generator) to strata's own text format
     /// (`# strata-trace v2`, then `time_ms,key,size_bytes,op,object_bytes` lines; version 1
@@ -112,7 +112,7 @@ pub struct OutputArgs {
 /// `strata sim cache`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Policies: lru fifo arc 2q s3fifo wtinylfu sieve belady ceph (= ceph-seed003) ceph-corrected ceph-fast hottable strata.\n\
+    after_help = "Policies: lru fifo arc 2q s3fifo wtinylfu sieve lirs belady ceph (= ceph-seed003) ceph-corrected ceph-fast hottable strata.\n\
 Eviction policies accept an admission filter: NAME+second-hit, NAME+bloom, NAME+tinylfu, NAME+prob0.25 (P in [0, 1]).\n\
 Only strata takes knobs: strata:small=0.1/threshold=2/adapt=1/epoch=2/decay=0.5/ghost=0.9/budget=0.33\n\
 (each within its range; an unknown knob or a value out of range is refused with the range);\n\

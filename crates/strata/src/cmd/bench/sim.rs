@@ -1,5 +1,6 @@
 //! `strata bench sim`: simulator throughput, requests per second per policy on one core, with
-//! a textbook peer measured in the same run (an LRU over a `HashMap` of raw ids and a
+//! the adaptive policies' speed as a share of the best fixed policy's (issue 41) and a textbook
+//! peer measured in the same run (an LRU over a `HashMap` of raw ids and a
 //! `BTreeMap` recency index, the way a simulator without dense ids would do it).
 
 use anyhow::{bail, Result};
@@ -21,7 +22,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "lru,fifo,sieve,arc,2q,s3fifo,wtinylfu,belady,ceph,hottable,strata"
+        default_value = "lru,fifo,sieve,arc,2q,s3fifo,wtinylfu,lirs,belady,ceph,hottable,strata,mini"
     )]
     pub policy: Vec<String>,
     /// Cache size.
@@ -91,6 +92,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "{:>16}  {:>12}  {:>10}  {:>8}",
         "policy", "requests/s", "ns/request", "miss"
     );
+    let mut rows: Vec<(String, f64, f64)> = Vec::new();
     for name in &args.policy {
         let spec = PolicySpec::new(name, capacity, trace.unique);
         policy::build(&spec)?;
@@ -106,6 +108,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
             seconds * 1e9 / n,
             1.0 - hits as f64 / n
         );
+        rows.push((name.clone(), n / seconds, 1.0 - hits as f64 / n));
+    }
+    // Issue 41: the adaptive policies' speed against the best fixed policy of this run (the
+    // fixed policy with the lowest miss ratio, as `sim compare` picks it).
+    let fixed = |name: &str| sim::compare::OTHERS.contains(&name);
+    let best = rows
+        .iter()
+        .filter(|(name, ..)| fixed(name))
+        .min_by(|a, b| a.2.total_cmp(&b.2));
+    if let Some((best_name, best_rate, best_miss)) = best {
+        let adaptive = |name: &str| name.starts_with("mini") || name.starts_with("strata");
+        for (name, rate, miss) in rows.iter().filter(|(name, ..)| adaptive(name)) {
+            println!(
+                "{name}: {:.2}x the requests/s of the best fixed policy here ({best_name}, miss \
+                 {best_miss:.4}; {name} miss {miss:.4})",
+                rate / best_rate
+            );
+        }
     }
     // The peer sees scattered 64-bit ids, as a simulator without the dense remap would.
     let raw: Vec<u64> = trace

@@ -1,0 +1,141 @@
+use super::*;
+use crate::Outcome;
+
+fn request(key: Key, seq: u64) -> Request {
+    Request {
+        key,
+        seq,
+        now_ms: seq,
+        size_bytes: 1,
+        next_seq: u64::MAX,
+        ..Request::default()
+    }
+}
+
+/// Misses of `cache` over `keys`, and its cache writes (admissions and promotions).
+fn run(cache: &mut dyn Cache, keys: &[Key]) -> (u64, u64) {
+    let mut effects = Effects::default();
+    let (mut misses, mut writes) = (0, 0);
+    for (seq, &key) in keys.iter().enumerate() {
+        effects.clear();
+        let outcome = cache.on_request(&request(key, seq as u64), &mut effects);
+        misses += u64::from(!outcome.is_hit());
+        writes += u64::from(matches!(
+            outcome,
+            Outcome::Admitted | Outcome::AdmittedAfterProxy
+        )) + effects.promoted.len() as u64;
+        assert!(cache.len() <= cache.capacity());
+    }
+    (misses, writes)
+}
+
+/// A phase of random requests over a small hot set, then a loop a little larger than the
+/// cache (LRU and FIFO miss all of it, LIRS keeps most of it).
+fn phases(capacity: usize) -> Vec<Key> {
+    let hot = (0..20_000u64).map(|i| (mix64(i) % (capacity as u64 / 2)) as Key);
+    let looped = (0..30).flat_map(|_| 1_000..1_000 + (capacity as Key * 6 / 5));
+    hot.chain(looped).collect()
+}
+
+fn build_named(name: &str, capacity: usize) -> Box<dyn Cache> {
+    build(&PolicySpec::new(name, capacity, 4_096)).expect("builds")
+}
+
+/// On the loop the selector changes to a loop-resistant candidate and ends far below LRU,
+/// within a few percent of the best candidate run alone.
+#[test]
+fn follows_the_best_candidate_through_a_change_of_workload() {
+    let capacity = 1_000;
+    let keys = phases(capacity);
+    // Windows of 2 x capacity sampled requests: the loop phase spans 18 of them.
+    let mut config = MiniatureConfig::new(capacity);
+    config.window = 2.0;
+    let mut mini = Miniature::new(config, 4_096).expect("builds");
+    let (mini_misses, _) = run(&mut mini, &keys);
+    let best = DEFAULT_CANDIDATES
+        .iter()
+        .map(|name| run(build_named(name, capacity).as_mut(), &keys).0)
+        .min()
+        .expect("candidates");
+    let lru = run(build_named("lru", capacity).as_mut(), &keys).0;
+    assert!(mini.switches >= 1, "{mini:?}");
+    assert!(
+        (mini_misses as f64) < best as f64 * 1.10 + 200.0,
+        "mini {mini_misses}, best {best}"
+    );
+    assert!(mini_misses * 2 < lru, "mini {mini_misses}, lru {lru}");
+}
+
+/// A change hands the old contents to the new policy: the cache is as full right after the
+/// switch as before it, and nothing was written for it.
+#[test]
+fn a_switch_hands_over_the_contents() {
+    let capacity = 600;
+    let mut config = MiniatureConfig::new(capacity);
+    config.candidates = vec!["fifo".into(), "lirs".into()];
+    let mut mini = Miniature::new(config, 4_096).expect("builds");
+    let keys: Vec<Key> = (0..40).flat_map(|_| 0..(capacity as Key * 6 / 5)).collect();
+    let mut effects = Effects::default();
+    for (seq, &key) in keys.iter().enumerate() {
+        effects.clear();
+        let before = mini.len();
+        let switches = mini.switches;
+        mini.on_request(&request(key, seq as u64), &mut effects);
+        if mini.switches > switches {
+            assert_eq!(mini.leader(), "lirs");
+            assert!(
+                mini.len() + 1 >= before,
+                "{} after, {before} before",
+                mini.len()
+            );
+            assert!(
+                effects.evicted.len() <= 1,
+                "the hand-over dropped {} objects",
+                effects.evicted.len()
+            );
+            return;
+        }
+    }
+    panic!("never switched to LIRS on a loop: {mini:?}");
+}
+
+/// With `budget`, every candidate's admission keeps the writes within it (here the sample is
+/// every key, so the estimate of LRU's writes is exact).
+#[test]
+fn the_budget_bounds_the_writes_of_every_candidate() {
+    let capacity = 500;
+    let keys: Vec<Key> = (0..60_000u64)
+        .map(|i| {
+            let x = mix64(i);
+            if x.is_multiple_of(3) {
+                (x % 200) as Key
+            } else {
+                (200 + x % 3_000) as Key
+            }
+        })
+        .collect();
+    let (lru_misses, _) = run(build_named("lru", capacity).as_mut(), &keys);
+    for budget in [0.33, 0.1] {
+        let mut config = MiniatureConfig::new(capacity);
+        config.budget = budget;
+        let mut mini = Miniature::new(config, 4_096).expect("builds");
+        let (_, writes) = run(&mut mini, &keys);
+        assert!(
+            writes as f64 <= budget * lru_misses as f64 + 1.0,
+            "budget {budget}: {writes} writes, LRU {lru_misses}"
+        );
+    }
+}
+
+/// The sample is spatial: a key is always in it or always out, at about the rate.
+#[test]
+fn the_sample_is_a_fixed_share_of_the_keys() {
+    let mut config = MiniatureConfig::new(100_000);
+    config.rate = 0.05;
+    let mut mini = Miniature::new(config, 1 << 16).expect("builds");
+    let first: Vec<bool> = (0..20_000).map(|k| mini.sampled_id(k).is_some()).collect();
+    let again: Vec<bool> = (0..20_000).map(|k| mini.sampled_id(k).is_some()).collect();
+    assert_eq!(first, again);
+    let share = first.iter().filter(|&&s| s).count() as f64 / 20_000.0;
+    assert!((share - 0.05).abs() < 0.01, "{share}");
+}
