@@ -348,6 +348,9 @@ fn fio_verifies_a_replica_3_volume_while_an_osd_is_marked_out_and_back_in() {
                     "--bs=16k",
                     "--size=48M",
                     "--iodepth=8",
+                    // Paced (48 MiB at 8 MiB/s: about 6 s of writes) so the OSD goes out
+                    // and comes back while fio writes, on a fast idle machine too.
+                    "--rate=8m",
                     "--verify=crc32c",
                     "--do_verify=1",
                     "--verify_fatal=1",
