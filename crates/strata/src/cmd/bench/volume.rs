@@ -347,7 +347,15 @@ async fn on_ceph(
             eprintln!("== ceph: starting {replicas} OSDs");
             let cluster = CephCluster::start(&ceph_dir, replicas, &osd_size, replicas)?;
             cluster.create_pool(POOL, replicas, 32)?;
-            cluster.ceph(&["osd", "pool", "application", "enable", POOL, "rbd"])?;
+            cluster.ceph(&[
+                "osd",
+                "pool",
+                "application",
+                "enable",
+                POOL,
+                "rbd",
+                "--yes-i-really-mean-it",
+            ])?;
             Ok(cluster)
         })
         .await??
