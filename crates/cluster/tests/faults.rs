@@ -3,14 +3,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-
-use cluster::{Cluster, ClusterOptions};
-use device::{Device, FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice, OpKind};
+use cluster::Cluster;
+use device::{FaultConfig, FaultKind, FaultRule, FaultTrigger, OpKind};
 use rados::{IoCtx, RadosError};
 
-type Faulty = Arc<Mutex<BTreeMap<i32, Arc<FaultyDevice>>>>;
+use common::Faulty;
 
 async fn faulty_cluster(dir: &std::path::Path) -> (Cluster, Faulty) {
     faulty_cluster_with(dir, 1).await
@@ -19,21 +16,7 @@ async fn faulty_cluster(dir: &std::path::Path) -> (Cluster, Faulty) {
 /// Three hosts of `per_host` OSDs each, every device wrapped in a [`FaultyDevice`]; pool
 /// "data" of 3 replicas.
 async fn faulty_cluster_with(dir: &std::path::Path, per_host: usize) -> (Cluster, Faulty) {
-    let devices: Faulty = Arc::default();
-    let registry = Arc::clone(&devices);
-    let options = ClusterOptions {
-        background: false,
-        device_wrapper: Some(Arc::new(move |id, inner: Arc<dyn Device>| {
-            let faulty = Arc::new(FaultyDevice::new(
-                format!("faulty.{id}"),
-                inner,
-                FaultConfig::default(),
-            ));
-            registry.lock().unwrap().insert(id, Arc::clone(&faulty));
-            faulty as Arc<dyn Device>
-        })),
-        ..ClusterOptions::default()
-    };
+    let (options, devices) = common::faulty_options();
     let cluster = Cluster::create(dir, common::small_config(3, per_host, "mem", 3), options)
         .await
         .unwrap();

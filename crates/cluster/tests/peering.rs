@@ -4,11 +4,10 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use cluster::osd::VERSION_XATTR;
 use cluster::{Cluster, ClusterOptions, UnfoundResolution};
-use device::{Device, FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice, OpKind};
+use device::{FaultConfig, FaultKind, FaultRule, FaultTrigger, OpKind};
 use rados::IoCtx;
 
 fn quiet() -> ClusterOptions {
@@ -220,25 +219,11 @@ async fn a_damaged_middle_log_record_refills_the_osd_from_its_peers() {
     damaged_log_is_refilled_from_peers(2).await;
 }
 
-type Faulty = Arc<Mutex<BTreeMap<i32, Arc<FaultyDevice>>>>;
+use common::Faulty;
 
 /// Four hosts of one OSD on memory devices behind [`FaultyDevice`]s; pool "data" of 3.
 async fn faulty_cluster(dir: &Path) -> (Cluster, Faulty) {
-    let devices: Faulty = Arc::default();
-    let registry = Arc::clone(&devices);
-    let options = ClusterOptions {
-        background: false,
-        device_wrapper: Some(Arc::new(move |id, inner: Arc<dyn Device>| {
-            let faulty = Arc::new(FaultyDevice::new(
-                format!("faulty.{id}"),
-                inner,
-                FaultConfig::default(),
-            ));
-            registry.lock().unwrap().insert(id, Arc::clone(&faulty));
-            faulty as Arc<dyn Device>
-        })),
-        ..ClusterOptions::default()
-    };
+    let (options, devices) = common::faulty_options();
     let cluster = Cluster::create(dir, common::small_config(4, 1, "mem", 3), options)
         .await
         .unwrap();

@@ -6,15 +6,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster::{Cluster, ClusterOptions};
-use device::{Device, FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice, OpKind};
+use cluster::Cluster;
+use device::{FaultConfig, FaultKind, FaultRule, FaultTrigger, OpKind};
 use rados::IoCtx;
-
-type Faulty = Arc<Mutex<BTreeMap<i32, Arc<FaultyDevice>>>>;
 
 /// The delay of every device write while the slow phase runs.
 const SPIKE: Duration = Duration::from_millis(800);
@@ -22,21 +18,7 @@ const SPIKE: Duration = Duration::from_millis(800);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_do_not_wait_for_slow_writes_they_need_not_wait_for() {
     let dir = tempfile::tempdir().unwrap();
-    let devices: Faulty = Arc::default();
-    let registry = Arc::clone(&devices);
-    let options = ClusterOptions {
-        background: false,
-        device_wrapper: Some(Arc::new(move |id, inner: Arc<dyn Device>| {
-            let faulty = Arc::new(FaultyDevice::new(
-                format!("faulty.{id}"),
-                inner,
-                FaultConfig::default(),
-            ));
-            registry.lock().unwrap().insert(id, Arc::clone(&faulty));
-            faulty as Arc<dyn Device>
-        })),
-        ..ClusterOptions::default()
-    };
+    let (options, devices) = common::faulty_options();
     let config = common::small_config(3, 1, "mem", 3);
     let cluster = Cluster::create(dir.path(), config, options).await.unwrap();
     let pool = cluster.pool("data").unwrap();

@@ -6,34 +6,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-
 use cluster::{Cluster, ClusterOptions};
-use device::{Device, FaultConfig, FaultKind, FaultRule, FaultTrigger, FaultyDevice, OpKind};
+use device::{FaultConfig, FaultKind, FaultRule, FaultTrigger, OpKind};
 use rados::{IoCtx, RadosError};
 
-type Faulty = Arc<Mutex<BTreeMap<i32, Arc<FaultyDevice>>>>;
-
-/// Options wrapping every OSD's device in a [`FaultyDevice`] kept in the returned registry.
-fn faulty_options() -> (ClusterOptions, Faulty) {
-    let devices: Faulty = Arc::default();
-    let registry = Arc::clone(&devices);
-    let options = ClusterOptions {
-        background: false,
-        device_wrapper: Some(Arc::new(move |id, inner: Arc<dyn Device>| {
-            let faulty = Arc::new(FaultyDevice::new(
-                format!("faulty.{id}"),
-                inner,
-                FaultConfig::default(),
-            ));
-            registry.lock().unwrap().insert(id, Arc::clone(&faulty));
-            faulty as Arc<dyn Device>
-        })),
-        ..ClusterOptions::default()
-    };
-    (options, devices)
-}
+use common::{faulty_options, Faulty};
 
 /// Writes `data` as `name` with every block written on `osds` bit-flipped (rotten copies).
 async fn write_rotten(

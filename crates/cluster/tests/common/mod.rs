@@ -1,9 +1,12 @@
 //! Helpers shared by the cluster's integration tests.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
-use cluster::{ClusterConfig, HostConfig, OsdConfig, PoolConfig};
+use cluster::{ClusterConfig, ClusterOptions, HostConfig, OsdConfig, PoolConfig};
+use device::{Device, FaultConfig, FaultyDevice};
 
 /// `hosts` hosts with `per_host` OSDs each, on `backing` devices ("mem" or "file") of
 /// `size`, and one pool "data" of `size` replicas over every OSD.
@@ -59,4 +62,28 @@ pub fn content(seed: u64, length: usize) -> Vec<u8> {
 /// Whether `dir` holds a cluster.
 pub fn exists(dir: &Path) -> bool {
     dir.join("state.json").exists()
+}
+
+/// Every OSD's [`FaultyDevice`], by OSD id, as [`faulty_options`] wrapped them.
+pub type Faulty = Arc<Mutex<BTreeMap<i32, Arc<FaultyDevice>>>>;
+
+/// Options (no background work) wrapping every OSD's device in a [`FaultyDevice`] with no
+/// faults yet, kept in the returned registry so a test can inject faults per OSD.
+pub fn faulty_options() -> (ClusterOptions, Faulty) {
+    let devices: Faulty = Arc::default();
+    let registry = Arc::clone(&devices);
+    let options = ClusterOptions {
+        background: false,
+        device_wrapper: Some(Arc::new(move |id, inner: Arc<dyn Device>| {
+            let faulty = Arc::new(FaultyDevice::new(
+                format!("faulty.{id}"),
+                inner,
+                FaultConfig::default(),
+            ));
+            registry.lock().unwrap().insert(id, Arc::clone(&faulty));
+            faulty as Arc<dyn Device>
+        })),
+        ..ClusterOptions::default()
+    };
+    (options, devices)
 }
