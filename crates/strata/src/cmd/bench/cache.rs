@@ -358,27 +358,18 @@ fn start_target(args: &Args, which: &str) -> Result<Option<Target>> {
 }
 
 fn fio(socket: &Path, dir: &Path, extra: &[String]) -> Result<Value> {
-    let output = super::peer_command("fio")
-        .current_dir(dir)
-        .args([
-            "--name=job",
-            "--ioengine=nbd",
-            "--output-format=json",
-            "--direct=1",
-        ])
-        .arg(format!("--uri=nbd+unix:///?socket={}", socket.display()))
-        .args(extra)
-        .output()
-        .context("running fio (apt-get install fio)")?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        bail!(
-            "fio failed: {text}{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let start = text.find('{').context("no JSON from fio")?;
-    Ok(serde_json::from_str(&text[start..])?)
+    super::fio_report(
+        super::peer_command("fio")
+            .current_dir(dir)
+            .args([
+                "--name=job",
+                "--ioengine=nbd",
+                "--output-format=json",
+                "--direct=1",
+            ])
+            .arg(format!("--uri=nbd+unix:///?socket={}", socket.display()))
+            .args(extra),
+    )
 }
 
 fn figures(report: &Value) -> Figures {

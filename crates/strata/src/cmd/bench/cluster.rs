@@ -677,7 +677,8 @@ fn fio(args: &Args, sizes: &[u64], file: &std::path::Path) -> Result<Vec<Row>> {
                 "--fdatasync=0".into()
             };
             eprintln!("  fio {} {rw} {sync}", load::size_label(size_bytes));
-            let output = super::peer_command("fio")
+            let mut command = super::peer_command("fio");
+            command
                 .args([
                     "--name=bench",
                     "--output-format=json",
@@ -692,18 +693,8 @@ fn fio(args: &Args, sizes: &[u64], file: &std::path::Path) -> Result<Vec<Row>> {
                 .arg(format!("--bs={size_bytes}"))
                 .arg(format!("--iodepth={}", args.concurrency))
                 .arg(format!("--runtime={}", args.seconds.ceil() as u64))
-                .arg(sync)
-                .output()
-                .context("running fio")?;
-            let text = String::from_utf8_lossy(&output.stdout);
-            if !output.status.success() {
-                bail!(
-                    "fio failed: {}",
-                    String::from_utf8_lossy(&output.stderr).trim()
-                );
-            }
-            let start = text.find('{').context("no JSON from fio")?;
-            let report: serde_json::Value = serde_json::from_str(&text[start..])?;
+                .arg(sync);
+            let report = super::fio_report(&mut command)?;
             let mut row = fio_row(&report, op, size_bytes, op)?;
             if synced {
                 row.system = FIO_SYNCED.into();

@@ -60,6 +60,24 @@ pub fn peer_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Comma
     command
 }
 
+/// Runs a prepared fio `command` (it must ask for `--output-format=json`) and returns its
+/// report; a failed run is an error carrying fio's output.
+pub fn fio_report(command: &mut std::process::Command) -> anyhow::Result<serde_json::Value> {
+    use anyhow::Context;
+    let output = command
+        .output()
+        .context("running fio (apt-get install fio)")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        anyhow::bail!(
+            "fio failed: {text}{}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let start = text.find('{').context("no JSON from fio")?;
+    Ok(serde_json::from_str(&text[start..])?)
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.which {
         Which::Crush(a) => crush::run(a),

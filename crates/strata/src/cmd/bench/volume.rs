@@ -157,19 +157,7 @@ fn fio(endpoint: &Endpoint, dir: &Path, extra: &[String]) -> Result<Value> {
                 .arg(format!("--rbdname={image}"));
         }
     }
-    let output = command
-        .args(extra)
-        .output()
-        .context("running fio (apt-get install fio)")?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        bail!(
-            "fio failed: {text}{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let start = text.find('{').context("no JSON from fio")?;
-    Ok(serde_json::from_str(&text[start..])?)
+    super::fio_report(command.args(extra))
 }
 
 fn figures(report: &Value) -> Figures {
