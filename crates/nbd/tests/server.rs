@@ -2,6 +2,10 @@
 //! against real clients: nbdinfo, qemu-img, qemu-io, nbdcopy and fio's nbd engine (each
 //! skipped with a note when absent).
 
+mod common;
+
+use common::{have, run};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -43,27 +47,6 @@ fn start(size_bytes: u64, config: ExportConfig) -> Running {
 
 fn uri(socket: &Path) -> String {
     format!("nbd+unix:///?socket={}", socket.display())
-}
-
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !found {
-        eprintln!("note: {tool} not installed; skipping its part of the test");
-    }
-    found
-}
-
-fn run(command: &mut Command) -> String {
-    let output = command.output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{command:?} failed:\n{text}");
-    text
 }
 
 #[test]
