@@ -7,7 +7,7 @@ use crate::sketch::{Bloom, CountingBloom};
 use crate::{Cache, Effects, Key, Outcome, Request, SeededRng};
 
 /// Decides whether a missed object enters the cache. Pure.
-pub trait Admission {
+pub trait Admission: Send {
     /// Observes every request (hits and misses) before any decision.
     fn record(&mut self, request: &Request);
     /// Whether to admit the missed object; `victim` is what the eviction would evict, if known.

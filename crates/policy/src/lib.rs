@@ -119,7 +119,7 @@ impl Effects {
 }
 
 /// A cache policy: decides hits, admissions and evictions. Pure.
-pub trait Cache {
+pub trait Cache: Send {
     /// Handles one request; evictions and flushes go to `effects`.
     fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome;
     /// Objects cached now.

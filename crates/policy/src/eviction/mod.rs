@@ -27,7 +27,7 @@ pub use wtinylfu::{WTinyLfu, WTinyLfuConfig};
 use crate::{Key, Request};
 
 /// Which object leaves when space is needed. Pure; capacities in objects.
-pub trait Eviction {
+pub trait Eviction: Send {
     /// Whether `key` is cached (ghost entries do not count).
     fn contains(&self, key: Key) -> bool;
     /// Updates state for a hit on a cached key. Some policies evict on a hit (SLRU cooling).
