@@ -1,0 +1,489 @@
+//! A cache pool's tier configuration, as Ceph names it (`ceph osd tier ...`, `ceph osd pool set
+//! CACHE KEY VALUE`), with Ceph's rules and strata's admission settings, and its encoding.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TierError};
+
+/// How the cache pool serves the base pool (`ceph osd tier cache-mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    /// No caching: every op goes to the base pool, except those on objects still in the
+    /// cache, which the agent flushes and evicts.
+    None,
+    /// Reads and writes are cached; misses promote as the admission says.
+    Writeback,
+    /// Reads of uncached objects are proxied (never promoted); writes promote.
+    Readproxy,
+    /// Reads promote; writes go to the base pool, and a cached copy is dropped first.
+    Readonly,
+    /// Every miss is proxied to the base pool; cached objects are still served from the cache.
+    Proxy,
+}
+
+impl CacheMode {
+    /// Parses Ceph's name.
+    pub fn parse(name: &str) -> Result<Self> {
+        Ok(match name {
+            "none" => CacheMode::None,
+            "writeback" => CacheMode::Writeback,
+            "readproxy" => CacheMode::Readproxy,
+            "readonly" => CacheMode::Readonly,
+            "proxy" => CacheMode::Proxy,
+            "forward" | "readforward" => {
+                return Err(TierError::Invalid(format!(
+                    "cache mode {name:?} was removed from Ceph (use proxy or readproxy)"
+                )))
+            }
+            other => {
+                return Err(TierError::Invalid(format!(
+                    "unknown cache mode {other:?}: expected none, writeback, readproxy, readonly or proxy"
+                )))
+            }
+        })
+    }
+
+    /// Ceph's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheMode::None => "none",
+            CacheMode::Writeback => "writeback",
+            CacheMode::Readproxy => "readproxy",
+            CacheMode::Readonly => "readonly",
+            CacheMode::Proxy => "proxy",
+        }
+    }
+
+    /// Whether objects may become dirty in this mode.
+    pub fn may_dirty(self) -> bool {
+        matches!(self, CacheMode::Writeback | CacheMode::Readproxy)
+    }
+}
+
+/// Which admission family decides what the cache pool holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdmissionFamily {
+    /// Ceph 16.2's tier: hit sets, recency for promote, the promotion throttle, its agent.
+    Ceph,
+    /// Ceph's tier with the corrected temperature test.
+    CephCorrected,
+    /// Seed 000: per-object counts per period, exponential smoothing, threshold H, hot table.
+    Predictive,
+}
+
+impl AdmissionFamily {
+    /// Parses the setting's value.
+    pub fn parse(name: &str) -> Result<Self> {
+        Ok(match name {
+            "ceph" => AdmissionFamily::Ceph,
+            "ceph-corrected" => AdmissionFamily::CephCorrected,
+            "predictive" => AdmissionFamily::Predictive,
+            other => {
+                return Err(TierError::Invalid(format!(
+                    "unknown tier_admission {other:?}: expected ceph, ceph-corrected or predictive"
+                )))
+            }
+        })
+    }
+
+    /// The setting's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdmissionFamily::Ceph => "ceph",
+            AdmissionFamily::CephCorrected => "ceph-corrected",
+            AdmissionFamily::Predictive => "predictive",
+        }
+    }
+
+    /// The `policy` crate's name of the policy that runs it.
+    pub fn policy_name(self) -> &'static str {
+        match self {
+            AdmissionFamily::Ceph => "ceph",
+            AdmissionFamily::CephCorrected => "ceph-corrected",
+            AdmissionFamily::Predictive => "hottable",
+        }
+    }
+}
+
+/// `hit_set_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HitSetType {
+    /// A bloom filter with `hit_set_fpp`.
+    Bloom,
+    /// Exact hashes.
+    ExplicitHash,
+    /// Exact objects.
+    ExplicitObject,
+}
+
+/// The settings of a cache pool (`strata osd pool set CACHE KEY VALUE`), with the defaults
+/// Ceph 16.2's `osd tier add` gives a new tier (`osd_tier_default_cache_*`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TierSettings {
+    /// `hit_set_type`.
+    pub hit_set_type: HitSetType,
+    /// `hit_set_count`: hit sets kept (0 disables them).
+    pub hit_set_count: u32,
+    /// `hit_set_period`, seconds (0 disables hit sets).
+    pub hit_set_period: u64,
+    /// `hit_set_fpp`: the bloom filter's false-positive rate.
+    pub hit_set_fpp: f64,
+    /// `min_read_recency_for_promote`.
+    pub min_read_recency_for_promote: u32,
+    /// `min_write_recency_for_promote`.
+    pub min_write_recency_for_promote: u32,
+    /// `target_max_bytes` (0 unset).
+    pub target_max_bytes: u64,
+    /// `target_max_objects` (0 unset).
+    pub target_max_objects: u64,
+    /// `cache_target_dirty_ratio`.
+    pub cache_target_dirty_ratio: f64,
+    /// `cache_target_dirty_high_ratio`.
+    pub cache_target_dirty_high_ratio: f64,
+    /// `cache_target_full_ratio`.
+    pub cache_target_full_ratio: f64,
+    /// `cache_min_flush_age`, seconds.
+    pub cache_min_flush_age: u64,
+    /// `cache_min_evict_age`, seconds.
+    pub cache_min_evict_age: u64,
+    /// strata: the admission family.
+    pub tier_admission: AdmissionFamily,
+    /// strata (predictive): the statistics period, seconds.
+    pub predictive_period: u64,
+    /// strata (predictive): the exponential smoothing constant in (0, 1].
+    pub predictive_smoothing: f64,
+    /// strata (predictive): the threshold H, requests per period a forecast must reach.
+    pub predictive_threshold: f64,
+    /// strata: bytes of a promotion block (a 4 KiB miss on a 4 MiB object copies one block).
+    pub tier_block_bytes: u64,
+    /// strata: the object size assumed to turn `target_max_bytes` into a count of objects for
+    /// the admission policy.
+    pub tier_object_bytes: u64,
+    /// strata: promotions running at once (more are skipped: the promotion throttle).
+    pub tier_promote_max_inflight: u32,
+}
+
+impl Default for TierSettings {
+    fn default() -> Self {
+        TierSettings {
+            hit_set_type: HitSetType::Bloom,
+            hit_set_count: 4,
+            hit_set_period: 1200,
+            hit_set_fpp: 0.05,
+            min_read_recency_for_promote: 1,
+            min_write_recency_for_promote: 1,
+            target_max_bytes: 0,
+            target_max_objects: 0,
+            cache_target_dirty_ratio: 0.4,
+            cache_target_dirty_high_ratio: 0.6,
+            cache_target_full_ratio: 0.8,
+            cache_min_flush_age: 0,
+            cache_min_evict_age: 0,
+            tier_admission: AdmissionFamily::Ceph,
+            predictive_period: 60,
+            predictive_smoothing: 0.5,
+            predictive_threshold: 2.0,
+            tier_block_bytes: 64 << 10,
+            tier_object_bytes: 4 << 20,
+            tier_promote_max_inflight: 8,
+        }
+    }
+}
+
+/// Every key `strata osd pool set` takes for a cache pool.
+pub const SETTING_NAMES: &[&str] = &[
+    "hit_set_type",
+    "hit_set_count",
+    "hit_set_period",
+    "hit_set_fpp",
+    "min_read_recency_for_promote",
+    "min_write_recency_for_promote",
+    "target_max_bytes",
+    "target_max_objects",
+    "cache_target_dirty_ratio",
+    "cache_target_dirty_high_ratio",
+    "cache_target_full_ratio",
+    "cache_min_flush_age",
+    "cache_min_evict_age",
+    "tier_admission",
+    "predictive_period",
+    "predictive_smoothing",
+    "predictive_threshold",
+    "tier_block_bytes",
+    "tier_object_bytes",
+    "tier_promote_max_inflight",
+];
+
+fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T> {
+    value.parse().map_err(|_| {
+        TierError::Invalid(format!(
+            "{key}: {value:?} is not a {}",
+            std::any::type_name::<T>()
+        ))
+    })
+}
+
+fn ratio(key: &str, value: &str) -> Result<f64> {
+    let parsed: f64 = number(key, value)?;
+    if !(0.0..=1.0).contains(&parsed) {
+        return Err(TierError::Invalid(format!(
+            "{key}: {value} must be between 0 and 1"
+        )));
+    }
+    Ok(parsed)
+}
+
+impl TierSettings {
+    /// Sets `key` to `value` as `ceph osd pool set` does, refusing a value out of range or one
+    /// that contradicts another setting.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let mut next = self.clone();
+        match key {
+            "hit_set_type" => {
+                next.hit_set_type = match value {
+                    "bloom" => HitSetType::Bloom,
+                    "explicit_hash" => HitSetType::ExplicitHash,
+                    "explicit_object" => HitSetType::ExplicitObject,
+                    other => {
+                        return Err(TierError::Invalid(format!(
+                            "hit_set_type: {other:?} is not bloom, explicit_hash or explicit_object"
+                        )))
+                    }
+                }
+            }
+            "hit_set_count" => next.hit_set_count = number(key, value)?,
+            "hit_set_period" => next.hit_set_period = number(key, value)?,
+            "hit_set_fpp" => {
+                let fpp: f64 = number(key, value)?;
+                if !(fpp > 0.0 && fpp < 1.0) {
+                    return Err(TierError::Invalid(format!(
+                        "hit_set_fpp: {value} must be in (0, 1)"
+                    )));
+                }
+                if next.hit_set_type != HitSetType::Bloom {
+                    return Err(TierError::Invalid(
+                        "hit_set_fpp applies only to hit_set_type bloom".into(),
+                    ));
+                }
+                next.hit_set_fpp = fpp;
+            }
+            "min_read_recency_for_promote" => {
+                next.min_read_recency_for_promote = number(key, value)?
+            }
+            "min_write_recency_for_promote" => {
+                next.min_write_recency_for_promote = number(key, value)?
+            }
+            "target_max_bytes" => next.target_max_bytes = number(key, value)?,
+            "target_max_objects" => next.target_max_objects = number(key, value)?,
+            "cache_target_dirty_ratio" => next.cache_target_dirty_ratio = ratio(key, value)?,
+            "cache_target_dirty_high_ratio" => {
+                next.cache_target_dirty_high_ratio = ratio(key, value)?
+            }
+            "cache_target_full_ratio" => next.cache_target_full_ratio = ratio(key, value)?,
+            "cache_min_flush_age" => next.cache_min_flush_age = number(key, value)?,
+            "cache_min_evict_age" => next.cache_min_evict_age = number(key, value)?,
+            "tier_admission" => next.tier_admission = AdmissionFamily::parse(value)?,
+            "predictive_period" => {
+                next.predictive_period = number(key, value)?;
+                if next.predictive_period == 0 {
+                    return Err(TierError::Invalid(
+                        "predictive_period must be at least 1 second".into(),
+                    ));
+                }
+            }
+            "predictive_smoothing" => {
+                let smoothing: f64 = number(key, value)?;
+                if !(smoothing > 0.0 && smoothing <= 1.0) {
+                    return Err(TierError::Invalid(format!(
+                        "predictive_smoothing: {value} must be in (0, 1]"
+                    )));
+                }
+                next.predictive_smoothing = smoothing;
+            }
+            "predictive_threshold" => {
+                let threshold: f64 = number(key, value)?;
+                if !(threshold >= 0.0 && threshold.is_finite()) {
+                    return Err(TierError::Invalid(format!(
+                        "predictive_threshold: {value} must be a number >= 0"
+                    )));
+                }
+                next.predictive_threshold = threshold;
+            }
+            "tier_block_bytes" => {
+                let bytes: u64 = number(key, value)?;
+                if !(4096..=(64 << 20)).contains(&bytes) || !bytes.is_power_of_two() {
+                    return Err(TierError::Invalid(format!(
+                        "tier_block_bytes: {value} must be a power of two from 4096 to 64 MiB"
+                    )));
+                }
+                next.tier_block_bytes = bytes;
+            }
+            "tier_object_bytes" => {
+                next.tier_object_bytes = number(key, value)?;
+                if next.tier_object_bytes == 0 {
+                    return Err(TierError::Invalid("tier_object_bytes must be > 0".into()));
+                }
+            }
+            "tier_promote_max_inflight" => next.tier_promote_max_inflight = number(key, value)?,
+            other => {
+                return Err(TierError::Invalid(format!(
+                    "unknown cache pool setting {other:?} (known: {})",
+                    SETTING_NAMES.join(", ")
+                )))
+            }
+        }
+        if next.cache_target_dirty_ratio > next.cache_target_dirty_high_ratio {
+            return Err(TierError::Invalid(format!(
+                "cache_target_dirty_ratio ({}) must be <= cache_target_dirty_high_ratio ({})",
+                next.cache_target_dirty_ratio, next.cache_target_dirty_high_ratio
+            )));
+        }
+        *self = next;
+        Ok(())
+    }
+
+    /// The value of `key` as `ceph osd pool get` prints it.
+    pub fn get(&self, key: &str) -> Result<String> {
+        let value = serde_json::to_value(self).map_err(|e| TierError::Invalid(e.to_string()))?;
+        match value.get(key) {
+            Some(serde_json::Value::String(text)) => Ok(text.clone()),
+            Some(other) => Ok(other.to_string()),
+            None => Err(TierError::Invalid(format!(
+                "unknown cache pool setting {key:?}"
+            ))),
+        }
+    }
+
+    /// The admission policy's capacity in objects.
+    pub fn capacity_objects(&self) -> usize {
+        let by_objects = self.target_max_objects;
+        let by_bytes = self.target_max_bytes / self.tier_object_bytes.max(1);
+        let capacity = match (by_objects, by_bytes) {
+            (0, 0) => 1024,
+            (0, bytes) => bytes,
+            (objects, 0) => objects,
+            (objects, bytes) => objects.min(bytes),
+        };
+        capacity.clamp(1, 1 << 31) as usize
+    }
+}
+
+/// One cache pool's tier: what it caches and how.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TierConfig {
+    /// The cache pool.
+    pub cache_pool: String,
+    /// The base pool it is a tier of (`tier_of`).
+    pub base_pool: String,
+    /// The cache mode.
+    pub mode: CacheMode,
+    /// Whether it is the base pool's overlay (its read and write tier).
+    pub overlay: bool,
+    /// Its settings.
+    pub settings: TierSettings,
+}
+
+impl TierConfig {
+    /// A new tier in mode none with default settings, not an overlay.
+    pub fn new(base_pool: &str, cache_pool: &str) -> Self {
+        TierConfig {
+            cache_pool: cache_pool.to_string(),
+            base_pool: base_pool.to_string(),
+            mode: CacheMode::None,
+            overlay: false,
+            settings: TierSettings::default(),
+        }
+    }
+
+    /// Encodes for the cache pool's configuration object.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).expect("a tier config encodes")
+    }
+
+    /// Decodes [`TierConfig::encode`]'s bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| TierError::Invalid(format!("tier configuration is unreadable: {e}")))
+    }
+
+    /// Checks a change of cache mode as Ceph's monitor does (`osd tier cache-mode`): leaving a
+    /// mode that may hold dirty objects for one that cannot write them back needs the cache to
+    /// be clean; readonly needs the caller's confirmation.
+    pub fn check_mode_change(
+        &self,
+        mode: CacheMode,
+        dirty_objects: u64,
+        confirmed: bool,
+    ) -> Result<()> {
+        if mode == CacheMode::Readonly && !confirmed {
+            return Err(TierError::Invalid(
+                "readonly cache mode serves stale data if the base pool is written directly; \
+                 pass --yes-i-really-mean-it to set it"
+                    .into(),
+            ));
+        }
+        if self.mode.may_dirty()
+            && !mode.may_dirty()
+            && mode != CacheMode::Proxy
+            && dirty_objects > 0
+        {
+            return Err(TierError::Busy(format!(
+                "unable to set cache-mode {:?} on pool {:?}: {dirty_objects} dirty objects \
+                 found; set cache-mode proxy and flush them first (strata osd tier \
+                 flush-evict-all {})",
+                mode.name(),
+                self.cache_pool,
+                self.cache_pool
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_checked() {
+        let mut settings = TierSettings::default();
+        settings.set("hit_set_count", "12").unwrap();
+        assert_eq!(settings.hit_set_count, 12);
+        assert!(settings.set("hit_set_count", "-1").is_err());
+        assert!(settings.set("cache_target_dirty_ratio", "1.5").is_err());
+        assert!(settings.set("cache_target_dirty_ratio", "0.7").is_err());
+        settings
+            .set("cache_target_dirty_high_ratio", "0.8")
+            .unwrap();
+        settings.set("cache_target_dirty_ratio", "0.7").unwrap();
+        assert!(settings.set("no_such_key", "1").is_err());
+        assert!(settings.set("tier_block_bytes", "1000").is_err());
+        settings.set("tier_admission", "predictive").unwrap();
+        assert_eq!(settings.get("tier_admission").unwrap(), "predictive");
+        assert_eq!(settings.get("hit_set_count").unwrap(), "12");
+        settings.set("hit_set_type", "explicit_hash").unwrap();
+        assert!(settings.set("hit_set_fpp", "0.1").is_err());
+    }
+
+    #[test]
+    fn mode_changes_follow_ceph() {
+        let mut config = TierConfig::new("base", "cache");
+        config.mode = CacheMode::Writeback;
+        assert!(config.check_mode_change(CacheMode::None, 3, false).is_err());
+        assert!(config.check_mode_change(CacheMode::Proxy, 3, false).is_ok());
+        assert!(config.check_mode_change(CacheMode::None, 0, false).is_ok());
+        assert!(config
+            .check_mode_change(CacheMode::Readonly, 0, false)
+            .is_err());
+        assert!(config
+            .check_mode_change(CacheMode::Readonly, 0, true)
+            .is_ok());
+        assert!(CacheMode::parse("forward").is_err());
+        let decoded = TierConfig::decode(&config.encode()).unwrap();
+        assert_eq!(decoded, config);
+    }
+}

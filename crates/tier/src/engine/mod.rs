@@ -1,0 +1,463 @@
+//! One cache pool serving one base pool: the routing of each client op (cache, promote,
+//! proxy), the per-object serialization, the in-memory mirror of the cache pool's object
+//! states, and the admission policy.
+//!
+//! Every op on an object, a client's or the agent's, holds that object's lock (a slot of a
+//! hashed table) from its routing decision to its last write, so the tier's view of an object
+//! (cached or not, its block map, its dirty state) never changes under an op, and a promotion
+//! never copies a base object that a concurrent op is changing. The in-memory index mirrors
+//! the state xattr of every cache object; it is rebuilt from the cache pool when the tier opens.
+
+mod data;
+mod movement;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use policy::ceph::{CephTier, CephTierConfig, TemperatureEviction};
+use policy::hottable::{HotTable, HotTableConfig, Period};
+use policy::{Cache, Effects, Key, Outcome, Request};
+use rados::{IoCtx, ListCursor, RadosError};
+use worker::Clock;
+
+use crate::config::{AdmissionFamily, CacheMode, HitSetType, TierConfig, TierSettings};
+use crate::error::Result;
+use crate::state::{ObjectState, OBJECT_PREFIX, STATE_XATTR};
+use crate::stats::{Counters, TierStats};
+
+const LOCK_SLOTS: usize = 1024;
+
+/// Nanoseconds since the Unix epoch, for the logical mtime of writes (injected).
+pub type WallClock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The wall clock of the system.
+pub fn system_wall_clock() -> WallClock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    })
+}
+
+/// Where one op goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// The object is in the cache: the op runs there.
+    Cache,
+    /// Copy the object in (what the op needs of it), then run the op there.
+    Promote,
+    /// Run the op on the base pool, then copy the object in in the background.
+    ProxyThenPromote,
+    /// Run the op on the base pool.
+    Proxy,
+}
+
+struct PolicyState {
+    cache: Box<dyn Cache>,
+    keys: HashMap<String, Key>,
+    names: Vec<String>,
+    effects: Effects,
+    seq: u64,
+}
+
+impl PolicyState {
+    fn key(&mut self, name: &str) -> Key {
+        if let Some(key) = self.keys.get(name) {
+            return *key;
+        }
+        let key = self.names.len() as Key;
+        self.names.push(name.to_string());
+        self.keys.insert(name.to_string(), key);
+        key
+    }
+}
+
+/// Work the agent has been asked to do.
+#[derive(Default)]
+pub(crate) struct Queues {
+    pub(crate) evict: VecDeque<String>,
+    pub(crate) flush: VecDeque<String>,
+    pub(crate) flush_evict_all: bool,
+}
+
+/// A cache pool over a base pool.
+pub struct Tier {
+    config: RwLock<TierConfig>,
+    pub(crate) base: Arc<dyn IoCtx>,
+    pub(crate) cache: Arc<dyn IoCtx>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) wall: WallClock,
+    locks: Vec<tokio::sync::Mutex<()>>,
+    pub(crate) index: Mutex<HashMap<String, ObjectState>>,
+    policy: Mutex<PolicyState>,
+    pub(crate) queues: Mutex<Queues>,
+    pub(crate) promotions_running: AtomicU32,
+    pub(crate) counters: Counters,
+    pub(crate) agent_wake: Arc<tokio::sync::Notify>,
+}
+
+fn build_policy(settings: &TierSettings, pg_count: u32, capacity: usize) -> Box<dyn Cache> {
+    match settings.tier_admission {
+        AdmissionFamily::Ceph | AdmissionFamily::CephCorrected => {
+            let mut config = CephTierConfig::seed003(capacity);
+            config.capacity = capacity;
+            config.target_max_objects = settings.target_max_objects as usize;
+            config.target_max_bytes = settings.target_max_bytes;
+            if config.target_max_objects == 0 && config.target_max_bytes == 0 {
+                config.target_max_objects = capacity;
+            }
+            config.pg_count = pg_count.max(1);
+            config.mode = policy::ceph::CacheMode::Writeback;
+            config.hit_set = match settings.hit_set_type {
+                HitSetType::Bloom => policy::ceph::HitSetKind::Bloom {
+                    fpp: settings.hit_set_fpp,
+                },
+                _ => policy::ceph::HitSetKind::Explicit,
+            };
+            config.hit_set_count = settings.hit_set_count;
+            config.hit_set_period_s = settings.hit_set_period;
+            config.min_read_recency_for_promote = settings.min_read_recency_for_promote;
+            config.min_write_recency_for_promote = settings.min_write_recency_for_promote;
+            config.cache_target_dirty_ratio = settings.cache_target_dirty_ratio;
+            config.cache_target_dirty_high_ratio = settings.cache_target_dirty_high_ratio;
+            config.cache_target_full_ratio = settings.cache_target_full_ratio;
+            config.cache_min_flush_age_s = settings.cache_min_flush_age;
+            config.cache_min_evict_age_s = settings.cache_min_evict_age;
+            config.osd_count = 3;
+            if settings.tier_admission == AdmissionFamily::CephCorrected {
+                config.temperature = TemperatureEviction::Corrected;
+            }
+            Box::new(CephTier::new(config, 1024))
+        }
+        AdmissionFamily::Predictive => {
+            let config = HotTableConfig {
+                capacity,
+                period: Period::Millis(settings.predictive_period.max(1) * 1000),
+                smoothing: settings.predictive_smoothing,
+                threshold: settings.predictive_threshold,
+            };
+            Box::new(HotTable::new(config, 1024))
+        }
+    }
+}
+
+impl Tier {
+    /// Opens the tier of `config` over `base` and `cache`, loading the state of every object
+    /// the cache pool holds (a restart finds its dirty objects there).
+    pub async fn open(
+        config: TierConfig,
+        base: Arc<dyn IoCtx>,
+        cache: Arc<dyn IoCtx>,
+        clock: Arc<dyn Clock>,
+        wall: WallClock,
+    ) -> Result<Arc<Tier>> {
+        let capacity = config.settings.capacity_objects();
+        let policy = build_policy(&config.settings, cache.pool().pg_num, capacity);
+        let tier = Arc::new(Tier {
+            config: RwLock::new(config),
+            base,
+            cache,
+            clock,
+            wall,
+            locks: (0..LOCK_SLOTS)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+            index: Mutex::new(HashMap::new()),
+            policy: Mutex::new(PolicyState {
+                cache: policy,
+                keys: HashMap::new(),
+                names: Vec::new(),
+                effects: Effects::default(),
+                seq: 0,
+            }),
+            queues: Mutex::new(Queues::default()),
+            promotions_running: AtomicU32::new(0),
+            counters: Counters::default(),
+            agent_wake: Arc::new(tokio::sync::Notify::new()),
+        });
+        tier.load_index().await?;
+        Ok(tier)
+    }
+
+    async fn load_index(&self) -> Result<()> {
+        let mut cursor = ListCursor::start();
+        let mut loaded = Vec::new();
+        loop {
+            let page = self.cache.list(&cursor, 1000).await?;
+            for name in page.objects {
+                if name.starts_with(OBJECT_PREFIX) {
+                    continue;
+                }
+                match self.cache.get_xattr(&name, STATE_XATTR).await {
+                    Ok(bytes) => loaded.push((name.clone(), ObjectState::decode(&name, &bytes)?)),
+                    Err(RadosError::NotFound(_)) => {
+                        tracing::warn!(object = %name, "cache pool object without tier state: ignored")
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match page.next {
+                Some(next) => cursor = next,
+                None => break,
+            }
+        }
+        let now_ms = self.clock.now_ms();
+        let mut policy = self.policy.lock().expect("policy lock");
+        let mut index = self.index.lock().expect("index lock");
+        for (name, state) in loaded {
+            let key = policy.key(&name);
+            let request = Request {
+                key,
+                size_bytes: 4096,
+                object_bytes: 0,
+                now_ms,
+                seq: policy.seq,
+                write: false,
+                next_seq: u64::MAX,
+            };
+            policy.seq += 1;
+            let PolicyState { cache, effects, .. } = &mut *policy;
+            effects.clear();
+            cache.hand_over(&request, effects);
+            index.insert(name, state);
+        }
+        Ok(())
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> TierConfig {
+        self.config.read().expect("config lock").clone()
+    }
+
+    /// Replaces the configuration (mode and settings; a new admission family or capacity
+    /// rebuilds the policy, which then learns again).
+    pub fn reconfigure(&self, config: TierConfig) {
+        let rebuild = {
+            let old = self.config.read().expect("config lock");
+            old.settings != config.settings
+        };
+        if rebuild {
+            let capacity = config.settings.capacity_objects();
+            let mut policy = self.policy.lock().expect("policy lock");
+            policy.cache = build_policy(&config.settings, self.cache.pool().pg_num, capacity);
+            let now_ms = self.clock.now_ms();
+            let names: Vec<String> = self
+                .index
+                .lock()
+                .expect("index lock")
+                .keys()
+                .cloned()
+                .collect();
+            for name in names {
+                let key = policy.key(&name);
+                let request = Request {
+                    key,
+                    size_bytes: 4096,
+                    object_bytes: 0,
+                    now_ms,
+                    seq: policy.seq,
+                    write: false,
+                    next_seq: u64::MAX,
+                };
+                policy.seq += 1;
+                let PolicyState { cache, effects, .. } = &mut *policy;
+                effects.clear();
+                cache.hand_over(&request, effects);
+            }
+        }
+        *self.config.write().expect("config lock") = config;
+        self.agent_wake.notify_one();
+    }
+
+    pub(crate) fn mode(&self) -> CacheMode {
+        self.config.read().expect("config lock").mode
+    }
+
+    pub(crate) fn settings(&self) -> TierSettings {
+        self.config.read().expect("config lock").settings.clone()
+    }
+
+    pub(crate) async fn lock(&self, name: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        name.hash(&mut hasher);
+        self.locks[(hasher.finish() % LOCK_SLOTS as u64) as usize]
+            .lock()
+            .await
+    }
+
+    pub(crate) fn cached_state(&self, name: &str) -> Option<ObjectState> {
+        self.index.lock().expect("index lock").get(name).cloned()
+    }
+
+    pub(crate) fn set_cached_state(&self, name: &str, state: Option<ObjectState>) {
+        let mut index = self.index.lock().expect("index lock");
+        match state {
+            Some(state) => {
+                index.insert(name.to_string(), state);
+            }
+            None => {
+                index.remove(name);
+            }
+        }
+    }
+
+    /// Asks the policy about one request, queues what it evicts or flushes, and decides where
+    /// the op goes. Call with the object's lock held.
+    pub(crate) fn route(&self, name: &str, write: bool, size_bytes: u64) -> Route {
+        let mode = self.mode();
+        let cached = self.index.lock().expect("index lock").contains_key(name);
+        let outcome = {
+            let now_ms = self.clock.now_ms();
+            let mut policy = self.policy.lock().expect("policy lock");
+            let key = policy.key(name);
+            let request = Request {
+                key,
+                size_bytes: size_bytes.clamp(1, u64::from(u32::MAX)) as u32,
+                object_bytes: 0,
+                now_ms,
+                seq: policy.seq,
+                write,
+                next_seq: u64::MAX,
+            };
+            policy.seq += 1;
+            let PolicyState {
+                cache,
+                effects,
+                names,
+                ..
+            } = &mut *policy;
+            effects.clear();
+            let outcome = cache.on_request(&request, effects);
+            if !effects.evicted.is_empty() || !effects.flushed.is_empty() {
+                let mut queues = self.queues.lock().expect("queue lock");
+                for key in &effects.evicted {
+                    queues.evict.push_back(names[*key as usize].clone());
+                }
+                for key in &effects.flushed {
+                    queues.flush.push_back(names[*key as usize].clone());
+                }
+                drop(queues);
+                self.agent_wake.notify_one();
+            }
+            outcome
+        };
+        if cached {
+            return Route::Cache;
+        }
+        Counters::bump(&self.counters.misses);
+        let admitted = match outcome {
+            Outcome::Hit | Outcome::BufferHit | Outcome::Admitted => Route::Promote,
+            Outcome::AdmittedAfterProxy => Route::ProxyThenPromote,
+            Outcome::Buffered | Outcome::Bypassed => Route::Proxy,
+        };
+        let route = match mode {
+            CacheMode::None | CacheMode::Proxy => Route::Proxy,
+            CacheMode::Readonly if write => Route::Proxy,
+            CacheMode::Readonly => admitted,
+            CacheMode::Readproxy if write => Route::Promote,
+            CacheMode::Readproxy => Route::Proxy,
+            CacheMode::Writeback => admitted,
+        };
+        if route != Route::Proxy && self.is_full() {
+            if write {
+                Counters::bump(&self.counters.writes_around_full);
+            }
+            return Route::Proxy;
+        }
+        route
+    }
+
+    /// Whether the cache holds as many objects as its hard capacity (the policy's capacity
+    /// over the full ratio): new objects then go around it.
+    pub(crate) fn is_full(&self) -> bool {
+        let settings = self.settings();
+        let capacity = settings.capacity_objects() as f64;
+        let objects = self.index.lock().expect("index lock").len() as f64;
+        objects >= capacity.max(1.0) / settings.cache_target_full_ratio.max(0.01)
+    }
+
+    /// Tells the policy an object left the cache for reasons of the executor's own.
+    pub(crate) fn policy_forget(&self, name: &str) {
+        let mut policy = self.policy.lock().expect("policy lock");
+        if let Some(key) = policy.keys.get(name).copied() {
+            policy.cache.invalidate(key);
+        }
+    }
+
+    /// Whether the policy holds the object now.
+    pub(crate) fn policy_holds(&self, name: &str) -> bool {
+        let policy = self.policy.lock().expect("policy lock");
+        policy
+            .keys
+            .get(name)
+            .is_some_and(|key| policy.cache.contains(*key))
+    }
+
+    /// Counters and gauges.
+    pub fn stats(&self) -> TierStats {
+        let config = self.config();
+        let mut stats = TierStats {
+            cache_pool: config.cache_pool.clone(),
+            base_pool: config.base_pool.clone(),
+            mode: config.mode.name().to_string(),
+            admission: config.settings.tier_admission.name().to_string(),
+            capacity_objects: config.settings.capacity_objects() as u64,
+            ..Default::default()
+        };
+        stats.fill(&self.counters);
+        let index = self.index.lock().expect("index lock");
+        stats.objects = index.len() as u64;
+        stats.dirty_objects = index.values().filter(|s| s.is_dirty()).count() as u64;
+        stats.cached_bytes = index
+            .values()
+            .map(|s| s.present.count() * s.block_bytes)
+            .sum();
+        stats
+    }
+
+    /// Dirty objects now.
+    pub fn dirty_objects(&self) -> u64 {
+        self.index
+            .lock()
+            .expect("index lock")
+            .values()
+            .filter(|s| s.is_dirty())
+            .count() as u64
+    }
+
+    /// Objects in the cache now.
+    pub fn cached_objects(&self) -> u64 {
+        self.index.lock().expect("index lock").len() as u64
+    }
+
+    /// Asks the agent to flush every dirty object and evict everything.
+    pub fn request_flush_evict_all(&self) {
+        self.queues.lock().expect("queue lock").flush_evict_all = true;
+        self.agent_wake.notify_one();
+    }
+
+    pub(crate) fn promotion_slot(self: &Arc<Self>) -> Option<PromotionSlot> {
+        let max = self.settings().tier_promote_max_inflight;
+        let running = self.promotions_running.fetch_add(1, Ordering::SeqCst);
+        if running >= max {
+            self.promotions_running.fetch_sub(1, Ordering::SeqCst);
+            Counters::bump(&self.counters.promotions_throttled);
+            return None;
+        }
+        Some(PromotionSlot { tier: self.clone() })
+    }
+}
+
+/// One running background promotion (released on drop).
+pub(crate) struct PromotionSlot {
+    tier: Arc<Tier>,
+}
+
+impl Drop for PromotionSlot {
+    fn drop(&mut self) {
+        self.tier.promotions_running.fetch_sub(1, Ordering::SeqCst);
+    }
+}

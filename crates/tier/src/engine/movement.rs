@@ -1,0 +1,334 @@
+//! Moving data between the pools: promotion (an object's metadata and the blocks an op needs),
+//! flush (the dirty blocks and metadata, guarded by the base object's generation) and eviction.
+//! Each runs with the object's lock held by the caller.
+
+use std::collections::BTreeMap;
+
+use rados::{Bytes, Comparison, RadosError, WriteOp};
+
+use super::Tier;
+use crate::error::{Result, TierError};
+use crate::state::{
+    decode_u64, encode_u64, ObjectState, GENERATION_XATTR, RESERVED_PREFIX, STATE_XATTR,
+    VERSION_XATTR,
+};
+use crate::stats::Counters;
+
+/// Runs of consecutive blocks, as (first, end) pairs.
+pub(crate) fn runs(blocks: impl IntoIterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for block in blocks {
+        match runs.last_mut() {
+            Some((_, end)) if *end == block => *end += 1,
+            _ => runs.push((block, block + 1)),
+        }
+    }
+    runs
+}
+
+async fn all_omap(io: &dyn rados::IoCtx, name: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut entries = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = io.omap_get_vals(name, after.as_deref(), b"", 1000).await?;
+        let more = page.more;
+        if let Some((key, _)) = page.entries.last() {
+            after = Some(key.clone());
+        }
+        let empty = page.entries.is_empty();
+        entries.extend(page.entries);
+        if !more || empty {
+            return Ok(entries);
+        }
+    }
+}
+
+fn user_xattrs(all: BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
+    all.into_iter()
+        .filter(|(name, _)| !name.starts_with(RESERVED_PREFIX))
+        .collect()
+}
+
+impl Tier {
+    /// Copies the base object's metadata (size, xattrs, omap, generation) and `blocks` of its
+    /// data into the cache. `None` when the base pool has no such object.
+    pub(crate) async fn promote_object(
+        &self,
+        name: &str,
+        blocks: &[u64],
+    ) -> Result<Option<ObjectState>> {
+        let stat = match self.base.stat(name).await {
+            Ok(stat) => stat,
+            Err(RadosError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let all_xattrs = self.base.get_xattrs(name).await?;
+        let generation = all_xattrs
+            .get(GENERATION_XATTR)
+            .map(|v| decode_u64(v))
+            .unwrap_or(0);
+        let version_base = all_xattrs
+            .get(VERSION_XATTR)
+            .map(|v| decode_u64(v))
+            .unwrap_or(0);
+        let xattrs = user_xattrs(all_xattrs);
+        let omap = all_omap(self.base.as_ref(), name).await?;
+        let settings = self.settings();
+        let mut state = ObjectState {
+            exists: true,
+            size_bytes: stat.size_bytes,
+            mtime_ns: stat.mtime_ns,
+            version: stat.version + version_base,
+            block_bytes: settings.tier_block_bytes,
+            base_exists: true,
+            base_generation: generation,
+            base_valid_bytes: stat.size_bytes,
+            ..Default::default()
+        };
+        let mut op = WriteOp::new().create(false);
+        for (key, value) in xattrs {
+            op = op.set_xattr(key, value);
+        }
+        if !omap.is_empty() {
+            op = op.omap_set(omap);
+        }
+        let (op, bytes) = self.add_blocks(name, &mut state, blocks, op).await?;
+        let op = op.set_xattr(STATE_XATTR, state.encode());
+        self.cache.operate(name, op).await?;
+        Counters::bump(&self.counters.promotions);
+        Counters::add(&self.counters.promoted_bytes, bytes);
+        self.set_cached_state(name, Some(state.clone()));
+        Ok(Some(state))
+    }
+
+    /// Adds to `op` the writes of those of `blocks` the cache lacks and the base pool has,
+    /// marking them present; returns the bytes read.
+    async fn add_blocks(
+        &self,
+        name: &str,
+        state: &mut ObjectState,
+        blocks: &[u64],
+        mut op: WriteOp,
+    ) -> Result<(WriteOp, u64)> {
+        let block_bytes = state.block_bytes;
+        let wanted: Vec<u64> = blocks
+            .iter()
+            .copied()
+            .filter(|b| !state.present.contains(*b) && b * block_bytes < state.size_bytes)
+            .collect();
+        let mut bytes_read = 0;
+        for (first, end) in runs(wanted.iter().copied()) {
+            let start = first * block_bytes;
+            let stop = (end * block_bytes).min(state.size_bytes);
+            let base_stop = stop.min(state.base_valid_bytes);
+            if state.base_exists && base_stop > start {
+                let data = self.base.read(name, start, base_stop - start).await?;
+                bytes_read += data.len() as u64;
+                let mut data = data;
+                // The block ends in zeros where the base object is shorter than the range.
+                data.resize((stop - start) as usize, 0);
+                op = op.write(start, Bytes::from(data));
+            } else if stop > start {
+                op = op.write(start, Bytes::from(vec![0u8; (stop - start) as usize]));
+            }
+            state.present.insert_range(first, end);
+        }
+        Ok((op, bytes_read))
+    }
+
+    /// Makes `blocks` of a cached object present in the cache (one atomic write with the state).
+    pub(crate) async fn promote_blocks(
+        &self,
+        name: &str,
+        state: &mut ObjectState,
+        blocks: &[u64],
+    ) -> Result<()> {
+        let missing: Vec<u64> = blocks
+            .iter()
+            .copied()
+            .filter(|b| !state.present.contains(*b) && b * state.block_bytes < state.size_bytes)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut next = state.clone();
+        let (op, bytes) = self
+            .add_blocks(name, &mut next, &missing, WriteOp::new())
+            .await?;
+        let op = op.set_xattr(STATE_XATTR, next.encode());
+        self.cache.operate(name, op).await?;
+        Counters::bump(&self.counters.promotions);
+        Counters::add(&self.counters.promoted_bytes, bytes);
+        *state = next;
+        self.set_cached_state(name, Some(state.clone()));
+        Ok(())
+    }
+
+    /// Writes a dirty object back to the base pool. A whiteout removes the base object and
+    /// leaves the cache. Returns the bytes written.
+    pub(crate) async fn flush_locked(&self, name: &str) -> Result<u64> {
+        let Some(state) = self.cached_state(name) else {
+            return Ok(0);
+        };
+        if !state.is_dirty() {
+            return Ok(0);
+        }
+        if !state.exists {
+            if state.base_exists {
+                match self.base.remove(name).await {
+                    Ok(()) | Err(RadosError::NotFound(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match self.cache.remove(name).await {
+                Ok(()) | Err(RadosError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            self.set_cached_state(name, None);
+            self.policy_forget(name);
+            Counters::bump(&self.counters.flushes);
+            Counters::bump(&self.counters.evictions);
+            return Ok(0);
+        }
+        // The generation the base object has now: the copy's own, or one more when a flush of
+        // this copy landed and the process stopped before it recorded it.
+        let found = match self.base.get_xattr(name, GENERATION_XATTR).await {
+            Ok(bytes) => Some(decode_u64(&bytes)),
+            Err(RadosError::NotFound(_)) => match self.base.stat(name).await {
+                Ok(_) => Some(0),
+                Err(RadosError::NotFound(_)) => None,
+                Err(e) => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        };
+        let expected = state.base_generation;
+        let mut op = WriteOp::new();
+        let generation = match (state.base_exists, found) {
+            (true, Some(g)) if g == expected || g == expected + 1 => {
+                if g == 0 {
+                    // No generation yet: the guard is that none was set meanwhile.
+                    op = op.compare_xattr(GENERATION_XATTR, Comparison::Equal, Vec::<u8>::new());
+                } else {
+                    op = op.compare_xattr(GENERATION_XATTR, Comparison::Equal, encode_u64(g));
+                }
+                g
+            }
+            (false, Some(g)) if g == expected + 1 => {
+                op = op.compare_xattr(GENERATION_XATTR, Comparison::Equal, encode_u64(g));
+                g
+            }
+            (false, None) => {
+                op = op.create(true);
+                0
+            }
+            (_, found) => {
+                Counters::bump(&self.counters.flush_conflicts);
+                return Err(TierError::FlushConflict {
+                    object: name.to_string(),
+                    expected,
+                    found: found.unwrap_or(0),
+                });
+            }
+        };
+        let mut written = 0;
+        if state.base_valid_bytes < state.size_bytes || state.shape_dirty {
+            op = op.truncate(state.base_valid_bytes.min(state.size_bytes));
+        }
+        let block_bytes = state.block_bytes;
+        for (first, end) in runs(state.dirty.iter()) {
+            let start = first * block_bytes;
+            let stop = (end * block_bytes).min(state.size_bytes);
+            if stop <= start {
+                continue;
+            }
+            let mut data = self.cache.read(name, start, stop - start).await?;
+            data.resize((stop - start) as usize, 0);
+            written += data.len() as u64;
+            op = op.write(start, Bytes::from(data));
+        }
+        op = op.truncate(state.size_bytes);
+        if state.meta_dirty {
+            let cache_xattrs = user_xattrs(self.cache.get_xattrs(name).await?);
+            let base_xattrs = match self.base.get_xattrs(name).await {
+                Ok(xattrs) => user_xattrs(xattrs),
+                Err(RadosError::NotFound(_)) => BTreeMap::new(),
+                Err(e) => return Err(e.into()),
+            };
+            for stale in base_xattrs
+                .keys()
+                .filter(|k| !cache_xattrs.contains_key(*k))
+            {
+                op = op.remove_xattr(stale.clone());
+            }
+            for (key, value) in cache_xattrs {
+                op = op.set_xattr(key, value);
+            }
+            let omap = all_omap(self.cache.as_ref(), name).await?;
+            op = op.omap_clear();
+            if !omap.is_empty() {
+                op = op.omap_set(omap);
+            }
+        }
+        let op = op
+            .set_xattr(GENERATION_XATTR, encode_u64(generation + 1))
+            .set_xattr(VERSION_XATTR, encode_u64(state.version));
+        match self.base.operate(name, op).await {
+            Ok(()) => {}
+            Err(RadosError::CompareFailed(_)) | Err(RadosError::Exists(_)) => {
+                Counters::bump(&self.counters.flush_conflicts);
+                return Err(TierError::FlushConflict {
+                    object: name.to_string(),
+                    expected,
+                    found: generation,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let mut clean = state;
+        clean.dirty.clear();
+        clean.meta_dirty = false;
+        clean.shape_dirty = false;
+        clean.base_exists = true;
+        clean.base_generation = generation + 1;
+        clean.base_valid_bytes = clean.size_bytes;
+        self.cache
+            .operate(name, WriteOp::new().set_xattr(STATE_XATTR, clean.encode()))
+            .await?;
+        self.set_cached_state(name, Some(clean));
+        Counters::bump(&self.counters.flushes);
+        Counters::add(&self.counters.flushed_bytes, written);
+        Ok(written)
+    }
+
+    /// Flushes (if dirty) and removes an object from the cache.
+    pub(crate) async fn evict_locked(&self, name: &str) -> Result<()> {
+        if self.cached_state(name).is_none() {
+            return Ok(());
+        }
+        self.flush_locked(name).await?;
+        if self.cached_state(name).is_none() {
+            return Ok(());
+        }
+        match self.cache.remove(name).await {
+            Ok(()) | Err(RadosError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.set_cached_state(name, None);
+        Counters::bump(&self.counters.evictions);
+        Ok(())
+    }
+
+    /// Flushes an object, taking its lock.
+    pub async fn flush(&self, name: &str) -> Result<u64> {
+        let _guard = self.lock(name).await;
+        self.flush_locked(name).await
+    }
+
+    /// Flushes and evicts an object, taking its lock.
+    pub async fn evict(&self, name: &str) -> Result<()> {
+        let _guard = self.lock(name).await;
+        self.evict_locked(name).await?;
+        self.policy_forget(name);
+        Ok(())
+    }
+}
