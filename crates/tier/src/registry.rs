@@ -336,6 +336,22 @@ impl TieredRados {
         }
     }
 
+    /// Waits until no background promotion is running (tests stop a process between ops).
+    pub async fn quiesce(&self) {
+        let tiers: Vec<Arc<Tier>> = self
+            .running
+            .read()
+            .expect("running lock")
+            .values()
+            .map(|r| r.tier.clone())
+            .collect();
+        for tier in tiers {
+            while tier.promotions_running() > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+    }
+
     /// Stops every agent (the data is already durable; a restart resumes the flushing).
     pub async fn shutdown(&self) {
         let running: Vec<Running> = self

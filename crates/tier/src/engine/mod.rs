@@ -433,6 +433,11 @@ impl Tier {
         self.index.lock().expect("index lock").len() as u64
     }
 
+    /// Background promotions running now.
+    pub fn promotions_running(&self) -> u32 {
+        self.promotions_running.load(Ordering::SeqCst)
+    }
+
     /// Asks the agent to flush every dirty object and evict everything.
     pub fn request_flush_evict_all(&self) {
         self.queues.lock().expect("queue lock").flush_evict_all = true;
