@@ -40,7 +40,7 @@ fn blocks_of(block_bytes: u64, offset: u64, length: u64) -> Vec<u64> {
 }
 
 impl Tier {
-    fn spawn_promotion(self: &Arc<Self>, name: &str, blocks: Vec<u64>) {
+    fn spawn_promotion(self: &Arc<Self>, name: &str, range: (u64, u64)) {
         let Some(slot) = self.promotion_slot() else {
             return;
         };
@@ -54,8 +54,16 @@ impl Tier {
                 return;
             }
             let result = match tier.cached_state(&name) {
-                Some(mut state) => tier.promote_blocks(&name, &mut state, &blocks).await,
-                None => tier.promote_object(&name, &blocks).await.map(|_| ()),
+                Some(mut state) => {
+                    let end = range.0.saturating_add(range.1).min(state.size_bytes);
+                    let blocks = if range.0 < end {
+                        blocks_of(state.block_bytes, range.0, end - range.0)
+                    } else {
+                        Vec::new()
+                    };
+                    tier.promote_blocks(&name, &mut state, &blocks).await
+                }
+                None => tier.promote_object(&name, range).await.map(|_| ()),
             };
             if let Err(error) = result {
                 tracing::debug!(object = %name, %error, "background promotion failed");
@@ -68,7 +76,7 @@ impl Tier {
     async fn state_for(&self, name: &str, route: Route) -> Result<Option<ObjectState>> {
         match route {
             Route::Cache => Ok(self.cached_state(name)),
-            _ => self.promote_object(name, &[]).await,
+            _ => self.promote_object(name, (0, 0)).await,
         }
     }
 
@@ -87,9 +95,7 @@ impl Tier {
                 Counters::bump(&self.counters.proxied);
                 let data = self.base.read(name, offset_bytes, length_bytes).await?;
                 if route == Route::ProxyThenPromote {
-                    let block_bytes = self.settings().tier_block_bytes;
-                    let length = (data.len() as u64).max(1);
-                    self.spawn_promotion(name, blocks_of(block_bytes, offset_bytes, length));
+                    self.spawn_promotion(name, (offset_bytes, data.len() as u64));
                 }
                 Ok(data)
             }
@@ -98,10 +104,10 @@ impl Tier {
                 let mut state = match route {
                     Route::Cache => self.cached_state(name).ok_or_else(|| missing(name))?,
                     _ => {
-                        let block_bytes = self.settings().tier_block_bytes;
-                        let blocks =
-                            blocks_of(block_bytes, offset_bytes, length_bytes.min(1 << 40));
-                        match self.promote_object(name, &blocks).await? {
+                        match self
+                            .promote_object(name, (offset_bytes, length_bytes))
+                            .await?
+                        {
                             Some(state) => state,
                             None => return Err(missing(name)),
                         }
@@ -145,7 +151,7 @@ impl Tier {
             }
             Route::ProxyThenPromote => {
                 Counters::bump(&self.counters.proxied);
-                self.spawn_promotion(name, Vec::new());
+                self.spawn_promotion(name, (0, 0));
                 Ok(None)
             }
             Route::Cache | Route::Promote => {
@@ -282,7 +288,7 @@ impl Tier {
                 Counters::bump(&self.counters.proxied);
                 self.base.operate(name, op).await?;
                 if route == Route::ProxyThenPromote {
-                    self.spawn_promotion(name, Vec::new());
+                    self.spawn_promotion(name, (0, 0));
                 }
                 Ok(())
             }

@@ -50,12 +50,13 @@ fn user_xattrs(all: BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
 }
 
 impl Tier {
-    /// Copies the base object's metadata (size, xattrs, omap, generation) and `blocks` of its
-    /// data into the cache. `None` when the base pool has no such object.
+    /// Copies the base object's metadata (size, xattrs, omap, generation) and the blocks of
+    /// its data that `range` (offset, length; clamped to the object) touches into the cache.
+    /// `None` when the base pool has no such object.
     pub(crate) async fn promote_object(
         &self,
         name: &str,
-        blocks: &[u64],
+        range: (u64, u64),
     ) -> Result<Option<ObjectState>> {
         let stat = match self.base.stat(name).await {
             Ok(stat) => stat,
@@ -92,7 +93,14 @@ impl Tier {
         if !omap.is_empty() {
             op = op.omap_set(omap);
         }
-        let (op, bytes) = self.add_blocks(name, &mut state, blocks, op).await?;
+        let (offset, length) = range;
+        let end = offset.saturating_add(length).min(state.size_bytes);
+        let blocks: Vec<u64> = if offset < end {
+            (offset / state.block_bytes..=(end - 1) / state.block_bytes).collect()
+        } else {
+            Vec::new()
+        };
+        let (op, bytes) = self.add_blocks(name, &mut state, &blocks, op).await?;
         let op = op.set_xattr(STATE_XATTR, state.encode());
         self.cache.operate(name, op).await?;
         Counters::bump(&self.counters.promotions);
