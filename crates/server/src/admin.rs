@@ -28,6 +28,8 @@ pub struct AdminServer {
     gateway: Arc<OnceLock<gateway::Gateway>>,
     /// The volumes (`/api/volumes/...`), set once the NBD endpoints run.
     volumes: Arc<OnceLock<Arc<VolumeExports>>>,
+    /// The cache tiers (`/api/tiers/...`), set once the server's object API runs through them.
+    tiers: Arc<OnceLock<Arc<tier::TieredRados>>>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -53,6 +55,8 @@ impl AdminServer {
         let served_gateway = gateway.clone();
         let volumes: Arc<OnceLock<Arc<VolumeExports>>> = Arc::default();
         let served_volumes = volumes.clone();
+        let tiers: Arc<OnceLock<Arc<tier::TieredRados>>> = Arc::default();
+        let served_tiers = tiers.clone();
         let task = tokio::spawn(async move {
             let mut connections = JoinSet::new();
             loop {
@@ -73,17 +77,20 @@ impl AdminServer {
                 let backend = Arc::clone(&backend);
                 let gateway = served_gateway.clone();
                 let volumes = served_volumes.clone();
+                let tiers = served_tiers.clone();
                 let token = Arc::clone(&token);
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         let backend = Arc::clone(&backend);
                         let gateway = gateway.clone();
                         let volumes = volumes.clone();
+                        let tiers = tiers.clone();
                         let token = Arc::clone(&token);
                         async move {
                             let services = handlers::Services {
                                 gateway: gateway.get(),
                                 volumes: volumes.get().map(|volumes| &**volumes),
+                                tiers: tiers.get(),
                             };
                             Ok::<_, Infallible>(
                                 handle(&*backend, services, &token, request, object_bytes_max)
@@ -114,6 +121,7 @@ impl AdminServer {
             local_addr,
             gateway,
             volumes,
+            tiers,
             shutdown,
             task,
         })
@@ -128,6 +136,11 @@ impl AdminServer {
     /// Serves `/api/volumes/...` from now on.
     pub fn set_volumes(&self, volumes: Arc<VolumeExports>) {
         let _ = self.volumes.set(volumes);
+    }
+
+    /// Serves `/api/tiers/...` and routes object requests through the tiers from now on.
+    pub fn set_tiers(&self, tiers: Arc<tier::TieredRados>) {
+        let _ = self.tiers.set(tiers);
     }
 
     /// Stops serving.

@@ -57,6 +57,9 @@ pub enum ServerError {
     /// A volume call failed.
     #[error(transparent)]
     Volume(#[from] volume::VolumeError),
+    /// A cache tier command failed.
+    #[error(transparent)]
+    Tier(#[from] tier::TierError),
     /// The resource is in use (the message says by whom).
     #[error("busy: {0}")]
     Busy(String),
@@ -81,6 +84,7 @@ impl ServerError {
             ServerError::Rados(error) => rados_status(error),
             ServerError::Busy(_) => (409, "Busy"),
             ServerError::Volume(error) => volume_status(error),
+            ServerError::Tier(error) => tier_status(error),
             ServerError::Cluster(cluster::ClusterError::Rados(error)) => rados_status(error),
             ServerError::Cluster(cluster::ClusterError::Config(_)) => (400, "InvalidArgument"),
             _ => (500, "Internal"),
@@ -91,6 +95,18 @@ impl ServerError {
     pub fn to_json(&self) -> serde_json::Value {
         let (_, code) = self.status();
         serde_json::json!({ "error": self.to_string(), "code": code })
+    }
+}
+
+fn tier_status(error: &tier::TierError) -> (u16, &'static str) {
+    use tier::TierError;
+    match error {
+        TierError::Invalid(_) => (400, "InvalidArgument"),
+        TierError::Busy(_) => (409, "Busy"),
+        TierError::NotFound(_) => (404, "NotFound"),
+        TierError::Rados(error) => rados_status(error),
+        TierError::FlushConflict { .. } => (409, "Conflict"),
+        _ => (500, "Internal"),
     }
 }
 

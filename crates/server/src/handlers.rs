@@ -26,6 +26,7 @@
 //! | `POST /api/volumes/{pool}`             | create (`{"name","size_bytes","order"}`) |
 //! | `GET/DELETE /api/volumes/{pool}/{name}` | describe, remove                      |
 //! | `POST /api/volumes/{pool}/{name}/resize` | resize (`{"size_bytes"}`)            |
+//! | `GET /api/tiers`, `POST /api/tiers/...` | cache tiers: list with statistics, commands (`tier_api`) |
 
 use bytes::Bytes;
 use hyper::{Method, Uri};
@@ -57,6 +58,16 @@ pub(crate) struct Services<'a> {
     pub(crate) gateway: Option<&'a gateway::Gateway>,
     /// The volumes.
     pub(crate) volumes: Option<&'a crate::volumes::VolumeExports>,
+    /// The cache tiers (and the object API through their overlays).
+    pub(crate) tiers: Option<&'a std::sync::Arc<tier::TieredRados>>,
+}
+
+/// The object API as clients see it: through the tiers' overlays when they run.
+fn objects(backend: &dyn Backend, services: Services<'_>) -> std::sync::Arc<dyn rados::Rados> {
+    match services.tiers {
+        Some(tiers) => tiers.clone(),
+        None => backend.rados(),
+    }
 }
 
 /// Routes one request.
@@ -70,6 +81,9 @@ pub(crate) async fn route(
     let gateway = services.gateway;
     let segments = segments(uri.path())?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    if let ["api", "tiers", rest @ ..] = segments.as_slice() {
+        return crate::tier_api::route(services.tiers, method, rest, &body).await;
+    }
     if let ["api", "volumes", rest @ ..] = segments.as_slice() {
         return crate::volume_api::route(services.volumes, method, rest, &body).await;
     }
@@ -117,6 +131,7 @@ pub(crate) async fn route(
                 "crush_rule": info.crush_rule, "device_class": info.device_class }))
         }
         ("DELETE", ["api", "pools", name]) => {
+            crate::tier_api::refuse_pool_delete(services.tiers.map(|t| &**t), name)?;
             backend.pool_delete(name).await?;
             json(json!({ "removed": name }))
         }
@@ -154,13 +169,13 @@ pub(crate) async fn route(
             json(backend.stats_period(top).await?)
         }
         ("GET", ["api", "objects", pool]) => {
-            let io = backend.rados().io_ctx(pool).await?;
+            let io = objects(backend, services).io_ctx(pool).await?;
             let mut names = io.list_all().await?;
             names.sort();
             json(json!({ "pool": pool, "objects": names }))
         }
         ("PUT", ["api", "objects", pool, object]) => {
-            let io = backend.rados().io_ctx(pool).await?;
+            let io = objects(backend, services).io_ctx(pool).await?;
             // The request body moves into the op (no copy here).
             io.operate(object, WriteOp::new().write_full(body)).await?;
             let stat = io.stat(object).await?;
@@ -170,16 +185,16 @@ pub(crate) async fn route(
             )
         }
         ("GET", ["api", "objects", pool, object]) => {
-            let io = backend.rados().io_ctx(pool).await?;
+            let io = objects(backend, services).io_ctx(pool).await?;
             Ok(Reply::Bytes(Bytes::from(io.read_full(object).await?)))
         }
         ("DELETE", ["api", "objects", pool, object]) => {
-            let io = backend.rados().io_ctx(pool).await?;
+            let io = objects(backend, services).io_ctx(pool).await?;
             io.remove(object).await?;
             json(json!({ "removed": object }))
         }
         ("GET", ["api", "stat", pool, object]) => {
-            let io = backend.rados().io_ctx(pool).await?;
+            let io = objects(backend, services).io_ctx(pool).await?;
             let stat = io.stat(object).await?;
             let place = backend.locate(pool, object).await?;
             json(

@@ -24,6 +24,7 @@ mod handlers;
 pub mod master_key;
 pub mod metrics;
 pub mod report;
+pub mod tier_api;
 pub mod token;
 mod volume_api;
 pub mod volumes;
@@ -143,6 +144,8 @@ pub struct Running {
     s3: Option<gateway::Server>,
     /// Ends a statistics period every `stats_period_s` ([`end_stats_periods`]).
     stats_periods: Option<tokio::task::JoinHandle<()>>,
+    /// The cache tiers: the object API of the gateway, the volumes and the admin API.
+    tiers: Arc<tier::TieredRados>,
 }
 
 /// Opens or creates the cluster (or connects to Ceph) and starts both endpoints.
@@ -167,12 +170,30 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
             (backend, None, false)
         }
     };
+    // The object API every layer uses goes through the cache tiers' overlays.
+    let tiers = match tier::TieredRados::open(
+        backend.rados(),
+        Arc::new(worker::SystemClock::new()),
+        tier::system_wall_clock(),
+    )
+    .await
+    {
+        Ok(tiers) => tiers,
+        Err(error) => {
+            let _ = backend.shutdown().await;
+            if let Some(cluster) = cluster {
+                close_cluster(cluster).await;
+            }
+            return Err(error.into());
+        }
+    };
+    let objects: Arc<dyn rados::Rados> = tiers.clone();
     let mut volumes_config = config.volumes.clone();
     volumes_config
         .holder
         .get_or_insert_with(|| volumes::holder_for(&config.data_dir));
-    let exports = Arc::new(volumes::VolumeExports::new(backend.rados(), volumes_config));
-    let started = match start_endpoints(&config, &backend).await {
+    let exports = Arc::new(volumes::VolumeExports::new(objects.clone(), volumes_config));
+    let started = match start_endpoints(&config, &backend, objects).await {
         Ok((admin, s3)) => match start_nbd(&config, &exports).await {
             Ok(nbd) => Ok((admin, s3, nbd)),
             Err(error) => {
@@ -188,6 +209,7 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
     match started {
         Ok((admin, s3, (nbd_socket, nbd_tcp_addr, nbd_tasks))) => {
             admin.set_volumes(exports.clone());
+            admin.set_tiers(tiers.clone());
             let period_s = backend.stats_period_s();
             let stats_periods = (period_s > 0).then(|| {
                 tokio::spawn(end_stats_periods(
@@ -208,9 +230,12 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
                 cluster,
                 admin,
                 s3,
+                tiers,
             })
         }
         Err(error) => {
+            tiers.shutdown().await;
+            drop(tiers);
             let _ = backend.shutdown().await;
             if let Some(cluster) = cluster {
                 close_cluster(cluster).await;
@@ -255,6 +280,7 @@ async fn open_embedded(config: &ServeConfig) -> Result<(Cluster, bool)> {
 async fn start_endpoints(
     config: &ServeConfig,
     backend: &Arc<dyn Backend>,
+    objects: Arc<dyn rados::Rados>,
 ) -> Result<(admin::AdminServer, Option<gateway::Server>)> {
     let token = token::load_or_create(&config.data_dir)?;
     let admin = admin::AdminServer::start(
@@ -290,7 +316,7 @@ async fn start_endpoints(
         gateway_config.index_pool.clone(),
         gateway_config.data_pool.clone(),
     ];
-    match gateway::serve(backend.rados(), addr, gateway_config).await {
+    match gateway::serve(objects, addr, gateway_config).await {
         Ok(server) => {
             let user = "the S3 gateway (serve without S3, --no-s3, to delete it)";
             for pool in &pools {
@@ -405,6 +431,10 @@ impl Running {
         if let Some(s3) = self.s3 {
             s3.shutdown().await;
         }
+        drop(self.volumes);
+        self.tiers.quiesce().await;
+        self.tiers.shutdown().await;
+        drop(self.tiers);
         self.backend.shutdown().await?;
         if let Some(cluster) = self.cluster {
             let cluster = take_back(cluster, Duration::from_secs(10)).await?;

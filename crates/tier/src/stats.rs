@@ -34,7 +34,7 @@ impl Counters {
 }
 
 /// A snapshot of a tier's counters and gauges.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TierStats {
     /// The cache pool.
     pub cache_pool: String,

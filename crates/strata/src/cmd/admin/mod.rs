@@ -13,6 +13,7 @@ pub mod pool;
 pub mod scrub;
 pub mod stats;
 pub mod status;
+pub mod tier;
 pub mod user;
 
 use clap::Args;

@@ -1,4 +1,5 @@
-//! `strata osd tree|df|down|up|out|in`: OSD states and usage, and marking OSDs.
+//! `strata osd tree|df|down|up|out|in|tier|pool`: OSD states and usage, marking OSDs, and
+//! cache tiers (`tier`).
 
 use std::process::ExitCode;
 
@@ -44,6 +45,16 @@ pub enum OsdCommand {
         /// OSD id.
         id: String,
     },
+    /// Cache tiers: a cache pool serving a base pool (`strata osd tier --help`).
+    Tier {
+        #[command(subcommand)]
+        command: super::tier::TierCommand,
+    },
+    /// Cache pool settings and statistics (`strata osd pool --help`).
+    Pool {
+        #[command(subcommand)]
+        command: super::tier::PoolCommand,
+    },
 }
 
 /// Runs `strata osd`.
@@ -62,6 +73,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         OsdCommand::Up { id } => mark(&client, &id, "up")?,
         OsdCommand::Out { id } => mark(&client, &id, "out")?,
         OsdCommand::In { id } => mark(&client, &id, "in")?,
+        OsdCommand::Tier { command } => super::tier::run_tier(&client, command)?,
+        OsdCommand::Pool { command } => super::tier::run_pool(&client, command)?,
     }
     Ok(ExitCode::SUCCESS)
 }
