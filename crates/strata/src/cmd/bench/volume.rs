@@ -1,8 +1,8 @@
 //! `strata bench volume` (issue 36): block volumes driven by fio, beside RBD on a real Ceph
 //! cluster, in one run.
 //!
-//! Targets (`--targets`, run in this order in every round; Ceph's targets share one
-//! minicluster per round and alternate their order from round to round):
+//! Targets (`--targets`, in this order in even rounds and reversed in odd ones; Ceph's targets
+//! share one minicluster per round, so they run back to back):
 //! - `strata`: a volume on the embedded cluster (`--replicas` hosts of one OSD on sparse files
 //!   under the run's directory, durable writes, pool size `--replicas`), served over NBD by this
 //!   process; fio's `nbd` engine.
@@ -431,13 +431,33 @@ impl Measured {
         }
     }
 
-    fn spread(&self, job: usize) -> (f64, f64) {
+    /// The lowest and highest of one figure over the rounds.
+    fn spread(&self, job: usize, value: impl Fn(&Figures) -> f64) -> (f64, f64) {
         self.rounds
             .iter()
             .fold((f64::INFINITY, 0.0_f64), |(low, high), round| {
-                (low.min(round[job].iops), high.max(round[job].iops))
+                (low.min(value(&round[job])), high.max(value(&round[job])))
             })
     }
+}
+
+/// The figure a job's cell shows: IOPS for random jobs, MB/s for sequential ones.
+fn headline(job: &Job) -> fn(&Figures) -> f64 {
+    if job.random() {
+        |f| f.iops
+    } else {
+        |f| f.mb_per_s
+    }
+}
+
+/// The order of the targets in `round`: as given in even rounds, reversed in odd ones, so no
+/// target always runs first (on a cold page cache) or last (after the others warmed the disk).
+fn round_order(targets: &[String], round: u32) -> Vec<&str> {
+    let mut order: Vec<&str> = targets.iter().map(String::as_str).collect();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
 }
 
 async fn run_rounds(args: &Args, jobs: &[Job], dir: &Path) -> Result<Vec<Measured>> {
@@ -451,28 +471,30 @@ async fn run_rounds(args: &Args, jobs: &[Job], dir: &Path) -> Result<Vec<Measure
         .collect();
     for round in 0..args.rounds {
         eprintln!("== round {} of {}", round + 1, args.rounds);
-        let mut ceph_order: Vec<&str> = args
-            .targets
-            .iter()
-            .map(String::as_str)
-            .filter(|target| matches!(*target, "rbd" | "strata-ceph"))
-            .collect();
-        if round % 2 == 1 {
-            ceph_order.reverse();
-        }
+        let order = round_order(&args.targets, round);
         let round_dir = dir.join(format!("round{round}"));
         std::fs::create_dir_all(&round_dir)?;
-        for target in &args.targets {
-            if matches!(target.as_str(), "rbd" | "strata-ceph") {
+        // The Ceph targets share one minicluster per round, so they run back to back: where
+        // the first of them falls in this round's order.
+        let mut ceph_done = false;
+        for target in &order {
+            if matches!(*target, "rbd" | "strata-ceph") {
+                if ceph_done {
+                    continue;
+                }
+                ceph_done = true;
+                let ceph_order: Vec<&str> = order
+                    .iter()
+                    .copied()
+                    .filter(|target| matches!(*target, "rbd" | "strata-ceph"))
+                    .collect();
+                for (target, figures) in on_ceph(&ceph_order, &round_dir, args, jobs).await? {
+                    record(&mut measured, &target, figures);
+                }
                 continue;
             }
             let figures = on_embedded(target, &round_dir, args, jobs).await?;
             record(&mut measured, target, figures);
-        }
-        if !ceph_order.is_empty() {
-            for (target, figures) in on_ceph(&ceph_order, &round_dir, args, jobs).await? {
-                record(&mut measured, &target, figures);
-            }
         }
         let _ = std::fs::remove_dir_all(&round_dir);
     }
@@ -519,15 +541,15 @@ fn print_table(measured: &[Measured], jobs: &[Job], args: &Args) {
     println!("{}", "-".repeat(header.chars().count()));
     for (index, job) in jobs.iter().enumerate() {
         let mut line = format!("{:<16}", job.name);
+        let value = headline(job);
         for entry in measured {
-            let iops = entry.median(index, |f| f.iops);
-            let mb = entry.median(index, |f| f.mb_per_s);
+            let median = entry.median(index, value);
             let p99 = entry.median(index, |f| f.latency_us_p99);
-            let (low, high) = entry.spread(index);
+            let (low, high) = entry.spread(index, value);
             let cell = if job.random() {
-                format!("{iops:.0} IOPS p99 {p99:.0}µs")
+                format!("{median:.0} IOPS p99 {p99:.0}µs")
             } else {
-                format!("{mb:.0} MB/s p99 {p99:.0}µs")
+                format!("{median:.0} MB/s p99 {p99:.0}µs")
             };
             let cell = if args.rounds > 1 {
                 format!("{cell} [{low:.0}-{high:.0}]")
@@ -537,15 +559,62 @@ fn print_table(measured: &[Measured], jobs: &[Job], args: &Args) {
             line.push_str(&format!(" | {cell:>30}"));
         }
         for (_, a, b) in &ratios {
-            let value = |target: &str| {
-                measured
-                    .iter()
-                    .find(|m| m.target == target)
-                    .map_or(f64::NAN, |m| m.median(index, |f| f.iops))
-            };
-            line.push_str(&format!(" | {:>14.2}x", value(a) / value(b)));
+            let ratio = ratio_median(measured, a, b, index, value);
+            line.push_str(&format!(" | {ratio:>14.2}x"));
         }
         println!("{line}");
+    }
+    if args.rounds > 1 {
+        println!("\nper round (IOPS for random jobs, MB/s for sequential ones; ratios of the same round):");
+        for (index, job) in jobs.iter().enumerate() {
+            for (label, a, b) in &ratios {
+                let per_round = round_ratios(measured, a, b, index, headline(job));
+                let listed: Vec<String> = per_round
+                    .iter()
+                    .map(|(ours, theirs)| format!("{:.2}x ({ours:.0}/{theirs:.0})", ours / theirs))
+                    .collect();
+                println!("  {:<16} {label:<16} {}", job.name, listed.join(", "));
+            }
+        }
+    }
+}
+
+/// `(a, b)` of one job's figure in every round both targets ran.
+fn round_ratios(
+    measured: &[Measured],
+    a: &str,
+    b: &str,
+    job: usize,
+    value: fn(&Figures) -> f64,
+) -> Vec<(f64, f64)> {
+    let rounds = |target: &str| {
+        measured
+            .iter()
+            .find(|m| m.target == target)
+            .map(|m| m.rounds.iter().map(|round| value(&round[job])).collect())
+            .unwrap_or_else(Vec::new)
+    };
+    rounds(a).into_iter().zip(rounds(b)).collect()
+}
+
+/// The median over rounds of the ratio `a / b` within each round (both ran on the same
+/// machine state), NaN when either target did not run.
+fn ratio_median(
+    measured: &[Measured],
+    a: &str,
+    b: &str,
+    job: usize,
+    value: fn(&Figures) -> f64,
+) -> f64 {
+    let mut ratios: Vec<f64> = round_ratios(measured, a, b, job, value)
+        .iter()
+        .map(|(ours, theirs)| ours / theirs)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    match ratios.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => ratios[n / 2],
+        n => (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0,
     }
 }
 
@@ -562,13 +631,7 @@ fn svg(measured: &[Measured], jobs: &[Job]) -> String {
         .iter()
         .map(|entry| {
             (0..jobs.len())
-                .map(|index| {
-                    if jobs[index].random() {
-                        entry.median(index, |f| f.iops)
-                    } else {
-                        entry.median(index, |f| f.mb_per_s)
-                    }
-                })
+                .map(|index| entry.median(index, headline(&jobs[index])))
                 .collect()
         })
         .collect();
@@ -593,7 +656,7 @@ fn svg(measured: &[Measured], jobs: &[Job]) -> String {
     );
     let _ = writeln!(
         out,
-        r#"<text x="{margin}" y="20" font-size="14">strata bench volume: IOPS (random jobs) and MB/s (sequential), log scale</text>"#
+        r#"<text x="{margin}" y="20" font-size="14">strata bench volume: IOPS (random jobs) and MB/s (sequential), log scale; medians, whiskers span the rounds</text>"#
     );
     for decade in 0..=log_top as i32 {
         let value = 10f64.powi(decade);
@@ -621,6 +684,17 @@ fn svg(measured: &[Measured], jobs: &[Job]) -> String {
                 h = height - margin - top,
                 color = COLORS[target % COLORS.len()]
             );
+            // The range over the rounds, as a whisker.
+            let (low, high) = measured[target].spread(index, headline(job));
+            if measured[target].rounds.len() > 1 && low.is_finite() {
+                let _ = writeln!(
+                    out,
+                    r#"<line x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}" stroke="black"/>"#,
+                    cx = x + bar * 0.475,
+                    y1 = y(low),
+                    y2 = y(high)
+                );
+            }
         }
         let _ = writeln!(
             out,
@@ -671,7 +745,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let load::Setup { temp, runtime, .. } = load::setup(
         "volume",
-        &[],
+        std::slice::from_ref(&args.volume_size),
         1,
         args.replicas,
         args.runtime_s,
@@ -691,9 +765,27 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!("plot: {}", path.display());
     }
     if let Some(path) = &args.json {
+        let medians: Vec<Value> = measured
+            .iter()
+            .map(|entry| {
+                let per_job: Vec<Value> = (0..jobs.len())
+                    .map(|index| {
+                        serde_json::json!({
+                            "job": jobs[index].name,
+                            "iops": entry.median(index, |f| f.iops),
+                            "mb_per_s": entry.median(index, |f| f.mb_per_s),
+                            "latency_us_mean": entry.median(index, |f| f.latency_us_mean),
+                            "latency_us_p99": entry.median(index, |f| f.latency_us_p99),
+                        })
+                    })
+                    .collect();
+                serde_json::json!({"target": entry.target, "jobs": per_job})
+            })
+            .collect();
         let report = serde_json::json!({
             "bench": "volume", "replicas": args.replicas, "volume_size": args.volume_size,
-            "runtime_s": args.runtime_s, "jobs": args.jobs, "targets": measured,
+            "runtime_s": args.runtime_s, "rounds": args.rounds, "jobs": args.jobs,
+            "load_average": load::load_average(), "medians": medians, "targets": measured,
         });
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -724,6 +816,31 @@ mod tests {
             let error = Job::parse(bad).unwrap_err().to_string();
             assert!(error.contains(bad), "{error}");
         }
+    }
+
+    #[test]
+    fn odd_rounds_reverse_the_order_and_ratios_pair_rounds() {
+        let targets: Vec<String> = ["strata", "rbd", "hdd"].map(String::from).into();
+        assert_eq!(round_order(&targets, 0), ["strata", "rbd", "hdd"]);
+        assert_eq!(round_order(&targets, 1), ["hdd", "rbd", "strata"]);
+        let figures = |iops: f64| Figures {
+            iops,
+            ..Figures::default()
+        };
+        let measured = [
+            Measured {
+                target: "strata".into(),
+                rounds: vec![vec![figures(30.0)], vec![figures(10.0)], vec![figures(90.0)]],
+            },
+            Measured {
+                target: "rbd".into(),
+                rounds: vec![vec![figures(10.0)], vec![figures(10.0)], vec![figures(10.0)]],
+            },
+        ];
+        // Ratios 3, 1 and 9 within rounds: their median is 3, and the spread is 10-90.
+        assert_eq!(ratio_median(&measured, "strata", "rbd", 0, |f| f.iops), 3.0);
+        assert_eq!(measured[0].spread(0, |f| f.iops), (10.0, 90.0));
+        assert!(ratio_median(&measured, "strata", "nvme", 0, |f| f.iops).is_nan());
     }
 
     #[test]
