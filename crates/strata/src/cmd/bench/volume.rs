@@ -830,11 +830,19 @@ mod tests {
         let measured = [
             Measured {
                 target: "strata".into(),
-                rounds: vec![vec![figures(30.0)], vec![figures(10.0)], vec![figures(90.0)]],
+                rounds: vec![
+                    vec![figures(30.0)],
+                    vec![figures(10.0)],
+                    vec![figures(90.0)],
+                ],
             },
             Measured {
                 target: "rbd".into(),
-                rounds: vec![vec![figures(10.0)], vec![figures(10.0)], vec![figures(10.0)]],
+                rounds: vec![
+                    vec![figures(10.0)],
+                    vec![figures(10.0)],
+                    vec![figures(10.0)],
+                ],
             },
         ];
         // Ratios 3, 1 and 9 within rounds: their median is 3, and the spread is 10-90.
