@@ -765,6 +765,35 @@ async fn read_run(
 mod tests {
     use super::*;
 
+    /// Extents that follow each other in the object and on the device make one run; a jump
+    /// on the device or a hole in the object starts another; the ends are clipped.
+    #[test]
+    fn device_runs_merge_only_contiguous_extents() {
+        let extent = |device_offset_bytes: u64, length_bytes: u64| Extent {
+            device_offset_bytes,
+            length_bytes,
+            crcs: vec![0; (length_bytes / 4096) as usize],
+        };
+        let mut onode = Onode::default();
+        onode.extents.insert(0, extent(1 << 20, 8192));
+        onode.extents.insert(8192, extent((1 << 20) + 8192, 4096)); // contiguous
+        onode.extents.insert(12288, extent(5 << 20, 4096)); // elsewhere on the device
+        onode.extents.insert(20480, extent((5 << 20) + 8192, 4096)); // after a hole
+        let runs = device_runs(&onode, 4096, 24576);
+        let found: Vec<(u64, u64, u64, usize)> = runs
+            .iter()
+            .map(|run| (run.from, run.to, run.device_from, run.parts.len()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (4096, 12288, (1 << 20) + 4096, 2),
+                (12288, 16384, 5 << 20, 1),
+                (20480, 24576, (5 << 20) + 8192, 1),
+            ]
+        );
+    }
+
     /// Blocks a transaction wrote and freed again itself get no digest (the extent may be
     /// reused before a mount checks the record); the others get one per run of blocks.
     #[test]
