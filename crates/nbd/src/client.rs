@@ -1,5 +1,10 @@
-//! A small NBD client (fixed newstyle, NBD_OPT_GO, simple replies, one request at a time), for
-//! tests and tools. Real clients (qemu, libnbd, fio) are what the server is measured against.
+//! A small NBD client (fixed newstyle, NBD_OPT_GO, one request at a time), for tests and
+//! tools. Real clients (qemu, libnbd, fio) are what the server is measured against.
+//!
+//! By default it asks for simple replies only. [`NbdClient::connect_unix_with_status`] also
+//! negotiates structured replies and the `base:allocation` meta context, so that
+//! [`NbdClient::block_status`] works; its READs are then answered in chunks (data and
+//! holes), which it reassembles.
 
 use std::path::Path;
 
@@ -20,17 +25,53 @@ pub struct ExportInfo {
     pub block_sizes: Option<(u32, u32, u32)>,
 }
 
+/// One `base:allocation` descriptor of a BLOCK_STATUS answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusExtent {
+    /// Bytes it covers.
+    pub length_bytes: u32,
+    /// `proto::STATE_HOLE` (not allocated) and/or `proto::STATE_ZERO` (reads as zeros).
+    pub flags: u32,
+}
+
+impl StatusExtent {
+    /// Not allocated on the server.
+    pub fn is_hole(&self) -> bool {
+        self.flags & proto::STATE_HOLE != 0
+    }
+
+    /// Reads as zeros.
+    pub fn is_zero(&self) -> bool {
+        self.flags & proto::STATE_ZERO != 0
+    }
+}
+
 /// A connected client in transmission phase.
 pub struct NbdClient<S> {
     stream: BufReader<S>,
     info: ExportInfo,
     next_cookie: u64,
+    /// The id the server gave `base:allocation`, when negotiated (structured replies on).
+    allocation_context: Option<u32>,
+}
+
+/// Where a reply's data goes.
+enum Sink<'a> {
+    Nothing,
+    Read(&'a mut [u8]),
+    Status(&'a mut Vec<StatusExtent>),
 }
 
 impl NbdClient<UnixStream> {
     /// Connects to a unix socket and opens `export` with NBD_OPT_GO.
     pub async fn connect_unix(path: &Path, export: &str) -> Result<Self, NbdError> {
         Self::handshake(UnixStream::connect(path).await?, export).await
+    }
+
+    /// [`NbdClient::connect_unix`] with structured replies and `base:allocation`, for
+    /// [`NbdClient::block_status`]; refused when the server offers neither.
+    pub async fn connect_unix_with_status(path: &Path, export: &str) -> Result<Self, NbdError> {
+        Self::handshake_with(UnixStream::connect(path).await?, export, true).await
     }
 }
 
@@ -46,6 +87,16 @@ impl NbdClient<TcpStream> {
 impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
     /// Runs the handshake on `stream`.
     pub async fn handshake(stream: S, export: &str) -> Result<Self, NbdError> {
+        Self::handshake_with(stream, export, false).await
+    }
+
+    /// Runs the handshake on `stream`, negotiating structured replies and `base:allocation`
+    /// first with `block_status`.
+    pub async fn handshake_with(
+        stream: S,
+        export: &str,
+        block_status: bool,
+    ) -> Result<Self, NbdError> {
         let mut stream = BufReader::new(stream);
         if stream.read_u64().await? != proto::NBD_MAGIC
             || stream.read_u64().await? != proto::IHAVEOPT
@@ -58,6 +109,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
         }
         let client_flags = u32::from(proto::FLAG_FIXED_NEWSTYLE | proto::FLAG_NO_ZEROES);
         stream.get_mut().write_u32(client_flags).await?;
+        let allocation_context = if block_status {
+            Some(negotiate_status(&mut stream, export).await?)
+        } else {
+            None
+        };
         let mut data = (export.len() as u32).to_be_bytes().to_vec();
         data.extend_from_slice(export.as_bytes());
         data.extend_from_slice(&1u16.to_be_bytes());
@@ -69,18 +125,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
             match reply {
                 proto::REP_ACK => break,
                 proto::REP_INFO => parse_info(&payload, &mut info),
-                error => {
-                    return Err(NbdError::Refused {
-                        option: proto::OPT_GO,
-                        reply: error,
-                    })
-                }
+                error => return Err(refused(proto::OPT_GO, error, &payload)),
             }
         }
         Ok(Self {
             stream,
             info,
             next_cookie: 1,
+            allocation_context,
         })
     }
 
@@ -118,7 +170,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
         offset_bytes: u64,
         length_bytes: u32,
         payload: Option<&[u8]>,
-        into: Option<&mut [u8]>,
+        mut sink: Sink<'_>,
     ) -> Result<(), NbdError> {
         let cookie = self.next_cookie;
         self.next_cookie += 1;
@@ -135,27 +187,111 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
             writer.write_all(payload).await?;
         }
         writer.flush().await?;
-        let mut header = [0u8; proto::REPLY_BYTES];
-        self.stream.read_exact(&mut header).await?;
-        let (errno, echoed) = proto::decode_reply(&header)
-            .ok_or_else(|| NbdError::Protocol("bad reply magic".into()))?;
-        if echoed != cookie {
-            return Err(NbdError::Protocol("reply cookie mismatch".into()));
+        let magic = self.stream.read_u32().await?;
+        if magic == proto::SIMPLE_REPLY_MAGIC {
+            let errno = self.stream.read_u32().await?;
+            if self.stream.read_u64().await? != cookie {
+                return Err(NbdError::Protocol("reply cookie mismatch".into()));
+            }
+            if errno != 0 {
+                return Err(NbdError::Server { errno });
+            }
+            return match sink {
+                Sink::Read(buffer) => Ok(self.stream.read_exact(buffer).await.map(|_| ())?),
+                Sink::Nothing => Ok(()),
+                Sink::Status(_) => Err(NbdError::Protocol("a simple reply to BLOCK_STATUS".into())),
+            };
         }
-        if errno != 0 {
-            return Err(NbdError::Server { errno });
+        if magic != proto::STRUCTURED_REPLY_MAGIC || self.allocation_context.is_none() {
+            return Err(NbdError::Protocol("bad reply magic".into()));
         }
-        if let Some(buffer) = into {
-            self.stream.read_exact(buffer).await?;
+        // Structured chunks until one flagged DONE; an error chunk fails the request once
+        // the rest of the reply has been read (the connection stays usable).
+        let mut failed = None;
+        let mut first = true;
+        loop {
+            // Every chunk starts with the magic (the first one's was read above).
+            if !std::mem::take(&mut first)
+                && self.stream.read_u32().await? != proto::STRUCTURED_REPLY_MAGIC
+            {
+                return Err(NbdError::Protocol("bad chunk magic".into()));
+            }
+            let chunk_flags = self.stream.read_u16().await?;
+            let chunk_type = self.stream.read_u16().await?;
+            if self.stream.read_u64().await? != cookie {
+                return Err(NbdError::Protocol("reply cookie mismatch".into()));
+            }
+            let length = self.stream.read_u32().await?;
+            if u64::from(length) > u64::from(length_bytes) + 64 * 1024 {
+                return Err(NbdError::Protocol(format!("a chunk of {length} bytes")));
+            }
+            let mut body = vec![0u8; length as usize];
+            self.stream.read_exact(&mut body).await?;
+            let u32_at = |at: usize| -> Result<u32, NbdError> {
+                body.get(at..at + 4)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                    .ok_or_else(|| NbdError::Protocol("short chunk".into()))
+            };
+            let u64_at = |at: usize| -> Result<u64, NbdError> {
+                Ok((u64::from(u32_at(at)?) << 32) | u64::from(u32_at(at + 4)?))
+            };
+            // Where `[at, at + len)` of the export falls in the request, checked.
+            let within = |at: u64, len: u64| -> Result<usize, NbdError> {
+                at.checked_sub(offset_bytes)
+                    .filter(|start| start + len <= u64::from(length_bytes))
+                    .map(|start| start as usize)
+                    .ok_or_else(|| NbdError::Protocol("a chunk outside the request".into()))
+            };
+            match (chunk_type, &mut sink) {
+                (proto::REPLY_TYPE_NONE, _) => {}
+                (proto::REPLY_TYPE_OFFSET_DATA, Sink::Read(buffer)) => {
+                    let data = &body[8.min(body.len())..];
+                    let start = within(u64_at(0)?, data.len() as u64)?;
+                    buffer[start..start + data.len()].copy_from_slice(data);
+                }
+                (proto::REPLY_TYPE_OFFSET_HOLE, Sink::Read(buffer)) => {
+                    let hole = u64::from(u32_at(8)?);
+                    let start = within(u64_at(0)?, hole)?;
+                    buffer[start..start + hole as usize].fill(0);
+                }
+                (proto::REPLY_TYPE_BLOCK_STATUS, Sink::Status(extents)) => {
+                    if Some(u32_at(0)?) == self.allocation_context {
+                        for at in (4..body.len().saturating_sub(7)).step_by(8) {
+                            extents.push(StatusExtent {
+                                length_bytes: u32_at(at)?,
+                                flags: u32_at(at + 4)?,
+                            });
+                        }
+                    }
+                }
+                (proto::REPLY_TYPE_ERROR | proto::REPLY_TYPE_ERROR_OFFSET, _) => {
+                    failed.get_or_insert(NbdError::Server { errno: u32_at(0)? });
+                }
+                (other, _) => {
+                    return Err(NbdError::Protocol(format!(
+                        "an unexpected chunk type {other} for command {command}"
+                    )))
+                }
+            }
+            if chunk_flags & proto::REPLY_FLAG_DONE != 0 {
+                break;
+            }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// READ into `buffer`.
     pub async fn read(&mut self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), NbdError> {
         let length = buffer.len() as u32;
-        self.call(proto::CMD_READ, 0, offset_bytes, length, None, Some(buffer))
-            .await
+        self.call(
+            proto::CMD_READ,
+            0,
+            offset_bytes,
+            length,
+            None,
+            Sink::Read(buffer),
+        )
+        .await
     }
 
     /// WRITE `data`, with FUA when asked.
@@ -173,20 +309,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
             offset_bytes,
             length,
             Some(data),
-            None,
+            Sink::Nothing,
         )
         .await
     }
 
     /// FLUSH.
     pub async fn flush(&mut self) -> Result<(), NbdError> {
-        self.call(proto::CMD_FLUSH, 0, 0, 0, None, None).await
+        self.call(proto::CMD_FLUSH, 0, 0, 0, None, Sink::Nothing)
+            .await
     }
 
     /// TRIM.
     pub async fn trim(&mut self, offset_bytes: u64, length_bytes: u32) -> Result<(), NbdError> {
-        self.call(proto::CMD_TRIM, 0, offset_bytes, length_bytes, None, None)
-            .await
+        self.call(
+            proto::CMD_TRIM,
+            0,
+            offset_bytes,
+            length_bytes,
+            None,
+            Sink::Nothing,
+        )
+        .await
     }
 
     /// WRITE_ZEROES.
@@ -201,9 +345,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
             offset_bytes,
             length_bytes,
             None,
-            None,
+            Sink::Nothing,
         )
         .await
+    }
+
+    /// BLOCK_STATUS of `base:allocation` from `offset_bytes` for at most `length_bytes`: the
+    /// server's descriptors in order (they may cover less than asked, never more). Needs a
+    /// client from [`NbdClient::connect_unix_with_status`].
+    pub async fn block_status(
+        &mut self,
+        offset_bytes: u64,
+        length_bytes: u32,
+    ) -> Result<Vec<StatusExtent>, NbdError> {
+        if self.allocation_context.is_none() {
+            return Err(NbdError::Protocol(
+                "BLOCK_STATUS needs a client connected with structured replies".into(),
+            ));
+        }
+        let mut extents = Vec::new();
+        self.call(
+            proto::CMD_BLOCK_STATUS,
+            0,
+            offset_bytes,
+            length_bytes,
+            None,
+            Sink::Status(&mut extents),
+        )
+        .await?;
+        Ok(extents)
     }
 
     /// DISC, then closes the socket.
@@ -220,6 +390,50 @@ impl<S: AsyncRead + AsyncWrite + Unpin> NbdClient<S> {
         writer.flush().await?;
         writer.shutdown().await?;
         Ok(())
+    }
+}
+
+/// NBD_OPT_STRUCTURED_REPLY, then NBD_OPT_SET_META_CONTEXT for `base:allocation` on
+/// `export`: the context's id.
+async fn negotiate_status<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut BufReader<S>,
+    export: &str,
+) -> Result<u32, NbdError> {
+    send_option(stream.get_mut(), proto::OPT_STRUCTURED_REPLY, &[]).await?;
+    let (reply, payload) = read_option_reply(stream, proto::OPT_STRUCTURED_REPLY).await?;
+    if reply != proto::REP_ACK {
+        return Err(refused(proto::OPT_STRUCTURED_REPLY, reply, &payload));
+    }
+    let query = proto::CONTEXT_BASE_ALLOCATION.as_bytes();
+    let mut data = (export.len() as u32).to_be_bytes().to_vec();
+    data.extend_from_slice(export.as_bytes());
+    data.extend_from_slice(&1u32.to_be_bytes());
+    data.extend_from_slice(&(query.len() as u32).to_be_bytes());
+    data.extend_from_slice(query);
+    send_option(stream.get_mut(), proto::OPT_SET_META_CONTEXT, &data).await?;
+    let mut context = None;
+    loop {
+        let (reply, payload) = read_option_reply(stream, proto::OPT_SET_META_CONTEXT).await?;
+        match reply {
+            proto::REP_ACK => break,
+            proto::REP_META_CONTEXT if payload.len() >= 4 && &payload[4..] == query => {
+                context = Some(u32::from_be_bytes([
+                    payload[0], payload[1], payload[2], payload[3],
+                ]));
+            }
+            proto::REP_META_CONTEXT => {}
+            error => return Err(refused(proto::OPT_SET_META_CONTEXT, error, &payload)),
+        }
+    }
+    context.ok_or_else(|| NbdError::Protocol("the server offers no base:allocation".into()))
+}
+
+/// The error for an option the server refused, with its message.
+fn refused(option: u32, reply: u32, payload: &[u8]) -> NbdError {
+    NbdError::Refused {
+        option,
+        reply,
+        message: String::from_utf8_lossy(payload).into_owned(),
     }
 }
 

@@ -21,12 +21,14 @@ pub enum NbdError {
         errno: u32,
     },
     /// The server refused the option or the export (client side).
-    #[error("nbd server refused option {option}: reply type {reply:#x}")]
+    #[error("nbd server refused option {option}: reply type {reply:#x}: {message}")]
     Refused {
         /// The option.
         option: u32,
         /// The error reply type.
         reply: u32,
+        /// The server's message (may be empty).
+        message: String,
     },
     /// A listener could not be bound (hosting).
     #[error("nbd: cannot listen on {address}: {source}")]
@@ -36,9 +38,15 @@ pub enum NbdError {
         /// Why.
         source: std::io::Error,
     },
-    /// An export source could not look up or list its exports (server side).
+    /// An export source could not look up or list its exports (server side). A client
+    /// asking for the export with NBD_OPT_INFO/GO gets NBD_REP_ERR_UNKNOWN with this message.
     #[error("nbd export source: {0}")]
     Source(String),
+    /// The export exists but may not be served now, e.g. another writer holds its lease
+    /// (server side). A client asking for it with NBD_OPT_INFO/GO gets NBD_REP_ERR_POLICY
+    /// with this message.
+    #[error("nbd export unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// Which command an error answers; the errno for a range error depends on it.

@@ -185,8 +185,10 @@ async fn meta_context<W: AsyncWrite + Unpin>(
         option_reply(writer, option, proto::REP_ERR_INVALID, &[]).await?;
         return Ok(None);
     };
-    if source.find(name).await?.is_none() {
-        option_reply(writer, option, proto::REP_ERR_UNKNOWN, &[]).await?;
+    if find_or_refuse(source, writer, option, name)
+        .await?
+        .is_none()
+    {
         return Ok(None);
     }
     let allocation = proto::CONTEXT_BASE_ALLOCATION.as_bytes();
@@ -222,8 +224,7 @@ async fn info<W: AsyncWrite + Unpin>(
         option_reply(writer, option, proto::REP_ERR_INVALID, &[]).await?;
         return Ok(None);
     };
-    let Some(export) = source.find(name).await? else {
-        option_reply(writer, option, proto::REP_ERR_UNKNOWN, &[]).await?;
+    let Some(export) = find_or_refuse(source, writer, option, name).await? else {
         return Ok(None);
     };
     let mut about = proto::INFO_EXPORT.to_be_bytes().to_vec();
@@ -248,6 +249,35 @@ async fn info<W: AsyncWrite + Unpin>(
     }
     option_reply(writer, option, proto::REP_ACK, &[]).await?;
     Ok(Some(export))
+}
+
+/// The export `name`, or `None` after an error reply: NBD_REP_ERR_UNKNOWN when there is no
+/// such export or its source failed, NBD_REP_ERR_POLICY when it may not be served now (both
+/// with the source's message, which clients such as nbdinfo and qemu print). The
+/// connection stays open for further options.
+async fn find_or_refuse<W: AsyncWrite + Unpin>(
+    source: &dyn ExportSource,
+    writer: &mut W,
+    option: u32,
+    name: &[u8],
+) -> Result<Option<Export>, NbdError> {
+    let (reply, message) = match source.find(name).await {
+        Ok(Some(export)) => return Ok(Some(export)),
+        Ok(None) => (
+            proto::REP_ERR_UNKNOWN,
+            format!("no export named {:?}", String::from_utf8_lossy(name)),
+        ),
+        Err(NbdError::Unavailable(message)) => (proto::REP_ERR_POLICY, message),
+        Err(NbdError::Source(message)) => (proto::REP_ERR_UNKNOWN, message),
+        Err(other) => return Err(other),
+    };
+    // An error reply's payload is a message of at most 4096 bytes (UTF-8).
+    let mut end = message.len().min(4096);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    option_reply(writer, option, reply, &message.as_bytes()[..end]).await?;
+    Ok(None)
 }
 
 async fn option_reply<W: AsyncWrite + Unpin>(

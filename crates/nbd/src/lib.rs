@@ -16,7 +16,8 @@
 //!   ERROR/ERROR_OFFSET chunks.
 //! - [`hosting`]: listening on a unix socket and/or TCP from one config, serving until a
 //!   shutdown future resolves, removing the socket file on the way out.
-//! - [`NbdClient`]: one request at a time, for tests and tools.
+//! - [`NbdClient`]: one request at a time, for tests and tools; BLOCK_STATUS when connected
+//!   with structured replies.
 //! - [`errno_of`]: the one place a [`device::DeviceError`] becomes an NBD errno.
 //!
 //! ## Invariants
@@ -47,7 +48,7 @@ mod requests;
 mod server;
 mod transmission;
 
-pub use client::{ExportInfo, NbdClient};
+pub use client::{ExportInfo, NbdClient, StatusExtent};
 pub use error::{errno_of, Direction, NbdError};
 pub use exports::{Export, ExportSource, StaticExports};
 pub use hosting::{Hosting, HostingConfig};

@@ -544,3 +544,137 @@ fn real_clients_see_a_sparse_file_export() {
     let running = serve(directory, runtime, device);
     check_sparse_export(&running, 256 * MIB, 240 * MIB);
 }
+
+/// `NbdClient` with structured replies: BLOCK_STATUS reports the memory device's holes, READs
+/// answered in data and hole chunks come back whole, an error chunk is the request's error
+/// and the connection stays usable; a client without structured replies is told it cannot.
+#[test]
+fn the_client_asks_block_status_and_reassembles_structured_reads() {
+    let running = start_memory(8 * MIB);
+    running.runtime.block_on(async {
+        let mut client = nbd::NbdClient::connect_unix_with_status(&running.socket, "disk")
+            .await
+            .unwrap();
+        client.write(MIB, &[0xab; 4096], false).await.unwrap();
+        let extents = client.block_status(0, (8 * MIB) as u32).await.unwrap();
+        let found: Vec<(u32, u32)> = extents
+            .iter()
+            .map(|extent| (extent.length_bytes, extent.flags))
+            .collect();
+        let rest = (8 * MIB - MIB - UNIT) as u32;
+        assert_eq!(
+            found,
+            vec![(MIB as u32, HOLE), (UNIT as u32, 0), (rest, HOLE)]
+        );
+        assert!(extents[0].is_hole() && extents[0].is_zero());
+        assert!(!extents[1].is_hole());
+        // 2 MiB from 0: a hole, the written unit, a hole, in chunks; reassembled.
+        let mut back = vec![0x55u8; (2 * MIB) as usize];
+        client.read(0, &mut back).await.unwrap();
+        let (at, end) = (MIB as usize, MIB as usize + 4096);
+        assert!(back[..at].iter().all(|&byte| byte == 0));
+        assert!(back[at..end].iter().all(|&byte| byte == 0xab));
+        assert!(back[end..].iter().all(|&byte| byte == 0));
+        // Past the end: an error chunk, then the connection still serves.
+        let mut past = vec![0u8; 4096];
+        assert!(matches!(
+            client.read(8 * MIB, &mut past).await,
+            Err(nbd::NbdError::Server {
+                errno: proto::EINVAL
+            })
+        ));
+        assert!(client.block_status(8 * MIB, 4096).await.is_err());
+        let extents = client.block_status(MIB, 4096).await.unwrap();
+        assert_eq!(extents.len(), 1);
+        assert_eq!((extents[0].length_bytes, extents[0].flags), (4096, 0));
+        client.disconnect().await.unwrap();
+
+        let mut simple = nbd::NbdClient::connect_unix(&running.socket, "disk")
+            .await
+            .unwrap();
+        let error = simple.block_status(0, 4096).await.unwrap_err();
+        assert!(error.to_string().contains("structured"), "{error}");
+    });
+}
+
+/// An export source that knows one export, always held by another writer.
+struct Leased;
+
+#[async_trait::async_trait]
+impl nbd::ExportSource for Leased {
+    async fn find(&self, name: &[u8]) -> Result<Option<nbd::Export>, nbd::NbdError> {
+        if name == b"rbd/busy" {
+            return Err(nbd::NbdError::Unavailable(
+                "volume \"busy\" is leased by writer \"strata-serve:other-host:/data\"".into(),
+            ));
+        }
+        Ok(None)
+    }
+
+    async fn list(&self) -> Result<Vec<String>, nbd::NbdError> {
+        Ok(vec!["rbd/busy".into()])
+    }
+}
+
+/// An export its source may not serve now (a volume leased by another writer) is refused
+/// with NBD_REP_ERR_POLICY and the source's message, which nbdinfo prints; a missing one with
+/// NBD_REP_ERR_UNKNOWN. The connection is not just closed.
+#[test]
+fn an_unavailable_export_is_refused_with_its_message() {
+    let directory = tempfile::tempdir().unwrap();
+    let socket = directory.path().join("nbd.sock");
+    let runtime = runtime();
+    let listener = {
+        let _guard = runtime.enter();
+        NbdServer::bind_unix(&socket).unwrap()
+    };
+    runtime.spawn(NbdServer::with_source(Arc::new(Leased)).serve_unix(listener));
+    runtime.block_on(async {
+        match nbd::NbdClient::connect_unix(&socket, "rbd/busy").await {
+            Err(nbd::NbdError::Refused { reply, message, .. }) => {
+                assert_eq!(reply, proto::REP_ERR_POLICY);
+                assert!(message.contains("other-host"), "{message}");
+            }
+            Err(other) => panic!("expected a refusal, got {other}"),
+            Ok(_) => panic!("a leased export was opened"),
+        }
+        match nbd::NbdClient::connect_unix(&socket, "rbd/none").await {
+            Err(nbd::NbdError::Refused { reply, message, .. }) => {
+                assert_eq!(reply, proto::REP_ERR_UNKNOWN);
+                assert!(message.contains("rbd/none"), "{message}");
+            }
+            Err(other) => panic!("expected a refusal, got {other}"),
+            Ok(_) => panic!("a missing export was opened"),
+        }
+    });
+    // libnbd fails the open and shows the server's message in its debug output; qemu prints
+    // it as "server reported: ...".
+    let uri = format!("nbd+unix:///rbd/busy?socket={}", socket.display());
+    for (tool, command) in [
+        ("nbdinfo", {
+            let mut command = Command::new("nbdinfo");
+            command.env("LIBNBD_DEBUG", "1").arg(&uri);
+            command
+        }),
+        ("qemu-img", {
+            let mut command = Command::new("qemu-img");
+            command.args(["info", "--image-opts"]).arg(format!(
+                "driver=nbd,server.type=unix,server.path={},export=rbd/busy",
+                socket.display()
+            ));
+            command
+        }),
+    ] {
+        if !have(tool) {
+            continue;
+        }
+        let mut command = command;
+        let output = command.output().unwrap();
+        let text = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{tool} opened a leased export");
+        assert!(
+            text.contains("leased by writer") && text.contains("other-host"),
+            "{tool}'s error names the holder: {text}"
+        );
+    }
+}

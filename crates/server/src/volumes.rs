@@ -214,6 +214,10 @@ impl ExportSource for VolumeExports {
             Err(ServerError::Volume(VolumeError::NotFound { .. }))
             | Err(ServerError::Volume(VolumeError::InvalidName { .. }))
             | Err(ServerError::Rados(RadosError::NotFound(_))) => Ok(None),
+            Err(error @ ServerError::Volume(VolumeError::Leased { .. })) => {
+                tracing::info!(export = %String::from_utf8_lossy(name), %error, "volume refused to an NBD client");
+                Err(NbdError::Unavailable(error.to_string()))
+            }
             Err(error) => {
                 tracing::warn!(export = %String::from_utf8_lossy(name), %error, "cannot export the volume");
                 Err(NbdError::Source(error.to_string()))
@@ -268,5 +272,29 @@ mod tests {
         drop((first, second));
         exports.remove("rbd", "vm1").await.unwrap();
         assert!(exports.list().await.unwrap().is_empty());
+    }
+
+    /// A volume another writer leases is unavailable (NBD_REP_ERR_POLICY for the client), with
+    /// a message naming that writer, not a failure of the source.
+    #[tokio::test]
+    async fn a_volume_leased_elsewhere_is_unavailable_naming_the_holder() {
+        let rados = Arc::new(MemoryRados::new());
+        rados.pool_create(PoolSpec::new("rbd")).await.unwrap();
+        let config = |holder: &str| VolumesConfig {
+            holder: Some(holder.into()),
+            ..VolumesConfig::default()
+        };
+        let here = VolumeExports::new(rados.clone(), config("strata-serve:host-a:/data"));
+        let there = VolumeExports::new(rados.clone(), config("strata-serve:host-b:/data"));
+        here.create("rbd", "vm1", 1 << 20, 22).await.unwrap();
+        let held = here.find(b"rbd/vm1").await.unwrap().unwrap();
+        match there.find(b"rbd/vm1").await {
+            Err(NbdError::Unavailable(message)) => {
+                assert!(message.contains("host-a"), "{message}");
+            }
+            Err(other) => panic!("expected Unavailable, got {other}"),
+            Ok(_) => panic!("a leased volume was exported twice"),
+        }
+        drop(held);
     }
 }

@@ -644,6 +644,11 @@ async fn zero(
 /// read as zeros, every mapped checksum block is verified before it is returned. With
 /// `use_cache` (a committed onode, its object's lock held), blocks come from the data cache
 /// where it holds them all, and blocks read from the device go into it.
+///
+/// Extents that follow each other both in the object and on the device are read as one
+/// device read, and the device reads of one call run concurrently: an object overwritten in
+/// small pieces (copy-on-write scatters them) is read in about one device latency instead of
+/// one per extent.
 pub(crate) async fn read_aligned(
     inner: &Inner,
     collection: &str,
@@ -656,38 +661,138 @@ pub(crate) async fn read_aligned(
     let block = inner.layout.checksum_block_bytes;
     debug_assert!(start.is_multiple_of(block) && end.is_multiple_of(block));
     let mut buffer = vec![0u8; (end - start) as usize];
-    for (logical, extent) in onode.overlapping(start, end) {
-        let from = logical.max(start);
-        let to = (logical + extent.length_bytes).min(end);
-        let device_from = extent.device_offset_bytes + (from - logical);
-        let slice = &mut buffer[(from - start) as usize..(to - start) as usize];
-        if use_cache && inner.data_cache.read(device_from, slice) {
-            continue;
+    let runs = device_runs(onode, start, end);
+    {
+        // Split the buffer into each run's slice (runs are in logical order and disjoint).
+        let mut reads = Vec::with_capacity(runs.len());
+        let mut rest: &mut [u8] = &mut buffer;
+        let mut consumed = start;
+        for run in runs {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut((run.from - consumed) as usize);
+            let (slice, tail) = tail.split_at_mut((run.to - run.from) as usize);
+            rest = tail;
+            consumed = run.to;
+            reads.push(read_run(inner, collection, name, run, slice, use_cache));
         }
-        inner.device.read_at(device_from, slice).await?;
-        let first_crc = ((from - logical) / block) as usize;
-        let crcs = extent.crcs.get(first_crc..).unwrap_or(&[]);
-        if let Some((index, expected, found)) = first_bad_block(slice, crcs, block) {
-            let offset_in_slice = index as u64 * block;
-            return Err(StoreError::Checksum {
-                collection: collection.to_owned(),
-                name: name.to_owned(),
-                offset_bytes: from + offset_in_slice,
-                device_offset_bytes: device_from + offset_in_slice,
-                expected,
-                found,
-            });
-        }
-        if use_cache {
-            inner.data_cache.insert(device_from, slice);
+        if reads.len() == 1 {
+            reads.pop().expect("one read").await?;
+        } else {
+            futures_util::future::join_all(reads)
+                .await
+                .into_iter()
+                .collect::<Result<Vec<()>>>()?;
         }
     }
     Ok(buffer)
 }
 
+/// Extents read with one device read: `[from, to)` of the object, from `device_from` on.
+struct Run<'a> {
+    from: u64,
+    to: u64,
+    device_from: u64,
+    /// Each extent's part: (logical start of the part, its extent's logical start, extent).
+    parts: Vec<(u64, u64, &'a Extent)>,
+}
+
+/// The extents overlapping `[start, end)`, clipped to it, merged into runs where the next
+/// extent starts in the object and on the device where the previous one ends.
+fn device_runs(onode: &Onode, start: u64, end: u64) -> Vec<Run<'_>> {
+    let mut runs: Vec<Run<'_>> = Vec::new();
+    for (logical, extent) in onode.overlapping(start, end) {
+        let from = logical.max(start);
+        let to = (logical + extent.length_bytes).min(end);
+        let device_from = extent.device_offset_bytes + (from - logical);
+        match runs.last_mut() {
+            Some(run) if run.to == from && run.device_from + (run.to - run.from) == device_from => {
+                run.to = to;
+                run.parts.push((from, logical, extent));
+            }
+            _ => runs.push(Run {
+                from,
+                to,
+                device_from,
+                parts: vec![(from, logical, extent)],
+            }),
+        }
+    }
+    runs
+}
+
+/// Fills `slice` with `run`: from the data cache if it holds every block, else from the
+/// device, verifying every extent's blocks (and then caching them with `use_cache`).
+async fn read_run(
+    inner: &Inner,
+    collection: &str,
+    name: &str,
+    run: Run<'_>,
+    slice: &mut [u8],
+    use_cache: bool,
+) -> Result<()> {
+    if use_cache && inner.data_cache.read(run.device_from, slice) {
+        return Ok(());
+    }
+    inner.device.read_at(run.device_from, slice).await?;
+    let block = inner.layout.checksum_block_bytes;
+    for (index, &(from, logical, extent)) in run.parts.iter().enumerate() {
+        let to = run
+            .parts
+            .get(index + 1)
+            .map_or(run.to, |&(next_from, _, _)| next_from);
+        let part = &slice[(from - run.from) as usize..(to - run.from) as usize];
+        let device_from = run.device_from + (from - run.from);
+        let first_crc = ((from - logical) / block) as usize;
+        let crcs = extent.crcs.get(first_crc..).unwrap_or(&[]);
+        if let Some((index, expected, found)) = first_bad_block(part, crcs, block) {
+            let offset_in_part = index as u64 * block;
+            return Err(StoreError::Checksum {
+                collection: collection.to_owned(),
+                name: name.to_owned(),
+                offset_bytes: from + offset_in_part,
+                device_offset_bytes: device_from + offset_in_part,
+                expected,
+                found,
+            });
+        }
+    }
+    if use_cache {
+        inner.data_cache.insert(run.device_from, slice);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Extents that follow each other in the object and on the device make one run; a jump
+    /// on the device or a hole in the object starts another; the ends are clipped.
+    #[test]
+    fn device_runs_merge_only_contiguous_extents() {
+        let extent = |device_offset_bytes: u64, length_bytes: u64| Extent {
+            device_offset_bytes,
+            length_bytes,
+            crcs: vec![0; (length_bytes / 4096) as usize],
+        };
+        let mut onode = Onode::default();
+        onode.extents.insert(0, extent(1 << 20, 8192));
+        onode.extents.insert(8192, extent((1 << 20) + 8192, 4096)); // contiguous
+        onode.extents.insert(12288, extent(5 << 20, 4096)); // elsewhere on the device
+        onode.extents.insert(20480, extent((5 << 20) + 8192, 4096)); // after a hole
+        let runs = device_runs(&onode, 4096, 24576);
+        let found: Vec<(u64, u64, u64, usize)> = runs
+            .iter()
+            .map(|run| (run.from, run.to, run.device_from, run.parts.len()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (4096, 12288, (1 << 20) + 4096, 2),
+                (12288, 16384, 5 << 20, 1),
+                (20480, 24576, (5 << 20) + 8192, 1),
+            ]
+        );
+    }
 
     /// Blocks a transaction wrote and freed again itself get no digest (the extent may be
     /// reused before a mount checks the record); the others get one per run of blocks.

@@ -1,8 +1,8 @@
 //! `strata bench volume` (issue 36): block volumes driven by fio, beside RBD on a real Ceph
 //! cluster, in one run.
 //!
-//! Targets (`--targets`, run in this order in every round; Ceph's targets share one
-//! minicluster per round and alternate their order from round to round):
+//! Targets (`--targets`, in this order in even rounds and reversed in odd ones; Ceph's targets
+//! share one minicluster per round, so they run back to back):
 //! - `strata`: a volume on the embedded cluster (`--replicas` hosts of one OSD on sparse files
 //!   under the run's directory, durable writes, pool size `--replicas`), served over NBD by this
 //!   process; fio's `nbd` engine.
@@ -25,6 +25,7 @@
 //! ```text
 //! strata bench volume [--targets strata,rbd,strata-ceph] [--replicas 3] [--volume-size 2G]
 //!                     [--runtime-s 8] [--rounds 1] [--dir /fast/disk] [--svg volume.svg]
+//!                     [--json volume.json] [--data-cache-size 256M]
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -41,6 +42,9 @@ use volume::{OpenMode, Volumes, VolumesConfig};
 
 use super::ceph::CephCluster;
 use super::load;
+use report::{print_table, report_json, svg, Measured};
+
+mod report;
 
 /// Block volume IOPS, latency and MB/s against RBD on real Ceph.
 #[derive(clap::Args, Clone)]
@@ -64,6 +68,11 @@ pub struct Args {
     /// Size of each OSD's sparse file (strata and Ceph).
     #[arg(long, default_value = "16G")]
     pub osd_size: String,
+    /// Memory for each embedded OSD's data cache (blocks of reads up to 64 KiB; K, M, G
+    /// suffixes). Default: the store's (256M). The minicluster's BlueStore OSDs have
+    /// `osd_memory_target` 896 MiB each, with cache autotuning.
+    #[arg(long)]
+    pub data_cache_size: Option<String>,
     /// Seconds of each job.
     #[arg(long, default_value_t = 8.0)]
     pub runtime_s: f64,
@@ -281,7 +290,12 @@ async fn on_volume(
 
 /// The embedded cluster of `target`: `--replicas` hosts of one OSD each, pool `rbd`.
 fn embedded_config(target: &str, args: &Args) -> Result<cluster::ClusterConfig> {
-    let mut config = super::cluster::cluster_config(args.replicas, &args.osd_size, None, None);
+    let mut config = super::cluster::cluster_config(
+        args.replicas,
+        &args.osd_size,
+        args.data_cache_size.as_deref(),
+        None,
+    );
     config.pools.push(cluster::PoolConfig {
         name: POOL.into(),
         size: args.replicas,
@@ -413,31 +427,14 @@ fn rbd(cluster: &CephCluster, rbd_args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// One target's figures: `rounds[round][job]`.
-#[derive(serde::Serialize)]
-struct Measured {
-    target: String,
-    rounds: Vec<Vec<Figures>>,
-}
-
-impl Measured {
-    fn median(&self, job: usize, value: impl Fn(&Figures) -> f64) -> f64 {
-        let mut values: Vec<f64> = self.rounds.iter().map(|round| value(&round[job])).collect();
-        values.sort_by(f64::total_cmp);
-        match values.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => values[n / 2],
-            n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-        }
+/// The order of the targets in `round`: as given in even rounds, reversed in odd ones, so no
+/// target always runs first (on a cold page cache) or last (after the others warmed the disk).
+fn round_order(targets: &[String], round: u32) -> Vec<&str> {
+    let mut order: Vec<&str> = targets.iter().map(String::as_str).collect();
+    if round % 2 == 1 {
+        order.reverse();
     }
-
-    fn spread(&self, job: usize) -> (f64, f64) {
-        self.rounds
-            .iter()
-            .fold((f64::INFINITY, 0.0_f64), |(low, high), round| {
-                (low.min(round[job].iops), high.max(round[job].iops))
-            })
-    }
+    order
 }
 
 async fn run_rounds(args: &Args, jobs: &[Job], dir: &Path) -> Result<Vec<Measured>> {
@@ -451,28 +448,30 @@ async fn run_rounds(args: &Args, jobs: &[Job], dir: &Path) -> Result<Vec<Measure
         .collect();
     for round in 0..args.rounds {
         eprintln!("== round {} of {}", round + 1, args.rounds);
-        let mut ceph_order: Vec<&str> = args
-            .targets
-            .iter()
-            .map(String::as_str)
-            .filter(|target| matches!(*target, "rbd" | "strata-ceph"))
-            .collect();
-        if round % 2 == 1 {
-            ceph_order.reverse();
-        }
+        let order = round_order(&args.targets, round);
         let round_dir = dir.join(format!("round{round}"));
         std::fs::create_dir_all(&round_dir)?;
-        for target in &args.targets {
-            if matches!(target.as_str(), "rbd" | "strata-ceph") {
+        // The Ceph targets share one minicluster per round, so they run back to back: where
+        // the first of them falls in this round's order.
+        let mut ceph_done = false;
+        for target in &order {
+            if matches!(*target, "rbd" | "strata-ceph") {
+                if ceph_done {
+                    continue;
+                }
+                ceph_done = true;
+                let ceph_order: Vec<&str> = order
+                    .iter()
+                    .copied()
+                    .filter(|target| matches!(*target, "rbd" | "strata-ceph"))
+                    .collect();
+                for (target, figures) in on_ceph(&ceph_order, &round_dir, args, jobs).await? {
+                    record(&mut measured, &target, figures);
+                }
                 continue;
             }
             let figures = on_embedded(target, &round_dir, args, jobs).await?;
             record(&mut measured, target, figures);
-        }
-        if !ceph_order.is_empty() {
-            for (target, figures) in on_ceph(&ceph_order, &round_dir, args, jobs).await? {
-                record(&mut measured, &target, figures);
-            }
         }
         let _ = std::fs::remove_dir_all(&round_dir);
     }
@@ -483,167 +482,6 @@ fn record(measured: &mut [Measured], target: &str, figures: Vec<Figures>) {
     if let Some(entry) = measured.iter_mut().find(|entry| entry.target == target) {
         entry.rounds.push(figures);
     }
-}
-
-/// The ratios the issue asks for, as (label, numerator target, denominator target).
-const RATIOS: [(&str, &str, &str); 4] = [
-    ("strata/rbd", "strata", "rbd"),
-    ("strata-ceph/rbd", "strata-ceph", "rbd"),
-    ("cached/nvme", "cached", "nvme"),
-    ("cached/hdd", "cached", "hdd"),
-];
-
-fn print_table(measured: &[Measured], jobs: &[Job], args: &Args) {
-    println!(
-        "\nvolume: {} replicas, {} volumes, {} s per job, {} round(s) (median; IOPS range over rounds in brackets); load average at the end {}",
-        args.replicas,
-        args.volume_size,
-        args.runtime_s,
-        args.rounds,
-        load::load_average()
-    );
-    let mut header = format!("{:<16}", "job");
-    for entry in measured {
-        header.push_str(&format!(" | {:>30}", entry.target));
-    }
-    let ratios: Vec<_> = RATIOS
-        .iter()
-        .filter(|(_, a, b)| {
-            measured.iter().any(|m| m.target == *a) && measured.iter().any(|m| m.target == *b)
-        })
-        .collect();
-    for (label, _, _) in &ratios {
-        header.push_str(&format!(" | {label:>15}"));
-    }
-    println!("{header}");
-    println!("{}", "-".repeat(header.chars().count()));
-    for (index, job) in jobs.iter().enumerate() {
-        let mut line = format!("{:<16}", job.name);
-        for entry in measured {
-            let iops = entry.median(index, |f| f.iops);
-            let mb = entry.median(index, |f| f.mb_per_s);
-            let p99 = entry.median(index, |f| f.latency_us_p99);
-            let (low, high) = entry.spread(index);
-            let cell = if job.random() {
-                format!("{iops:.0} IOPS p99 {p99:.0}µs")
-            } else {
-                format!("{mb:.0} MB/s p99 {p99:.0}µs")
-            };
-            let cell = if args.rounds > 1 {
-                format!("{cell} [{low:.0}-{high:.0}]")
-            } else {
-                cell
-            };
-            line.push_str(&format!(" | {cell:>30}"));
-        }
-        for (_, a, b) in &ratios {
-            let value = |target: &str| {
-                measured
-                    .iter()
-                    .find(|m| m.target == target)
-                    .map_or(f64::NAN, |m| m.median(index, |f| f.iops))
-            };
-            line.push_str(&format!(" | {:>14.2}x", value(a) / value(b)));
-        }
-        println!("{line}");
-    }
-}
-
-const COLORS: [&str; 6] = [
-    "#1f77b4", "#d62728", "#ff7f0e", "#7f7f7f", "#2ca02c", "#9467bd",
-];
-
-/// Grouped bars, one group per job and one bar per target, on a log scale (HDDs and NVMe
-/// differ a hundredfold): IOPS for random jobs, MB/s for sequential ones.
-fn svg(measured: &[Measured], jobs: &[Job]) -> String {
-    use std::fmt::Write;
-    let (width, height, margin, legend) = (900.0, 460.0, 60.0, 120.0);
-    let values: Vec<Vec<f64>> = measured
-        .iter()
-        .map(|entry| {
-            (0..jobs.len())
-                .map(|index| {
-                    if jobs[index].random() {
-                        entry.median(index, |f| f.iops)
-                    } else {
-                        entry.median(index, |f| f.mb_per_s)
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    let top = values
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|v| v.is_finite())
-        .fold(1.0_f64, f64::max);
-    let log_top = top.log10().ceil().max(1.0);
-    let plot_height = height - 2.0 * margin;
-    let y = |value: f64| {
-        let value = value.max(1.0);
-        height - margin - value.log10() / log_top * plot_height
-    };
-    let group = (width - margin - legend) / jobs.len().max(1) as f64;
-    let bar = group * 0.8 / measured.len().max(1) as f64;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/>"#
-    );
-    let _ = writeln!(
-        out,
-        r#"<text x="{margin}" y="20" font-size="14">strata bench volume: IOPS (random jobs) and MB/s (sequential), log scale</text>"#
-    );
-    for decade in 0..=log_top as i32 {
-        let value = 10f64.powi(decade);
-        let _ = writeln!(
-            out,
-            r##"<line x1="{margin}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#ddd"/><text x="5" y="{ty:.1}">{value}</text>"##,
-            y = y(value),
-            x2 = width - legend,
-            ty = y(value) + 4.0
-        );
-    }
-    for (index, job) in jobs.iter().enumerate() {
-        let left = margin + index as f64 * group + group * 0.1;
-        for (target, row) in values.iter().enumerate() {
-            let value = row[index];
-            if !value.is_finite() {
-                continue;
-            }
-            let x = left + target as f64 * bar;
-            let top = y(value);
-            let _ = writeln!(
-                out,
-                r#"<rect x="{x:.1}" y="{top:.1}" width="{w:.1}" height="{h:.1}" fill="{color}"><title>{value:.0}</title></rect>"#,
-                w = bar * 0.95,
-                h = height - margin - top,
-                color = COLORS[target % COLORS.len()]
-            );
-        }
-        let _ = writeln!(
-            out,
-            r#"<text x="{x:.1}" y="{ty:.1}" text-anchor="middle" font-size="9">{name}</text>"#,
-            x = left + group * 0.4,
-            ty = height - margin + 14.0,
-            name = job.name
-        );
-    }
-    for (target, entry) in measured.iter().enumerate() {
-        let ly = margin + target as f64 * 18.0;
-        let _ = writeln!(
-            out,
-            r#"<rect x="{x}" y="{ly}" width="12" height="12" fill="{color}"/><text x="{tx}" y="{ty}">{name}</text>"#,
-            x = width - legend + 10.0,
-            tx = width - legend + 28.0,
-            ty = ly + 10.0,
-            color = COLORS[target % COLORS.len()],
-            name = entry.target
-        );
-    }
-    out.push_str("</svg>\n");
-    out
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -671,7 +509,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let load::Setup { temp, runtime, .. } = load::setup(
         "volume",
-        &[],
+        std::slice::from_ref(&args.volume_size),
         1,
         args.replicas,
         args.runtime_s,
@@ -691,10 +529,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!("plot: {}", path.display());
     }
     if let Some(path) = &args.json {
-        let report = serde_json::json!({
-            "bench": "volume", "replicas": args.replicas, "volume_size": args.volume_size,
-            "runtime_s": args.runtime_s, "jobs": args.jobs, "targets": measured,
-        });
+        let report = report_json(&measured, &jobs, &args);
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -724,6 +559,13 @@ mod tests {
             let error = Job::parse(bad).unwrap_err().to_string();
             assert!(error.contains(bad), "{error}");
         }
+    }
+
+    #[test]
+    fn odd_rounds_reverse_the_order() {
+        let targets: Vec<String> = ["strata", "rbd", "hdd"].map(String::from).into();
+        assert_eq!(round_order(&targets, 0), ["strata", "rbd", "hdd"]);
+        assert_eq!(round_order(&targets, 1), ["hdd", "rbd", "strata"]);
     }
 
     #[test]
