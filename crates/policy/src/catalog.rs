@@ -257,6 +257,9 @@ const MINI_KNOBS: &[(&str, Accepts)] = &[
     ("window_min", Accepts::Whole(1.0, 1e12)),
     ("decay", Accepts::Real(0.0, 1.0)),
     ("margin", Accepts::Real(0.0, 1.0)),
+    ("full_window", Accepts::Real(0.0, 1e6)),
+    ("full_window_min", Accepts::Whole(1.0, 1e12)),
+    ("full_decay", Accepts::Real(0.0, 1.0)),
     ("budget", Accepts::Real(0.0, f64::INFINITY)),
     ("seed", Accepts::Whole(0.0, 1e15)),
     ("set", Accepts::Whole(1.0, 1023.0)),
@@ -290,6 +293,9 @@ fn mini_config(spec: &PolicySpec, knobs: Option<&str>) -> Result<MiniatureConfig
             "margin" => config.margin = number,
             "budget" => config.budget = number,
             "z" => config.z = number,
+            "full_window" => config.full_window = number,
+            "full_window_min" => config.full_window_min = number as u64,
+            "full_decay" => config.full_decay = number,
             "set" => {
                 // A bit set over the default candidates (bit 0: the first).
                 config.candidates = crate::miniature::DEFAULT_CANDIDATES

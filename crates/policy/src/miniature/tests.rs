@@ -150,8 +150,8 @@ fn the_paired_test_does_not_switch_on_a_tie() {
     let switches = |z: f64| {
         let mut config = MiniatureConfig::new(capacity);
         config.candidates = vec!["lru".into(), "fifo".into()];
-        config.window = 1.0;
-        config.window_min = 100;
+        config.full_window = 1.0;
+        config.full_window_min = 100;
         config.margin = 0.0;
         config.z = z;
         let mut mini = Miniature::new(config, 4_096).expect("builds");
@@ -177,4 +177,20 @@ fn the_paired_test_follows_a_real_lead() {
     let lru = run(build_named("lru", capacity).as_mut(), &keys).0;
     assert!(mini.switches >= 1, "{mini:?}");
     assert!(mini_misses * 2 < lru, "mini {mini_misses}, lru {lru}");
+}
+
+/// A cache of a few dozen objects is simulated whole and decided every `full_window_min`
+/// requests: on a 1,000-request loop a little larger than the cache the selector leaves LRU
+/// (which misses every request) for LIRS within the trace, which windows of `window_min`
+/// sampled requests never did.
+#[test]
+fn full_replicas_are_decided_within_a_short_trace() {
+    let capacity = 20;
+    let keys: Vec<Key> = (0..1_000).map(|i| i % 24).collect();
+    let mut config = MiniatureConfig::new(capacity);
+    config.candidates = vec!["lru".into(), "lirs".into()];
+    let mut mini = Miniature::new(config, 64).expect("builds");
+    let (misses, _) = run(&mut mini, &keys);
+    assert_eq!(mini.leader(), "lirs");
+    assert!(misses < 500, "{misses} misses of 1,000");
 }
