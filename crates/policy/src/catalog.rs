@@ -249,7 +249,7 @@ fn strata_config(spec: &PolicySpec) -> Result<StrataConfig, PolicyError> {
 }
 
 /// The miniature-simulation selector's knobs (each a field of [`MiniatureConfig`], which
-/// documents it): `mini:rate=0.05/min_objects=512/window=2/window_min=1000/decay=0.5/margin=0.02/budget=inf`.
+/// documents it): `mini:rate=0.05/min_objects=512/window=2/window_min=1000/decay=0.5/margin=0.02/budget=inf/z=0`.
 const MINI_KNOBS: &[(&str, Accepts)] = &[
     ("rate", Accepts::Real(0.0, 1.0)),
     ("min_objects", Accepts::Whole(1.0, 4294967296.0)),
@@ -257,9 +257,13 @@ const MINI_KNOBS: &[(&str, Accepts)] = &[
     ("window_min", Accepts::Whole(1.0, 1e12)),
     ("decay", Accepts::Real(0.0, 1.0)),
     ("margin", Accepts::Real(0.0, 1.0)),
+    ("full_window", Accepts::Real(0.0, 1e6)),
+    ("full_window_min", Accepts::Whole(1.0, 1e12)),
+    ("full_decay", Accepts::Real(0.0, 1.0)),
     ("budget", Accepts::Real(0.0, f64::INFINITY)),
     ("seed", Accepts::Whole(0.0, 1e15)),
     ("set", Accepts::Whole(1.0, 1023.0)),
+    ("z", Accepts::Real(0.0, 1e6)),
 ];
 
 /// `mini` takes its knobs after a colon, as `strata` does.
@@ -288,6 +292,10 @@ fn mini_config(spec: &PolicySpec, knobs: Option<&str>) -> Result<MiniatureConfig
             "decay" => config.decay = number,
             "margin" => config.margin = number,
             "budget" => config.budget = number,
+            "z" => config.z = number,
+            "full_window" => config.full_window = number,
+            "full_window_min" => config.full_window_min = number as u64,
+            "full_decay" => config.full_decay = number,
             "set" => {
                 // A bit set over the default candidates (bit 0: the first).
                 config.candidates = crate::miniature::DEFAULT_CANDIDATES

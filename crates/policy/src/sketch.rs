@@ -96,6 +96,36 @@ impl<T: Copy + PartialEq> Slots<T> {
 pub(crate) struct CountingBloom {
     counters: Slots<u32>,
     hashes: u32,
+    /// The counters' count as a [`FastRemainder`] divisor.
+    remainder: FastRemainder,
+}
+
+/// `x % divisor` for 32-bit `x` by two multiplications instead of a division (Lemire, Kaser and
+/// Kurz, "Faster Remainder by Direct Computation", 2019): exact for every 32-bit `x` and
+/// non-zero divisor, so a sketch indexes the same slots as with `%`, about ten times faster (a
+/// W-TinyLFU request makes up to forty of them).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastRemainder {
+    divisor: u32,
+    magic: u64,
+}
+
+impl FastRemainder {
+    /// For a non-zero `divisor`.
+    pub(crate) fn new(divisor: u32) -> Self {
+        assert!(divisor > 0, "remainder by zero");
+        FastRemainder {
+            divisor,
+            magic: (u64::MAX / u64::from(divisor)).wrapping_add(1),
+        }
+    }
+
+    /// `x % divisor`.
+    #[inline]
+    pub(crate) fn of(self, x: u32) -> u32 {
+        let low = self.magic.wrapping_mul(u64::from(x));
+        ((u128::from(low) * u128::from(self.divisor)) >> 64) as u32
+    }
 }
 
 impl CountingBloom {
@@ -105,8 +135,10 @@ impl CountingBloom {
         let per_entry = -error.ln() / (std::f64::consts::LN_2 * std::f64::consts::LN_2);
         let hashes = (std::f64::consts::LN_2 * per_entry).ceil() as u32;
         let count = ((per_entry * entries as f64).ceil() as usize).max(2 * hashes as usize);
+        let counters = Slots::new(count, 0, key_space.saturating_mul(hashes as usize));
         CountingBloom {
-            counters: Slots::new(count, 0, key_space.saturating_mul(hashes as usize)),
+            remainder: FastRemainder::new(counters.len() as u32),
+            counters,
             hashes,
         }
     }
@@ -115,8 +147,8 @@ impl CountingBloom {
     fn slots(&self, key: u64) -> impl Iterator<Item = usize> + '_ {
         let a = mix64(key ^ 0x5151_5151) as u32;
         let b = mix64(key ^ 0xA3A3_0000_A3A3) as u32;
-        let n = self.counters.len() as u32;
-        (0..self.hashes).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % n) as usize)
+        let remainder = self.remainder;
+        (0..self.hashes).map(move |i| remainder.of(a.wrapping_add(i.wrapping_mul(b))) as usize)
     }
 
     pub(crate) fn estimate(&self, key: u64) -> u32 {
@@ -236,6 +268,7 @@ mod tests {
         let mut dense = CountingBloom {
             counters: Slots::Dense(vec![0; sparse.counters.len()]),
             hashes: sparse.hashes,
+            remainder: sparse.remainder,
         };
         let mut sparse_bloom = Bloom::new(1 << 24, 0.01, 5, 100);
         assert!(sparse_bloom.words.is_sparse());
@@ -263,6 +296,42 @@ mod tests {
         }
         if let Slots::Sparse { written, .. } = &sparse.counters {
             assert!(written.len() <= 100 * sparse.hashes as usize);
+        }
+    }
+
+    /// The fast remainder is the remainder, for every divisor shape (1, powers of two, primes,
+    /// the largest) and numerators across the 32-bit range.
+    #[test]
+    fn fast_remainder_equals_the_remainder() {
+        let mut divisors = vec![
+            1u32,
+            2,
+            3,
+            7,
+            10,
+            64,
+            1000,
+            69_941,
+            1 << 31,
+            u32::MAX - 1,
+            u32::MAX,
+        ];
+        divisors.extend((0..200).map(|i| (mix64(i) as u32).max(1)));
+        divisors.extend((0..200).map(|i| (mix64(i + 1_000) % 100_000) as u32 + 1));
+        for divisor in divisors {
+            let fast = FastRemainder::new(divisor);
+            let edges = [
+                0u32,
+                1,
+                divisor - 1,
+                divisor,
+                divisor.wrapping_add(1),
+                u32::MAX,
+            ];
+            let spread = (0..500).map(|i| mix64(i ^ u64::from(divisor)) as u32);
+            for x in edges.into_iter().chain(spread) {
+                assert_eq!(fast.of(x), x % divisor, "{x} % {divisor}");
+            }
         }
     }
 

@@ -139,3 +139,58 @@ fn the_sample_is_a_fixed_share_of_the_keys() {
     let share = first.iter().filter(|&&s| s).count() as f64 / 20_000.0;
     assert!((share - 0.05).abs() < 0.01, "{share}");
 }
+
+/// The paired test keeps the live cache where two candidates are tied: on uniformly random
+/// keys LRU and FIFO miss alike, and the rule of the scores alone (no margin) follows every
+/// fluctuation of the sample, while the test at 3 standard deviations switches far less.
+#[test]
+fn the_paired_test_does_not_switch_on_a_tie() {
+    let capacity = 300;
+    let keys: Vec<Key> = (0..200_000u64).map(|i| (mix64(i) % 1_000) as Key).collect();
+    let switches = |z: f64| {
+        let mut config = MiniatureConfig::new(capacity);
+        config.candidates = vec!["lru".into(), "fifo".into()];
+        config.full_window = 1.0;
+        config.full_window_min = 100;
+        config.margin = 0.0;
+        config.z = z;
+        let mut mini = Miniature::new(config, 4_096).expect("builds");
+        run(&mut mini, &keys);
+        mini.switches
+    };
+    let (free, tested) = (switches(0.0), switches(3.0));
+    assert!(free >= 20, "without the test: {free} switches");
+    assert!(tested * 5 <= free, "with the test {tested}, without {free}");
+}
+
+/// The test still lets a real lead through: on the loop the selector changes to a
+/// loop-resistant candidate with `z` = 2 as without it.
+#[test]
+fn the_paired_test_follows_a_real_lead() {
+    let capacity = 1_000;
+    let keys = phases(capacity);
+    let mut config = MiniatureConfig::new(capacity);
+    config.window = 2.0;
+    config.z = 2.0;
+    let mut mini = Miniature::new(config, 4_096).expect("builds");
+    let (mini_misses, _) = run(&mut mini, &keys);
+    let lru = run(build_named("lru", capacity).as_mut(), &keys).0;
+    assert!(mini.switches >= 1, "{mini:?}");
+    assert!(mini_misses * 2 < lru, "mini {mini_misses}, lru {lru}");
+}
+
+/// A cache of a few dozen objects is simulated whole and decided every `full_window_min`
+/// requests: on a 1,000-request loop a little larger than the cache the selector leaves LRU
+/// (which misses every request) for LIRS within the trace, which windows of `window_min`
+/// sampled requests never did.
+#[test]
+fn full_replicas_are_decided_within_a_short_trace() {
+    let capacity = 20;
+    let keys: Vec<Key> = (0..1_000).map(|i| i % 24).collect();
+    let mut config = MiniatureConfig::new(capacity);
+    config.candidates = vec!["lru".into(), "lirs".into()];
+    let mut mini = Miniature::new(config, 64).expect("builds");
+    let (misses, _) = run(&mut mini, &keys);
+    assert_eq!(mini.leader(), "lirs");
+    assert!(misses < 500, "{misses} misses of 1,000");
+}
