@@ -1,16 +1,43 @@
 //! Bucket records (the `buckets` omap of the metadata pool, one name claimed by an exclusive
-//! create) and whether a bucket's index still holds objects.
+//! create), this gateway's short-lived copies of them ([`Store::bucket_cached`]), and whether
+//! a bucket's index still holds objects.
 
 use std::sync::Arc;
 
-use rados::{IoCtx, RadosError};
+use rados::{IoCtx, RadosError, WriteOp};
 
 use super::{ignore_missing, Store};
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, BucketRecord};
 
 impl Store {
+    /// Bucket `name` as the cluster holds it now (and kept as this gateway's copy).
     pub async fn bucket(&self, name: &str) -> Result<BucketRecord> {
+        let found = self.read_bucket(name).await;
+        match &found {
+            Ok(record) => self.bucket_copies.put(name, record.clone()),
+            Err(_) => self.bucket_copies.forget(name),
+        }
+        found
+    }
+
+    /// Bucket `name`, from this gateway's copy when it was read less than
+    /// `metadata_cache_ms` ago; `true` with a copy. For GET, HEAD and PUT of objects only:
+    /// a caller must check in the cluster what may not be stale (a missing entry may be a
+    /// deleted bucket's; a PUT's intent is guarded by the shard's versioning stamp).
+    pub async fn bucket_cached(&self, name: &str) -> Result<(BucketRecord, bool)> {
+        match self.bucket_copies.get(name) {
+            Some(record) => Ok((record, true)),
+            None => Ok((self.bucket(name).await?, false)),
+        }
+    }
+
+    /// Drops this gateway's copy of bucket `name` (found stale).
+    pub fn forget_bucket(&self, name: &str) {
+        self.bucket_copies.forget(name);
+    }
+
+    async fn read_bucket(&self, name: &str) -> Result<BucketRecord> {
         let key = name.as_bytes().to_vec();
         let found = match self
             .meta
@@ -85,8 +112,27 @@ impl Store {
             policy: None,
             versioning: None,
         };
+        // Every shard exists, stamped, before the bucket does: a PUT guarded by the stamp
+        // then fails only on a changed or deleted bucket.
+        self.stamp_shards(&record).await?;
         self.save_bucket(&record).await?;
         Ok(record)
+    }
+
+    /// Writes the bucket's versioning status into the stamp of every index shard (creating
+    /// missing shards). After a versioning change, so PUTs answered from copies of the
+    /// record that predate it fail their guard and read the record again.
+    pub async fn stamp_shards(&self, record: &BucketRecord) -> Result<()> {
+        let stamp = layout::versioning_stamp(record.versioning);
+        let writes = (0..record.shards).map(|shard| {
+            let op = WriteOp::new().set_xattr(layout::VERSIONING_STAMP_XATTR, stamp.to_vec());
+            let oid = layout::index_shard_object(&record.id, shard);
+            async move { self.index.operate(&oid, op).await }
+        });
+        for result in futures::future::join_all(writes).await {
+            result?;
+        }
+        Ok(())
     }
 
     pub async fn save_bucket(&self, record: &BucketRecord) -> Result<()> {
@@ -96,6 +142,7 @@ impl Store {
                 vec![(record.name.as_bytes().to_vec(), layout::encode(record))],
             )
             .await?;
+        self.bucket_copies.put(&record.name, record.clone());
         Ok(())
     }
 
@@ -126,6 +173,7 @@ impl Store {
                 vec![record.name.as_bytes().to_vec()],
             )
             .await?;
+        self.bucket_copies.forget(&record.name);
         for shard in 0..record.shards {
             ignore_missing(
                 self.index

@@ -41,6 +41,10 @@ impl WriteCondition {
     }
 }
 
+/// The stored bytes of an omap value (`None`: not set) read a moment ago, for a guarded
+/// update to start from instead of reading it.
+pub(crate) struct Prefetched(Option<Vec<u8>>);
+
 /// What [`Store::update_omap_value`] does with one omap value, and what it then returns.
 pub(crate) enum OmapChange<T> {
     /// Nothing; return `T`.
@@ -113,20 +117,38 @@ impl Store {
         oid: &str,
         omap_key: &[u8],
         intent: Option<&Intent>,
+        change: impl FnMut(Option<&[u8]>) -> Result<OmapChange<T>>,
+    ) -> Result<T> {
+        self.update_omap_value_from(oid, omap_key, intent, None, change)
+            .await
+    }
+
+    /// [`Store::update_omap_value`] whose first attempt decides on `prefetched`, the value
+    /// as read a moment ago (a PUT reads it while its data is written), instead of reading
+    /// it: the guard makes a value changed since fail the write, which then reads again.
+    async fn update_omap_value_from<T>(
+        &self,
+        oid: &str,
+        omap_key: &[u8],
+        intent: Option<&Intent>,
+        mut prefetched: Option<Prefetched>,
         mut change: impl FnMut(Option<&[u8]>) -> Result<OmapChange<T>>,
     ) -> Result<T> {
         if let Some(intent) = intent {
             assert_eq!(intent.oid, oid, "a write commits where its intent is");
         }
         for _ in 0..INDEX_RACE_RETRIES {
-            let raw = match self
-                .index
-                .omap_get_vals_by_keys(oid, &[omap_key.to_vec()])
-                .await
-            {
-                Ok(mut found) => found.remove(omap_key),
-                Err(RadosError::NotFound(_)) => None,
-                Err(error) => return Err(error.into()),
+            let raw = match prefetched.take() {
+                Some(Prefetched(raw)) => raw,
+                None => match self
+                    .index
+                    .omap_get_vals_by_keys(oid, &[omap_key.to_vec()])
+                    .await
+                {
+                    Ok(mut found) => found.remove(omap_key),
+                    Err(RadosError::NotFound(_)) => None,
+                    Err(error) => return Err(error.into()),
+                },
             };
             let guarded = WriteOp::new().compare_omap(omap_key.to_vec(), raw.clone());
             let guarded = match intent {
@@ -174,15 +196,38 @@ impl Store {
         bucket: &BucketRecord,
         key: &str,
         intent: Option<&Intent>,
+        change: impl FnMut(Option<ObjectEntry>) -> OmapChange<T>,
+    ) -> Result<T> {
+        self.update_plain_from(bucket, key, intent, None, change)
+            .await
+    }
+
+    /// [`Store::update_plain`], first deciding on `prefetched`.
+    async fn update_plain_from<T>(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        intent: Option<&Intent>,
+        prefetched: Option<Prefetched>,
         mut change: impl FnMut(Option<ObjectEntry>) -> OmapChange<T>,
     ) -> Result<T> {
         let oid = layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards));
         let _guard = self.locks.lock(&bucket.id, key).await;
-        self.update_omap_value(&oid, key.as_bytes(), intent, |raw| {
+        self.update_omap_value_from(&oid, key.as_bytes(), intent, prefetched, |raw| {
             let old = raw.map(layout::decode).transpose()?;
             Ok(change(old))
         })
         .await
+    }
+
+    /// The stored bytes of `key`'s plain index entry now, for a commit to start from
+    /// ([`Store::commit_from`]): read while a PUT writes its data, so the commit that
+    /// follows the data is one write, not a read and a write.
+    pub async fn prefetch_plain(&self, bucket: &BucketRecord, key: &str) -> Result<Prefetched> {
+        Ok(Prefetched(
+            self.index_value(bucket, key, key.as_bytes().to_vec())
+                .await?,
+        ))
     }
 
     /// Makes `entry` the object `key` (a new version of it in a bucket with versioning) and
@@ -211,10 +256,25 @@ impl Store {
         condition: &WriteCondition,
         intent: Option<&Intent>,
     ) -> Result<ObjectEntry> {
+        self.commit_from(bucket, key, entry, condition, intent, None)
+            .await
+    }
+
+    /// [`Store::commit_if`], first deciding on `prefetched` (the key's plain entry read a
+    /// moment ago, [`Store::prefetch_plain`]) in a bucket without versioning.
+    pub async fn commit_from(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        entry: ObjectEntry,
+        condition: &WriteCondition,
+        intent: Option<&Intent>,
+        prefetched: Option<Prefetched>,
+    ) -> Result<ObjectEntry> {
         let bucket = match bucket.versioning {
             Some(_) => bucket.clone(),
             None => match self
-                .commit_unversioned(bucket, key, &entry, condition, intent)
+                .commit_unversioned(bucket, key, &entry, condition, intent, prefetched)
                 .await?
             {
                 Unversioned::Done => return Ok(entry),
@@ -239,8 +299,9 @@ impl Store {
         entry: &ObjectEntry,
         condition: &WriteCondition,
         intent: Option<&Intent>,
+        prefetched: Option<Prefetched>,
     ) -> Result<Unversioned> {
-        self.update_plain(bucket, key, intent, |old| match old {
+        self.update_plain_from(bucket, key, intent, prefetched, |old| match old {
             Some(old) if old.version_id.is_some() => {
                 OmapChange::Keep(Ok(Unversioned::BucketVersioned))
             }

@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 use rados::{IoCtx, PoolSpec, Rados, RadosError};
 use rand::{Rng, SeedableRng};
 
+use crate::cache::RecordCache;
 use crate::error::{GatewayError, Result};
-use crate::layout::{self, ObjectEntry};
+use crate::layout::{self, BucketRecord, ObjectEntry};
 use crate::GatewayConfig;
 
 mod buckets;
@@ -134,6 +135,8 @@ pub(crate) struct Store {
     /// and the Complete would wait for itself for ever.
     upload_locks: KeyLocks,
     counters: Counters,
+    /// Copies of bucket records read a moment ago (see [`Store::bucket_cached`]).
+    bucket_copies: RecordCache<BucketRecord>,
     /// The write time of the newest version this process created (versions of one key must
     /// get strictly increasing times, which the wall clock alone does not promise).
     version_time_ns_last: AtomicU64,
@@ -168,6 +171,10 @@ impl Store {
         let meta = open_pool(rados, &config, &config.metadata_pool).await?;
         let index = open_pool(rados, &config, &config.index_pool).await?;
         let data = open_pool(rados, &config, &config.data_pool).await?;
+        let bucket_copies = RecordCache::new(
+            config.metadata_cache_ms.saturating_mul(1_000_000),
+            clock.clone(),
+        );
         Ok(Self {
             config,
             meta,
@@ -178,6 +185,7 @@ impl Store {
             locks: KeyLocks::new(),
             upload_locks: KeyLocks::new(),
             counters: Counters::default(),
+            bucket_copies,
             version_time_ns_last: AtomicU64::new(0),
         })
     }
