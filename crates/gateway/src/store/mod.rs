@@ -21,6 +21,8 @@ use crate::GatewayConfig;
 mod buckets;
 mod data;
 mod gc;
+#[cfg(test)]
+mod copies_tests;
 mod index;
 mod orphans;
 mod versions;
