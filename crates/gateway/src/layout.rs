@@ -26,6 +26,23 @@ pub fn index_shard_object(bucket_id: &str, shard: u32) -> String {
     format!(".dir.{bucket_id}.{shard}")
 }
 
+/// Xattr of every index shard saying the bucket's versioning status as its shards were
+/// last told ([`versioning_stamp`]): a PUT answered from a gateway's copy of the bucket
+/// record guards its write intent with it, so a versioning change made through another
+/// gateway, or the bucket's removal (its shards go with it), fails the intent instead of
+/// being missed.
+pub const VERSIONING_STAMP_XATTR: &str = "strata.versioning";
+
+/// The value of [`VERSIONING_STAMP_XATTR`] for a bucket with `versioning` (never empty: a
+/// missing xattr compares as empty, and means "not stamped").
+pub fn versioning_stamp(versioning: Option<Versioning>) -> &'static [u8] {
+    match versioning {
+        None => b"off",
+        Some(Versioning::Enabled) => b"enabled",
+        Some(Versioning::Suspended) => b"suspended",
+    }
+}
+
 /// Index-pool object whose omap lists a bucket's multipart uploads (`key \0 upload-id`).
 pub fn uploads_object(bucket_id: &str) -> String {
     format!(".uploads.{bucket_id}")

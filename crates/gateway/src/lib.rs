@@ -59,6 +59,7 @@
 
 pub mod acl;
 mod auth;
+mod cache;
 pub mod cors;
 pub mod error;
 pub mod layout;
@@ -123,6 +124,15 @@ pub struct GatewayConfig {
     /// start. Default `None`: secrets are stored as given (a gateway in a test; `strata
     /// serve` always gives the keys of its data directory's `s3-master.key`).
     pub secret_keys: Option<SecretKeyring>,
+    /// Milliseconds a gateway may answer from its own copy of a user record (the signing
+    /// key of a request) or a bucket record (GET, HEAD and PUT of objects) before reading it
+    /// again, so a request does not read the `users` and `buckets` omaps each time. Changes
+    /// made through this gateway take effect on it at once; a change made through another
+    /// gateway (a removed key, an ACL or policy) is seen here within this bound. A deleted
+    /// bucket and a changed versioning status are seen at once on writes: a PUT's intent is
+    /// guarded by the index shard's existence and its versioning stamp (see `store`). 0 reads
+    /// every time. Default 1000.
+    pub metadata_cache_ms: u64,
 }
 
 impl Default for GatewayConfig {
@@ -143,6 +153,7 @@ impl Default for GatewayConfig {
             gc_nearfull_min_wait_s: 5,
             gc_fullness_check_s: 5,
             secret_keys: None,
+            metadata_cache_ms: 1000,
         }
     }
 }

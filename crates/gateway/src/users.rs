@@ -12,9 +12,11 @@ use rados::{IoCtx, Rados, RadosError};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::cache::RecordCache;
 use crate::error::{GatewayError, Result};
 use crate::layout;
 use crate::secrets::SecretKeyring;
+use crate::store::Clock;
 use crate::GatewayConfig;
 
 /// One user: an identity (uid) with one key pair.
@@ -55,6 +57,8 @@ struct Record {
 pub struct Users {
     meta: Arc<dyn IoCtx>,
     keys: Option<Arc<SecretKeyring>>,
+    /// Users by access key, read a moment ago (a gateway's; none for the CLI's table).
+    cache: Option<Arc<RecordCache<User>>>,
 }
 
 const ACCESS_ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -77,7 +81,17 @@ impl Users {
         Self {
             meta,
             keys: keys.map(Arc::new),
+            cache: None,
         }
+    }
+
+    /// The same table, answering [`Users::by_access_key`] from copies read less than `ttl_ns`
+    /// ago (a gateway's: SigV4 and the operation then read a request's user once, and
+    /// requests within the bound not at all). A key removed through another gateway signs
+    /// here until its copy is `ttl_ns` old.
+    pub(crate) fn with_cache(mut self, ttl_ns: u64, clock: Clock) -> Self {
+        self.cache = Some(Arc::new(RecordCache::new(ttl_ns, clock)));
+        self
     }
 
     /// The stored form of `user`.
@@ -150,8 +164,21 @@ impl Users {
         Ok(rewritten)
     }
 
-    /// The user owning `access_key`, if any.
+    /// The user owning `access_key`, if any (a copy when this table has a cache and read it
+    /// a moment ago; an unknown key is read every time).
     pub async fn by_access_key(&self, access_key: &str) -> Result<Option<User>> {
+        if let Some(user) = self.cache.as_ref().and_then(|cache| cache.get(access_key)) {
+            return Ok(Some(user));
+        }
+        let user = self.read_access_key(access_key).await?;
+        if let (Some(cache), Some(user)) = (&self.cache, &user) {
+            cache.put(access_key, user.clone());
+        }
+        Ok(user)
+    }
+
+    /// [`Users::by_access_key`] from the cluster.
+    async fn read_access_key(&self, access_key: &str) -> Result<Option<User>> {
         let key = access_key.as_bytes().to_vec();
         let found = match self
             .meta
@@ -252,7 +279,7 @@ impl Users {
                 random_string(&mut rng, SECRET_ALPHABET, 40),
             )
         });
-        if self.by_access_key(&access_key).await?.is_some() {
+        if self.read_access_key(&access_key).await?.is_some() {
             return Err(GatewayError::UserExists(format!("access key {access_key}")));
         }
         let user = User {
@@ -278,8 +305,11 @@ impl Users {
             return Ok(false);
         };
         self.meta
-            .omap_remove_keys(layout::USERS_OBJECT, vec![user.access_key.into_bytes()])
+            .omap_remove_keys(layout::USERS_OBJECT, vec![user.access_key.clone().into_bytes()])
             .await?;
+        if let Some(cache) = &self.cache {
+            cache.forget(&user.access_key);
+        }
         Ok(true)
     }
 }

@@ -44,8 +44,9 @@ impl Gateway {
         clock: Clock,
     ) -> Result<Self> {
         let keys = config.secret_keys.clone();
-        let store = Store::open(rados.as_ref(), config, clock).await?;
-        let users = Users::from_io(store.meta.clone(), keys);
+        let cache_ns = config.metadata_cache_ms.saturating_mul(1_000_000);
+        let store = Store::open(rados.as_ref(), config, clock.clone()).await?;
+        let users = Users::from_io(store.meta.clone(), keys).with_cache(cache_ns, clock);
         // Plaintext secrets (older builds) and ones sealed with a previous master key.
         let resealed = users.reseal().await?;
         if resealed > 0 {
@@ -177,6 +178,22 @@ impl Gateway {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
+    }
+
+    /// [`Gateway::bucket_for_object`] from this gateway's copy of the bucket record when it
+    /// has a recent one ([`Store::bucket_cached`]); `true` when read from the cluster.
+    async fn bucket_for_object_cached(
+        &self,
+        name: &str,
+        requester: &Requester,
+        action: &str,
+        key: &str,
+    ) -> Result<(BucketRecord, bool)> {
+        let (bucket, copy) = self.store.bucket_cached(name).await?;
+        if !may_change_object(&bucket, requester, action, key) {
+            return Err(GatewayError::AccessDenied);
+        }
+        Ok((bucket, !copy))
     }
 
     /// `x-amz-expected-bucket-owner`: AccessDenied unless the bucket of the (path-style)

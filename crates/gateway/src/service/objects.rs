@@ -147,10 +147,25 @@ impl Gateway {
         requester: &Requester,
         permission: Permission,
     ) -> Result<(BucketRecord, ObjectEntry)> {
-        let bucket = self.store.bucket(bucket_name).await?;
-        let found = match version_id {
-            None => self.store.entry_opt(&bucket, key).await?,
-            Some(version_id) => self.store.version(&bucket, key, version_id).await?,
+        // A read may decide on this gateway's copy of the bucket record (ACL and policy as
+        // of at most `metadata_cache_ms` ago); a missing entry is looked up again in the
+        // record as it is now (the copy may be of a bucket deleted, or deleted and created
+        // again, since).
+        let (bucket, copy) = match permission {
+            Permission::Read | Permission::ReadAcp => self.store.bucket_cached(bucket_name).await?,
+            Permission::Write | Permission::WriteAcp => {
+                (self.store.bucket(bucket_name).await?, false)
+            }
+        };
+        let mut found = self.entry_of(&bucket, key, version_id).await?;
+        let bucket = match found {
+            None if copy => {
+                self.store.forget_bucket(bucket_name);
+                let now = self.store.bucket(bucket_name).await?;
+                found = self.entry_of(&now, key, version_id).await?;
+                now
+            }
+            _ => bucket,
         };
         let Some(entry) = found else {
             // Whoever may list the key's name learns it is missing; others only AccessDenied.
@@ -208,6 +223,19 @@ impl Gateway {
         Ok((bucket, entry))
     }
 
+    /// The entry of `key` (its version `version_id`, else the latest), if there is one.
+    async fn entry_of(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> Result<Option<ObjectEntry>> {
+        match version_id {
+            None => self.store.entry_opt(bucket, key).await,
+            Some(version_id) => self.store.version(bucket, key, version_id).await,
+        }
+    }
+
     pub(super) async fn do_put_object(
         &self,
         req: S3Request<PutObjectInput>,
@@ -222,8 +250,11 @@ impl Gateway {
         let checksums = super::integrity::ChecksumCheck::of(&req.headers);
         let trailers = req.trailing_headers.clone();
         let input = req.input;
-        let bucket = self
-            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
+        // This gateway's copy of the bucket record decides, unless the intent's guard finds
+        // it stale (the bucket deleted, its versioning changed): then it is read again and
+        // everything it decided is decided again.
+        let (mut bucket, mut fresh) = self
+            .bucket_for_object_cached(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         convert::validate_key(&input.key)?;
         // Everything that can refuse the request is checked before its data is written.
@@ -231,30 +262,57 @@ impl Gateway {
         let condition =
             convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let owner = Self::owner_of(&requester)?;
-        let grants = self
-            .grants_from_request(acl_request!(input), &owner, &bucket.owner)
-            .await?;
-        super::check_public_block(&bucket, &grants)?;
         let acl = input
             .acl
             .as_ref()
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         let tag = self.store.new_tag(8);
-        // Orphan collection leaves the data of a write with a live intent alone.
-        let intent = self
-            .store
-            .begin_object_write(&bucket, &input.key, &tag)
-            .await?;
+        let (grants, intent) = loop {
+            let grants = self
+                .grants_from_request(acl_request!(input), &owner, &bucket.owner)
+                .await?;
+            super::check_public_block(&bucket, &grants)?;
+            // Orphan collection leaves the data of a write with a live intent alone.
+            if fresh {
+                let intent = self
+                    .store
+                    .begin_object_write_checked(&bucket, &input.key, &tag)
+                    .await?;
+                break (grants, intent);
+            }
+            let guarded = self
+                .store
+                .begin_object_write_guarded(&bucket, &input.key, &tag)
+                .await?;
+            if let Some(intent) = guarded {
+                break (grants, intent);
+            }
+            self.store.forget_bucket(&input.bucket);
+            bucket = self
+                .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
+                .await?;
+            fresh = true;
+        };
         // The checksums the client gave are checked against the data as it streams in.
         let body = super::integrity::request_body(input.body, checksums.as_ref());
-        let (pieces, size, md5, checksum_sha256) = self
+        let write = self
             .store
             .write_checked(&intent, &bucket.id, &tag, &input.key, body, |md5| {
                 check_content_md5(content_md5.as_deref(), md5)?;
                 checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref()))
-            })
-            .await?;
+            });
+        // The entry the commit replaces is read while the data is written, so the commit
+        // after the data is one guarded write (which fails, and reads again, if the entry
+        // changed meanwhile).
+        let prefetch = async {
+            match bucket.versioning {
+                None => self.store.prefetch_plain(&bucket, &input.key).await.ok(),
+                Some(_) => None,
+            }
+        };
+        let (written, prefetched) = futures::join!(write, prefetch);
+        let (pieces, size, md5, checksum_sha256) = written?;
         let entry = ObjectEntry {
             size,
             etag: hex::encode(md5),
@@ -279,7 +337,14 @@ impl Gateway {
         let pieces = entry.pieces.clone();
         let entry = match self
             .store
-            .commit_if(&bucket, &input.key, entry, &condition, Some(&intent))
+            .commit_from(
+                &bucket,
+                &input.key,
+                entry,
+                &condition,
+                Some(&intent),
+                prefetched,
+            )
             .await
         {
             Ok(entry) => entry,

@@ -49,6 +49,10 @@ impl Gateway {
             bucket.versioning = Some(status);
             self.store.save_bucket(&bucket).await?;
         }
+        // After the record (the truth): gateways with an older copy of it then fail their
+        // next PUT's guard and read it. Stamped even when nothing changed, which repairs
+        // the stamps of a change whose gateway died before this step.
+        self.store.stamp_shards(&bucket).await?;
         Ok(PutBucketVersioningOutput::default())
     }
 

@@ -6,11 +6,13 @@
 //! is), so the wait shrinks to `gc_nearfull_min_wait_s` ([`gc_wait_s`], pure) and the GC task
 //! asks the cluster how full it is every `gc_fullness_check_s` ([`crate::server`]).
 
+use std::sync::atomic::Ordering;
+
 use rados::{FullLevel, RadosError};
 
 use super::Store;
 use crate::error::Result;
-use crate::layout;
+use crate::layout::{self, Piece};
 use crate::GatewayConfig;
 
 /// Seconds queued data waits before the GC removes it, with the cluster's fullest OSD at
@@ -34,6 +36,95 @@ pub struct GcBacklog {
 }
 
 impl Store {
+    /// Data a committed change replaced: queued for the GC, which removes it once
+    /// `gc_min_wait_s` has passed, so reads that started on the old version finish (removed
+    /// now when the wait is 0, or when it cannot be queued).
+    pub async fn retire_pieces(&self, pieces: Vec<Piece>) {
+        if pieces.is_empty() {
+            return;
+        }
+        if self.config.gc_min_wait_s == 0 {
+            return self.remove_pieces(pieces).await;
+        }
+        let now = self.now_ns().to_string().into_bytes();
+        let entries = pieces
+            .iter()
+            .map(|piece| (piece.oid.clone().into_bytes(), now.clone()))
+            .collect();
+        match self.meta.omap_set(layout::GC_OBJECT, entries).await {
+            Ok(()) => {
+                self.counters
+                    .pieces_retired
+                    .fetch_add(pieces.len() as u64, Ordering::Relaxed);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot queue replaced data for the GC; removing it now");
+                self.remove_pieces(pieces).await;
+            }
+        }
+    }
+
+    /// Removes data pieces; a failed removal goes to the GC queue.
+    pub async fn remove_pieces(&self, pieces: Vec<Piece>) {
+        for piece in pieces {
+            match self.data.remove(&piece.oid).await {
+                Ok(()) | Err(RadosError::NotFound(_)) => {
+                    self.counters.pieces_removed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::warn!(oid = %piece.oid, %error, "removal failed; queued for GC");
+                    let entry = (
+                        piece.oid.into_bytes(),
+                        self.now_ns().to_string().into_bytes(),
+                    );
+                    if self
+                        .meta
+                        .omap_set(layout::GC_OBJECT, vec![entry])
+                        .await
+                        .is_ok()
+                    {
+                        self.counters.gc_enqueued.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One GC pass: removes the queued data objects that have waited `gc_min_wait_s`;
+    /// returns how many were reclaimed.
+    pub async fn reclaim(&self) -> Result<u64> {
+        self.reclaim_after(self.config.gc_min_wait_s).await
+    }
+
+    /// One GC pass removing the queued data objects that have waited `wait_s` (see `gc`).
+    pub async fn reclaim_after(&self, wait_s: u64) -> Result<u64> {
+        let wait_ns = wait_s.saturating_mul(1_000_000_000);
+        let now_ns = self.now_ns();
+        let queue = self.omap_all(&self.meta, layout::GC_OBJECT).await?;
+        let mut done = Vec::new();
+        for (key, queued) in queue {
+            let queued_ns: u64 = String::from_utf8_lossy(&queued).parse().unwrap_or(0);
+            if queued_ns.saturating_add(wait_ns) > now_ns {
+                continue; // a read may still be on it
+            }
+            let oid = String::from_utf8_lossy(&key).into_owned();
+            match self.data.remove(&oid).await {
+                Ok(()) | Err(RadosError::NotFound(_)) => done.push(key),
+                Err(error) => tracing::warn!(%oid, %error, "GC removal failed; retrying later"),
+            }
+        }
+        let reclaimed = done.len() as u64;
+        for chunk in done.chunks(1000) {
+            self.meta
+                .omap_remove_keys(layout::GC_OBJECT, chunk.to_vec())
+                .await?;
+        }
+        self.counters
+            .gc_reclaimed
+            .fetch_add(reclaimed, Ordering::Relaxed);
+        Ok(reclaimed)
+    }
+
     /// The GC queue's objects and their sizes (one stat per queued object).
     pub async fn gc_backlog(&self) -> Result<GcBacklog> {
         let queue = self.omap_all(&self.meta, layout::GC_OBJECT).await?;

@@ -28,7 +28,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
-use rados::{RadosError, WriteOp};
+use rados::{Comparison, RadosError, WriteOp};
 
 use super::Store;
 use crate::error::{GatewayError, Result};
@@ -132,6 +132,86 @@ impl Store {
             .await
     }
 
+    /// [`Store::begin_object_write`] for a PUT decided on a copy of the bucket record
+    /// ([`Store::bucket_cached`]): the intent is written only if the key's index shard exists
+    /// and its versioning stamp says what `bucket` says. `None` (nothing written) when it
+    /// does not: the bucket was deleted, or its versioning changed, since the copy was read;
+    /// the caller reads the record and decides again ([`Store::begin_object_write_checked`]).
+    /// A deleted bucket thus never takes a write, whatever the copy's age.
+    pub async fn begin_object_write_guarded(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        tag: &str,
+    ) -> Result<Option<Intent>> {
+        let stamp = layout::versioning_stamp(bucket.versioning);
+        let guard = WriteOp::new().compare_xattr(
+            layout::VERSIONING_STAMP_XATTR,
+            Comparison::Equal,
+            stamp.to_vec(),
+        );
+        match self.begin_object_write_with(bucket, key, tag, guard).await {
+            Ok(intent) => Ok(Some(intent)),
+            Err(GatewayError::Rados(RadosError::NotFound(_) | RadosError::CompareFailed(_))) => {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The intent of a PUT decided on `bucket` as just read from the cluster: guarded by the
+    /// shard's stamp as [`Store::begin_object_write_guarded`]; a shard without a stamp (a
+    /// bucket of an older build, or its shard not written yet) is stamped by the same write
+    /// (created if missing); a stamp that disagrees with the record (a versioning change
+    /// whose gateway died before it stamped) is left to the next versioning change and the
+    /// intent written unguarded, as before stamps, with a warning.
+    pub async fn begin_object_write_checked(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        tag: &str,
+    ) -> Result<Intent> {
+        if let Some(intent) = self.begin_object_write_guarded(bucket, key, tag).await? {
+            return Ok(intent);
+        }
+        let stamp = layout::versioning_stamp(bucket.versioning).to_vec();
+        let unstamped = WriteOp::new()
+            .compare_xattr(layout::VERSIONING_STAMP_XATTR, Comparison::Equal, Vec::new())
+            .set_xattr(layout::VERSIONING_STAMP_XATTR, stamp.clone());
+        match self.begin_object_write_with(bucket, key, tag, unstamped).await {
+            Err(GatewayError::Rados(RadosError::NotFound(_))) => {
+                let stamped = WriteOp::new().set_xattr(layout::VERSIONING_STAMP_XATTR, stamp);
+                self.begin_object_write_with(bucket, key, tag, stamped)
+                    .await
+            }
+            Err(GatewayError::Rados(RadosError::CompareFailed(_))) => {
+                tracing::warn!(
+                    bucket = %bucket.name,
+                    "an index shard's versioning stamp disagrees with the bucket record; \
+                     a versioning change did not finish (put the versioning status again)"
+                );
+                self.begin_object_write(bucket, key, tag).await
+            }
+            other => other,
+        }
+    }
+
+    /// The intent of a write to `key`, in one write with `op`'s guards and steps.
+    async fn begin_object_write_with(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        tag: &str,
+        op: WriteOp,
+    ) -> Result<Intent> {
+        let shard = layout::shard_of(key, bucket.shards);
+        let oid = layout::index_shard_object(&bucket.id, shard);
+        let intent = self.intent(oid, tag);
+        let op = op.omap_set(vec![(intent.key.clone(), intent.value.clone())]);
+        self.index.operate(&intent.oid, op).await?;
+        Ok(intent)
+    }
+
     /// Records the intent of a part upload of `upload_id` that will write data tagged `tag`,
     /// in the upload's parts object, which must exist (CreateMultipartUpload creates it,
     /// Complete and Abort remove it): otherwise `NoSuchUpload`, and nothing is written, so a
@@ -156,12 +236,7 @@ impl Store {
 
     /// Writes the intent into `oid`; with `existing`, only if `oid` exists.
     async fn begin_write(&self, oid: String, tag: &str, existing: bool) -> Result<Intent> {
-        debug_assert!(!tag.contains('_'), "tag_prefix needs tags without '_'");
-        let intent = Intent {
-            oid,
-            key: layout::intent_key(tag),
-            value: self.now_ns().to_string().into_bytes(),
-        };
+        let intent = self.intent(oid, tag);
         let mut op = WriteOp::new();
         if existing {
             op = op.assert_exists();
@@ -169,6 +244,16 @@ impl Store {
         let op = op.omap_set(vec![(intent.key.clone(), intent.value.clone())]);
         self.index.operate(&intent.oid, op).await?;
         Ok(intent)
+    }
+
+    /// A new intent of data tagged `tag`, committing to `oid`, started now.
+    fn intent(&self, oid: String, tag: &str) -> Intent {
+        debug_assert!(!tag.contains('_'), "tag_prefix needs tags without '_'");
+        Intent {
+            oid,
+            key: layout::intent_key(tag),
+            value: self.now_ns().to_string().into_bytes(),
+        }
     }
 
     /// Ends a write that will not commit: its data (none left when orphan collection fenced
