@@ -19,6 +19,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod balancer;
 pub mod error;
 mod handlers;
 pub mod master_key;
@@ -27,6 +28,7 @@ pub mod report;
 pub mod token;
 mod volume_api;
 pub mod volumes;
+pub mod worker;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -143,6 +145,8 @@ pub struct Running {
     s3: Option<gateway::Server>,
     /// Ends a statistics period every `stats_period_s` ([`end_stats_periods`]).
     stats_periods: Option<tokio::task::JoinHandle<()>>,
+    /// The backend's background workers (the balancer).
+    workers: Vec<worker::WorkerHandle>,
 }
 
 /// Opens or creates the cluster (or connects to Ceph) and starts both endpoints.
@@ -151,7 +155,7 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         BackendChoice::Embedded => {
             let (cluster, created) = open_embedded(&config).await?;
             let cluster = Arc::new(cluster);
-            let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::new(&cluster));
+            let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::new(&cluster)?);
             (backend, Some(cluster), created)
         }
         BackendChoice::Ceph(ceph) => {
@@ -195,7 +199,13 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
                     Duration::from_secs(period_s),
                 ))
             });
+            let workers = backend
+                .workers()
+                .into_iter()
+                .map(|w| worker::spawn(w, Arc::new(worker::SystemClock)))
+                .collect();
             Ok(Running {
+                workers,
                 stats_periods,
                 admin_addr: admin.local_addr,
                 s3_addr: s3.as_ref().map(|s| s.local_addr),
@@ -395,6 +405,9 @@ impl Running {
     /// Stops accepting requests, waits briefly for requests in flight, then shuts the cluster
     /// down (every store flushed).
     pub async fn shutdown(self) -> Result<()> {
+        for worker in self.workers {
+            worker.shutdown().await;
+        }
         if let Some(task) = self.stats_periods {
             task.abort();
             let _ = task.await;
