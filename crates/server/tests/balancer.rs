@@ -228,3 +228,77 @@ async fn plans_and_upmap_items_by_hand() {
     assert_eq!(status, 400);
     running.shutdown().await.unwrap();
 }
+
+/// `strata osd getmap`: Ceph's own osdmaptool reads the embedded cluster's map and maps every
+/// PG as the cluster does (upmap items included). Skipped when osdmaptool is not installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn getmap_reads_back_in_osdmaptool_with_the_same_mappings() {
+    if std::process::Command::new("osdmaptool")
+        .arg("--help")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipping: osdmaptool is not installed (package ceph-base)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let running = common::serve(dir.path(), config(), false).await;
+    let path = dir.path();
+    assert!(running.cluster().unwrap().recover(50).await.unwrap());
+    common::json(&running, path, "POST", "/api/balancer/optimize/p").await;
+    common::json(&running, path, "POST", "/api/balancer/execute/p").await;
+    assert!(running.cluster().unwrap().recover(50).await.unwrap());
+    let (status, map) = common::http(&running, path, "GET", "/api/osd/map", b"").await;
+    assert_eq!(status, 200);
+    let file = dir.path().join("osdmap.bin");
+    std::fs::write(&file, &map).unwrap();
+    let output = std::process::Command::new("osdmaptool")
+        .arg(&file)
+        .arg("--test-map-pgs-dump")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mapped: BTreeMap<String, String> = text
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split('\t');
+            let (pg, set) = (fields.next()?, fields.next()?);
+            // PG lines only (not the per-OSD summary osdmaptool prints after them).
+            set.starts_with('[')
+                .then(|| (pg.to_string(), set.to_string()))
+        })
+        .collect();
+    let pgs = running.cluster().unwrap().pg_list();
+    assert!(!running
+        .cluster()
+        .unwrap()
+        .osd_map()
+        .pg_upmap_items()
+        .is_empty());
+    assert_eq!(mapped.len(), pgs.len(), "{text}");
+    for pg in pgs {
+        let set: Vec<String> = pg.up.iter().map(i32::to_string).collect();
+        assert_eq!(
+            mapped[&pg.pg],
+            format!("[{}]", set.join(",")),
+            "pg {}",
+            pg.pg
+        );
+    }
+    let printed = std::process::Command::new("osdmaptool")
+        .arg(&file)
+        .arg("--print")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(
+        printed.contains("pool 1 'data' replicated size 3"),
+        "{printed}"
+    );
+    running.shutdown().await.unwrap();
+}

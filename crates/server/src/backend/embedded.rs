@@ -59,6 +59,10 @@ impl Backend for EmbeddedBackend {
         vec![self.balancer.clone()]
     }
 
+    async fn osd_getmap(&self) -> Result<bytes::Bytes> {
+        Ok(bytes::Bytes::from(self.get()?.osd_map().encode()))
+    }
+
     async fn set_pg_upmap_items(&self, pg: &str, items: Vec<(i32, i32)>) -> Result<u64> {
         let cluster = self.get()?;
         let id: osdmap::PgId = pg.parse().map_err(|_| {
