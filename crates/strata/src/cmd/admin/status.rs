@@ -62,13 +62,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .map(|l| format!(", last period {}: {}", l.outcome, l.detail))
             .unwrap_or_default();
         println!(
-            "    balancer: {}, mode {:?}{last}",
+            "    balancer: {}, mode {}{last}",
             if balancer.settings.active {
                 "on"
             } else {
                 "off"
             },
-            balancer.settings.mode
+            format!("{:?}", balancer.settings.mode).to_lowercase()
         );
     }
     if status.recovery.pgs_pending > 0 {
