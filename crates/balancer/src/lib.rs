@@ -10,6 +10,8 @@
 //! - [`aside`]: PGs whose raw set (a hand-made `pg_upmap`) the balancer cannot move safely;
 //! - [`balance`]: the count balancer, one min-cost flow over all pools at once;
 //! - [`limit`]: `max_moves`, at most N shard changes per run, never worse than before;
+//! - [`period`]: the continuous balancer's decision for one period (wait for recovery, a
+//!   movement budget) and `eval`'s score;
 //! - [`bytes`]: the bytes balancer (swaps on top of the count plan);
 //! - [`cluster`]: the adapter from a CRUSH map plus OSD/pool/PG data to a [`Problem`];
 //! - [`generate`]: seeded synthetic clusters for tests and benches.
@@ -27,6 +29,7 @@ pub mod error;
 pub mod flow;
 pub mod generate;
 pub mod limit;
+pub mod period;
 pub mod problem;
 pub mod svg;
 pub mod targets;

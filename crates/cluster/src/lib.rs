@@ -228,6 +228,10 @@ const PG_LOCK_SHARDS: usize = 1024;
 /// Number of object lock shards (objects hash onto them; two objects may share one).
 const OBJECT_LOCK_SHARDS: usize = 4096;
 
+/// One PG's new `pg_upmap_items` (`None` or empty: removed), for
+/// [`Cluster::set_pg_upmap_items_many`].
+pub type UpmapItemsChange = (PgId, Option<Vec<(i32, i32)>>);
+
 /// Where a PG lives now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
@@ -680,6 +684,29 @@ impl Cluster {
                 return Err(RadosError::NotFound(format!("pool {}", pg.pool)).into());
             }
             state.set_pg_upmap_items(pg, Some(items));
+            Ok(())
+        })
+    }
+
+    /// Applies several PGs' `pg_upmap_items` changes (`None` or an empty list clears a PG's)
+    /// in one map change, so a balancer's period costs one epoch and recovery sees every move
+    /// at once; returns the new epoch. Nothing changes when one of them is refused.
+    pub fn set_pg_upmap_items_many(&self, changes: Vec<UpmapItemsChange>) -> Result<u64> {
+        for &(from, to) in changes.iter().flat_map(|(_, items)| items.iter().flatten()) {
+            if !self.inner.osds.contains_key(&from) || !self.inner.osds.contains_key(&to) {
+                return Err(RadosError::InvalidArgument(format!(
+                    "upmap item {from}->{to}: no such OSD"
+                ))
+                .into());
+            }
+        }
+        self.inner.change_map(|state| {
+            for (pg, items) in changes {
+                if !state.pools.contains_key(&pg.pool) {
+                    return Err(RadosError::NotFound(format!("pool {}", pg.pool)).into());
+                }
+                state.set_pg_upmap_items(pg, items);
+            }
             Ok(())
         })
     }

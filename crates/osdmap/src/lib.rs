@@ -25,6 +25,7 @@
 
 pub mod addr;
 pub mod decode;
+pub mod encode;
 pub mod error;
 pub mod json;
 pub mod map;
@@ -41,6 +42,11 @@ pub use pool::{Pool, PoolType};
 
 impl OsdMap {
     /// Decode a binary osdmap (`ceph osd getmap -o FILE`, `osdmaptool --save`); checks the crc.
+    /// Ceph 16.2's binary encoding of this map ([`encode`]), as `ceph osd getmap` writes it.
+    pub fn encode(&self) -> Vec<u8> {
+        encode::encode(self)
+    }
+
     pub fn decode(bytes: &[u8]) -> Result<Self> {
         decode::decode(bytes)
     }

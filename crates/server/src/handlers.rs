@@ -19,6 +19,13 @@
 //! | `POST /api/scrub?pool=P&repair=true`   | deep scrub, returns the report         |
 //! | `GET /api/pg`, `GET /api/pg/{pgid}`    | every PG (or one): sets, state, unfound objects |
 //! | `POST /api/pg/{pgid}/mark-unfound-lost?how=revert\|delete` | resolves its unfound objects |
+//! | `GET /api/balancer`                    | the balancer's status (`balancer::BalancerStatus`) |
+//! | `POST /api/balancer/{on,off}`, `POST /api/balancer/mode/{mode}` | switch it, set its mode |
+//! | `POST /api/balancer/config?period_s=S&target_max_misplaced_ratio=R` | its period and budget |
+//! | `GET /api/balancer/eval[/{plan}]`      | scores per pool and in total, now or after a plan |
+//! | `POST /api/balancer/optimize/{plan}`, `GET/DELETE /api/balancer/plans/{plan}`, `POST /api/balancer/execute/{plan}` | named plans |
+//! | `PUT /api/pg/{pgid}/upmap-items` (`{"items":[[from,to],...]}`), `DELETE` | set or remove a PG's pg_upmap_items |
+//! | `GET /api/osd/map`                     | the OSD map, Ceph's binary encoding    |
 //! | `GET /api/users`, `POST /api/users`    | S3 users: list, create (`{"uid",...}`) |
 //! | `GET/DELETE /api/users/{uid}`          | one user's keys, remove it             |
 //! | `POST /api/gc?grace_s=S&dry_run=true&force=true` | S3 orphan collection, returns the report |
@@ -36,6 +43,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::backend::{Backend, OsdAction};
+use crate::balancer::BalancerRequest;
 use crate::error::{Result, ServerError};
 
 /// A successful reply.
@@ -90,6 +98,10 @@ pub(crate) async fn route(
     if let ("POST", ["api", "gc"]) = (method.as_str(), segments.as_slice()) {
         return collect_orphans(gateway, uri).await;
     }
+    if let ["api", "balancer", rest @ ..] = segments.as_slice() {
+        let request = balancer_request(method, rest, uri)?;
+        return json(backend.balancer(request).await?);
+    }
     if let ["api", "users", rest @ ..] = segments.as_slice() {
         return route_users(gateway.map(gateway::Gateway::users), method, rest, &body).await;
     }
@@ -106,6 +118,21 @@ pub(crate) async fn route(
         )),
         ("GET", ["api", "osd", "tree"]) => json(backend.osd_tree().await?),
         ("GET", ["api", "osd", "df"]) => json(backend.osd_usage().await?),
+        ("GET", ["api", "osd", "map"]) => Ok(Reply::Bytes(backend.osd_getmap().await?)),
+        ("PUT", ["api", "pg", pg, "upmap-items"]) => {
+            let request: UpmapRequest = decode(&body)?;
+            if request.items.is_empty() {
+                return Err(ServerError::BadRequest(
+                    "no items: give [[from, to], ...] (DELETE removes a PG's items)".into(),
+                ));
+            }
+            let epoch = backend.set_pg_upmap_items(pg, request.items).await?;
+            json(json!({ "pg": pg, "epoch": epoch }))
+        }
+        ("DELETE", ["api", "pg", pg, "upmap-items"]) => {
+            let epoch = backend.set_pg_upmap_items(pg, Vec::new()).await?;
+            json(json!({ "pg": pg, "epoch": epoch }))
+        }
         ("POST", ["api", "osd", id, action]) => {
             let id: i32 = id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
                 ServerError::BadRequest(format!(
@@ -345,6 +372,67 @@ fn user_error(error: gateway::GatewayError) -> ServerError {
         gateway::GatewayError::Rados(error) => ServerError::Rados(error),
         other => ServerError::Gateway(other.to_string()),
     }
+}
+
+/// `PUT /api/pg/{pgid}/upmap-items` body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpmapRequest {
+    items: Vec<(i32, i32)>,
+}
+
+/// The balancer command a `/api/balancer/...` request names.
+fn balancer_request(method: &Method, rest: &[&str], uri: &Uri) -> Result<BalancerRequest> {
+    let plan = |name: &str| name.to_string();
+    Ok(match (method.as_str(), rest) {
+        ("GET", []) => BalancerRequest::Status,
+        ("POST", ["on"]) => BalancerRequest::Activate(true),
+        ("POST", ["off"]) => BalancerRequest::Activate(false),
+        ("POST", ["mode", mode]) => BalancerRequest::Mode(plan(mode)),
+        ("POST", ["config"]) => {
+            let mut period_s = None;
+            let mut target_max_misplaced_ratio = None;
+            for (name, value) in query(uri)? {
+                match name.as_str() {
+                    "period_s" => {
+                        period_s = Some(value.parse().map_err(|_| {
+                            ServerError::BadRequest(format!(
+                                "period_s {value:?} is not a whole number of seconds"
+                            ))
+                        })?)
+                    }
+                    "target_max_misplaced_ratio" => {
+                        target_max_misplaced_ratio = Some(value.parse().map_err(|_| {
+                            ServerError::BadRequest(format!(
+                                "target_max_misplaced_ratio {value:?} is not a number"
+                            ))
+                        })?)
+                    }
+                    other => {
+                        return Err(ServerError::BadRequest(format!(
+                            "unknown parameter {other:?} (period_s, target_max_misplaced_ratio)"
+                        )))
+                    }
+                }
+            }
+            BalancerRequest::Configure {
+                period_s,
+                target_max_misplaced_ratio,
+            }
+        }
+        ("GET", ["eval"]) => BalancerRequest::Eval(None),
+        ("GET", ["eval", name]) => BalancerRequest::Eval(Some(plan(name))),
+        ("POST", ["optimize", name]) => BalancerRequest::Optimize(plan(name)),
+        ("GET", ["plans", name]) => BalancerRequest::Show(plan(name)),
+        ("DELETE", ["plans", name]) => BalancerRequest::Remove(plan(name)),
+        ("POST", ["execute", name]) => BalancerRequest::Execute(plan(name)),
+        _ => {
+            return Err(ServerError::NoRoute {
+                method: method.to_string(),
+                path: uri.path().to_string(),
+            })
+        }
+    })
 }
 
 /// `POST /api/users` body.

@@ -19,6 +19,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod balancer;
 pub mod error;
 mod handlers;
 pub mod master_key;
@@ -146,6 +147,8 @@ pub struct Running {
     stats_periods: Option<tokio::task::JoinHandle<()>>,
     /// The cache tiers: the object API of the gateway, the volumes and the admin API.
     tiers: Arc<tier::TieredRados>,
+    /// The backend's background workers (the balancer).
+    workers: Vec<worker::WorkerHandle>,
 }
 
 /// Opens or creates the cluster (or connects to Ceph) and starts both endpoints.
@@ -154,7 +157,7 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         BackendChoice::Embedded => {
             let (cluster, created) = open_embedded(&config).await?;
             let cluster = Arc::new(cluster);
-            let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::new(&cluster));
+            let backend: Arc<dyn Backend> = Arc::new(EmbeddedBackend::new(&cluster)?);
             (backend, Some(cluster), created)
         }
         BackendChoice::Ceph(ceph) => {
@@ -217,7 +220,15 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
                     Duration::from_secs(period_s),
                 ))
             });
+            let workers = backend
+                .workers()
+                .into_iter()
+                .map(|(name, step)| {
+                    worker::Worker::spawn(name, 1000, Arc::new(worker::UnixClock), step)
+                })
+                .collect();
             Ok(Running {
+                workers,
                 stats_periods,
                 admin_addr: admin.local_addr,
                 s3_addr: s3.as_ref().map(|s| s.local_addr),
@@ -421,6 +432,9 @@ impl Running {
     /// Stops accepting requests, waits briefly for requests in flight, then shuts the cluster
     /// down (every store flushed).
     pub async fn shutdown(self) -> Result<()> {
+        for worker in self.workers {
+            worker.stop().await;
+        }
         if let Some(task) = self.stats_periods {
             task.abort();
             let _ = task.await;

@@ -173,6 +173,9 @@ pub struct Status {
     pub usage: Usage,
     /// Recovery.
     pub recovery: Recovery,
+    /// The balancer, where the backend has strata's (the embedded cluster).
+    #[serde(default)]
+    pub balancer: Option<crate::balancer::BalancerStatus>,
 }
 
 /// The OSD tree.
@@ -510,6 +513,7 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         pgs,
         usage,
         recovery: recovery(cluster),
+        balancer: None,
     })
 }
 

@@ -43,8 +43,11 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Cluster health, OSDs, pools, PG states and space of a running server (like `ceph -s`).
     Status(cmd::admin::status::Args),
-    /// OSDs of a running server: tree, df, down/up/out/in.
+    /// OSDs of a running server: tree, df, down/up/out/in, getmap, pg-upmap-items.
     Osd(cmd::admin::osd::Args),
+    /// The running server's balancer: on, off, status, mode, eval, optimize, show, execute
+    /// (like `ceph balancer`).
+    Balancer(cmd::admin::balancer::Args),
     /// Pools of a running server: create, ls, rm.
     Pool(cmd::admin::pool::Args),
     /// Block volumes of a running server (RBD format 2 images): create, ls, info, resize, rm,
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Status(args) => cmd::admin::status::run(args),
         Command::Osd(args) => cmd::admin::osd::run(args),
+        Command::Balancer(args) => cmd::admin::balancer::run(args),
         Command::Pool(args) => cmd::admin::pool::run(args),
         Command::User(args) => cmd::admin::user::run(args),
         Command::Volume(args) => cmd::volume::run(args),

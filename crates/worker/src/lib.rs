@@ -60,6 +60,27 @@ impl Clock for SystemClock {
     }
 }
 
+/// The wall clock: milliseconds since the Unix epoch (for loops whose steps report when they
+/// ran, as the balancer's periods do).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UnixClock;
+
+#[async_trait]
+impl Clock for UnixClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis() as u64)
+    }
+
+    async fn sleep_until(&self, deadline_ms: u64) {
+        let now_ms = self.now_ms();
+        if deadline_ms > now_ms {
+            tokio::time::sleep(Duration::from_millis(deadline_ms - now_ms)).await;
+        }
+    }
+}
+
 /// Time that moves only when a test says so.
 #[derive(Debug, Default)]
 pub struct VirtualClock {
@@ -115,6 +136,13 @@ pub enum Next {
 pub trait Step: Send + 'static {
     /// Does one round of work.
     async fn step(&mut self, now_ms: u64) -> Next;
+}
+
+#[async_trait]
+impl Step for Box<dyn Step> {
+    async fn step(&mut self, now_ms: u64) -> Next {
+        (**self).step(now_ms).await
+    }
 }
 
 /// Counters of a running worker.

@@ -230,7 +230,32 @@ impl Backend for CephBackend {
             pgs: pg_summary(&status["pgmap"]),
             usage,
             recovery: Recovery::default(),
+            balancer: None,
         })
+    }
+
+    async fn set_pg_upmap_items(&self, pg: &str, items: Vec<(i32, i32)>) -> Result<u64> {
+        let command = if items.is_empty() {
+            json!({"prefix": "osd rm-pg-upmap-items", "pgid": pg})
+        } else {
+            let ids: Vec<String> = items
+                .iter()
+                .flat_map(|&(from, to)| [from.to_string(), to.to_string()])
+                .collect();
+            json!({"prefix": "osd pg-upmap-items", "pgid": pg, "id": ids})
+        };
+        self.mon_json(command).await?;
+        self.epoch().await
+    }
+
+    async fn osd_getmap(&self) -> Result<bytes::Bytes> {
+        let command = json!({"prefix": "osd getmap"});
+        let reply = self
+            .get()?
+            .mon_command(&command.to_string())
+            .await
+            .map_err(|error| mon_error(&command, &error.to_string()))?;
+        Ok(bytes::Bytes::from(reply.outbuf))
     }
 
     async fn osd_tree(&self) -> Result<Vec<OsdEntry>> {

@@ -10,20 +10,24 @@ use rados::{ClusterStats, IoCtx, PoolInfo, PoolSpec, Rados, RadosError};
 use serde_json::{json, Value};
 
 use super::{Backend, OsdAction, Placement};
+use crate::balancer::{BalancerRequest, BalancerService};
 use crate::error::Result;
 use crate::report::{self, OsdEntry, OsdUsage, PeriodReport, PoolEntry, Status, Usage};
 
 /// The embedded cluster, held weakly.
 pub struct EmbeddedBackend {
     cluster: WeakCluster,
+    balancer: Arc<BalancerService>,
 }
 
 impl EmbeddedBackend {
-    /// A backend over `cluster`; the caller keeps the strong handle and shuts it down.
-    pub fn new(cluster: &Arc<Cluster>) -> Self {
-        Self {
+    /// A backend over `cluster`; the caller keeps the strong handle and shuts it down. Fails
+    /// when the data directory's balancer settings cannot be read.
+    pub fn new(cluster: &Arc<Cluster>) -> Result<Self> {
+        Ok(Self {
             cluster: WeakCluster(Arc::downgrade(cluster)),
-        }
+            balancer: Arc::new(BalancerService::open(cluster)?),
+        })
     }
 
     fn get(&self) -> rados::Result<Arc<Cluster>> {
@@ -42,7 +46,39 @@ impl Backend for EmbeddedBackend {
     }
 
     async fn status(&self) -> Result<Status> {
-        Ok(report::status(&*self.get()?).await?)
+        let mut status = report::status(&*self.get()?).await?;
+        status.balancer = Some(self.balancer.status());
+        Ok(status)
+    }
+
+    async fn balancer(&self, request: BalancerRequest) -> Result<Value> {
+        self.balancer.handle(request)
+    }
+
+    fn workers(&self) -> Vec<(&'static str, Box<dyn worker::Step>)> {
+        vec![(
+            "balancer",
+            Box::new(crate::balancer::BalancerLoop(self.balancer.clone())),
+        )]
+    }
+
+    async fn osd_getmap(&self) -> Result<bytes::Bytes> {
+        Ok(bytes::Bytes::from(self.get()?.osd_map().encode()))
+    }
+
+    async fn set_pg_upmap_items(&self, pg: &str, items: Vec<(i32, i32)>) -> Result<u64> {
+        let cluster = self.get()?;
+        let id: osdmap::PgId = pg.parse().map_err(|_| {
+            crate::ServerError::BadRequest(format!("pg id {pg:?} is not POOL.SEED (hex)"))
+        })?;
+        let exists = cluster
+            .osd_map()
+            .pool(id.pool)
+            .is_some_and(|pool| id.seed < pool.pg_num);
+        if !exists {
+            return Err(RadosError::NotFound(format!("pg {pg}")).into());
+        }
+        Ok(cluster.set_pg_upmap_items(id, items)?)
     }
 
     async fn osd_tree(&self) -> Result<Vec<OsdEntry>> {

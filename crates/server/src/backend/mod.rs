@@ -131,6 +131,34 @@ pub trait Backend: Send + Sync {
     /// the cluster has, at most 3.
     async fn gateway_pool_size(&self) -> Result<u32>;
 
+    /// Answers a `strata balancer` command. Default: not offered (Ceph has its own: `ceph
+    /// balancer`).
+    async fn balancer(
+        &self,
+        request: crate::balancer::BalancerRequest,
+    ) -> Result<serde_json::Value> {
+        let _ = request;
+        Err(not_supported(
+            self.kind(),
+            "strata's balancer (use `ceph balancer` there)",
+        ))
+    }
+
+    /// The background work the server runs for this backend while it serves (the balancer's
+    /// periods). Default: none.
+    fn workers(&self) -> Vec<(&'static str, Box<dyn worker::Step>)> {
+        Vec::new()
+    }
+
+    /// Sets the `pg_upmap_items` of `pg` (`1.2a`) to `items`, or removes them when empty,
+    /// as `ceph osd pg-upmap-items` / `rm-pg-upmap-items`; returns the new map epoch.
+    async fn set_pg_upmap_items(&self, pg: &str, items: Vec<(i32, i32)>) -> Result<u64>;
+
+    /// The current OSD map in Ceph 16.2's binary encoding (`ceph osd getmap`).
+    async fn osd_getmap(&self) -> Result<bytes::Bytes> {
+        Err(not_supported(self.kind(), "osd getmap"))
+    }
+
     /// Stops the backend: flushes and closes what it holds. Calls after it fail with
     /// `Shutdown`.
     async fn shutdown(&self) -> Result<()>;

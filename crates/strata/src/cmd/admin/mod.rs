@@ -3,6 +3,7 @@
 //! share; every command takes `--admin ADDR` and `--data DIR` ([`AdminArgs`]): the admin API
 //! wants the token `strata serve` keeps in its data directory (`server::token`).
 
+pub mod balancer;
 pub mod client;
 pub mod df;
 pub mod gc;

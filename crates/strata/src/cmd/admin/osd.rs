@@ -1,9 +1,10 @@
-//! `strata osd tree|df|down|up|out|in|tier|pool`: OSD states and usage, marking OSDs, and
-//! cache tiers (`tier`).
+//! `strata osd tree|df|down|up|out|in|getmap|pg-upmap-items|rm-pg-upmap-items|tier|pool`: OSD
+//! states and usage, marking OSDs, the OSD map in Ceph's binary encoding, a PG's upmap items
+//! by hand, and cache tiers (`tier`).
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::{Args as ClapArgs, Subcommand};
 use server::report::{OsdEntry, OsdUsage};
 
@@ -55,6 +56,28 @@ pub enum OsdCommand {
         #[command(subcommand)]
         command: super::tier::PoolCommand,
     },
+    /// Write the OSD map in Ceph's binary encoding (`ceph osd getmap -o FILE`).
+    Getmap {
+        /// Output file.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: std::path::PathBuf,
+    },
+    /// Set a PG's pg_upmap_items: each FROM OSD of its CRUSH set is replaced by TO
+    /// (`ceph osd pg-upmap-items PGID FROM TO [FROM TO ...]`); the data moves by recovery.
+    #[command(name = "pg-upmap-items")]
+    PgUpmapItems {
+        /// PG id (`1.2a`).
+        pgid: String,
+        /// Pairs of OSD ids: FROM TO [FROM TO ...].
+        #[arg(value_name = "FROM TO", required = true, num_args = 2..)]
+        osds: Vec<String>,
+    },
+    /// Remove a PG's pg_upmap_items: it goes back to its CRUSH set.
+    #[command(name = "rm-pg-upmap-items")]
+    RmPgUpmapItems {
+        /// PG id (`1.2a`).
+        pgid: String,
+    },
 }
 
 /// Runs `strata osd`.
@@ -75,6 +98,43 @@ pub fn run(args: Args) -> Result<ExitCode> {
         OsdCommand::In { id } => mark(&client, &id, "in")?,
         OsdCommand::Tier { command } => super::tier::run_tier(&client, command)?,
         OsdCommand::Pool { command } => super::tier::run_pool(&client, command)?,
+        OsdCommand::Getmap { output } => {
+            let map = client.call("GET", "/api/osd/map", b"")?;
+            std::fs::write(&output, &map)
+                .with_context(|| format!("writing {}", output.display()))?;
+            eprintln!("wrote osdmap ({} bytes) to {}", map.len(), output.display());
+        }
+        OsdCommand::PgUpmapItems { pgid, osds } => {
+            anyhow::ensure!(
+                osds.len() % 2 == 0,
+                "give OSD ids in pairs: FROM TO [FROM TO ...]"
+            );
+            let ids = osds
+                .iter()
+                .map(|id| {
+                    id.strip_prefix("osd.")
+                        .unwrap_or(id)
+                        .parse::<i32>()
+                        .with_context(|| format!("OSD id {id:?} is not a number"))
+                })
+                .collect::<Result<Vec<i32>>>()?;
+            let items: Vec<[i32; 2]> = ids.chunks(2).map(|p| [p[0], p[1]]).collect();
+            let body = serde_json::to_vec(&serde_json::json!({ "items": items }))?;
+            let path = format!("/api/pg/{}/upmap-items", super::client::segment(&pgid));
+            let reply: serde_json::Value = client.json("PUT", &path, &body)?;
+            println!(
+                "set {pgid} pg_upmap_items mapping to {items:?} (epoch {})",
+                reply["epoch"]
+            );
+        }
+        OsdCommand::RmPgUpmapItems { pgid } => {
+            let path = format!("/api/pg/{}/upmap-items", super::client::segment(&pgid));
+            let reply: serde_json::Value = client.json("DELETE", &path, b"")?;
+            println!(
+                "clear {pgid} pg_upmap_items mapping (epoch {})",
+                reply["epoch"]
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

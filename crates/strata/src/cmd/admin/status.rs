@@ -55,6 +55,22 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for (state, count) in &status.pgs.states {
         println!("             {count} {state}");
     }
+    if let Some(balancer) = &status.balancer {
+        let last = balancer
+            .last_period
+            .as_ref()
+            .map(|l| format!(", last period {}: {}", l.outcome, l.detail))
+            .unwrap_or_default();
+        println!(
+            "    balancer: {}, mode {}{last}",
+            if balancer.settings.active {
+                "on"
+            } else {
+                "off"
+            },
+            format!("{:?}", balancer.settings.mode).to_lowercase()
+        );
+    }
     if status.recovery.pgs_pending > 0 {
         println!("  progress:");
         println!(

@@ -1,0 +1,510 @@
+//! The embedded cluster's continuous balancer, as Ceph's mgr balancer offers it: `on|off`, a
+//! mode, `eval`, named plans (`optimize`, `show`, `execute`, `rm`) and, while on, a period
+//! ([`BalancerService`] is a [`Worker`]) that plans with the `balancer` crate's flow and
+//! applies the changes in one map change (one epoch; the moved PGs keep their old holders as
+//! `pg_temp` until recovery has copied them, so no PG is unavailable while upmaps apply).
+//!
+//! The decision is the pure [`balancer::period::decide`]: nothing while any PG is not
+//! `active+clean` (recovery behind), else at most `target_max_misplaced_ratio` of all shards
+//! per period. The settings (on/off, mode, period, ratio) persist in `balancer.json` in the
+//! data directory; plans live in memory, as the mgr's do, and a plan made on an older map
+//! epoch is refused by `execute` (the cluster moved on; optimize again).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use balancer::period::{self, PeriodConfig, PeriodDecision, Score};
+use balancer::{Plan, Problem, Scope, UpmapChange};
+use cluster::Cluster;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::backend::embedded::WeakCluster;
+use crate::error::{Result, ServerError};
+
+/// The settings file in the data directory.
+pub const SETTINGS_FILE: &str = "balancer.json";
+
+/// What the balancer balances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BalancerMode {
+    /// PG shard counts per OSD, per pool and in total, with pg_upmap_items (the min-cost flow).
+    #[default]
+    Upmap,
+}
+
+impl BalancerMode {
+    /// Parses a mode's name.
+    pub fn parse(word: &str) -> Result<Self> {
+        match word {
+            "upmap" => Ok(Self::Upmap),
+            "bytes" | "read" | "load" => Err(ServerError::NotSupported(format!(
+                "balancer mode {word} is not implemented on the embedded backend yet (upmap is)"
+            ))),
+            other => Err(ServerError::BadRequest(format!(
+                "unknown balancer mode {other:?} (upmap, bytes, read, load)"
+            ))),
+        }
+    }
+}
+
+/// The persisted settings (`balancer.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BalancerSettings {
+    /// Whether a period runs. Default false (as Ceph before Nautilus; `strata balancer on`).
+    pub active: bool,
+    /// The mode. Default upmap.
+    pub mode: BalancerMode,
+    /// Seconds between periods (Ceph's `sleep_interval`). Default 60.
+    pub period_s: u64,
+    /// At most this share of all shards changes OSD per period (Ceph's
+    /// `target_max_misplaced_ratio`). Default 0.05.
+    pub target_max_misplaced_ratio: f64,
+}
+
+impl Default for BalancerSettings {
+    fn default() -> Self {
+        Self {
+            active: false,
+            mode: BalancerMode::Upmap,
+            period_s: 60,
+            target_max_misplaced_ratio: period::TARGET_MAX_MISPLACED_RATIO_DEFAULT,
+        }
+    }
+}
+
+/// A plan kept for `show`, `eval` and `execute`.
+#[derive(Clone, Debug)]
+struct StoredPlan {
+    epoch: u64,
+    mode: BalancerMode,
+    plan: Plan,
+    problem: Problem,
+}
+
+/// What the last period did.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LastPeriod {
+    /// When, ms since the Unix epoch.
+    pub at_ms: u64,
+    /// `waiting`, `balanced`, `applied` or `failed`.
+    pub outcome: String,
+    /// The detail (PGs not clean, changes and shards applied, the error).
+    pub detail: String,
+}
+
+/// `strata balancer status`, also part of `/status`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BalancerStatus {
+    /// The settings.
+    #[serde(flatten)]
+    pub settings: BalancerSettings,
+    /// The last period, if one ran since the start.
+    pub last_period: Option<LastPeriod>,
+    /// Names of the plans kept.
+    pub plans: Vec<String>,
+    /// Shards the periods applied since the start.
+    pub shards_moved: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    settings: BalancerSettings,
+    plans: BTreeMap<String, StoredPlan>,
+    last_period: Option<LastPeriod>,
+    shards_moved: u64,
+}
+
+/// The balancer of one embedded cluster.
+pub struct BalancerService {
+    cluster: WeakCluster,
+    path: PathBuf,
+    state: Mutex<State>,
+}
+
+impl BalancerService {
+    /// The balancer of `cluster`, with the settings its data directory keeps.
+    pub fn open(cluster: &Arc<Cluster>) -> Result<Self> {
+        let path = cluster.data_dir().join(SETTINGS_FILE);
+        let settings = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
+                ServerError::Backend(format!("reading {}: {error}", path.display()))
+            })?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                BalancerSettings::default()
+            }
+            Err(error) => {
+                return Err(ServerError::Backend(format!(
+                    "reading {}: {error}",
+                    path.display()
+                )))
+            }
+        };
+        Ok(Self {
+            cluster: WeakCluster::new(cluster),
+            path,
+            state: Mutex::new(State {
+                settings,
+                ..State::default()
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The status.
+    pub fn status(&self) -> BalancerStatus {
+        let state = self.lock();
+        BalancerStatus {
+            settings: state.settings.clone(),
+            last_period: state.last_period.clone(),
+            plans: state.plans.keys().cloned().collect(),
+            shards_moved: state.shards_moved,
+        }
+    }
+
+    /// Changes and persists the settings (written to a temporary file, then renamed).
+    pub fn configure(
+        &self,
+        change: impl FnOnce(&mut BalancerSettings) -> Result<()>,
+    ) -> Result<BalancerStatus> {
+        {
+            let mut state = self.lock();
+            let mut settings = state.settings.clone();
+            change(&mut settings)?;
+            if !(settings.target_max_misplaced_ratio > 0.0
+                && settings.target_max_misplaced_ratio <= 1.0)
+            {
+                return Err(ServerError::BadRequest(format!(
+                    "target_max_misplaced_ratio {} is outside (0, 1]",
+                    settings.target_max_misplaced_ratio
+                )));
+            }
+            if settings.period_s == 0 {
+                return Err(ServerError::BadRequest(
+                    "period_s must be at least 1".into(),
+                ));
+            }
+            let text = serde_json::to_vec_pretty(&settings)
+                .map_err(|e| ServerError::Backend(format!("encoding balancer settings: {e}")))?;
+            let temporary = self.path.with_extension("json.tmp");
+            std::fs::write(&temporary, text)
+                .and_then(|()| std::fs::rename(&temporary, &self.path))
+                .map_err(|e| {
+                    ServerError::Backend(format!("writing {}: {e}", self.path.display()))
+                })?;
+            state.settings = settings;
+        }
+        Ok(self.status())
+    }
+
+    /// The movable part of the current map, its epoch, and the PGs not `active+clean`.
+    fn snapshot(&self) -> Result<(Problem, u64, usize)> {
+        let cluster = self.cluster.get()?;
+        let epoch = cluster.epoch();
+        let map = cluster.osd_map();
+        let (problem, skipped) = balancer::cluster::from_osdmap(&map, &[]);
+        for pool in skipped {
+            tracing::debug!(pool = pool.id, reason = %pool.reason, "balancer skips pool");
+        }
+        let (problem, _aside) = balancer::set_aside(&problem);
+        let not_clean = cluster
+            .pg_list()
+            .iter()
+            .filter(|pg| pg.state != "active+clean")
+            .count();
+        Ok((problem, epoch, not_clean))
+    }
+
+    fn period_config(&self) -> PeriodConfig {
+        PeriodConfig {
+            target_max_misplaced_ratio: self.lock().settings.target_max_misplaced_ratio,
+        }
+    }
+
+    /// Scores of the current map, or of a plan's result (`eval [PLAN]`).
+    pub fn eval(&self, plan: Option<&str>) -> Result<Value> {
+        let (problem, up, epoch) = match plan {
+            None => {
+                let (problem, epoch, _) = self.snapshot()?;
+                let up = problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect();
+                (problem, up, epoch)
+            }
+            Some(name) => {
+                let stored = self.plan(name)?;
+                (stored.problem, stored.plan.up, stored.epoch)
+            }
+        };
+        let distribution = balancer::Distribution::compute(&problem, &up, None);
+        Ok(
+            json!({ "epoch": epoch, "plan": plan, "scores": scores_json(&period::score(&distribution)) }),
+        )
+    }
+
+    fn plan(&self, name: &str) -> Result<StoredPlan> {
+        self.lock()
+            .plans
+            .get(name)
+            .cloned()
+            .ok_or_else(|| rados::RadosError::NotFound(format!("balancer plan {name:?}")).into())
+    }
+
+    /// Plans one period's worth of changes (the budget applies, as to a period) under `name`,
+    /// even while recovery is behind (a plan is only shown until executed).
+    pub fn optimize(&self, name: &str) -> Result<Value> {
+        let (problem, epoch, _) = self.snapshot()?;
+        let decision = period::decide(&problem, 0, &self.period_config())
+            .map_err(|e| ServerError::Backend(e.to_string()))?;
+        let plan = match decision {
+            PeriodDecision::Apply { plan, .. } => plan,
+            PeriodDecision::Balanced | PeriodDecision::Wait { .. } => {
+                let up = problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect();
+                let items = problem
+                    .pgs
+                    .iter()
+                    .map(|pg| (pg.id, pg.upmap_items.clone()))
+                    .collect();
+                Plan {
+                    up,
+                    items,
+                    changes: Vec::new(),
+                    moved_before: 0,
+                    moved_after: 0,
+                    shards_changed: 0,
+                    violations: Vec::new(),
+                    stats: Default::default(),
+                }
+            }
+        };
+        let mode = self.lock().settings.mode;
+        let stored = StoredPlan {
+            epoch,
+            mode,
+            plan,
+            problem,
+        };
+        let shown = show_json(name, &stored);
+        self.lock().plans.insert(name.to_string(), stored);
+        Ok(shown)
+    }
+
+    /// A plan's changes, as `ceph osd pg-upmap-items` commands.
+    pub fn show(&self, name: &str) -> Result<Value> {
+        Ok(show_json(name, &self.plan(name)?))
+    }
+
+    /// Forgets a plan.
+    pub fn remove(&self, name: &str) -> Result<Value> {
+        self.lock().plans.remove(name).ok_or_else(|| {
+            ServerError::from(rados::RadosError::NotFound(format!(
+                "balancer plan {name:?}"
+            )))
+        })?;
+        Ok(json!({ "removed": name }))
+    }
+
+    /// Applies a plan made on the current epoch; the new epoch.
+    pub fn execute(&self, name: &str) -> Result<Value> {
+        let stored = self.plan(name)?;
+        let cluster = self.cluster.get()?;
+        let epoch = cluster.epoch();
+        if epoch != stored.epoch {
+            return Err(ServerError::Busy(format!(
+                "plan {name:?} was made on epoch {}, the map is at {epoch}: optimize again",
+                stored.epoch
+            )));
+        }
+        let epoch = apply(&cluster, &stored.plan)?;
+        self.lock().plans.remove(name);
+        Ok(json!({ "plan": name, "changes": stored.plan.changes.len(),
+            "shards_changed": stored.plan.shards_changed, "epoch": epoch }))
+    }
+
+    /// One period at `now_ms`: decides and applies; what it did.
+    pub fn run_period(&self, now_ms: u64) -> Result<LastPeriod> {
+        let result = self.decide_and_apply();
+        let last = match result {
+            Ok(last) => last,
+            Err(error) => ("failed".to_string(), error.to_string()),
+        };
+        let last = LastPeriod {
+            at_ms: now_ms,
+            outcome: last.0,
+            detail: last.1,
+        };
+        self.lock().last_period = Some(last.clone());
+        Ok(last)
+    }
+
+    fn decide_and_apply(&self) -> Result<(String, String)> {
+        let (problem, _, not_clean) = self.snapshot()?;
+        let decision = period::decide(&problem, not_clean, &self.period_config())
+            .map_err(|e| ServerError::Backend(e.to_string()))?;
+        Ok(match decision {
+            PeriodDecision::Wait { pgs_not_clean } => (
+                "waiting".into(),
+                format!("{pgs_not_clean} PGs are not active+clean"),
+            ),
+            PeriodDecision::Balanced => {
+                ("balanced".into(), "no change improves the balance".into())
+            }
+            PeriodDecision::Apply {
+                plan,
+                budget_shards,
+            } => {
+                let cluster = self.cluster.get()?;
+                let epoch = apply(&cluster, &plan)?;
+                self.lock().shards_moved += plan.shards_changed as u64;
+                tracing::info!(
+                    changes = plan.changes.len(),
+                    shards = plan.shards_changed,
+                    epoch,
+                    "balancer applied upmaps"
+                );
+                (
+                    "applied".into(),
+                    format!(
+                        "{} PGs changed, {} shards moved (budget {budget_shards}), epoch {epoch}",
+                        plan.changes.len(),
+                        plan.shards_changed
+                    ),
+                )
+            }
+        })
+    }
+}
+
+/// The balancer's loop on the shared [`worker::Worker`]: each step runs a period when the
+/// balancer is on, then sleeps for the period the settings give now.
+pub struct BalancerLoop(pub Arc<BalancerService>);
+
+#[async_trait]
+impl worker::Step for BalancerLoop {
+    async fn step(&mut self, now_ms: u64) -> worker::Next {
+        let (active, period_s) = {
+            let state = self.0.lock();
+            (state.settings.active, state.settings.period_s.max(1))
+        };
+        if active {
+            match self.0.run_period(now_ms) {
+                Ok(last) if last.outcome == "failed" => {
+                    tracing::warn!(detail = %last.detail, "balancer period failed")
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "balancer period failed"),
+            }
+        }
+        worker::Next::SleepMs(period_s * 1000)
+    }
+}
+
+/// Applies a plan's changes in one map change; the new epoch.
+fn apply(cluster: &Cluster, plan: &Plan) -> Result<u64> {
+    let changes = plan
+        .changes
+        .iter()
+        .map(|change| match change {
+            UpmapChange::Set { pg, items } => {
+                (osdmap::PgId::new(pg.pool, pg.seed), Some(items.clone()))
+            }
+            UpmapChange::Remove { pg } => (osdmap::PgId::new(pg.pool, pg.seed), None),
+        })
+        .collect();
+    Ok(cluster.set_pg_upmap_items_many(changes)?)
+}
+
+fn scores_json(scores: &[Score]) -> Value {
+    scores
+        .iter()
+        .map(|s| {
+            json!({ "scope": match s.scope { Scope::Pool(p) => p.to_string(), Scope::Total => "total".into() },
+                "score": s.score, "max_deviation": s.max_deviation, "outside_bounds": s.outside_bounds })
+        })
+        .collect()
+}
+
+fn show_json(name: &str, stored: &StoredPlan) -> Value {
+    let commands: Vec<String> = stored
+        .plan
+        .changes
+        .iter()
+        .map(UpmapChange::command)
+        .collect();
+    json!({ "plan": name, "epoch": stored.epoch, "mode": stored.mode,
+        "changes": stored.plan.changes.len(), "shards_changed": stored.plan.shards_changed,
+        "commands": commands })
+}
+
+/// One `strata balancer` command, as the admin API passes it on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BalancerRequest {
+    /// `status`.
+    Status,
+    /// `on` or `off`.
+    Activate(bool),
+    /// `mode MODE`.
+    Mode(String),
+    /// Period (s) and/or `target_max_misplaced_ratio`.
+    Configure {
+        /// Seconds between periods.
+        period_s: Option<u64>,
+        /// Share of shards a period may move.
+        target_max_misplaced_ratio: Option<f64>,
+    },
+    /// `eval [PLAN]`.
+    Eval(Option<String>),
+    /// `optimize PLAN`.
+    Optimize(String),
+    /// `show PLAN`.
+    Show(String),
+    /// `execute PLAN`.
+    Execute(String),
+    /// `rm PLAN`.
+    Remove(String),
+}
+
+impl BalancerService {
+    /// Answers one request.
+    pub fn handle(&self, request: BalancerRequest) -> Result<Value> {
+        let status = |status: BalancerStatus| {
+            serde_json::to_value(status).map_err(|e| ServerError::Backend(format!("encoding: {e}")))
+        };
+        match request {
+            BalancerRequest::Status => status(self.status()),
+            BalancerRequest::Activate(active) => status(self.configure(|s| {
+                s.active = active;
+                Ok(())
+            })?),
+            BalancerRequest::Mode(word) => {
+                let mode = BalancerMode::parse(&word)?;
+                status(self.configure(|s| {
+                    s.mode = mode;
+                    Ok(())
+                })?)
+            }
+            BalancerRequest::Configure {
+                period_s,
+                target_max_misplaced_ratio,
+            } => status(self.configure(|s| {
+                if let Some(period_s) = period_s {
+                    s.period_s = period_s;
+                }
+                if let Some(ratio) = target_max_misplaced_ratio {
+                    s.target_max_misplaced_ratio = ratio;
+                }
+                Ok(())
+            })?),
+            BalancerRequest::Eval(plan) => self.eval(plan.as_deref()),
+            BalancerRequest::Optimize(name) => self.optimize(&name),
+            BalancerRequest::Show(name) => self.show(&name),
+            BalancerRequest::Execute(name) => self.execute(&name),
+            BalancerRequest::Remove(name) => self.remove(&name),
+        }
+    }
+}
