@@ -305,7 +305,10 @@ impl Users {
             return Ok(false);
         };
         self.meta
-            .omap_remove_keys(layout::USERS_OBJECT, vec![user.access_key.clone().into_bytes()])
+            .omap_remove_keys(
+                layout::USERS_OBJECT,
+                vec![user.access_key.clone().into_bytes()],
+            )
             .await?;
         if let Some(cache) = &self.cache {
             cache.forget(&user.access_key);

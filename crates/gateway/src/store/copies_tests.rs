@@ -69,17 +69,26 @@ async fn a_bucket_deleted_through_another_gateway_takes_no_put_from_a_copy() {
     a.create_bucket("b", "owner", "", Vec::new(), "")
         .await
         .expect("bucket");
-    assert!(a.bucket_cached("b").await.expect("copy").1, "A holds a copy");
+    assert!(
+        a.bucket_cached("b").await.expect("copy").1,
+        "A holds a copy"
+    );
     let record = b.bucket("b").await.expect("B reads it");
     b.delete_bucket(&record).await.expect("B deletes it");
-    assert!(a.bucket_cached("b").await.expect("copy").1, "A's copy is still fresh");
+    assert!(
+        a.bucket_cached("b").await.expect("copy").1,
+        "A's copy is still fresh"
+    );
     match put(&a, "b", "key", 1).await {
         Err(GatewayError::NoSuchBucket(_)) => {}
         other => panic!("a PUT into a deleted bucket: {other:?}"),
     }
     // Nothing was left in the index pool: the shard was not brought back.
     let shard = layout::index_shard_object(&record.id, layout::shard_of("key", record.shards));
-    assert!(a.index.stat(&shard).await.is_err(), "shard {shard} came back");
+    assert!(
+        a.index.stat(&shard).await.is_err(),
+        "shard {shard} came back"
+    );
 }
 
 #[tokio::test]
@@ -102,7 +111,10 @@ async fn versioning_enabled_through_another_gateway_is_not_missed_by_a_copy() {
         .key_state(&record, "key", usize::MAX)
         .await
         .expect("state");
-    let null = state.find("null").and_then(|found| state.get(found)).cloned();
+    let null = state
+        .find("null")
+        .and_then(|found| state.get(found))
+        .cloned();
     assert_eq!(null.map(|e| e.pieces), Some(first.pieces.clone()));
     assert!(a.data.stat(&first.pieces[0].oid).await.is_ok());
 }
@@ -173,8 +185,16 @@ async fn a_commit_from_a_stale_prefetch_reads_again_and_frees_what_it_replaced()
     )
     .await
     .expect("A's commit");
-    assert_eq!(a.stats().index_races, 1, "the stale prefetch failed the guard once");
-    let entry = a.entry_opt(&bucket, "key").await.expect("entry").expect("one");
+    assert_eq!(
+        a.stats().index_races,
+        1,
+        "the stale prefetch failed the guard once"
+    );
+    let entry = a
+        .entry_opt(&bucket, "key")
+        .await
+        .expect("entry")
+        .expect("one");
     assert_eq!(entry.pieces, pieces);
     // B's data, which A's commit replaced, was freed (gc_min_wait_s 0), not orphaned.
     assert!(a.data.stat(&theirs.pieces[0].oid).await.is_err());

@@ -19,10 +19,10 @@ use crate::layout::{self, BucketRecord, ObjectEntry};
 use crate::GatewayConfig;
 
 mod buckets;
-mod data;
-mod gc;
 #[cfg(test)]
 mod copies_tests;
+mod data;
+mod gc;
 mod index;
 mod orphans;
 mod versions;

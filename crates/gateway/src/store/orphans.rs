@@ -176,9 +176,16 @@ impl Store {
         }
         let stamp = layout::versioning_stamp(bucket.versioning).to_vec();
         let unstamped = WriteOp::new()
-            .compare_xattr(layout::VERSIONING_STAMP_XATTR, Comparison::Equal, Vec::new())
+            .compare_xattr(
+                layout::VERSIONING_STAMP_XATTR,
+                Comparison::Equal,
+                Vec::new(),
+            )
             .set_xattr(layout::VERSIONING_STAMP_XATTR, stamp.clone());
-        match self.begin_object_write_with(bucket, key, tag, unstamped).await {
+        match self
+            .begin_object_write_with(bucket, key, tag, unstamped)
+            .await
+        {
             Err(GatewayError::Rados(RadosError::NotFound(_))) => {
                 let stamped = WriteOp::new().set_xattr(layout::VERSIONING_STAMP_XATTR, stamp);
                 self.begin_object_write_with(bucket, key, tag, stamped)
