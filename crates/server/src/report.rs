@@ -173,6 +173,10 @@ pub struct Status {
     pub usage: Usage,
     /// Recovery.
     pub recovery: Recovery,
+    /// Client I/O, recovery and S3 rates over the last seconds (`ceph -s`'s `io:`), once the
+    /// admin endpoint has two samples ([`crate::rates`]).
+    #[serde(default)]
+    pub io: Option<crate::rates::Rates>,
 }
 
 /// The OSD tree.
@@ -510,6 +514,7 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         pgs,
         usage,
         recovery: recovery(cluster),
+        io: None,
     })
 }
 

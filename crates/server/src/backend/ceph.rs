@@ -230,6 +230,7 @@ impl Backend for CephBackend {
             pgs: pg_summary(&status["pgmap"]),
             usage,
             recovery: Recovery::default(),
+            io: None,
         })
     }
 
