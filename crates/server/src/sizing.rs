@@ -24,9 +24,9 @@ pub fn default_osd_size_bytes(free_bytes: u64, osds: usize) -> u64 {
 
 /// `size_bytes` as a device spec's size (`12G`, or `512M` when not whole GiB).
 pub fn spec_size(size_bytes: u64) -> String {
-    if size_bytes % (1 << 30) == 0 {
+    if size_bytes.is_multiple_of(1 << 30) {
         format!("{}G", size_bytes >> 30)
-    } else if size_bytes % (1 << 20) == 0 {
+    } else if size_bytes.is_multiple_of(1 << 20) {
         format!("{}M", size_bytes >> 20)
     } else {
         size_bytes.to_string()

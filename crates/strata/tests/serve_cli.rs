@@ -123,8 +123,15 @@ fn serve_and_drive_with_the_cli() {
         "{}",
         String::from_utf8_lossy(&long.stderr)
     );
+    // Header, 9 OSDs, TOTAL and the spread (`MIN/MAX VAR ... STDDEV`), as `ceph osd df`.
     let df = server.ok(&["osd", "df"]);
-    assert_eq!(df.lines().count(), 10, "{df}");
+    assert_eq!(df.lines().count(), 12, "{df}");
+    assert!(df.contains("STDDEV"), "{df}");
+    let tree = server.ok(&["osd", "df", "tree"]);
+    assert!(
+        tree.contains("host host1") && tree.contains("VAR"),
+        "{tree}"
+    );
 
     // Space and scrub.
     let df = server.ok(&["df"]);

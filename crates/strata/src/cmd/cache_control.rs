@@ -183,9 +183,9 @@ pub(crate) fn list_caches() {
                     "{:<16} {:<6} {:>10} {:>10} {:>10}  {}",
                     name,
                     stats["mode"].as_str().unwrap_or("?"),
-                    stats["lines"],
-                    stats["occupied_lines"],
-                    stats["dirty_lines"],
+                    stats["lines"].to_string(),
+                    stats["occupied_lines"].to_string(),
+                    stats["dirty_lines"].to_string(),
                     path.display()
                 );
             }

@@ -241,12 +241,19 @@ pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
     );
     let reply: serde_json::Value = client.json("GET", &path, b"")?;
     let mtime_ns = reply["mtime_ns"].as_u64().unwrap_or(0);
+    // A striped object's size is its manifest's (the head holds the first piece).
+    let size = match reply["striped"].as_object() {
+        Some(manifest) => format!(
+            "{} (striped: the head and {} pieces)",
+            manifest["size_bytes"], manifest["pieces"]
+        ),
+        None => reply["size_bytes"].to_string(),
+    };
     println!(
-        "{}/{} mtime {}, size {}, version {}, pg {}, up {}, acting {}",
+        "{}/{} mtime {}, size {size}, version {}, pg {}, up {}, acting {}",
         args.pool,
         args.object,
         format_mtime(mtime_ns),
-        reply["size_bytes"],
         reply["version"],
         reply["pg"].as_str().unwrap_or("?"),
         reply["up"],
