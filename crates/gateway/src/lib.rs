@@ -75,6 +75,7 @@ pub mod versioning;
 pub use auth::{AllowAll, ClusterAuth, GatewayAccess, XML_BODY_MAX_BYTES};
 pub use error::GatewayError;
 pub use secrets::{MasterKey, SecretKeyring};
+pub use server::requests::{RequestMetrics, RequestStats, LATENCY_BUCKETS_S};
 pub use server::{serve, Server};
 pub use service::Gateway;
 pub use store::{gc_wait_s, GatewayStats, GcBacklog, OrphanReport, ORPHAN_GRACE_S_MIN};

@@ -4,10 +4,12 @@
 //! Every request passes the front in [`serve`] before s3s: `no_auth` (signatures taken away
 //! when authentication is off), `refuse` (requests answered at once, as S3 answers them),
 //! `lenient` (header fields S3 reads more leniently than s3s), `cross_origin` (CORS),
+//! `region` (a credential region s3s cannot take: S3's redirect to the gateway's),
 //! `form` (browser form uploads) and `body` (bodies without Content-Length, bounds on bodies
 //! read whole); `reply` holds what the front writes into replies itself, `log` the log of
 //! refused requests (debug, or rate-limited warnings: never one line per client mistake at
-//! ERROR, as s3s writes them).
+//! ERROR, as s3s writes them), `requests` the requests by operation and status with their
+//! latencies (`/metrics`).
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -34,7 +36,9 @@ mod lenient;
 mod log;
 mod no_auth;
 mod refuse;
+mod region;
 mod reply;
+pub mod requests;
 
 use body::{expects_continue_without_body, unauthenticated_whole_body_refusal, with_length};
 use cross_origin::{add_cors_headers, preflight, CrossOrigin};
@@ -85,6 +89,8 @@ pub struct Server {
     pub local_addr: SocketAddr,
     /// The gateway it serves (users, stats).
     pub gateway: Gateway,
+    /// Requests by operation and status, with their latencies.
+    pub requests: Arc<requests::RequestMetrics>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -122,6 +128,8 @@ pub async fn serve(
     let mut gc_stopped = stopped.clone();
     let gc_rados = rados.clone();
     let refusals = Arc::new(log::RefusalLog::new());
+    let request_metrics = Arc::new(requests::RequestMetrics::default());
+    let served_metrics = Arc::clone(&request_metrics);
     let task = tokio::spawn(async move {
         let gc = tokio::spawn(async move {
             let config = gc_gateway.config().clone();
@@ -169,17 +177,31 @@ pub async fn serve(
             let gateway = front_gateway.clone();
             let auth = gateway.config().auth;
             let refusals = Arc::clone(&refusals);
+            let metrics = Arc::clone(&served_metrics);
             tokio::spawn(async move {
                 let front = hyper::service::service_fn(move |request: http::Request<_>| {
                     let service = service.clone();
                     let gateway = gateway.clone();
                     let refusals = Arc::clone(&refusals);
+                    let metrics = Arc::clone(&metrics);
                     let method = request.method().clone();
                     let path = request.uri().path().to_string();
+                    let operation = requests::operation(
+                        &method,
+                        &path,
+                        request.uri().query(),
+                        request.headers().contains_key("x-amz-copy-source"),
+                    );
+                    let arrived = std::time::Instant::now();
                     async move {
                         let response = serve_request(request, service, gateway, auth, peer).await;
                         if let Ok(response) = &response {
                             refusals.record(&method, &path, response.status());
+                            metrics.record(
+                                operation,
+                                response.status().as_u16(),
+                                arrived.elapsed().as_secs_f64(),
+                            );
                         }
                         response
                     }
@@ -197,6 +219,7 @@ pub async fn serve(
     Ok(Server {
         local_addr,
         gateway,
+        requests: request_metrics,
         shutdown,
         task,
     })
@@ -218,6 +241,11 @@ async fn serve_request(
         };
         if let Some(refusal) = refuse_early(&request, auth) {
             return Ok::<_, s3s::HttpError>(refusal);
+        }
+        if auth {
+            if let Some(refusal) = region::wrong_region(&request, &gateway.config().region) {
+                return Ok(refusal);
+            }
         }
         if !auth {
             if let Some(mut refusal) = unauthenticated_whole_body_refusal(&request) {

@@ -1,9 +1,10 @@
 //! The admin HTTP endpoint: hyper 1 over HTTP/1.1, one task per connection, every request
-//! routed by [`crate::handlers`]. Shutdown stops accepting and aborts idle connections.
+//! routed by [`crate::handlers`] (the dashboard's pages by [`crate::dashboard`]); a sampler
+//! task keeps the rates of [`crate::rates`]. Shutdown stops accepting and aborts idle connections.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -15,8 +16,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::backend::Backend;
+use crate::dashboard;
 use crate::error::{Result, ServerError};
 use crate::handlers::{self, Reply};
+use crate::rates::{self, History};
 use crate::volumes::VolumeExports;
 
 /// A running admin endpoint.
@@ -30,6 +33,8 @@ pub struct AdminServer {
     volumes: Arc<OnceLock<Arc<VolumeExports>>>,
     /// The cache tiers (`/api/tiers/...`), set once the server's object API runs through them.
     tiers: Arc<OnceLock<Arc<tier::TieredRados>>>,
+    /// The S3 front's request counters (`/metrics`, rates), set once the gateway runs.
+    requests: Arc<OnceLock<Arc<gateway::RequestMetrics>>>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -57,6 +62,15 @@ impl AdminServer {
         let served_volumes = volumes.clone();
         let tiers: Arc<OnceLock<Arc<tier::TieredRados>>> = Arc::default();
         let served_tiers = tiers.clone();
+        let requests: Arc<OnceLock<Arc<gateway::RequestMetrics>>> = Arc::default();
+        let served_requests = requests.clone();
+        let history: Arc<Mutex<History>> = Arc::default();
+        let sampler = tokio::spawn(sample(
+            Arc::clone(&backend),
+            requests.clone(),
+            Arc::clone(&history),
+            stopped.clone(),
+        ));
         let task = tokio::spawn(async move {
             let mut connections = JoinSet::new();
             loop {
@@ -78,6 +92,8 @@ impl AdminServer {
                 let gateway = served_gateway.clone();
                 let volumes = served_volumes.clone();
                 let tiers = served_tiers.clone();
+                let requests = served_requests.clone();
+                let history = Arc::clone(&history);
                 let token = Arc::clone(&token);
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
@@ -85,12 +101,16 @@ impl AdminServer {
                         let gateway = gateway.clone();
                         let volumes = volumes.clone();
                         let tiers = tiers.clone();
+                        let requests = requests.clone();
+                        let history = Arc::clone(&history);
                         let token = Arc::clone(&token);
                         async move {
                             let services = handlers::Services {
                                 gateway: gateway.get(),
                                 volumes: volumes.get().map(|volumes| &**volumes),
                                 tiers: tiers.get(),
+                                requests: requests.get().map(|requests| &**requests),
+                                history: &history,
                             };
                             Ok::<_, Infallible>(
                                 handle(&*backend, services, &token, request, object_bytes_max)
@@ -116,12 +136,14 @@ impl AdminServer {
                 }
             }
             while connections.join_next().await.is_some() {}
+            let _ = sampler.await;
         });
         Ok(Self {
             local_addr,
             gateway,
             volumes,
             tiers,
+            requests,
             shutdown,
             task,
         })
@@ -131,6 +153,11 @@ impl AdminServer {
     /// from now on.
     pub fn set_gateway(&self, gateway: gateway::Gateway) {
         let _ = self.gateway.set(gateway);
+    }
+
+    /// Counts the S3 front's requests in `/metrics` and the rates from now on.
+    pub fn set_requests(&self, requests: Arc<gateway::RequestMetrics>) {
+        let _ = self.requests.set(requests);
     }
 
     /// Serves `/api/volumes/...` from now on.
@@ -150,6 +177,43 @@ impl AdminServer {
     }
 }
 
+/// Samples the backend's and the S3 front's counters into `history` every
+/// [`rates::SAMPLE_PERIOD_MS`] until `stopped` changes.
+async fn sample(
+    backend: Arc<dyn Backend>,
+    requests: Arc<OnceLock<Arc<gateway::RequestMetrics>>>,
+    history: Arc<Mutex<History>>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut interval =
+        tokio::time::interval(std::time::Duration::from_millis(rates::SAMPLE_PERIOD_MS));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        let mut counters = match backend.io_counters() {
+            Some(counters) => counters,
+            None if requests.get().is_some() => rates::Counters::default(),
+            None => continue,
+        };
+        if let Some(requests) = requests.get() {
+            let stats = requests.snapshot();
+            counters.s3_requests = stats.total();
+            counters.s3_server_errors = stats.server_errors();
+            counters.s3_latency_sum_s = stats.latency_sum_s();
+        }
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64);
+        history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(rates::Sample { at_ms, counters });
+    }
+}
+
 async fn handle(
     backend: &dyn Backend,
     services: handlers::Services<'_>,
@@ -163,7 +227,16 @@ async fn handle(
         .headers
         .get(hyper::header::AUTHORIZATION)
         .map(|value| value.as_bytes());
-    if guarded && !crate::token::authorizes(header, token) {
+    let by_cookie = dashboard::cookie_authorizes(&parts.method, &parts.headers, token);
+    if dashboard::is_dashboard(&parts.method, parts.uri.path()) {
+        // The login form's body is one short field.
+        let body = match Limited::new(body, 4096).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => Bytes::new(),
+        };
+        return dashboard::route(&parts.method, parts.uri.path(), &body, token, by_cookie);
+    }
+    if guarded && !by_cookie && !crate::token::authorizes(header, token) {
         tracing::warn!(method = %parts.method, uri = %parts.uri, "admin request without a valid token");
         return respond(Err(ServerError::Unauthorized {
             token_file: crate::token::ADMIN_TOKEN_FILE,

@@ -1,7 +1,8 @@
 //! Routing of admin requests to cluster calls. Path segments are percent-decoded after the
 //! path is split on `/`, so object names may hold any byte the API allows (`%2F` for `/`).
 //! Every request but `GET /status` and `GET /metrics` needs the admin token ([`is_public`],
-//! checked in `admin.rs` on the path as this router reads it).
+//! checked in `admin.rs` on the path as this router reads it): in the `Authorization`
+//! header, or for a GET in the dashboard's session cookie ([`crate::dashboard`]).
 //!
 //! | Method and path                        | Does                                   |
 //! |----------------------------------------|----------------------------------------|
@@ -12,10 +13,12 @@
 //! | `GET /api/pools`, `POST /api/pools`    | list, create (`{"name","size",...}`)   |
 //! | `DELETE /api/pools/{name}`             | removes a pool and its objects (not the S3 gateway's while S3 is served) |
 //! | `GET /api/df`                          | [`report::Usage`], pools, the S3 GC backlog (`gc`) |
+//! | `GET /api/history`                    | [`crate::rates::Rates`] between neighbouring samples, oldest first (10 minutes) |
 //! | `GET /api/stats?top=N`                 | [`report::PeriodReport`]: the last statistics period, its N (20) most accessed objects |
 //! | `GET /api/objects/{pool}`              | object names                           |
-//! | `PUT/GET/DELETE /api/objects/{pool}/{object}` | write whole, read, remove       |
-//! | `GET /api/stat/{pool}/{object}`        | size, mtime, version, placement        |
+//! | `PUT/GET/DELETE /api/objects/{pool}/{object}` | write whole, read, remove (a striped object with its pieces) |
+//! | `PUT /api/objects/{pool}/{object}?tag=T&size_bytes=N&piece_bytes=N&pieces=N` | a striped object's head ([`crate::striped`]) |
+//! | `GET /api/stat/{pool}/{object}`        | size, mtime, version, placement, `striped` manifest |
 //! | `POST /api/scrub?pool=P&repair=true`   | deep scrub, returns the report         |
 //! | `GET /api/pg`, `GET /api/pg/{pgid}`    | every PG (or one): sets, state, unfound objects |
 //! | `POST /api/pg/{pgid}/mark-unfound-lost?how=revert\|delete` | resolves its unfound objects |
@@ -38,7 +41,7 @@
 use bytes::Bytes;
 use hyper::{Method, Uri};
 use percent_encoding::percent_decode_str;
-use rados::{PoolSpec, RadosError, WriteOp};
+use rados::{PoolSpec, RadosError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -68,6 +71,10 @@ pub(crate) struct Services<'a> {
     pub(crate) volumes: Option<&'a crate::volumes::VolumeExports>,
     /// The cache tiers (and the object API through their overlays).
     pub(crate) tiers: Option<&'a std::sync::Arc<tier::TieredRados>>,
+    /// The S3 front's request counters.
+    pub(crate) requests: Option<&'a gateway::RequestMetrics>,
+    /// The sampled rates.
+    pub(crate) history: &'a std::sync::Mutex<crate::rates::History>,
 }
 
 /// The object API as clients see it: through the tiers' overlays when they run.
@@ -75,6 +82,16 @@ fn objects(backend: &dyn Backend, services: Services<'_>) -> std::sync::Arc<dyn 
     match services.tiers {
         Some(tiers) => tiers.clone(),
         None => backend.rados(),
+    }
+}
+
+impl Services<'_> {
+    /// The rates over the last seconds, as `status` reports them.
+    fn recent_rates(&self) -> Option<crate::rates::Rates> {
+        self.history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .recent(crate::rates::STATUS_WINDOW_MS)
     }
 }
 
@@ -110,12 +127,28 @@ pub(crate) async fn route(
         path: uri.path().to_string(),
     };
     match (method.as_str(), segments.as_slice()) {
-        ("GET", ["status"]) => json(backend.status().await?),
-        ("GET", ["metrics"]) => Ok(Reply::Text(
-            backend
+        ("GET", ["status"]) => {
+            let mut status = backend.status().await?;
+            status.io = services.recent_rates();
+            json(status)
+        }
+        ("GET", ["metrics"]) => {
+            let mut text = backend
                 .metrics(gateway.map(gateway::Gateway::stats))
-                .await?,
-        )),
+                .await?;
+            if let Some(requests) = services.requests {
+                text.push_str(&crate::metrics::render_requests(&requests.snapshot()));
+            }
+            Ok(Reply::Text(text))
+        }
+        ("GET", ["api", "history"]) => {
+            let series = services
+                .history
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .series();
+            json(json!({ "period_ms": crate::rates::SAMPLE_PERIOD_MS, "rates": series }))
+        }
         ("GET", ["api", "osd", "tree"]) => json(backend.osd_tree().await?),
         ("GET", ["api", "osd", "df"]) => json(backend.osd_usage().await?),
         ("GET", ["api", "osd", "map"]) => Ok(Reply::Bytes(backend.osd_getmap().await?)),
@@ -203,8 +236,9 @@ pub(crate) async fn route(
         }
         ("PUT", ["api", "objects", pool, object]) => {
             let io = objects(backend, services).io_ctx(pool).await?;
+            let striped = striped_manifest(uri)?;
             // The request body moves into the op (no copy here).
-            io.operate(object, WriteOp::new().write_full(body)).await?;
+            crate::striped::put(&*io, object, body, striped.as_ref()).await?;
             let stat = io.stat(object).await?;
             json(
                 json!({ "pool": pool, "object": object, "size_bytes": stat.size_bytes,
@@ -217,17 +251,19 @@ pub(crate) async fn route(
         }
         ("DELETE", ["api", "objects", pool, object]) => {
             let io = objects(backend, services).io_ctx(pool).await?;
-            io.remove(object).await?;
+            crate::striped::remove(&*io, object).await?;
             json(json!({ "removed": object }))
         }
         ("GET", ["api", "stat", pool, object]) => {
             let io = objects(backend, services).io_ctx(pool).await?;
             let stat = io.stat(object).await?;
+            let striped = crate::striped::manifest(&*io, object).await?;
             let place = backend.locate(pool, object).await?;
             json(
                 json!({ "pool": pool, "object": object, "size_bytes": stat.size_bytes,
                 "mtime_ns": stat.mtime_ns, "version": stat.version,
-                "pg": place.pg, "up": place.up, "acting": place.acting }),
+                "pg": place.pg, "up": place.up, "acting": place.acting,
+                "striped": striped }),
             )
         }
         ("POST", ["api", "scrub"]) => {
@@ -474,6 +510,32 @@ fn decode_segment(segment: &str) -> Result<String> {
 /// segments percent-decoded), so no other spelling of an API path (`//api/pools`,
 /// `/%61pi/pools`) reaches the API without the token; every other request needs it, unknown
 /// and malformed paths included.
+/// A striped head's manifest from `PUT ...?size_bytes=N&piece_bytes=N&pieces=N&tag=T`
+/// ([`crate::striped`]); `None` without `tag`.
+fn striped_manifest(uri: &Uri) -> Result<Option<crate::striped::Manifest>> {
+    let pairs = query(uri)?;
+    let get = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let Some(tag) = get("tag") else {
+        return Ok(None);
+    };
+    let number = |name: &str| -> Result<u64> {
+        get(name)
+            .and_then(|value| value.parse().ok())
+            .ok_or_else(|| ServerError::BadRequest(format!("a striped PUT needs {name}=N")))
+    };
+    Ok(Some(crate::striped::Manifest {
+        size_bytes: number("size_bytes")?,
+        piece_bytes: number("piece_bytes")?,
+        pieces: number("pieces")?,
+        tag,
+    }))
+}
+
 pub(crate) fn is_public(method: &Method, path: &str) -> bool {
     method == Method::GET
         && segments(path).is_ok_and(|segments| {

@@ -3,7 +3,8 @@
 //! Owns the process that serves a cluster: it opens (or creates) the embedded
 //! [`cluster::Cluster`] under a data directory, or connects to a Ceph cluster through librados
 //! ([`BackendChoice`]; both behind [`backend::Backend`]), starts the admin HTTP endpoint ([`admin`]:
-//! `/status`, `/metrics` and the small JSON API the `strata` CLI talks to) and the S3 gateway
+//! `/status`, `/metrics`, the small JSON API the `strata` CLI talks to and the dashboard at
+//! `/` ([`dashboard`])) and the S3 gateway
 //! ([`gateway::serve`]) and the NBD export of every volume of every pool ([`volumes`]: export
 //! `pool/volume` on a unix socket, `<data-dir>/nbd.sock` by default, and optionally TCP), and
 //! shuts them down in order so every store is flushed. The binary only parses arguments and
@@ -20,11 +21,15 @@
 pub mod admin;
 pub mod backend;
 pub mod balancer;
+pub mod dashboard;
 pub mod error;
 mod handlers;
 pub mod master_key;
 pub mod metrics;
+pub mod rates;
 pub mod report;
+pub mod sizing;
+pub mod striped;
 pub mod tier_api;
 pub mod token;
 mod volume_api;
@@ -334,6 +339,7 @@ async fn start_endpoints(
                 backend.protect_pool(pool, user);
             }
             admin.set_gateway(server.gateway.clone());
+            admin.set_requests(Arc::clone(&server.requests));
             Ok((admin, Some(server)))
         }
         Err(error) => {

@@ -1,7 +1,10 @@
 //! `GET /metrics`: the cluster in Prometheus text exposition format (version 0.0.4).
 //!
 //! Counters are cumulative since the server opened the cluster (Prometheus computes rates);
-//! latencies are reported as quantile gauges of the same cumulative histograms. The
+//! OSD latencies are summaries (quantiles, `_sum`, `_count`) of the same cumulative
+//! histograms, S3 request latencies histograms by operation ([`render_requests`]). Health is
+//! `strata_health_status` (0 OK, 1 WARN, 2 ERR, as Ceph's exporter). The output passes
+//! `promtool check metrics` (tested in `tests/metrics.rs`). The
 //! `strata_osd_period_*` and `strata_stats_period_*` gauges are the last completed statistics
 //! period's (`stats_period_s`): per-OSD ops, bytes, busy ratio, queue depth and latency
 //! quantiles of that period alone; absent before the first period ends.
@@ -22,7 +25,27 @@ pub async fn render(
     let pools = report::pools(cluster).await?;
     let pgs = report::pg_summary(cluster);
     let recovery = report::recovery(cluster);
+    let status = report::status(cluster).await?;
     let mut out = Text::default();
+    render_health(&mut out, &status);
+    out.family(
+        "strata_scrub_errors",
+        "gauge",
+        "Bad copies the last scrub found and did not repair.",
+    );
+    out.sample("strata_scrub_errors", &[], cluster.scrub_errors() as f64);
+    out.family(
+        "strata_objects_unfound",
+        "gauge",
+        "Objects no replica can provide (OBJECT_UNFOUND).",
+    );
+    out.sample(
+        "strata_objects_unfound",
+        &[],
+        cluster.unfound_objects().len() as f64,
+    );
+    out.family("strata_pgs_peering", "gauge", "PGs peering.");
+    out.sample("strata_pgs_peering", &[], cluster.pgs_peering() as f64);
 
     out.family("strata_cluster_epoch", "gauge", "Cluster map epoch.");
     out.sample("strata_cluster_epoch", &[], cluster.epoch() as f64);
@@ -108,8 +131,8 @@ pub async fn render(
     for (state, count) in &pgs.states {
         out.sample("strata_pgs", &[("state", state.clone())], *count as f64);
     }
-    out.family("strata_pgs_total", "gauge", "PGs over all pools.");
-    out.sample("strata_pgs_total", &[], pgs.total as f64);
+    out.family("strata_pgs_all", "gauge", "PGs over all pools.");
+    out.sample("strata_pgs_all", &[], pgs.total as f64);
     out.family(
         "strata_pgs_degraded",
         "gauge",
@@ -172,6 +195,7 @@ pub fn render_summary(
     gateway: Option<gateway::GatewayStats>,
 ) -> String {
     let mut out = Text::default();
+    render_health(&mut out, status);
     out.family("strata_cluster_epoch", "gauge", "Cluster map epoch.");
     out.sample("strata_cluster_epoch", &[], status.epoch as f64);
     let labels = |osd: &report::OsdEntry| {
@@ -239,6 +263,74 @@ pub fn render_summary(
     }
     if let Some(gateway) = gateway {
         render_gateway(&mut out, gateway);
+    }
+    out.0
+}
+
+/// Health as a number (0 `HEALTH_OK`, 1 `HEALTH_WARN`, 2 `HEALTH_ERR`), its checks, the PGs
+/// waiting for recovery and the degraded ones.
+fn render_health(out: &mut Text, status: &report::Status) {
+    out.family(
+        "strata_health_status",
+        "gauge",
+        "Cluster health: 0 HEALTH_OK, 1 HEALTH_WARN, 2 HEALTH_ERR.",
+    );
+    let level = match status.health.as_str() {
+        "HEALTH_OK" => 0.0,
+        "HEALTH_WARN" => 1.0,
+        _ => 2.0,
+    };
+    out.sample("strata_health_status", &[], level);
+    out.family(
+        "strata_health_checks",
+        "gauge",
+        "Health checks failing (the reasons `strata status` lists).",
+    );
+    out.sample("strata_health_checks", &[], status.checks.len() as f64);
+    out.family(
+        "strata_pgs_remapped",
+        "gauge",
+        "PGs whose acting set differs from their up set (recovering).",
+    );
+    out.sample("strata_pgs_remapped", &[], status.pgs.remapped as f64);
+}
+
+/// The S3 front's requests: a counter by operation and status, and a latency histogram by
+/// operation.
+pub fn render_requests(stats: &gateway::RequestStats) -> String {
+    let mut out = Text::default();
+    out.family(
+        "strata_s3_requests_total",
+        "counter",
+        "S3 requests answered, by operation and HTTP status.",
+    );
+    for ((operation, status), count) in &stats.requests {
+        let labels = [
+            ("operation", operation.to_string()),
+            ("status", status.to_string()),
+        ];
+        out.sample("strata_s3_requests_total", &labels, *count as f64);
+    }
+    let name = "strata_s3_request_duration_seconds";
+    out.family(
+        name,
+        "histogram",
+        "S3 request latency from arrival to the response's headers, by operation.",
+    );
+    for (operation, histogram) in &stats.latency {
+        let mut cumulative = 0;
+        let bounds = gateway::LATENCY_BUCKETS_S
+            .iter()
+            .map(|bound| bound.to_string())
+            .chain(std::iter::once("+Inf".to_string()));
+        for (bound, count) in bounds.zip(histogram.buckets) {
+            cumulative += count;
+            let labels = [("operation", operation.to_string()), ("le", bound)];
+            out.sample(&format!("{name}_bucket"), &labels, cumulative as f64);
+        }
+        let labels = [("operation", operation.to_string())];
+        out.sample(&format!("{name}_sum"), &labels, histogram.sum_s);
+        out.sample(&format!("{name}_count"), &labels, histogram.count as f64);
     }
     out.0
 }
@@ -343,19 +435,12 @@ fn render_device_ops(out: &mut Text, stats: &[OsdStats]) {
     }
     out.family(
         "strata_osd_device_latency_seconds",
-        "gauge",
-        "Device latency quantiles since open.",
+        "summary",
+        "Device latency since open.",
     );
     for osd in stats {
         for (op, ops) in device(osd).into_iter().take(2) {
-            for (quantile, value_us) in [
-                ("0.5", ops.latency_us_p50()),
-                ("0.99", ops.latency_us_p99()),
-            ] {
-                let mut labels = op_labels(osd, op);
-                labels.push(("quantile", quantile.to_string()));
-                out.sample("strata_osd_device_latency_seconds", &labels, value_us / 1e6);
-            }
+            out.summary("strata_osd_device_latency_seconds", op_labels(osd, op), ops);
         }
     }
     out.family(
@@ -370,19 +455,12 @@ fn render_device_ops(out: &mut Text, stats: &[OsdStats]) {
     }
     out.family(
         "strata_osd_op_latency_seconds",
-        "gauge",
-        "Object operation latency quantiles since open.",
+        "summary",
+        "Object operation latency since open.",
     );
     for osd in stats {
         for (op, ops) in [("read", &osd.ops.read), ("write", &osd.ops.write)] {
-            for (quantile, value_us) in [
-                ("0.5", ops.latency_us_p50()),
-                ("0.99", ops.latency_us_p99()),
-            ] {
-                let mut labels = op_labels(osd, op);
-                labels.push(("quantile", quantile.to_string()));
-                out.sample("strata_osd_op_latency_seconds", &labels, value_us / 1e6);
-            }
+            out.summary("strata_osd_op_latency_seconds", op_labels(osd, op), ops);
         }
     }
 }
@@ -467,7 +545,7 @@ fn render_period(out: &mut Text, period: &cluster::StatsPeriod) {
     }
     out.family(
         "strata_osd_period_device_latency_seconds",
-        "gauge",
+        "summary",
         "Device latency quantiles in the last period.",
     );
     for osd in &osds {
@@ -601,6 +679,22 @@ impl Text {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {help}");
         let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    /// A summary's samples for one label set: median and 99th percentile, sum and count.
+    fn summary(&mut self, name: &str, labels: Vec<(&str, String)>, ops: &OpStats) {
+        for (quantile, value_us) in [
+            ("0.5", ops.latency_us_p50()),
+            ("0.99", ops.latency_us_p99()),
+        ] {
+            let mut labels = labels.clone();
+            labels.push(("quantile", quantile.to_string()));
+            self.sample(name, &labels, value_us / 1e6);
+        }
+        let count = ops.latency_ns.count();
+        let sum_s = ops.latency_us_mean() * count as f64 / 1e6;
+        self.sample(&format!("{name}_sum"), &labels, sum_s);
+        self.sample(&format!("{name}_count"), &labels, count as f64);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, String)], value: f64) {

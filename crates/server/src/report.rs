@@ -176,6 +176,10 @@ pub struct Status {
     /// The balancer, where the backend has strata's (the embedded cluster).
     #[serde(default)]
     pub balancer: Option<crate::balancer::BalancerStatus>,
+    /// Client I/O, recovery and S3 rates over the last seconds (`ceph -s`'s `io:`), once the
+    /// admin endpoint has two samples ([`crate::rates`]).
+    #[serde(default)]
+    pub io: Option<crate::rates::Rates>,
 }
 
 /// The OSD tree.
@@ -514,6 +518,7 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         usage,
         recovery: recovery(cluster),
         balancer: None,
+        io: None,
     })
 }
 

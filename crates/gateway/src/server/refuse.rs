@@ -148,7 +148,7 @@ fn anonymous<B>(request: &http::Request<B>) -> bool {
 }
 
 /// The first query parameter called `name`, percent-decoded.
-fn query_parameter<B>(request: &http::Request<B>, name: &str) -> Option<String> {
+pub(super) fn query_parameter<B>(request: &http::Request<B>, name: &str) -> Option<String> {
     request.uri().query()?.split('&').find_map(|pair| {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         (key == name).then(|| {

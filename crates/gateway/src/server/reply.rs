@@ -2,7 +2,7 @@
 //! whose request body was left unread, and the GetObjectAttributes ETag as S3 writes it.
 
 /// `text` with XML's five special characters escaped.
-fn xml_escape(text: &str) -> String {
+pub(super) fn xml_escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

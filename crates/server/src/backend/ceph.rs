@@ -231,6 +231,7 @@ impl Backend for CephBackend {
             usage,
             recovery: Recovery::default(),
             balancer: None,
+            io: None,
         })
     }
 

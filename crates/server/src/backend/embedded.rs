@@ -176,6 +176,21 @@ impl Backend for EmbeddedBackend {
         Ok(crate::metrics::render(&*self.get()?, gateway).await?)
     }
 
+    fn io_counters(&self) -> Option<crate::rates::Counters> {
+        let cluster = self.get().ok()?;
+        let mut counters = crate::rates::Counters::default();
+        for osd in cluster.osd_stats() {
+            counters.read_ops += osd.ops.read.ops;
+            counters.read_bytes += osd.ops.read.bytes;
+            counters.write_ops += osd.ops.write.ops;
+            counters.write_bytes += osd.ops.write.bytes;
+        }
+        let recovery = cluster.recovery_progress();
+        counters.recovery_objects = recovery.objects_copied;
+        counters.recovery_bytes = recovery.bytes_copied;
+        Some(counters)
+    }
+
     async fn gateway_pool_size(&self) -> Result<u32> {
         let hosts = self.get()?.config().hosts_with_class(None) as u32;
         Ok(hosts.clamp(1, 3))

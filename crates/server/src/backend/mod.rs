@@ -127,6 +127,12 @@ pub trait Backend: Send + Sync {
     /// Every metric in Prometheus text, the gateway's counters included when it runs.
     async fn metrics(&self, gateway: Option<gateway::GatewayStats>) -> Result<String>;
 
+    /// The cumulative client I/O and recovery counters [`crate::rates`] samples (the S3
+    /// fields left 0: the admin endpoint fills them); `None` when the backend has none.
+    fn io_counters(&self) -> Option<crate::rates::Counters> {
+        None
+    }
+
     /// Replicas for the S3 gateway's pools when none are configured: the failure domains
     /// the cluster has, at most 3.
     async fn gateway_pool_size(&self) -> Result<u32>;

@@ -2,7 +2,7 @@
 //! foreground, exported over NBD, with a unix control socket; `set`, `stats`, `flush` and
 //! `stop` talk to it through that socket (one JSON line each way).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -21,8 +21,7 @@ use tokio::net::{UnixListener, UnixStream};
 use crate::cmd::nbd::{export_config, listen, runtime, ListenArgs};
 use nbd::hosting::{remove_socket_file, SocketFile};
 
-/// Default control socket.
-const CONTROL_DEFAULT: &str = "/tmp/strata-cache.ctl";
+use crate::cmd::cache_control::{self, call, settings_text, since_reset, COUNTERS_BASELINE};
 
 /// Cached devices (Open-CAS style).
 #[derive(clap::Args)]
@@ -44,14 +43,27 @@ pub enum Which {
     Flush(ControlArgs),
     /// Stop the running cache cleanly (flush, write metadata, exit).
     Stop(ControlArgs),
+    /// The running caches: name, control socket, mode and occupancy.
+    Ls,
 }
 
-/// The control socket of a running cache.
+/// Which running cache: each has its own control socket (`cache_sockets`).
 #[derive(clap::Args, Clone)]
 pub struct ControlArgs {
-    /// Control socket of the running cache.
-    #[arg(long, value_name = "PATH", default_value = CONTROL_DEFAULT)]
-    pub control: PathBuf,
+    /// Control socket of the cache (default: the socket of the cache --name names).
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+    /// Name of the cache (`strata cache ls`); default for `start`: the cache device file's
+    /// name without its extension; for the other commands: the only running cache.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+}
+
+impl ControlArgs {
+    /// The socket of the running cache these arguments name.
+    fn socket(&self) -> Result<PathBuf> {
+        cache_control::resolve(self.control.as_deref(), self.name.as_deref())
+    }
 }
 
 /// Run-time parameters, shared by `start` and `set` (unset ones are left as they are).
@@ -158,6 +170,10 @@ pub struct StatsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Then reset the request, byte and error counters (casadm --reset-counters): later
+    /// `stats` count from now (the cache's core statistics table is not reset).
+    #[arg(long)]
+    pub reset: bool,
     #[command(flatten)]
     pub control: ControlArgs,
 }
@@ -167,27 +183,36 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Which::Start(args) => start(args),
         Which::Set(args) => {
             let raw = tuning_to_args(&args.tuning);
-            let reply = call(&args.control.control, json!({"op": "set", "args": raw}))?;
-            println!("{}", reply["config"]);
+            let reply = call(&args.control.socket()?, json!({"op": "set", "args": raw}))?;
+            print!("{}", settings_text(&reply["config"]));
             Ok(ExitCode::SUCCESS)
         }
         Which::Stats(args) => {
-            let reply = call(&args.control.control, json!({"op": "stats"}))?;
+            let socket = args.control.socket()?;
+            let reply = call(&socket, json!({"op": "stats"}))?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&reply["stats"])?);
             } else {
                 print!("{}", reply["text"].as_str().unwrap_or_default());
             }
+            if args.reset {
+                call(&socket, json!({"op": "reset"}))?;
+                eprintln!("cache: counters reset");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Which::Flush(args) => {
-            call(&args.control, json!({"op": "flush"}))?;
+            call(&args.socket()?, json!({"op": "flush"}))?;
             println!("cache: flushed");
             Ok(ExitCode::SUCCESS)
         }
         Which::Stop(args) => {
-            call(&args.control, json!({"op": "stop"}))?;
+            call(&args.socket()?, json!({"op": "stop"}))?;
             println!("cache: stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+        Which::Ls => {
+            cache_control::list_caches();
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -468,9 +493,19 @@ fn start(args: StartArgs) -> Result<ExitCode> {
                 NbdServer::with_exports(exports)
             }
         };
-        let (control, _control) = SocketFile::bind(&args.control.control)?;
-        println!("cache: control socket {}", args.control.control.display());
-        let sockets: Vec<PathBuf> = std::iter::once(args.control.control.clone())
+        let control_path = match (&args.control.control, &args.control.name) {
+            (Some(path), _) => path.clone(),
+            (None, name) => {
+                cache_control::prepare()?;
+                let name = name
+                    .clone()
+                    .unwrap_or_else(|| cache_control::default_name(&args.cache));
+                cache_control::socket_for(&name)
+            }
+        };
+        let (control, _control) = SocketFile::bind(&control_path)?;
+        println!("cache: control socket {}", control_path.display());
+        let sockets: Vec<PathBuf> = std::iter::once(control_path.clone())
             .chain(args.listen.socket.clone())
             .collect();
         tokio::spawn(control_loop(
@@ -600,11 +635,16 @@ async fn control_request(
 ) -> Result<Value> {
     match request["op"].as_str() {
         Some("stats") => {
-            let stats = cache.cache_stats();
+            let stats = since_reset(cache.cache_stats());
             let mut json_stats = serde_json::to_value(&stats)?;
             let (rows, table) = core_stats(cores);
             json_stats["cores"] = rows;
             Ok(json!({"stats": json_stats, "text": stats.render_text() + &table}))
+        }
+        Some("reset") => {
+            *COUNTERS_BASELINE.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(cache.cache_stats());
+            Ok(json!({}))
         }
         Some("flush") => {
             cache.flush_dirty().await?;
@@ -618,23 +658,8 @@ async fn control_request(
             let args: Vec<String> = serde_json::from_value(request["args"].clone())?;
             let line = TuningLine::try_parse_from(args)?;
             apply(cache, &line.tuning).await?;
-            Ok(json!({"config": format!("{:?}", cache.config())}))
+            Ok(json!({"config": serde_json::to_value(cache.config())?}))
         }
         other => bail!("unknown control operation {other:?}"),
     }
-}
-
-/// Sends one request to a running cache and returns its reply (an error if it failed).
-fn call(control: &Path, request: Value) -> Result<Value> {
-    use std::io::{BufRead, Write};
-    let mut stream = std::os::unix::net::UnixStream::connect(control)
-        .with_context(|| format!("connecting to the cache at {}", control.display()))?;
-    stream.write_all(format!("{request}\n").as_bytes())?;
-    let mut line = String::new();
-    std::io::BufReader::new(stream).read_line(&mut line)?;
-    let reply: Value = serde_json::from_str(&line).context("reading the cache's reply")?;
-    if reply["ok"] != true {
-        bail!("{}", reply["error"].as_str().unwrap_or("cache refused"));
-    }
-    Ok(reply)
 }

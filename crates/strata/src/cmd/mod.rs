@@ -5,6 +5,7 @@ pub mod analyze;
 pub mod balance;
 pub mod bench;
 pub mod cache;
+pub mod cache_control;
 pub mod crush;
 pub mod debug;
 pub mod nbd;

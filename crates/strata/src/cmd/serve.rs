@@ -15,15 +15,22 @@ use clap::Args as ClapArgs;
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// Data directory; created with the default cluster (3 hosts x (1 ssd + 2 hdd) OSDs on
-    /// sparse 1 GiB files) on first run, reopened afterwards.
-    #[arg(long, default_value = "./strata-data")]
+    /// sparse files, sized by --osd-size) on first run, reopened afterwards.
+    #[arg(long, env = "STRATA_DATA", default_value = "./strata-data")]
     pub data: PathBuf,
     /// Cluster configuration (TOML) to create the cluster with on first run, instead of the
     /// default cluster. Ignored once the data directory holds a cluster.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Size of each OSD file of the default cluster, created on first run (sparse: space is
+    /// taken as data is written): `auto` (the default) shares half the free space of the
+    /// data directory's filesystem out over the 9 OSDs, in whole GiB, at least 1G and at
+    /// most 64G each; or a size such as `4G`. Ignored with --config or once the data
+    /// directory holds a cluster.
+    #[arg(long, default_value = "auto", value_name = "SIZE|auto")]
+    pub osd_size: String,
     /// Admin HTTP endpoint (/status, /metrics, the API the CLI uses); port 0 picks one.
-    #[arg(long, default_value = server::ADMIN_ADDR_DEFAULT)]
+    #[arg(long, env = "STRATA_ADMIN", default_value = server::ADMIN_ADDR_DEFAULT)]
     pub admin: SocketAddr,
     /// S3 endpoint; port 0 picks one.
     #[arg(long, default_value = server::S3_ADDR_DEFAULT)]
@@ -135,6 +142,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             cluster::ClusterConfig::load(path)
                 .with_context(|| format!("loading {}", path.display()))?,
         );
+    } else if args.backend == BackendKind::Embedded && !args.data.join("state.json").exists() {
+        let size_bytes = osd_size_bytes(&args.osd_size, &args.data)?;
+        config.cluster_config = Some(server::sizing::default_cluster_sized(size_bytes));
     }
     config.gateway.secret_keys = keyring(&args)?;
     let serving = cluster::runtime::serving_runtime(&args.data, args.poll_while_busy)
@@ -148,6 +158,36 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     serving.runtime.block_on(serve(config))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--osd-size`: a size, or `auto` from the free space of the filesystem that will hold the
+/// data directory (its nearest existing ancestor), said on stderr.
+fn osd_size_bytes(choice: &str, data: &std::path::Path) -> Result<u64> {
+    if choice != "auto" {
+        return device::parse_size_bytes(choice)
+            .filter(|&bytes| bytes > 0)
+            .ok_or_else(|| {
+                anyhow::anyhow!("--osd-size: {choice:?} is not a size like 4G or auto")
+            });
+    }
+    let osds = cluster::ClusterConfig::default_cluster().osds.len();
+    let absolute = std::path::absolute(data).unwrap_or_else(|_| data.to_path_buf());
+    let existing = absolute
+        .ancestors()
+        .find(|dir| dir.exists())
+        .unwrap_or(std::path::Path::new("/"));
+    let stat = rustix::fs::statvfs(existing)
+        .with_context(|| format!("measuring the free space of {}", existing.display()))?;
+    let free_bytes = stat.f_bavail.saturating_mul(stat.f_frsize);
+    let size_bytes = server::sizing::default_osd_size_bytes(free_bytes, osds);
+    eprintln!(
+        "strata: {osds} OSD files of {} each (sparse; --osd-size auto: half of the {} free on \
+         {}, at most 64G each; --osd-size SIZE chooses)",
+        server::sizing::spec_size(size_bytes),
+        crate::cmd::admin::human_bytes(free_bytes),
+        existing.display()
+    );
+    Ok(size_bytes)
 }
 
 async fn serve(config: server::ServeConfig) -> Result<()> {

@@ -23,11 +23,16 @@ use clap::Args;
 #[derive(Args, Clone, Debug)]
 pub struct AdminArgs {
     /// Admin endpoint of the running `strata serve` (host:port).
-    #[arg(long, global = true, default_value = server::ADMIN_ADDR_DEFAULT)]
+    #[arg(long, global = true, env = "STRATA_ADMIN", default_value = server::ADMIN_ADDR_DEFAULT)]
     pub admin: String,
     /// Data directory of that `strata serve`: the admin token is read from its
     /// `admin.token` (the environment variable STRATA_ADMIN_TOKEN, when set, wins).
-    #[arg(long, global = true, default_value = "./strata-data")]
+    #[arg(
+        long,
+        global = true,
+        env = "STRATA_DATA",
+        default_value = "./strata-data"
+    )]
     pub data: std::path::PathBuf,
 }
 

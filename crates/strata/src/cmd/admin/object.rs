@@ -67,70 +67,121 @@ fn object_path(pool: &str, object: &str) -> Result<String> {
     ))
 }
 
-/// Stores a file as an object (replacing it).
+/// Stores a file as an object (replacing it). Up to one piece (the S3 gateway's chunk,
+/// 4 MiB) is one object; a larger input is striped as the gateway stripes
+/// (`server::striped`): the pieces after the first are written as they are read, then the
+/// head with the manifest, so any size streams through a bounded buffer.
 pub fn put(args: PutArgs) -> Result<ExitCode> {
-    let data = read_input(&args.file, server::OBJECT_BYTES_MAX)?;
+    let piece_bytes = gateway::GatewayConfig::default().chunk_size_bytes;
     let client = args.admin.client();
-    client.call("PUT", &object_path(&args.pool, &args.object)?, &data)?;
+    let path = object_path(&args.pool, &args.object)?;
+    let mut input = open_input(&args.file)?;
+    let head = read_piece(&mut input, piece_bytes, &args.file)?;
+    let mut piece = read_piece(&mut input, piece_bytes, &args.file)?;
+    if piece.is_empty() {
+        client.call("PUT", &path, &head)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let tag = piece_tag();
+    let mut size_bytes = head.len() as u64;
+    let mut pieces = 0u64;
+    while !piece.is_empty() {
+        pieces += 1;
+        size_bytes += piece.len() as u64;
+        let name = server::striped::piece_name(&args.object, &tag, pieces);
+        client
+            .call("PUT", &object_path(&args.pool, &name)?, &piece)
+            .with_context(|| {
+                format!(
+                    "writing piece {pieces} of {} ({name}); pieces written so far stay until \
+                     `strata rm` of each",
+                    args.object
+                )
+            })?;
+        piece = read_piece(&mut input, piece_bytes, &args.file)?;
+    }
+    let query =
+        format!("?tag={tag}&size_bytes={size_bytes}&piece_bytes={piece_bytes}&pieces={pieces}");
+    client.call("PUT", &format!("{path}{query}"), &head)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The contents of `file` (`-`: standard input), refused when more than `limit` bytes. A
-/// regular file's size is checked before anything is read (it used to be read up to the
-/// limit first, 64 MiB in memory for nothing); other inputs (a pipe, a device) are read at
-/// most one byte beyond the limit, so an endless one ends with the same error.
-fn read_input(file: &std::path::Path, limit: usize) -> Result<Vec<u8>> {
-    let too_large = |size: Option<u64>| {
-        let size = size.map_or_else(String::new, |bytes| {
-            format!(" ({})", super::human_bytes(bytes))
-        });
-        anyhow::anyhow!(
-            "{}{size} holds more than {} MiB, the most `strata put` stores in one object (use \
-             S3 for larger objects)",
-            file.display(),
-            limit >> 20
-        )
-    };
-    let mut data = Vec::new();
+/// The input: a file, or standard input for `-`.
+fn open_input(file: &std::path::Path) -> Result<Box<dyn Read>> {
     if file.as_os_str() == "-" {
-        std::io::stdin()
-            .take(limit as u64 + 1)
-            .read_to_end(&mut data)
-            .context("reading standard input")?;
-    } else {
-        let opened =
-            std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?;
-        let metadata = opened
-            .metadata()
-            .with_context(|| format!("reading {}", file.display()))?;
-        if metadata.is_file() && metadata.len() > limit as u64 {
-            return Err(too_large(Some(metadata.len())));
-        }
-        opened
-            .take(limit as u64 + 1)
-            .read_to_end(&mut data)
-            .with_context(|| format!("reading {}", file.display()))?;
+        return Ok(Box::new(std::io::stdin().lock()));
     }
-    if data.len() > limit {
-        return Err(too_large(None));
-    }
-    Ok(data)
+    let opened =
+        std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?;
+    Ok(Box::new(opened))
 }
 
-/// Reads an object into a file or standard output.
+/// The next `piece_bytes` of the input (fewer at its end, none past it).
+fn read_piece(input: &mut dyn Read, piece_bytes: usize, file: &std::path::Path) -> Result<Vec<u8>> {
+    let mut piece = Vec::with_capacity(piece_bytes);
+    input
+        .take(piece_bytes as u64)
+        .read_to_end(&mut piece)
+        .with_context(|| format!("reading {}", file.display()))?;
+    Ok(piece)
+}
+
+/// A new version's tag: letters and digits from the clock and the process id, unique per
+/// put of this machine (a reader of the old version keeps reading the old tag's pieces).
+fn piece_tag() -> String {
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    format!("{now_ns:x}{:x}", std::process::id())
+}
+
+/// Reads an object into a file or standard output; a striped one piece by piece.
 pub fn get(args: GetArgs) -> Result<ExitCode> {
     let client = args.admin.client();
-    let data = client.call("GET", &object_path(&args.pool, &args.object)?, b"")?;
-    match args.file {
-        Some(file) if file.as_os_str() != "-" => {
-            std::fs::write(&file, &data).with_context(|| format!("writing {}", file.display()))?
+    let path = object_path(&args.pool, &args.object)?;
+    let stat: serde_json::Value = client.json(
+        "GET",
+        &format!(
+            "/api/stat/{}/{}",
+            segment(&args.pool),
+            segment(&args.object)
+        ),
+        b"",
+    )?;
+    let manifest: Option<server::striped::Manifest> =
+        serde_json::from_value(stat["striped"].clone()).unwrap_or(None);
+    let mut out: Box<dyn Write> = match &args.file {
+        Some(file) if file.as_os_str() != "-" => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(file).with_context(|| format!("writing {}", file.display()))?,
+        )),
+        _ => Box::new(std::io::stdout().lock()),
+    };
+    let head = client.call("GET", &path, b"")?;
+    out.write_all(&head)?;
+    if let Some(manifest) = manifest {
+        let mut written = head.len() as u64;
+        for number in 1..=manifest.pieces {
+            let name = server::striped::piece_name(&args.object, &manifest.tag, number);
+            let piece = client
+                .call("GET", &object_path(&args.pool, &name)?, b"")
+                .with_context(|| {
+                    format!(
+                        "reading piece {number} of {} (replaced meanwhile?)",
+                        args.object
+                    )
+                })?;
+            out.write_all(&piece)?;
+            written += piece.len() as u64;
         }
-        _ => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&data)?;
-            out.flush()?;
+        if written != manifest.size_bytes {
+            anyhow::bail!(
+                "{}: read {written} bytes of the {} its manifest names (replaced meanwhile?)",
+                args.object,
+                manifest.size_bytes
+            );
         }
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -190,12 +241,19 @@ pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
     );
     let reply: serde_json::Value = client.json("GET", &path, b"")?;
     let mtime_ns = reply["mtime_ns"].as_u64().unwrap_or(0);
+    // A striped object's size is its manifest's (the head holds the first piece).
+    let size = match reply["striped"].as_object() {
+        Some(manifest) => format!(
+            "{} (striped: the head and {} pieces)",
+            manifest["size_bytes"], manifest["pieces"]
+        ),
+        None => reply["size_bytes"].to_string(),
+    };
     println!(
-        "{}/{} mtime {}, size {}, version {}, pg {}, up {}, acting {}",
+        "{}/{} mtime {}, size {size}, version {}, pg {}, up {}, acting {}",
         args.pool,
         args.object,
         format_mtime(mtime_ns),
-        reply["size_bytes"],
         reply["version"],
         reply["pg"].as_str().unwrap_or("?"),
         reply["up"],
@@ -206,7 +264,7 @@ pub fn stat(args: ObjectArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::{escape_name, format_mtime, read_input};
+    use super::{escape_name, format_mtime, piece_tag, read_piece};
 
     #[test]
     fn ls_escapes_control_characters_and_backslashes() {
@@ -216,24 +274,18 @@ mod tests {
         assert_eq!(escape_name("back\\slash"), "back\\\\slash");
     }
 
-    /// A file over the limit is refused by its size, before it is read: the error gives the
-    /// size, which only the file's metadata tells (the limit read first knew only "more").
+    /// Pieces are read whole up to the end of the input, whatever its size (`put` used to
+    /// refuse more than 64 MiB).
     #[test]
-    fn put_refuses_a_large_file_by_its_size() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("big");
-        std::fs::File::create(&path)
-            .unwrap()
-            .set_len(1 << 40)
-            .unwrap();
-        let error = read_input(&path, 64 << 20).unwrap_err().to_string();
-        assert!(
-            error.contains("(1.0 TiB) holds more than 64 MiB"),
-            "{error}"
-        );
-        let small = dir.path().join("small");
-        std::fs::write(&small, b"abc").unwrap();
-        assert_eq!(read_input(&small, 64 << 20).unwrap(), b"abc");
+    fn put_reads_its_input_piece_by_piece() {
+        let data: Vec<u8> = (0..10u8).collect();
+        let mut input: &[u8] = &data;
+        let path = std::path::Path::new("-");
+        assert_eq!(read_piece(&mut input, 4, path).unwrap(), [0, 1, 2, 3]);
+        assert_eq!(read_piece(&mut input, 4, path).unwrap(), [4, 5, 6, 7]);
+        assert_eq!(read_piece(&mut input, 4, path).unwrap(), [8, 9]);
+        assert!(read_piece(&mut input, 4, path).unwrap().is_empty());
+        assert!(piece_tag().bytes().all(|b| b.is_ascii_alphanumeric()));
     }
 
     #[test]

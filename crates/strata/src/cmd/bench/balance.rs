@@ -13,7 +13,11 @@ use balancer::{BalanceConfig, Distribution, PgId, Problem};
 
 use crate::cmd::balance::{load, warn_skipped};
 
-const DEFAULT_MAP: &str = "fixtures/crush-vectors/osdmap/om_c5x12_pool1_pg2048.bin";
+/// The seed's 60-OSD cluster (osdmaptool wants a file: written to a temporary one when no
+/// map is given, so the command works outside the checkout).
+const DEFAULT_MAP_NAME: &str = "om_c5x12_pool1_pg2048.bin";
+const DEFAULT_MAP: &[u8] =
+    include_bytes!("../../../../../fixtures/crush-vectors/osdmap/om_c5x12_pool1_pg2048.bin");
 
 /// Balancer result and time against osdmaptool --upmap on the same osdmap.
 #[derive(clap::Args)]
@@ -51,8 +55,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(shape) = &args.generate {
         return run_generated(shape, args.seed);
     }
+    let mut _default_map = None;
     let maps = if args.maps.is_empty() {
-        vec![PathBuf::from(DEFAULT_MAP)]
+        let dir = tempfile::tempdir().context("creating a temporary directory")?;
+        let path = dir.path().join(DEFAULT_MAP_NAME);
+        std::fs::write(&path, DEFAULT_MAP)
+            .with_context(|| format!("writing {}", path.display()))?;
+        _default_map = Some(dir);
+        vec![path]
     } else {
         args.maps.clone()
     };
