@@ -13,7 +13,7 @@ mod movement;
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use policy::ceph::{CephTier, CephTierConfig, TemperatureEviction};
@@ -64,6 +64,28 @@ struct PolicyState {
 }
 
 impl PolicyState {
+    /// The policy's request for one op on `name` (its key assigned on first sight).
+    fn request(&mut self, name: &str, size_bytes: u64, write: bool, now_ms: u64) -> Request {
+        let request = Request {
+            key: self.key(name),
+            size_bytes: size_bytes.clamp(1, u64::from(u32::MAX)) as u32,
+            object_bytes: 0,
+            now_ms,
+            seq: self.seq,
+            write,
+            next_seq: u64::MAX,
+        };
+        self.seq += 1;
+        request
+    }
+
+    /// Gives the policy an object the cache already holds.
+    fn hand_over(&mut self, name: &str, now_ms: u64) {
+        let request = self.request(name, 4096, false, now_ms);
+        self.effects.clear();
+        self.cache.hand_over(&request, &mut self.effects);
+    }
+
     fn key(&mut self, name: &str) -> Key {
         if let Some(key) = self.keys.get(name) {
             return *key;
@@ -92,6 +114,8 @@ pub struct Tier {
     pub(crate) wall: WallClock,
     locks: Vec<tokio::sync::Mutex<()>>,
     pub(crate) index: Mutex<HashMap<String, ObjectState>>,
+    /// Dirty objects in `index`, kept with it (the write path checks the dirty ratio).
+    dirty_count: AtomicU64,
     policy: Mutex<PolicyState>,
     pub(crate) queues: Mutex<Queues>,
     pub(crate) promotions_running: AtomicU32,
@@ -166,6 +190,7 @@ impl Tier {
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
             index: Mutex::new(HashMap::new()),
+            dirty_count: AtomicU64::new(0),
             policy: Mutex::new(PolicyState {
                 cache: policy,
                 keys: HashMap::new(),
@@ -208,20 +233,10 @@ impl Tier {
         let mut policy = self.policy.lock().expect("policy lock");
         let mut index = self.index.lock().expect("index lock");
         for (name, state) in loaded {
-            let key = policy.key(&name);
-            let request = Request {
-                key,
-                size_bytes: 4096,
-                object_bytes: 0,
-                now_ms,
-                seq: policy.seq,
-                write: false,
-                next_seq: u64::MAX,
-            };
-            policy.seq += 1;
-            let PolicyState { cache, effects, .. } = &mut *policy;
-            effects.clear();
-            cache.hand_over(&request, effects);
+            policy.hand_over(&name, now_ms);
+            if state.is_dirty() {
+                self.dirty_count.fetch_add(1, Ordering::SeqCst);
+            }
             index.insert(name, state);
         }
         Ok(())
@@ -252,20 +267,7 @@ impl Tier {
                 .cloned()
                 .collect();
             for name in names {
-                let key = policy.key(&name);
-                let request = Request {
-                    key,
-                    size_bytes: 4096,
-                    object_bytes: 0,
-                    now_ms,
-                    seq: policy.seq,
-                    write: false,
-                    next_seq: u64::MAX,
-                };
-                policy.seq += 1;
-                let PolicyState { cache, effects, .. } = &mut *policy;
-                effects.clear();
-                cache.hand_over(&request, effects);
+                policy.hand_over(&name, now_ms);
             }
         }
         *self.config.write().expect("config lock") = config;
@@ -294,14 +296,17 @@ impl Tier {
 
     pub(crate) fn set_cached_state(&self, name: &str, state: Option<ObjectState>) {
         let mut index = self.index.lock().expect("index lock");
-        match state {
-            Some(state) => {
-                index.insert(name.to_string(), state);
-            }
-            None => {
-                index.remove(name);
-            }
+        let now_dirty = state.as_ref().is_some_and(ObjectState::is_dirty);
+        let was_dirty = match state {
+            Some(state) => index.insert(name.to_string(), state),
+            None => index.remove(name),
         }
+        .is_some_and(|old| old.is_dirty());
+        match (was_dirty, now_dirty) {
+            (false, true) => self.dirty_count.fetch_add(1, Ordering::SeqCst),
+            (true, false) => self.dirty_count.fetch_sub(1, Ordering::SeqCst),
+            _ => 0,
+        };
     }
 
     /// Asks the policy about one request, queues what it evicts or flushes, and decides where
@@ -312,17 +317,7 @@ impl Tier {
         let outcome = {
             let now_ms = self.clock.now_ms();
             let mut policy = self.policy.lock().expect("policy lock");
-            let key = policy.key(name);
-            let request = Request {
-                key,
-                size_bytes: size_bytes.clamp(1, u64::from(u32::MAX)) as u32,
-                object_bytes: 0,
-                now_ms,
-                seq: policy.seq,
-                write,
-                next_seq: u64::MAX,
-            };
-            policy.seq += 1;
+            let request = policy.request(name, size_bytes, write, now_ms);
             let PolicyState {
                 cache,
                 effects,
@@ -410,7 +405,7 @@ impl Tier {
         stats.fill(&self.counters);
         let index = self.index.lock().expect("index lock");
         stats.objects = index.len() as u64;
-        stats.dirty_objects = index.values().filter(|s| s.is_dirty()).count() as u64;
+        stats.dirty_objects = self.dirty_objects();
         stats.cached_bytes = index
             .values()
             .map(|s| s.present.count() * s.block_bytes)
@@ -420,12 +415,7 @@ impl Tier {
 
     /// Dirty objects now.
     pub fn dirty_objects(&self) -> u64 {
-        self.index
-            .lock()
-            .expect("index lock")
-            .values()
-            .filter(|s| s.is_dirty())
-            .count() as u64
+        self.dirty_count.load(Ordering::SeqCst)
     }
 
     /// Objects in the cache now.
