@@ -122,10 +122,16 @@ async fn deferred_copies_ride_in_the_batch_that_flushes_once() {
     assert!(stats.batches >= 1);
 }
 
-/// A device whose flushes take `flush_ms` and that counts how many run at once.
+/// A device whose flushes take `flush_ms` and that counts how many run at once. Its first
+/// flush numbered `held_flush` also waits (up to `first_flush_hold`) for a second flush to start
+/// beside it, so that whether flushes overlap does not depend on how the scheduler happens to
+/// interleave writers.
 struct OverlapCountingDevice {
     inner: MemoryDevice,
     flush_ms: u64,
+    first_flush_hold: std::time::Duration,
+    flushes_started: std::sync::atomic::AtomicU64,
+    held_flush: std::sync::atomic::AtomicU64,
     flushing: std::sync::atomic::AtomicU64,
     flushing_max: std::sync::atomic::AtomicU64,
 }
@@ -135,6 +141,9 @@ impl OverlapCountingDevice {
         Self {
             inner: MemoryDevice::new("mem", 64 * MIB).expect("device"),
             flush_ms,
+            first_flush_hold: std::time::Duration::from_secs(2),
+            flushes_started: Default::default(),
+            held_flush: std::sync::atomic::AtomicU64::new(u64::MAX),
             flushing: Default::default(),
             flushing_max: Default::default(),
         }
@@ -153,6 +162,12 @@ impl Device for OverlapCountingDevice {
         use std::sync::atomic::Ordering::SeqCst;
         let now = self.flushing.fetch_add(1, SeqCst) + 1;
         self.flushing_max.fetch_max(now, SeqCst);
+        if self.flushes_started.fetch_add(1, SeqCst) == self.held_flush.load(SeqCst) {
+            let deadline = std::time::Instant::now() + self.first_flush_hold;
+            while self.flushing.load(SeqCst) < 2 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         // A blocking sleep: the store flushes from threads of its own, never from a task.
         std::thread::sleep(std::time::Duration::from_millis(self.flush_ms));
         self.flushing.fetch_sub(1, SeqCst);
@@ -178,9 +193,9 @@ impl Device for OverlapCountingDevice {
     }
 }
 
-/// 16 writers, each writing its objects one after another: with slow flushes, the batches
-/// formed while one flushes are sealed and flushed beside it, up to `flushes_in_flight_max`
-/// at once, and never more.
+/// One write whose flush is held, then 16 writers, each writing its objects one after
+/// another: the batches formed while one flushes are sealed and flushed beside it, up to
+/// `flushes_in_flight_max` at once, and never more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flushes_of_later_batches_run_beside_earlier_ones_up_to_the_limit() {
     for (in_flight_max, expected) in [(1u64, 1..=1u64), (4, 2..=4)] {
@@ -199,6 +214,27 @@ async fn flushes_of_later_batches_run_beside_earlier_ones_up_to_the_limit() {
             .await
             .expect("create"),
         );
+        let flushes_before = device
+            .flushes_started
+            .load(std::sync::atomic::Ordering::SeqCst);
+        device
+            .held_flush
+            .store(flushes_before, std::sync::atomic::Ordering::SeqCst);
+        let first = {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let mut transaction = Transaction::new(1);
+                transaction.write_full(&ObjectId::new("1.0", "first"), vec![0xFF; 4096]);
+                store.apply(transaction).await.expect("apply first");
+            })
+        };
+        while device
+            .flushes_started
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == flushes_before
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
         let writers: Vec<_> = (0..16)
             .map(|writer| {
                 let store = Arc::clone(&store);
@@ -215,6 +251,7 @@ async fn flushes_of_later_batches_run_beside_earlier_ones_up_to_the_limit() {
         for writer in writers {
             writer.await.expect("join");
         }
+        first.await.expect("join first");
         let overlapped = device
             .flushing_max
             .load(std::sync::atomic::Ordering::SeqCst);
