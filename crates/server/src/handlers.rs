@@ -130,6 +130,9 @@ pub(crate) async fn route(
         ("GET", ["status"]) => {
             let mut status = backend.status().await?;
             status.io = services.recent_rates();
+            if let Some(tiers) = services.tiers {
+                status.tiers = crate::tier_api::entries(tiers);
+            }
             json(status)
         }
         ("GET", ["metrics"]) => {
@@ -138,6 +141,11 @@ pub(crate) async fn route(
                 .await?;
             if let Some(requests) = services.requests {
                 text.push_str(&crate::metrics::render_requests(&requests.snapshot()));
+            }
+            if let Some(tiers) = services.tiers {
+                text.push_str(&crate::metrics::render_tiers(&crate::tier_api::entries(
+                    tiers,
+                )));
             }
             Ok(Reply::Text(text))
         }

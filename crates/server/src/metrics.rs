@@ -335,6 +335,133 @@ pub fn render_requests(stats: &gateway::RequestStats) -> String {
     out.0
 }
 
+/// The cache tiers: client ops, hits and misses, promotion, flush and eviction counters (as
+/// `ceph osd pool stats` shows them, rates by `rate()`), and the cache's occupancy, labelled
+/// by cache and base pool.
+pub fn render_tiers(entries: &[crate::tier_api::TierEntry]) -> String {
+    let mut out = Text::default();
+    if entries.is_empty() {
+        return out.0;
+    }
+    type Field = fn(&tier::TierStats) -> u64;
+    let counters: [(&str, &str, Field); 12] = [
+        (
+            "strata_tier_reads_total",
+            "Client ops on the base pool that read.",
+            |s| s.reads,
+        ),
+        (
+            "strata_tier_writes_total",
+            "Client ops on the base pool that wrote.",
+            |s| s.writes,
+        ),
+        (
+            "strata_tier_hits_total",
+            "Ops served by the cache without reading the base pool.",
+            |s| s.hits,
+        ),
+        (
+            "strata_tier_misses_total",
+            "Ops on objects the cache did not hold.",
+            |s| s.misses,
+        ),
+        (
+            "strata_tier_proxied_total",
+            "Ops sent to the base pool as they were.",
+            |s| s.proxied,
+        ),
+        (
+            "strata_tier_promotions_total",
+            "Promotions (an object or blocks of it copied in).",
+            |s| s.promotions,
+        ),
+        (
+            "strata_tier_promoted_bytes_total",
+            "Bytes promoted into the cache.",
+            |s| s.promoted_bytes,
+        ),
+        (
+            "strata_tier_flushes_total",
+            "Dirty objects written back to the base pool.",
+            |s| s.flushes,
+        ),
+        (
+            "strata_tier_flushed_bytes_total",
+            "Bytes flushed to the base pool.",
+            |s| s.flushed_bytes,
+        ),
+        (
+            "strata_tier_evictions_total",
+            "Objects evicted from the cache.",
+            |s| s.evictions,
+        ),
+        (
+            "strata_tier_writes_around_full_total",
+            "Writes sent around a full cache to the base pool.",
+            |s| s.writes_around_full,
+        ),
+        (
+            "strata_tier_agent_waits_total",
+            "Client ops that waited for an object the agent or a background promotion held.",
+            |s| s.agent_waits,
+        ),
+    ];
+    let labels = |entry: &crate::tier_api::TierEntry| {
+        [
+            ("cache_pool", entry.config.cache_pool.clone()),
+            ("base_pool", entry.config.base_pool.clone()),
+        ]
+    };
+    for (name, help, field) in counters {
+        out.family(name, "counter", help);
+        for entry in entries {
+            out.sample(name, &labels(entry), field(&entry.stats) as f64);
+        }
+    }
+    let gauges: [(&str, &str, Field); 4] = [
+        (
+            "strata_tier_objects",
+            "Objects in the cache (whiteouts included).",
+            |s| s.objects,
+        ),
+        (
+            "strata_tier_dirty_objects",
+            "Dirty objects in the cache.",
+            |s| s.dirty_objects,
+        ),
+        (
+            "strata_tier_cached_bytes",
+            "Bytes of blocks present in the cache.",
+            |s| s.cached_bytes,
+        ),
+        (
+            "strata_tier_capacity_objects",
+            "The admission policy's capacity in objects.",
+            |s| s.capacity_objects,
+        ),
+    ];
+    for (name, help, field) in gauges {
+        out.family(name, "gauge", help);
+        for entry in entries {
+            out.sample(name, &labels(entry), field(&entry.stats) as f64);
+        }
+    }
+    let name = "strata_tier_agent_wait_max_seconds";
+    out.family(
+        name,
+        "gauge",
+        "The longest wait of a client op for an object held by background work.",
+    );
+    for entry in entries {
+        out.sample(
+            name,
+            &labels(entry),
+            entry.stats.agent_wait_us_max as f64 / 1e6,
+        );
+    }
+    out.0
+}
+
 /// The S3 gateway's data reclamation: what overwrites and deletes freed, what went through
 /// the GC queue, and how often an index commit lost a race with another gateway.
 fn render_gateway(out: &mut Text, stats: gateway::GatewayStats) {

@@ -176,6 +176,9 @@ pub struct Status {
     /// The balancer, where the backend has strata's (the embedded cluster).
     #[serde(default)]
     pub balancer: Option<crate::balancer::BalancerStatus>,
+    /// The cache tiers: configuration and counters (filled by the admin endpoint).
+    #[serde(default)]
+    pub tiers: Vec<crate::tier_api::TierEntry>,
     /// Client I/O, recovery and S3 rates over the last seconds (`ceph -s`'s `io:`), once the
     /// admin endpoint has two samples ([`crate::rates`]).
     #[serde(default)]
@@ -518,6 +521,7 @@ pub async fn status(cluster: &Cluster) -> rados::Result<Status> {
         usage,
         recovery: recovery(cluster),
         balancer: None,
+        tiers: Vec::new(),
         io: None,
     })
 }

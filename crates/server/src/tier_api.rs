@@ -23,7 +23,7 @@ use crate::error::{Result, ServerError};
 use crate::handlers::{json, Reply};
 
 /// One tier as `GET /api/tiers` lists it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TierEntry {
     /// Its configuration.
     pub config: TierConfig,
@@ -64,6 +64,23 @@ pub(crate) fn refuse_pool_delete(tiers: Option<&TieredRados>, pool: &str) -> Res
     Ok(())
 }
 
+/// Every tier with its counters.
+pub fn entries(tiers: &TieredRados) -> Vec<TierEntry> {
+    let stats = tiers.stats();
+    tiers
+        .tiers()
+        .into_iter()
+        .map(|config| TierEntry {
+            stats: stats
+                .iter()
+                .find(|s| s.cache_pool == config.cache_pool)
+                .cloned()
+                .unwrap_or_default(),
+            config,
+        })
+        .collect()
+}
+
 /// Routes `/api/tiers/{rest}`.
 pub(crate) async fn route(
     tiers: Option<&std::sync::Arc<TieredRados>>,
@@ -79,22 +96,7 @@ pub(crate) async fn route(
             .map_err(|e| ServerError::BadRequest(format!("tier request: {e}")))
     };
     match (method.as_str(), rest) {
-        ("GET", []) => {
-            let stats = tiers.stats();
-            let entries: Vec<TierEntry> = tiers
-                .tiers()
-                .into_iter()
-                .map(|config| TierEntry {
-                    stats: stats
-                        .iter()
-                        .find(|s| s.cache_pool == config.cache_pool)
-                        .cloned()
-                        .unwrap_or_default(),
-                    config,
-                })
-                .collect();
-            json(entries)
-        }
+        ("GET", []) => json(entries(tiers)),
         ("POST", ["add"]) => {
             let r = request()?;
             let (base, cache) = (field(r.base, "base")?, field(r.cache, "cache")?);

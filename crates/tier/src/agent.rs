@@ -91,7 +91,21 @@ impl Tier {
                 continue;
             }
             moves += 1;
-            let _guard = self.lock(&name).await;
+            // A dirty object is flushed first without holding its lock over the base write;
+            // if it was written again meanwhile it stays for a later pass.
+            if let Err(error) = self.flush(&name).await {
+                tracing::warn!(object = %name, %error, "tier agent: flush before evict failed");
+                continue;
+            }
+            let _guard = self.lock_for_background(&name).await;
+            if self.cached_state(&name).is_some_and(|s| s.is_dirty()) {
+                self.queues
+                    .lock()
+                    .expect("queue lock")
+                    .evict
+                    .push_back(name.clone());
+                continue;
+            }
             if let Err(error) = self.evict_locked(&name).await {
                 tracing::warn!(object = %name, %error, "tier agent: evict failed");
             }

@@ -119,6 +119,17 @@ pub enum HitSetType {
     ExplicitObject,
 }
 
+impl HitSetType {
+    /// The setting's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            HitSetType::Bloom => "bloom",
+            HitSetType::ExplicitHash => "explicit_hash",
+            HitSetType::ExplicitObject => "explicit_object",
+        }
+    }
+}
+
 /// The settings of a cache pool (`strata osd pool set CACHE KEY VALUE`), with the defaults
 /// Ceph 16.2's `osd tier add` gives a new tier (`osd_tier_default_cache_*`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

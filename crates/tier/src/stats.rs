@@ -21,6 +21,9 @@ pub struct Counters {
     pub(crate) flush_conflicts: AtomicU64,
     pub(crate) evictions: AtomicU64,
     pub(crate) writes_around_full: AtomicU64,
+    pub(crate) agent_waits: AtomicU64,
+    pub(crate) agent_wait_us_max: AtomicU64,
+    pub(crate) agent_waits_over_100ms: AtomicU64,
 }
 
 impl Counters {
@@ -70,6 +73,12 @@ pub struct TierStats {
     pub evictions: u64,
     /// Writes sent around a full cache to the base pool.
     pub writes_around_full: u64,
+    /// Client ops that waited for an object held by background work (agent, promotion).
+    pub agent_waits: u64,
+    /// The longest of those waits, in µs.
+    pub agent_wait_us_max: u64,
+    /// Those waits longer than 100 ms.
+    pub agent_waits_over_100ms: u64,
     /// Objects in the cache now (whiteouts included).
     pub objects: u64,
     /// Dirty objects now.
@@ -106,5 +115,8 @@ impl TierStats {
         self.flush_conflicts = load(&counters.flush_conflicts);
         self.evictions = load(&counters.evictions);
         self.writes_around_full = load(&counters.writes_around_full);
+        self.agent_waits = load(&counters.agent_waits);
+        self.agent_wait_us_max = load(&counters.agent_wait_us_max);
+        self.agent_waits_over_100ms = load(&counters.agent_waits_over_100ms);
     }
 }

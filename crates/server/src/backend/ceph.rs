@@ -231,6 +231,7 @@ impl Backend for CephBackend {
             usage,
             recovery: Recovery::default(),
             balancer: None,
+            tiers: Vec::new(),
             io: None,
         })
     }

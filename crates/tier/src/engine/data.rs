@@ -48,7 +48,7 @@ impl Tier {
         let name = name.to_string();
         tokio::spawn(async move {
             let _slot = slot;
-            let _guard = tier.lock(&name).await;
+            let _guard = tier.lock_for_background(&name).await;
             let emptying = tier.queues.lock().expect("queue lock").flush_evict_all;
             if emptying || matches!(tier.mode(), CacheMode::None | CacheMode::Proxy) {
                 return;

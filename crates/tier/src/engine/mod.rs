@@ -113,12 +113,17 @@ pub struct Tier {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) wall: WallClock,
     locks: Vec<tokio::sync::Mutex<()>>,
+    /// Per lock slot: whether background work (the agent, a background promotion) holds it,
+    /// so a client op that waits for it can count the wait as one on the agent.
+    background_holds: Vec<std::sync::atomic::AtomicBool>,
     pub(crate) index: Mutex<HashMap<String, ObjectState>>,
     /// Dirty objects in `index`, kept with it (the write path checks the dirty ratio).
     dirty_count: AtomicU64,
     policy: Mutex<PolicyState>,
     pub(crate) queues: Mutex<Queues>,
     pub(crate) promotions_running: AtomicU32,
+    /// Objects whose background flush is writing the base pool now (without their lock).
+    pub(crate) flushing: Mutex<std::collections::HashSet<String>>,
     pub(crate) counters: Counters,
     pub(crate) agent_wake: Arc<tokio::sync::Notify>,
 }
@@ -189,6 +194,9 @@ impl Tier {
             locks: (0..LOCK_SLOTS)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
+            background_holds: (0..LOCK_SLOTS)
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
             index: Mutex::new(HashMap::new()),
             dirty_count: AtomicU64::new(0),
             policy: Mutex::new(PolicyState {
@@ -200,6 +208,7 @@ impl Tier {
             }),
             queues: Mutex::new(Queues::default()),
             promotions_running: AtomicU32::new(0),
+            flushing: Mutex::new(std::collections::HashSet::new()),
             counters: Counters::default(),
             agent_wake: Arc::new(tokio::sync::Notify::new()),
         });
@@ -282,12 +291,51 @@ impl Tier {
         self.config.read().expect("config lock").settings.clone()
     }
 
-    pub(crate) async fn lock(&self, name: &str) -> tokio::sync::MutexGuard<'_, ()> {
+    fn slot(name: &str) -> usize {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         name.hash(&mut hasher);
-        self.locks[(hasher.finish() % LOCK_SLOTS as u64) as usize]
-            .lock()
-            .await
+        (hasher.finish() % LOCK_SLOTS as u64) as usize
+    }
+
+    /// Takes an object's lock for a client op. A wait on background work that holds it is
+    /// counted (`agent_waits`, the longest, and those over 100 ms).
+    pub(crate) async fn lock(&self, name: &str) -> ObjectGuard<'_> {
+        let slot = Self::slot(name);
+        if let Ok(guard) = self.locks[slot].try_lock() {
+            return ObjectGuard {
+                _guard: guard,
+                background: None,
+            };
+        }
+        let behind_background = self.background_holds[slot].load(Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        let guard = self.locks[slot].lock().await;
+        if behind_background {
+            let waited_us = started.elapsed().as_micros() as u64;
+            Counters::bump(&self.counters.agent_waits);
+            self.counters
+                .agent_wait_us_max
+                .fetch_max(waited_us, Ordering::Relaxed);
+            if waited_us > 100_000 {
+                Counters::bump(&self.counters.agent_waits_over_100ms);
+            }
+        }
+        ObjectGuard {
+            _guard: guard,
+            background: None,
+        }
+    }
+
+    /// Takes an object's lock for background work (the agent's flushes and evictions, a
+    /// background promotion).
+    pub(crate) async fn lock_for_background(&self, name: &str) -> ObjectGuard<'_> {
+        let slot = Self::slot(name);
+        let guard = self.locks[slot].lock().await;
+        self.background_holds[slot].store(true, Ordering::SeqCst);
+        ObjectGuard {
+            _guard: guard,
+            background: Some(&self.background_holds[slot]),
+        }
     }
 
     pub(crate) fn cached_state(&self, name: &str) -> Option<ObjectState> {
@@ -443,6 +491,20 @@ impl Tier {
             return None;
         }
         Some(PromotionSlot { tier: self.clone() })
+    }
+}
+
+/// An object's lock, held by a client op or by background work.
+pub(crate) struct ObjectGuard<'a> {
+    _guard: tokio::sync::MutexGuard<'a, ()>,
+    background: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for ObjectGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(flag) = self.background {
+            flag.store(false, Ordering::SeqCst);
+        }
     }
 }
 

@@ -14,6 +14,37 @@ use crate::state::{
 };
 use crate::stats::Counters;
 
+/// A flush read under the object's lock, to be written to the base pool.
+pub(crate) struct PreparedFlush {
+    op: WriteOp,
+    snapshot: ObjectState,
+    expected: u64,
+    generation: u64,
+    written: u64,
+}
+
+pub(crate) enum Prepared {
+    Clean,
+    Whiteout(ObjectState),
+    Write(PreparedFlush),
+}
+
+/// Marks an object's background flush in flight until dropped.
+struct FlushingMark<'a> {
+    tier: &'a Tier,
+    name: &'a str,
+}
+
+impl Drop for FlushingMark<'_> {
+    fn drop(&mut self) {
+        self.tier
+            .flushing
+            .lock()
+            .expect("flushing lock")
+            .remove(self.name);
+    }
+}
+
 /// Runs of consecutive blocks, as (first, end) pairs.
 pub(crate) fn runs(blocks: impl IntoIterator<Item = u64>) -> Vec<(u64, u64)> {
     let mut runs: Vec<(u64, u64)> = Vec::new();
@@ -172,31 +203,86 @@ impl Tier {
         Ok(())
     }
 
-    /// Writes a dirty object back to the base pool. A whiteout removes the base object and
-    /// leaves the cache. Returns the bytes written.
+    /// Writes a dirty object back to the base pool, all of it under the object's lock held by
+    /// the caller. A whiteout removes the base object and leaves the cache. Returns the bytes
+    /// written. Refused (`Busy`) while a background flush of the object is in flight.
     pub(crate) async fn flush_locked(&self, name: &str) -> Result<u64> {
-        let Some(state) = self.cached_state(name) else {
-            return Ok(0);
-        };
-        if !state.is_dirty() {
-            return Ok(0);
+        if self.is_flushing(name) {
+            return Err(TierError::Busy(format!(
+                "{name}: a flush of this object is in flight"
+            )));
         }
-        if !state.exists {
-            if state.base_exists {
-                match self.base.remove(name).await {
-                    Ok(()) | Err(RadosError::NotFound(_)) => {}
-                    Err(e) => return Err(e.into()),
+        match self.prepare_flush(name).await? {
+            Prepared::Clean => Ok(0),
+            Prepared::Whiteout(state) => self.flush_whiteout(name, state).await,
+            Prepared::Write(flush) => {
+                let result = self.base.operate(name, flush.op.clone()).await;
+                self.finish_flush(name, flush, result).await
+            }
+        }
+    }
+
+    /// Flushes an object without holding its lock while the base pool is written: the lock is
+    /// held to read what to write (from the cache, fast) and to record the result, not for
+    /// the slow write to the base pool, so client ops on the object do not wait for it.
+    /// Writes that land meanwhile keep the object dirty (their blocks are flushed next time).
+    pub async fn flush(&self, name: &str) -> Result<u64> {
+        let prepared = {
+            let _guard = self.lock_for_background(name).await;
+            if self.is_flushing(name) {
+                return Ok(0);
+            }
+            match self.prepare_flush(name).await? {
+                Prepared::Clean => return Ok(0),
+                Prepared::Whiteout(state) => return self.flush_whiteout(name, state).await,
+                Prepared::Write(flush) => {
+                    self.flushing
+                        .lock()
+                        .expect("flushing lock")
+                        .insert(name.to_string());
+                    flush
                 }
             }
-            match self.cache.remove(name).await {
+        };
+        let mark = FlushingMark { tier: self, name };
+        let result = self.base.operate(name, prepared.op.clone()).await;
+        let _guard = self.lock_for_background(name).await;
+        drop(mark);
+        self.finish_flush(name, prepared, result).await
+    }
+
+    fn is_flushing(&self, name: &str) -> bool {
+        self.flushing.lock().expect("flushing lock").contains(name)
+    }
+
+    async fn flush_whiteout(&self, name: &str, state: ObjectState) -> Result<u64> {
+        if state.base_exists {
+            match self.base.remove(name).await {
                 Ok(()) | Err(RadosError::NotFound(_)) => {}
                 Err(e) => return Err(e.into()),
             }
-            self.set_cached_state(name, None);
-            self.policy_forget(name);
-            Counters::bump(&self.counters.flushes);
-            Counters::bump(&self.counters.evictions);
-            return Ok(0);
+        }
+        match self.cache.remove(name).await {
+            Ok(()) | Err(RadosError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.set_cached_state(name, None);
+        self.policy_forget(name);
+        Counters::bump(&self.counters.flushes);
+        Counters::bump(&self.counters.evictions);
+        Ok(0)
+    }
+
+    /// What a flush of the object would write, read under its lock.
+    async fn prepare_flush(&self, name: &str) -> Result<Prepared> {
+        let Some(state) = self.cached_state(name) else {
+            return Ok(Prepared::Clean);
+        };
+        if !state.is_dirty() {
+            return Ok(Prepared::Clean);
+        }
+        if !state.exists {
+            return Ok(Prepared::Whiteout(state));
         }
         // The generation the base object has now: the copy's own, or one more when a flush of
         // this copy landed and the process stopped before it recorded it.
@@ -280,7 +366,31 @@ impl Tier {
         let op = op
             .set_xattr(GENERATION_XATTR, encode_u64(generation + 1))
             .set_xattr(VERSION_XATTR, encode_u64(state.version));
-        match self.base.operate(name, op).await {
+        Ok(Prepared::Write(PreparedFlush {
+            op,
+            snapshot: state,
+            expected,
+            generation,
+            written,
+        }))
+    }
+
+    /// Records a flush's result under the object's lock: clean when nothing changed since it
+    /// was prepared, else the new base generation with the object still dirty.
+    async fn finish_flush(
+        &self,
+        name: &str,
+        flush: PreparedFlush,
+        result: rados::Result<()>,
+    ) -> Result<u64> {
+        let PreparedFlush {
+            snapshot,
+            expected,
+            generation,
+            written,
+            ..
+        } = flush;
+        match result {
             Ok(()) => {}
             Err(RadosError::CompareFailed(_)) | Err(RadosError::Exists(_)) => {
                 Counters::bump(&self.counters.flush_conflicts);
@@ -292,17 +402,29 @@ impl Tier {
             }
             Err(e) => return Err(e.into()),
         }
-        let mut clean = state;
-        clean.dirty.clear();
-        clean.meta_dirty = false;
-        clean.shape_dirty = false;
-        clean.base_exists = true;
-        clean.base_generation = generation + 1;
-        clean.base_valid_bytes = clean.size_bytes;
+        let Some(current) = self.cached_state(name) else {
+            return Ok(written);
+        };
+        let unchanged = current.version == snapshot.version
+            && current.exists == snapshot.exists
+            && current.size_bytes == snapshot.size_bytes
+            && current.dirty == snapshot.dirty
+            && current.meta_dirty == snapshot.meta_dirty
+            && current.shape_dirty == snapshot.shape_dirty
+            && current.base_valid_bytes == snapshot.base_valid_bytes;
+        let mut next = current;
+        next.base_exists = true;
+        next.base_generation = generation + 1;
+        if unchanged {
+            next.dirty.clear();
+            next.meta_dirty = false;
+            next.shape_dirty = false;
+            next.base_valid_bytes = next.size_bytes;
+        }
         self.cache
-            .operate(name, WriteOp::new().set_xattr(STATE_XATTR, clean.encode()))
+            .operate(name, WriteOp::new().set_xattr(STATE_XATTR, next.encode()))
             .await?;
-        self.set_cached_state(name, Some(clean));
+        self.set_cached_state(name, Some(next));
         Counters::bump(&self.counters.flushes);
         Counters::add(&self.counters.flushed_bytes, written);
         Ok(written)
@@ -326,15 +448,9 @@ impl Tier {
         Ok(())
     }
 
-    /// Flushes an object, taking its lock.
-    pub async fn flush(&self, name: &str) -> Result<u64> {
-        let _guard = self.lock(name).await;
-        self.flush_locked(name).await
-    }
-
     /// Flushes and evicts an object, taking its lock.
     pub async fn evict(&self, name: &str) -> Result<()> {
-        let _guard = self.lock(name).await;
+        let _guard = self.lock_for_background(name).await;
         self.evict_locked(name).await?;
         self.policy_forget(name);
         Ok(())

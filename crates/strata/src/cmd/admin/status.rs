@@ -72,6 +72,22 @@ pub fn run(args: Args) -> Result<ExitCode> {
             format!("{:?}", balancer.settings.mode).to_lowercase()
         );
     }
+    for entry in &status.tiers {
+        let (config, stats) = (&entry.config, &entry.stats);
+        println!(
+            "    tier: {} over {}, {}{}, admission {}, {} objects ({}) of {} target, {} dirty, hit ratio {:.3}",
+            config.cache_pool,
+            config.base_pool,
+            config.mode.name(),
+            if config.overlay { ", overlay" } else { ", no overlay" },
+            config.settings.tier_admission.name(),
+            stats.objects,
+            human_bytes(stats.cached_bytes),
+            stats.capacity_objects,
+            stats.dirty_objects,
+            stats.hit_ratio()
+        );
+    }
     if let Some(io) = &status.io {
         print!("{}", io_lines(io, status.recovery.pgs_pending > 0));
     }

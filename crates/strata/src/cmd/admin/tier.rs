@@ -93,11 +93,20 @@ pub enum PoolCommand {
         /// The setting.
         key: String,
     },
-    /// Cache tier I/O: promote, flush and evict counts, dirty objects, hit ratio
-    /// (`ceph osd pool stats`).
+    /// Cache tier I/O per second over `--interval` seconds (promote, flush, evict, hits),
+    /// dirty objects and totals since the server started (`ceph osd pool stats`).
     Stats {
         /// Only this cache pool.
         pool: Option<String>,
+        /// Seconds between the two samples the rates come from.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+    },
+    /// The pools; with `detail`, every pool's placement and tier settings (`ceph osd pool ls
+    /// detail`).
+    Ls {
+        /// `detail` for the settings.
+        detail: Option<String>,
     },
 }
 
@@ -189,36 +198,47 @@ pub fn run_pool(client: &Client, command: PoolCommand) -> Result<()> {
             println!("{key}: {}", reply["value"].as_str().unwrap_or_default());
             Ok(())
         }
-        PoolCommand::Stats { pool } => {
+        PoolCommand::Stats { pool, interval } => {
+            if !(interval > 0.0 && interval <= 3600.0) {
+                anyhow::bail!("--interval must be in (0, 3600] seconds");
+            }
+            let before: Vec<TierEntry> = client.json("GET", "/api/tiers", b"")?;
+            std::thread::sleep(std::time::Duration::from_secs_f64(interval));
             let tiers: Vec<TierEntry> = client.json("GET", "/api/tiers", b"")?;
+            let mut shown = 0;
             for entry in tiers
                 .iter()
                 .filter(|e| pool.as_deref().is_none_or(|p| p == e.config.cache_pool))
             {
+                shown += 1;
                 let s = &entry.stats;
+                let earlier = before
+                    .iter()
+                    .find(|b| b.config.cache_pool == entry.config.cache_pool)
+                    .map(|b| b.stats.clone())
+                    .unwrap_or_default();
+                let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / interval;
                 println!(
                     "pool {} (cache tier of {}, {}, admission {})",
                     s.cache_pool, s.base_pool, s.mode, s.admission
                 );
                 println!(
-                    "  client io: {} reads, {} writes, hit ratio {:.3} ({} hits, {} misses, {} proxied)",
-                    s.reads,
-                    s.writes,
-                    s.hit_ratio(),
-                    s.hits,
-                    s.misses,
-                    s.proxied
+                    "  client io {:.0} rd/s {:.0} wr/s, hit ratio {:.3} in the interval",
+                    rate(s.reads, earlier.reads),
+                    rate(s.writes, earlier.writes),
+                    {
+                        let hits = s.hits.saturating_sub(earlier.hits);
+                        let misses = s.misses.saturating_sub(earlier.misses);
+                        hits as f64 / (hits + misses).max(1) as f64
+                    }
                 );
                 println!(
-                    "  cache tiering io: {} promotions ({}), {} throttled, {} flushes ({}), {} evictions, {} writes around a full cache, {} flush conflicts",
-                    s.promotions,
-                    human_bytes(s.promoted_bytes),
-                    s.promotions_throttled,
-                    s.flushes,
-                    human_bytes(s.flushed_bytes),
-                    s.evictions,
-                    s.writes_around_full,
-                    s.flush_conflicts
+                    "  cache tiering io {}/s flush, {}/s promote, {:.0} op/s flush, {:.0} op/s promote, {:.0} op/s evict",
+                    human_bytes(rate(s.flushed_bytes, earlier.flushed_bytes) as u64),
+                    human_bytes(rate(s.promoted_bytes, earlier.promoted_bytes) as u64),
+                    rate(s.flushes, earlier.flushes),
+                    rate(s.promotions, earlier.promotions),
+                    rate(s.evictions, earlier.evictions),
                 );
                 println!(
                     "  objects: {} cached ({}), {} dirty, admission capacity {} objects",
@@ -227,8 +247,110 @@ pub fn run_pool(client: &Client, command: PoolCommand) -> Result<()> {
                     s.dirty_objects,
                     s.capacity_objects
                 );
+                println!(
+                    "  since start: {} reads, {} writes, hit ratio {:.3} ({} hits, {} misses, {} proxied); {} promotions ({}), {} throttled, {} flushes ({}), {} evictions, {} writes around a full cache, {} flush conflicts; {} client waits on the agent (longest {:.1} ms, {} over 100 ms)",
+                    s.reads,
+                    s.writes,
+                    s.hit_ratio(),
+                    s.hits,
+                    s.misses,
+                    s.proxied,
+                    s.promotions,
+                    human_bytes(s.promoted_bytes),
+                    s.promotions_throttled,
+                    s.flushes,
+                    human_bytes(s.flushed_bytes),
+                    s.evictions,
+                    s.writes_around_full,
+                    s.flush_conflicts,
+                    s.agent_waits,
+                    s.agent_wait_us_max as f64 / 1000.0,
+                    s.agent_waits_over_100ms
+                );
+            }
+            if shown == 0 {
+                match pool {
+                    Some(pool) => {
+                        anyhow::bail!("pool '{pool}' is not a cache tier (strata osd tier ls)")
+                    }
+                    None => println!("no cache tiers (strata osd tier add BASE CACHE)"),
+                }
             }
             Ok(())
         }
+        PoolCommand::Ls { detail } => pool_ls(client, detail.as_deref()),
     }
+}
+
+/// `strata osd pool ls [detail]`: Ceph's one line per pool, with the tier fields.
+fn pool_ls(client: &Client, detail: Option<&str>) -> Result<()> {
+    let pools: Vec<server::report::PoolEntry> = client.json("GET", "/api/pools", b"")?;
+    match detail {
+        None => {
+            for pool in pools {
+                println!("{}", pool.name);
+            }
+            return Ok(());
+        }
+        Some("detail") => {}
+        Some(other) => anyhow::bail!("strata osd pool ls: {other:?} is not `detail`"),
+    }
+    let tiers: Vec<TierEntry> = client.json("GET", "/api/tiers", b"")?;
+    for pool in pools {
+        let mut line = format!(
+            "pool {} '{}' replicated size {} min_size {} pg_num {} crush_rule {} objects {}",
+            pool.id,
+            pool.name,
+            pool.size,
+            pool.min_size,
+            pool.pg_num,
+            pool.crush_rule,
+            pool.objects
+        );
+        let caches: Vec<&TierEntry> = tiers
+            .iter()
+            .filter(|t| t.config.base_pool == pool.name)
+            .collect();
+        if !caches.is_empty() {
+            let names: Vec<&str> = caches
+                .iter()
+                .map(|t| t.config.cache_pool.as_str())
+                .collect();
+            line.push_str(&format!(" tiers [{}]", names.join(",")));
+            if let Some(overlay) = caches.iter().find(|t| t.config.overlay) {
+                line.push_str(&format!(
+                    " read_tier {0} write_tier {0}",
+                    overlay.config.cache_pool
+                ));
+            }
+        }
+        if let Some(tier) = tiers.iter().find(|t| t.config.cache_pool == pool.name) {
+            let c = &tier.config.settings;
+            line.push_str(&format!(
+                " tier_of '{}' cache_mode {} target_bytes {} target_objects {} hit_set {}{{fpp {}}} {}s x{} min_read_recency_for_promote {} min_write_recency_for_promote {} cache_target_dirty_ratio {} cache_target_dirty_high_ratio {} cache_target_full_ratio {} cache_min_flush_age {} cache_min_evict_age {} tier_admission {} predictive_period {} predictive_smoothing {} predictive_threshold {} tier_block_bytes {}",
+                tier.config.base_pool,
+                tier.config.mode.name(),
+                c.target_max_bytes,
+                c.target_max_objects,
+                c.hit_set_type.name(),
+                c.hit_set_fpp,
+                c.hit_set_period,
+                c.hit_set_count,
+                c.min_read_recency_for_promote,
+                c.min_write_recency_for_promote,
+                c.cache_target_dirty_ratio,
+                c.cache_target_dirty_high_ratio,
+                c.cache_target_full_ratio,
+                c.cache_min_flush_age,
+                c.cache_min_evict_age,
+                c.tier_admission.name(),
+                c.predictive_period,
+                c.predictive_smoothing,
+                c.predictive_threshold,
+                c.tier_block_bytes
+            ));
+        }
+        println!("{line}");
+    }
+    Ok(())
 }

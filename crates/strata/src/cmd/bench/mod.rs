@@ -16,6 +16,7 @@ pub mod serve_process;
 pub mod sim;
 pub mod soak;
 pub mod soak_writers;
+pub mod tier;
 pub mod volume;
 
 #[derive(clap::Args)]
@@ -41,6 +42,9 @@ pub enum Which {
     /// Block volume IOPS, latency and MB/s through fio against RBD on real Ceph, and seed 001
     /// at cluster level (HDD OSDs, HDDs behind block caches, NVMe OSDs).
     Volume(volume::Args),
+    /// Seeds 003 and 000 live: block volumes on HDD OSDs through a cache tier on NVMe
+    /// (predictive and Ceph's admission) against no tier and an all-NVMe pool.
+    Tier(tier::Args),
     /// kill -9 of a real `strata serve` under S3 and object writers, with a small and a
     /// faulty OSD; every acknowledged write read back and a deep scrub after each restart.
     Soak(soak::Args),
@@ -87,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Cluster(a) => cluster::run(a),
         Which::S3(a) => s3::run(a),
         Which::Volume(a) => volume::run(a),
+        Which::Tier(a) => tier::run(a),
         Which::Soak(a) => soak::run(a),
         Which::Rss(a) => rss::run(a),
     }

@@ -1,0 +1,816 @@
+//! `strata bench tier` (issue 37; seeds 003 and 000, live): block volumes on an HDD base pool
+//! served through a live cache tier on NVMe, against the same pool with no tier, Ceph's tier
+//! semantics (`ceph` admission with seed 003's tunables) and an all-NVMe pool (the ceiling).
+//!
+//! Each configuration gets its own embedded cluster in this process: 3 hosts of 1 emulated
+//! NVMe and 2 emulated 7200-rpm HDD OSDs (sparse memory devices with the `device` crate's timing
+//! models), replica 3, durable writes, and no OSD data cache (`--data-cache-size`), so the
+//! devices and not RAM serve reads. The base pool is on the HDDs (on the NVMe OSDs for
+//! `nvme`), the cache pool on the NVMe OSDs. Every client has its own RBD-format volume
+//! (4 MiB objects), written once in full before the tier is attached; its ops are 4 KiB at
+//! `--iodepth`, `--read-percent` reads, on objects drawn by `workload`. The cache's
+//! `target_max_bytes` is `--cache-share` of all volumes (the working set).
+//!
+//! Scenarios (`--scenarios`), run in this order on each configuration's cluster, each after
+//! `--warmup-seconds` of the same load:
+//! - `ramp` (seed 003): 1..8 clients (`--clients`), Zipf objects whose hot set is redrawn every
+//!   `--shift-seconds`; every configuration.
+//! - `uniform`: the largest client count, uniform over the working set (4x the cache by
+//!   default: what cannot be cached); `none`, `ceph`, `predictive`.
+//! - `threshold` (seed 000): `predictive` at each H of `--thresholds`.
+//! - `size` (seed 000): `ceph` and `predictive` at each cache share of `--cache-shares`.
+//!
+//! Configurations alternate their order over `--rounds`; the tables give medians and the
+//! spread. Ceph's tunables are seed 003's (hit_set_count 12, recency 2/2, dirty 0.4/0.6, full
+//! 0.8) with its times (hit_set_period 14400 s, min flush age 600 s, min evict age 1800 s)
+//! divided by `--time-scale` (1440: its 4-hour hit set period becomes the predictive tier's
+//! 10 s period), as the bench's seconds stand for the seed's hours.
+//!
+//! Run (about 15 minutes per round with the defaults):
+//! ```text
+//! strata bench tier [--scenarios ramp,uniform] [--configs none,ceph,predictive,nvme]
+//!                   [--clients 1,2,4,8] [--volume-size 256M] [--step-seconds 15] [--rounds 1]
+//!                   [--svg tier.svg] [--json tier.json]
+//! ```
+
+mod report;
+pub mod workload;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use cluster::{Cluster, ClusterConfig, ClusterOptions, HostConfig, OsdConfig, PoolConfig};
+use device::histogram::AtomicHistogram;
+use device::Device;
+use rados::Rados;
+use serde::Serialize;
+use tier::{CacheMode, TierStats, TieredRados};
+use volume::{OpenMode, Volume, Volumes, VolumesConfig};
+
+use super::load;
+use workload::{Skew, Workload};
+
+/// Block volumes through a live cache tier against no tier, Ceph's tier and all-NVMe.
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Scenarios, comma separated: ramp, uniform, threshold, size.
+    #[arg(long, value_delimiter = ',', default_value = "ramp,uniform")]
+    pub scenarios: Vec<String>,
+    /// Configurations, comma separated: none (HDD pool only), ceph (the tier with Ceph's
+    /// admission and seed 003's tunables), predictive (seed 000's hot table), nvme (an
+    /// all-NVMe pool, the ceiling).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none,ceph,predictive,nvme"
+    )]
+    pub configs: Vec<String>,
+    /// Client counts of the ramp, ascending; the largest is every other scenario's.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    pub clients: Vec<usize>,
+    /// Size of each client's volume (K, M, G suffixes); all of them are the working set.
+    #[arg(long, default_value = "256M")]
+    pub volume_size: String,
+    /// The cache's target_max_bytes as a share of the working set.
+    #[arg(long, default_value_t = 0.25)]
+    pub cache_share: f64,
+    /// Cache shares of the `size` scenario.
+    #[arg(long, value_delimiter = ',', default_value = "0.125,0.25,0.5,0.75")]
+    pub cache_shares: Vec<f64>,
+    /// Thresholds H (predicted requests per period) of the `threshold` scenario.
+    #[arg(long, value_delimiter = ',', default_value = "0,5,10,18,20")]
+    pub thresholds: Vec<f64>,
+    /// The predictive tier's threshold H elsewhere.
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold: f64,
+    /// The predictive tier's statistics period in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub predictive_period_s: u64,
+    /// Seed 003's times (hit set period, flush and evict ages) are divided by this; the
+    /// default makes Ceph's hit set period the predictive tier's period (10 s).
+    #[arg(long, default_value_t = 1440.0)]
+    pub time_scale: f64,
+    /// Zipf exponent of the skewed scenarios.
+    #[arg(long, default_value_t = 0.9)]
+    pub zipf: f64,
+    /// Seconds between redraws of the hot set.
+    #[arg(long, default_value_t = 60.0)]
+    pub shift_seconds: f64,
+    /// Share of ops that read, in percent.
+    #[arg(long, default_value_t = 70)]
+    pub read_percent: u32,
+    /// Ops in flight per client.
+    #[arg(long, default_value_t = 4)]
+    pub iodepth: usize,
+    /// Seconds measured per step.
+    #[arg(long, default_value_t = 15.0)]
+    pub step_seconds: f64,
+    /// Seconds of load before each scenario (and each step of `threshold` and `size`).
+    #[arg(long, default_value_t = 15.0)]
+    pub warmup_seconds: f64,
+    /// Each embedded OSD's data cache (K, M, G; 0: none, the devices serve every read).
+    #[arg(long, default_value = "0")]
+    pub data_cache_size: String,
+    /// Rounds; configurations alternate their order, tables give medians.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: u32,
+    /// Seed of the clients' generators.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Parent of the run's temporary directory (removed at the end).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Also draw the figures as SVG: this file (the ramp) and siblings named
+    /// `-uniform`, `-threshold`, `-size` after its stem.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Also write every measured step as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+const CONFIGS: [&str; 4] = ["none", "ceph", "predictive", "nvme"];
+const SCENARIOS: [&str; 4] = ["ramp", "uniform", "threshold", "size"];
+const BASE: &str = "base";
+const CACHE: &str = "cache";
+const OBJECT_BYTES: u64 = 4 << 20;
+const BLOCK_BYTES: u64 = 4096;
+const HOSTS: i32 = 3;
+
+/// One measured step.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    scenario: String,
+    config: String,
+    round: u32,
+    /// The step's variable: clients (ramp, uniform), H (threshold), cache share (size).
+    x: f64,
+    clients: usize,
+    ops: u64,
+    seconds: f64,
+    iops: f64,
+    latency_us_mean: f64,
+    latency_us_p99: f64,
+    /// Tier hits over hits and misses in the step (None without a tier).
+    hit_ratio: Option<f64>,
+    /// Bytes written to the NVMe OSDs' devices in the step.
+    ssd_bytes_written: u64,
+    hits: u64,
+    promoted_bytes: u64,
+    flushed_bytes: u64,
+    evictions: u64,
+    writes_around_full: u64,
+    /// Client ops that waited on the agent since the tier opened, the longest wait and those
+    /// over 100 ms (cumulative, not per step).
+    agent_waits: u64,
+    agent_wait_us_max: u64,
+    agent_waits_over_100ms: u64,
+}
+
+/// One step to run.
+#[derive(Clone, Debug)]
+struct Plan {
+    scenario: &'static str,
+    x: f64,
+    clients: usize,
+    skew: Skew,
+    threshold: Option<f64>,
+    cache_share: Option<f64>,
+    warm_up: bool,
+}
+
+fn check(args: &Args) -> Result<()> {
+    for config in &args.configs {
+        if !CONFIGS.contains(&config.as_str()) {
+            bail!("--configs: {config:?} is not one of {}", CONFIGS.join(", "));
+        }
+    }
+    for scenario in &args.scenarios {
+        if !SCENARIOS.contains(&scenario.as_str()) {
+            bail!(
+                "--scenarios: {scenario:?} is not one of {}",
+                SCENARIOS.join(", ")
+            );
+        }
+    }
+    if args.clients.is_empty() || args.clients.contains(&0) {
+        bail!("--clients: give client counts above 0");
+    }
+    if !args.clients.windows(2).all(|w| w[0] < w[1]) {
+        bail!("--clients: give the counts in ascending order");
+    }
+    let share_ok = |s: f64| s > 0.0 && s <= 1.0;
+    if !share_ok(args.cache_share) || !args.cache_shares.iter().all(|s| share_ok(*s)) {
+        bail!("--cache-share and --cache-shares must be in (0, 1]");
+    }
+    if args.iodepth == 0 || !(0..=100).contains(&args.read_percent) {
+        bail!("--iodepth must be > 0 and --read-percent in 0..=100");
+    }
+    let warmup_ok = (0.0..=1e6).contains(&args.warmup_seconds);
+    if !(load::valid_seconds(args.step_seconds)
+        && warmup_ok
+        && load::valid_seconds(args.shift_seconds))
+    {
+        bail!("--step-seconds and --shift-seconds in (0, 1e6], --warmup-seconds in [0, 1e6]");
+    }
+    let scale_ok = args.time_scale.is_finite() && args.time_scale >= 1.0;
+    if !scale_ok || args.zipf.is_nan() || args.zipf < 0.0 || args.predictive_period_s == 0 {
+        bail!("--time-scale must be >= 1, --zipf >= 0, --predictive-period-s > 0");
+    }
+    if args.rounds == 0 {
+        bail!("--rounds must be > 0");
+    }
+    let volume_bytes = load::parse_size(&args.volume_size)?;
+    if volume_bytes < OBJECT_BYTES || volume_bytes % OBJECT_BYTES != 0 {
+        bail!("--volume-size must be a multiple of 4M");
+    }
+    if device::parse_size_bytes(&args.data_cache_size).is_none() {
+        bail!(
+            "--data-cache-size: {:?} is not a size like 64M or 0",
+            args.data_cache_size
+        );
+    }
+    Ok(())
+}
+
+/// The steps of every scenario `config` takes part in, in order.
+fn plans(args: &Args, config: &str) -> Vec<Plan> {
+    let clients_max = *args.clients.last().expect("checked");
+    let zipf = Skew::Zipf {
+        exponent: args.zipf,
+        shift_ms: (args.shift_seconds * 1000.0) as u64,
+    };
+    let tiered = config == "ceph" || config == "predictive";
+    let mut out = Vec::new();
+    for scenario in SCENARIOS {
+        if !args.scenarios.iter().any(|s| s == scenario) {
+            continue;
+        }
+        match scenario {
+            "ramp" => {
+                for (i, clients) in args.clients.iter().enumerate() {
+                    out.push(Plan {
+                        scenario,
+                        x: *clients as f64,
+                        clients: *clients,
+                        skew: zipf.clone(),
+                        threshold: None,
+                        cache_share: None,
+                        warm_up: i == 0,
+                    });
+                }
+            }
+            "uniform" if config != "nvme" => out.push(Plan {
+                scenario,
+                x: clients_max as f64,
+                clients: clients_max,
+                skew: Skew::Uniform,
+                threshold: None,
+                cache_share: None,
+                warm_up: true,
+            }),
+            "threshold" if config == "predictive" => {
+                for h in &args.thresholds {
+                    out.push(Plan {
+                        scenario,
+                        x: *h,
+                        clients: clients_max,
+                        skew: zipf.clone(),
+                        threshold: Some(*h),
+                        cache_share: None,
+                        warm_up: true,
+                    });
+                }
+            }
+            "size" if tiered => {
+                for share in &args.cache_shares {
+                    out.push(Plan {
+                        scenario,
+                        x: *share,
+                        clients: clients_max,
+                        skew: zipf.clone(),
+                        threshold: None,
+                        cache_share: Some(*share),
+                        warm_up: true,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The cluster of one configuration: the base pool on HDD OSDs (NVMe for `nvme`), the cache
+/// pool on NVMe OSDs.
+fn cluster_config(config: &str, args: &Args) -> Result<ClusterConfig> {
+    let working_set_bytes =
+        load::parse_size(&args.volume_size)? * *args.clients.last().expect("checked") as u64;
+    let mib = |bytes: u64| format!("{}M", bytes.div_ceil(1 << 20).max(256));
+    // Replica 3 over 6 HDD OSDs (or 3 NVMe ones), twice the room the data needs.
+    let hdd_bytes = working_set_bytes;
+    let nvme_bytes = if config == "nvme" {
+        working_set_bytes * 2
+    } else {
+        working_set_bytes
+    };
+    let mut cluster = ClusterConfig::empty();
+    cluster.scrub_interval_s = 0;
+    cluster.stats_period_s = 0;
+    cluster.durable = true;
+    for host in 0..HOSTS {
+        let name = format!("host{host}");
+        cluster.hosts.push(HostConfig { name: name.clone() });
+        for slot in 0..3 {
+            let nvme = slot == 0;
+            cluster.osds.push(OsdConfig {
+                id: host * 3 + slot,
+                host: name.clone(),
+                device: if nvme {
+                    format!("nvme@mem:{}", mib(nvme_bytes))
+                } else {
+                    format!("hdd-7200@mem:{}", mib(hdd_bytes))
+                },
+                size: None,
+                class: if nvme { "nvme" } else { "hdd" }.into(),
+                weight: Some(1.0),
+                min_alloc_size: 4096,
+                emulation: None,
+                data_cache_size: Some(args.data_cache_size.clone()),
+            });
+        }
+    }
+    let pool = |name: &str, class: &str| PoolConfig {
+        name: name.into(),
+        size: 3,
+        min_size: None,
+        pg_num: 32,
+        device_class: Some(class.into()),
+        crush_rule: None,
+    };
+    cluster
+        .pools
+        .push(pool(BASE, if config == "nvme" { "nvme" } else { "hdd" }));
+    if config == "ceph" || config == "predictive" {
+        cluster.pools.push(pool(CACHE, "nvme"));
+    }
+    Ok(cluster)
+}
+
+/// One configuration's running system.
+struct Testbed {
+    cluster: Arc<Cluster>,
+    tiered: Option<Arc<TieredRados>>,
+    volumes: Vec<Arc<Volume>>,
+    working_set_bytes: u64,
+}
+
+fn volume_name(client: usize) -> String {
+    format!("client{client}")
+}
+
+async fn build(config: &str, dir: &Path, args: &Args) -> Result<Testbed> {
+    let cluster_config = cluster_config(config, args)?;
+    let cluster = Arc::new(
+        Cluster::create(dir, cluster_config, ClusterOptions::default())
+            .await
+            .context("creating the cluster")?,
+    );
+    let clients_max = *args.clients.last().expect("checked");
+    let volume_bytes = load::parse_size(&args.volume_size)?;
+    let working_set_bytes = volume_bytes * clients_max as u64;
+    {
+        let catalogue = Volumes::new(cluster.io_ctx(BASE).await?, VolumesConfig::default());
+        let bar = indicatif::ProgressBar::new(working_set_bytes);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "   writing the volumes once {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .expect("template"),
+        );
+        for client in 0..clients_max {
+            catalogue
+                .create(&volume_name(client), volume_bytes, 22)
+                .await
+                .context("creating a volume")?;
+            let volume = Arc::new(
+                catalogue
+                    .open(&volume_name(client), OpenMode::ReadWrite)
+                    .await?,
+            );
+            let objects = volume_bytes / OBJECT_BYTES;
+            let next = Arc::new(AtomicU64::new(0));
+            let writers: Vec<_> = (0..4)
+                .map(|_| {
+                    let volume = volume.clone();
+                    let next = next.clone();
+                    let bar = bar.clone();
+                    tokio::spawn(async move {
+                        loop {
+                            let object = next.fetch_add(1, Ordering::SeqCst);
+                            if object >= objects {
+                                return Ok::<_, anyhow::Error>(());
+                            }
+                            let data = vec![(object % 251) as u8 + 1; OBJECT_BYTES as usize];
+                            volume.write_at(object * OBJECT_BYTES, &data).await?;
+                            bar.inc(OBJECT_BYTES);
+                        }
+                    })
+                })
+                .collect();
+            for writer in writers {
+                writer.await??;
+            }
+        }
+        bar.finish_and_clear();
+    }
+    let (rados, tiered): (Arc<dyn Rados>, _) = if config == "ceph" || config == "predictive" {
+        let tiered = TieredRados::open(
+            cluster.clone(),
+            Arc::new(worker::SystemClock::new()),
+            tier::system_wall_clock(),
+        )
+        .await?;
+        tiered.tier_add(BASE, CACHE, false).await?;
+        tiered
+            .cache_mode(CACHE, CacheMode::Writeback, false)
+            .await?;
+        for (key, value) in tier_settings(config, args, working_set_bytes) {
+            tiered
+                .pool_set(CACHE, &key, &value)
+                .await
+                .with_context(|| format!("osd pool set {CACHE} {key} {value}"))?;
+        }
+        tiered.set_overlay(BASE, CACHE).await?;
+        (tiered.clone() as Arc<dyn Rados>, Some(tiered))
+    } else {
+        (cluster.clone() as Arc<dyn Rados>, None)
+    };
+    let catalogue = Volumes::new(rados.io_ctx(BASE).await?, VolumesConfig::default());
+    let mut volumes = Vec::new();
+    for client in 0..clients_max {
+        volumes.push(Arc::new(
+            catalogue
+                .open(&volume_name(client), OpenMode::ReadWrite)
+                .await?,
+        ));
+    }
+    Ok(Testbed {
+        cluster,
+        tiered,
+        volumes,
+        working_set_bytes,
+    })
+}
+
+/// `osd pool set cache KEY VALUE` for a configuration.
+fn tier_settings(config: &str, args: &Args, working_set_bytes: u64) -> Vec<(String, String)> {
+    let target = cache_bytes(working_set_bytes, args.cache_share);
+    let scaled = |seconds: f64| format!("{}", (seconds / args.time_scale).round().max(1.0) as u64);
+    let mut settings: Vec<(&str, String)> = vec![("target_max_bytes", target.to_string())];
+    if config == "ceph" {
+        settings.extend([
+            ("tier_admission", "ceph".to_string()),
+            ("hit_set_type", "bloom".into()),
+            ("hit_set_count", "12".into()),
+            ("hit_set_period", scaled(14400.0)),
+            ("min_read_recency_for_promote", "2".into()),
+            ("min_write_recency_for_promote", "2".into()),
+            ("cache_target_dirty_ratio", "0.4".into()),
+            ("cache_target_dirty_high_ratio", "0.6".into()),
+            ("cache_target_full_ratio", "0.8".into()),
+            ("cache_min_flush_age", scaled(600.0)),
+            ("cache_min_evict_age", scaled(1800.0)),
+        ]);
+    } else {
+        settings.extend([
+            ("tier_admission", "predictive".to_string()),
+            ("predictive_period", args.predictive_period_s.to_string()),
+            ("predictive_threshold", args.threshold.to_string()),
+        ]);
+    }
+    settings
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+fn cache_bytes(working_set_bytes: u64, share: f64) -> u64 {
+    let bytes = (working_set_bytes as f64 * share) as u64;
+    (bytes / OBJECT_BYTES).max(1) * OBJECT_BYTES
+}
+
+impl Testbed {
+    fn tier_stats(&self) -> Option<TierStats> {
+        self.tiered
+            .as_ref()
+            .and_then(|t| t.stats().into_iter().next())
+    }
+
+    fn ssd_bytes_written(&self) -> u64 {
+        self.cluster
+            .osd_stats()
+            .iter()
+            .filter(|osd| osd.class == "nvme")
+            .map(|osd| osd.device.write.bytes)
+            .sum()
+    }
+
+    async fn apply(&self, plan: &Plan) -> Result<()> {
+        let Some(tiered) = &self.tiered else {
+            return Ok(());
+        };
+        if let Some(h) = plan.threshold {
+            tiered
+                .pool_set(CACHE, "predictive_threshold", &h.to_string())
+                .await?;
+        }
+        if let Some(share) = plan.cache_share {
+            let bytes = cache_bytes(self.working_set_bytes, share);
+            tiered
+                .pool_set(CACHE, "target_max_bytes", &bytes.to_string())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Runs `plan.clients` clients for `seconds`; returns ops and latencies.
+    async fn load(
+        &self,
+        plan: &Plan,
+        args: &Args,
+        seconds: f64,
+        started: Instant,
+    ) -> Result<(u64, f64, device::histogram::Histogram)> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ops = Arc::new(AtomicU64::new(0));
+        let latencies = Arc::new(AtomicHistogram::default());
+        let objects = load::parse_size(&args.volume_size)? / OBJECT_BYTES;
+        let mut tasks = Vec::new();
+        for client in 0..plan.clients {
+            for lane in 0..args.iodepth {
+                let volume = self.volumes[client].clone();
+                let stop = stop.clone();
+                let ops = ops.clone();
+                let latencies = latencies.clone();
+                let seed = args.seed ^ ((client as u64) << 32) ^ lane as u64;
+                let mut workload = Workload::new(
+                    objects,
+                    OBJECT_BYTES,
+                    BLOCK_BYTES,
+                    args.read_percent,
+                    plan.skew.clone(),
+                    seed,
+                );
+                // Every lane of a client shares its hot set: the permutation follows the
+                // client, the draws the lane.
+                workload.share_permutation_seed(args.seed ^ ((client as u64) << 32));
+                tasks.push(tokio::spawn(async move {
+                    let mut buffer = vec![0u8; BLOCK_BYTES as usize];
+                    let payload = vec![client as u8 + 1; BLOCK_BYTES as usize];
+                    while !stop.load(Ordering::Relaxed) {
+                        let op = workload.next(started.elapsed().as_millis() as u64);
+                        let began = Instant::now();
+                        if op.read {
+                            volume.read_at(op.offset_bytes, &mut buffer).await?;
+                        } else {
+                            volume.write_at(op.offset_bytes, &payload).await?;
+                        }
+                        latencies.record(began.elapsed().as_nanos() as u64);
+                        ops.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok::<_, anyhow::Error>(())
+                }));
+            }
+        }
+        let began = Instant::now();
+        tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+        let done = ops.load(Ordering::Relaxed);
+        let elapsed = began.elapsed().as_secs_f64();
+        let histogram = latencies.snapshot();
+        stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            task.await??;
+        }
+        Ok((done, elapsed, histogram))
+    }
+
+    async fn shutdown(self, dir: &Path) -> Result<()> {
+        drop(self.volumes);
+        if let Some(tiered) = self.tiered {
+            tiered.shutdown().await;
+            drop(tiered);
+        }
+        super::cluster::shutdown(self.cluster, dir).await
+    }
+}
+
+async fn run_config(config: &str, round: u32, dir: &Path, args: &Args) -> Result<Vec<Step>> {
+    let cluster_dir = dir.join(format!("{config}-round{round}"));
+    eprintln!("== round {round}: {config}");
+    let testbed = build(config, &cluster_dir, args).await?;
+    let mut steps = Vec::new();
+    let mut scenario_started = Instant::now();
+    let mut last_scenario = "";
+    for plan in plans(args, config) {
+        if plan.scenario != last_scenario {
+            scenario_started = Instant::now();
+            last_scenario = plan.scenario;
+        }
+        testbed.apply(&plan).await?;
+        if plan.warm_up && args.warmup_seconds > 0.0 {
+            testbed
+                .load(&plan, args, args.warmup_seconds, scenario_started)
+                .await?;
+        }
+        let tier_before = testbed.tier_stats();
+        let ssd_before = testbed.ssd_bytes_written();
+        let (ops, seconds, latencies) = testbed
+            .load(&plan, args, args.step_seconds, scenario_started)
+            .await?;
+        let tier_after = testbed.tier_stats();
+        let ssd_bytes_written = testbed.ssd_bytes_written().saturating_sub(ssd_before);
+        let delta = |f: fn(&TierStats) -> u64| match (&tier_before, &tier_after) {
+            (Some(b), Some(a)) => f(a).saturating_sub(f(b)),
+            _ => 0,
+        };
+        let hits = delta(|s| s.hits);
+        let misses = delta(|s| s.misses);
+        let step = Step {
+            scenario: plan.scenario.into(),
+            config: config.into(),
+            round,
+            x: plan.x,
+            clients: plan.clients,
+            ops,
+            seconds,
+            iops: ops as f64 / seconds,
+            latency_us_mean: latencies.mean() / 1000.0,
+            latency_us_p99: latencies.percentile(0.99) as f64 / 1000.0,
+            hit_ratio: tier_after
+                .as_ref()
+                .map(|_| hits as f64 / (hits + misses).max(1) as f64),
+            ssd_bytes_written,
+            hits,
+            promoted_bytes: delta(|s| s.promoted_bytes),
+            flushed_bytes: delta(|s| s.flushed_bytes),
+            evictions: delta(|s| s.evictions),
+            writes_around_full: delta(|s| s.writes_around_full),
+            agent_waits: tier_after.as_ref().map_or(0, |s| s.agent_waits),
+            agent_wait_us_max: tier_after.as_ref().map_or(0, |s| s.agent_wait_us_max),
+            agent_waits_over_100ms: tier_after.as_ref().map_or(0, |s| s.agent_waits_over_100ms),
+        };
+        eprintln!(
+            "   {:<9} {:<10} x={:<6} {:>8.0} IOPS  p99 {:>8.1} ms  hit {}",
+            step.scenario,
+            config,
+            step.x,
+            step.iops,
+            step.latency_us_p99 / 1000.0,
+            step.hit_ratio
+                .map_or("-".to_string(), |h| format!("{h:.3}")),
+        );
+        steps.push(step);
+    }
+    testbed.shutdown(&cluster_dir).await?;
+    Ok(steps)
+}
+
+/// The configurations of `round`: as given in even rounds, reversed in odd ones.
+fn round_order(configs: &[String], round: u32) -> Vec<&str> {
+    let mut order: Vec<&str> = configs.iter().map(String::as_str).collect();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    check(&args)?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let temp = tempfile::Builder::new()
+        .prefix("strata-bench-tier-")
+        .tempdir_in(&args.dir)
+        .with_context(|| format!("temporary directory under {}", args.dir.display()))?;
+    eprintln!(
+        "strata bench tier: scenarios {}, configurations {}, clients {:?}, volumes of {} ({} rounds); load {}",
+        args.scenarios.join(","),
+        args.configs.join(","),
+        args.clients,
+        args.volume_size,
+        args.rounds,
+        load::load_average()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut steps = Vec::new();
+    for round in 0..args.rounds {
+        for config in round_order(&args.configs, round) {
+            let measured = runtime.block_on(run_config(config, round, temp.path(), &args))?;
+            steps.extend(measured);
+        }
+    }
+    report::print(&steps, &args);
+    if let Some(path) = &args.svg {
+        report::write_svgs(&steps, path)?;
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "settings": {
+                "scenarios": args.scenarios, "configs": args.configs, "clients": args.clients,
+                "volume_size": args.volume_size, "cache_share": args.cache_share,
+                "zipf": args.zipf, "shift_seconds": args.shift_seconds,
+                "read_percent": args.read_percent, "iodepth": args.iodepth,
+                "step_seconds": args.step_seconds, "warmup_seconds": args.warmup_seconds,
+                "time_scale": args.time_scale, "threshold": args.threshold,
+                "predictive_period_s": args.predictive_period_s, "rounds": args.rounds,
+                "load_average_end": load::load_average(),
+            },
+            "steps": steps,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn args(extra: &[&str]) -> Args {
+        let mut argv = vec!["bench-tier"];
+        argv.extend_from_slice(extra);
+        Cli::parse_from(argv).args
+    }
+
+    #[test]
+    fn plans_give_each_configuration_its_scenarios() {
+        let all = args(&["--scenarios", "ramp,uniform,threshold,size"]);
+        let names = |config: &str| {
+            plans(&all, config)
+                .iter()
+                .map(|p| format!("{}:{}", p.scenario, p.x))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names("nvme"),
+            ["ramp:1", "ramp:2", "ramp:4", "ramp:8"].map(String::from)
+        );
+        assert_eq!(names("none").len(), 5);
+        assert_eq!(names("ceph").len(), 4 + 1 + 4);
+        assert_eq!(names("predictive").len(), 4 + 1 + 5 + 4);
+        let ramp = plans(&all, "none");
+        assert!(ramp[0].warm_up && !ramp[1].warm_up);
+    }
+
+    #[test]
+    fn bad_arguments_are_named() {
+        for (extra, expected) in [
+            (vec!["--configs", "none,fast"], "fast"),
+            (vec!["--scenarios", "ramp,zig"], "zig"),
+            (vec!["--clients", "4,2"], "ascending"),
+            (vec!["--cache-share", "0"], "--cache-share"),
+            (vec!["--volume-size", "5M"], "4M"),
+            (vec!["--rounds", "0"], "--rounds"),
+        ] {
+            let error = check(&args(&extra)).expect_err("refused").to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+        check(&args(&[])).expect("defaults are valid");
+    }
+
+    #[test]
+    fn ceph_settings_are_seed_003s_scaled_and_the_cache_is_a_share_of_the_working_set() {
+        let a = args(&[]);
+        let ws = 8 * (256 << 20);
+        let settings = tier_settings("ceph", &a, ws);
+        let get = |k: &str| {
+            settings
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+                .expect(k)
+        };
+        assert_eq!(get("hit_set_period"), "10");
+        assert_eq!(get("cache_min_evict_age"), "1");
+        assert_eq!(get("target_max_bytes"), (ws / 4).to_string());
+        let config = cluster_config("predictive", &a).expect("config");
+        assert_eq!(config.osds.len(), 9);
+        assert_eq!(config.pools.len(), 2);
+        assert_eq!(config.osds.iter().filter(|o| o.class == "nvme").count(), 3);
+    }
+}
