@@ -32,7 +32,7 @@ fn missing(name: &str) -> TierError {
 }
 
 /// Blocks `[offset, offset + length)` spans.
-fn blocks_of(block_bytes: u64, offset: u64, length: u64) -> Vec<u64> {
+pub(crate) fn blocks_of(block_bytes: u64, offset: u64, length: u64) -> Vec<u64> {
     if length == 0 {
         return Vec::new();
     }
@@ -48,24 +48,7 @@ impl Tier {
         let name = name.to_string();
         tokio::spawn(async move {
             let _slot = slot;
-            let _guard = tier.lock_for_background(&name).await;
-            let emptying = tier.queues.lock().expect("queue lock").flush_evict_all;
-            if emptying || matches!(tier.mode(), CacheMode::None | CacheMode::Proxy) {
-                return;
-            }
-            let result = match tier.cached_state(&name) {
-                Some(mut state) => {
-                    let end = range.0.saturating_add(range.1).min(state.size_bytes);
-                    let blocks = if range.0 < end {
-                        blocks_of(state.block_bytes, range.0, end - range.0)
-                    } else {
-                        Vec::new()
-                    };
-                    tier.promote_blocks(&name, &mut state, &blocks).await
-                }
-                None => tier.promote_object(&name, range).await.map(|_| ()),
-            };
-            if let Err(error) = result {
+            if let Err(error) = tier.promote_in_background(&name, range).await {
                 tracing::debug!(object = %name, %error, "background promotion failed");
             }
         });
@@ -127,8 +110,11 @@ impl Tier {
                 if !complete {
                     self.promote_blocks(name, &mut state, &blocks).await?;
                 }
-                if hit && complete {
-                    Counters::bump(&self.counters.hits);
+                // A cached object whose blocks had to be read from the base pool is a miss.
+                match (hit, complete) {
+                    (true, true) => Counters::bump(&self.counters.hits),
+                    (true, false) => Counters::bump(&self.counters.misses),
+                    _ => {}
                 }
                 let mut data = self
                     .cache
@@ -293,9 +279,6 @@ impl Tier {
                 Ok(())
             }
             Route::Cache | Route::Promote => {
-                if route == Route::Cache {
-                    Counters::bump(&self.counters.hits);
-                }
                 let state = match self.state_for(name, route).await? {
                     Some(state) => state,
                     None => ObjectState {
@@ -306,19 +289,36 @@ impl Tier {
                         ..Default::default()
                     },
                 };
-                self.apply_in_cache(name, state, op).await
+                let promoted = self.apply_in_cache(name, state, op).await?;
+                // A write to a cached object that needed blocks from the base pool is a miss.
+                if route == Route::Cache {
+                    if promoted {
+                        Counters::bump(&self.counters.misses);
+                    } else {
+                        Counters::bump(&self.counters.hits);
+                    }
+                }
+                Ok(())
             }
         }
     }
 
-    async fn apply_in_cache(&self, name: &str, mut state: ObjectState, op: WriteOp) -> Result<()> {
+    /// Applies a write in the cache; returns whether blocks had to be promoted for it.
+    async fn apply_in_cache(
+        &self,
+        name: &str,
+        mut state: ObjectState,
+        op: WriteOp,
+    ) -> Result<bool> {
+        let mut promoted = false;
         for _ in 0..3 {
             let plan = self.translate(name, &state, &op).await?;
             match plan {
                 Plan::NeedBlocks(blocks) => {
                     self.promote_blocks(name, &mut state, &blocks).await?;
+                    promoted = true;
                 }
-                Plan::Nothing => return Ok(()),
+                Plan::Nothing => return Ok(promoted),
                 Plan::Apply(physical, next) => {
                     let was_cached = self.cached_state(name).is_some();
                     let physical = if was_cached {
@@ -334,7 +334,7 @@ impl Tier {
                     if self.dirty_over_target() {
                         self.agent_wake.notify_one();
                     }
-                    return Ok(());
+                    return Ok(promoted);
                 }
             }
         }

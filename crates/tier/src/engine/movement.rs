@@ -6,13 +6,24 @@ use std::collections::BTreeMap;
 
 use rados::{Bytes, Comparison, RadosError, WriteOp};
 
+use super::data::blocks_of;
 use super::Tier;
+use crate::config::CacheMode;
 use crate::error::{Result, TierError};
 use crate::state::{
     decode_u64, encode_u64, ObjectState, GENERATION_XATTR, RESERVED_PREFIX, STATE_XATTR,
     VERSION_XATTR,
 };
 use crate::stats::Counters;
+
+/// What a promotion read from the base pool, to be written to the cache.
+pub(crate) struct FetchedObject {
+    op: WriteOp,
+    state: ObjectState,
+    bytes: u64,
+    /// The base object's version when it was read.
+    base_version: u64,
+}
 
 /// A flush read under the object's lock, to be written to the base pool.
 pub(crate) struct PreparedFlush {
@@ -89,6 +100,19 @@ impl Tier {
         name: &str,
         range: (u64, u64),
     ) -> Result<Option<ObjectState>> {
+        match self.fetch_object(name, range).await? {
+            Some(fetched) => self.install_object(name, fetched).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads what a promotion of the object writes to the cache (no lock needed: an install
+    /// under the lock checks that the base object did not change meanwhile).
+    pub(crate) async fn fetch_object(
+        &self,
+        name: &str,
+        range: (u64, u64),
+    ) -> Result<Option<FetchedObject>> {
         let stat = match self.base.stat(name).await {
             Ok(stat) => stat,
             Err(RadosError::NotFound(_)) => return Ok(None),
@@ -133,11 +157,100 @@ impl Tier {
         };
         let (op, bytes) = self.add_blocks(name, &mut state, &blocks, op).await?;
         let op = op.set_xattr(STATE_XATTR, state.encode());
-        self.cache.operate(name, op).await?;
+        Ok(Some(FetchedObject {
+            op,
+            state,
+            bytes,
+            base_version: stat.version,
+        }))
+    }
+
+    /// Writes a fetched object into the cache. Call with the object's lock held.
+    pub(crate) async fn install_object(
+        &self,
+        name: &str,
+        fetched: FetchedObject,
+    ) -> Result<ObjectState> {
+        self.cache.operate(name, fetched.op).await?;
         Counters::bump(&self.counters.promotions);
-        Counters::add(&self.counters.promoted_bytes, bytes);
-        self.set_cached_state(name, Some(state.clone()));
-        Ok(Some(state))
+        Counters::add(&self.counters.promoted_bytes, fetched.bytes);
+        self.set_cached_state(name, Some(fetched.state.clone()));
+        Ok(fetched.state)
+    }
+
+    /// A background promotion: reads the base pool without the object's lock (so client ops
+    /// on it do not wait for the HDDs), then installs under the lock only if nothing changed
+    /// meanwhile: the object still uncached and the base object at the version read, or,
+    /// for blocks of a cached object, its base generation, shape and missing blocks the same.
+    pub(crate) async fn promote_in_background(&self, name: &str, range: (u64, u64)) -> Result<()> {
+        match self.cached_state(name) {
+            None => {
+                let Some(fetched) = self.fetch_object(name, range).await? else {
+                    return Ok(());
+                };
+                let _guard = self.lock_for_background(name).await;
+                if !self.may_promote() || self.cached_state(name).is_some() {
+                    return Ok(());
+                }
+                match self.base.stat(name).await {
+                    Ok(stat) if stat.version == fetched.base_version => {}
+                    Ok(_) | Err(RadosError::NotFound(_)) => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                }
+                self.install_object(name, fetched).await.map(|_| ())
+            }
+            Some(snapshot) => {
+                let end = range.0.saturating_add(range.1).min(snapshot.size_bytes);
+                if range.0 >= end {
+                    return Ok(());
+                }
+                let blocks = blocks_of(snapshot.block_bytes, range.0, end - range.0);
+                let mut fetched = snapshot.clone();
+                let (op, bytes) = self
+                    .add_blocks(name, &mut fetched, &blocks, WriteOp::new())
+                    .await?;
+                if bytes == 0 && fetched.present == snapshot.present {
+                    return Ok(());
+                }
+                let _guard = self.lock_for_background(name).await;
+                if !self.may_promote() {
+                    return Ok(());
+                }
+                let Some(current) = self.cached_state(name) else {
+                    return Ok(());
+                };
+                let added: Vec<u64> = fetched
+                    .present
+                    .iter()
+                    .filter(|b| !snapshot.present.contains(*b))
+                    .collect();
+                let unchanged = current.exists == snapshot.exists
+                    && current.size_bytes == snapshot.size_bytes
+                    && current.base_exists == snapshot.base_exists
+                    && current.base_generation == snapshot.base_generation
+                    && current.base_valid_bytes == snapshot.base_valid_bytes
+                    && added.iter().all(|b| !current.present.contains(*b));
+                if !unchanged {
+                    return Ok(());
+                }
+                let mut next = current;
+                for (first, end) in runs(added.iter().copied()) {
+                    next.present.insert_range(first, end);
+                }
+                let op = op.set_xattr(STATE_XATTR, next.encode());
+                self.cache.operate(name, op).await?;
+                Counters::bump(&self.counters.promotions);
+                Counters::add(&self.counters.promoted_bytes, bytes);
+                self.set_cached_state(name, Some(next));
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether background promotions may run now (not emptying, not proxying).
+    fn may_promote(&self) -> bool {
+        let emptying = self.queues.lock().expect("queue lock").flush_evict_all;
+        !emptying && !matches!(self.mode(), CacheMode::None | CacheMode::Proxy)
     }
 
     /// Adds to `op` the writes of those of `blocks` the cache lacks and the base pool has,
