@@ -380,6 +380,7 @@ pub(super) fn cluster_config(
             pg_num,
             device_class: None,
             crush_rule: None,
+            erasure: None,
         });
     }
     config
