@@ -73,6 +73,12 @@
 //! the replicas that hold the object (ties: the primary); a replica without the object has no
 //! vote against one that has it (no PG log tells a deletion from a loss; see [`scrub`]).
 //!
+//! ## Erasure-coded pools ([`ec`])
+//! A pool with an erasure-code profile keeps `k + m` shards per object, one per position of
+//! its PG's up set (an erasure CRUSH rule, no `pg_temp`); its [`rados::IoCtx`] is
+//! [`ec::EcPoolHandle`]. The replicated machinery above (peering, pg_temp, replica scrub)
+//! leaves such pools alone; recovery and scrub hand their PGs to `ec::repair`.
+//!
 //! ## Known limits
 //! - An OSD whose store is poisoned (a failed flush or commit) is not marked down by the
 //!   cluster: writes for which it is primary fail (step 5) until an operator marks it down.

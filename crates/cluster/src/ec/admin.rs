@@ -143,15 +143,7 @@ impl Cluster {
         let pool = map
             .pool_by_name(name)
             .ok_or_else(|| RadosError::NotFound(format!("pool {name:?}")))?;
-        let prefix = format!("{}.", pool.id);
-        let mut allocated = 0;
-        for osd in self.inner.osds.values() {
-            for (collection, usage) in &osd.store().statfs().collections {
-                if collection.starts_with(&prefix) && collection.contains('s') {
-                    allocated += usage.allocated_bytes;
-                }
-            }
-        }
+        let allocated = self.erasure_allocated_bytes(pool.id);
         let mut stored = 0;
         let mut objects = 0;
         let io = crate::ec::EcPoolHandle::new(&self.inner, self.inner.pool_info(name)?, profile);
@@ -169,6 +161,26 @@ impl Cluster {
             }
         }
         Ok((allocated, stored, objects))
+    }
+}
+
+impl Cluster {
+    /// Device bytes allocated to the shards of erasure-coded pool `pool` (an id) on every
+    /// OSD: what the pool costs in space.
+    pub fn erasure_allocated_bytes(&self, pool: i64) -> u64 {
+        let prefix = format!("{pool}.");
+        let mut allocated = 0;
+        for osd in self.inner.osds.values() {
+            for (collection, usage) in &osd.store().statfs().collections {
+                let shard = collection
+                    .strip_prefix(&prefix)
+                    .is_some_and(|rest| rest.contains('s'));
+                if shard {
+                    allocated += usage.allocated_bytes;
+                }
+            }
+        }
+        allocated
     }
 }
 
