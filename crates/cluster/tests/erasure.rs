@@ -256,9 +256,9 @@ async fn torn_writes_roll_back_or_forward_never_mix() {
     // Roll back: put three shards back at the old version by hand (as if the overwrite had
     // reached only the other three): the three at the new version roll back with their
     // undo records, and the old content reads back whole.
-    for position in 0..3 {
+    for (position, &osd) in osds.iter().enumerate().take(3) {
         let id = store::ObjectId::new(shard_collection(pg, position), "o");
-        let osd = cluster.osd(osds[position]).unwrap();
+        let osd = cluster.osd(osd).unwrap();
         let undo = osd
             .store()
             .get_xattr(&id.collection, "o", "_strata.ec.undo")
@@ -285,16 +285,16 @@ async fn torn_writes_roll_back_or_forward_never_mix() {
     let mut newer = old.clone();
     newer[..64].fill(9);
     let newest = io.stat("o").await.unwrap().version;
-    for position in 4..6 {
-        forge_shard(&cluster, pg, osds[position], position, "o", version).await;
+    for (position, &osd) in osds.iter().enumerate().skip(4) {
+        forge_shard(&cluster, pg, osd, position, "o", version).await;
     }
     assert_eq!(io.read_full("o").await.unwrap(), newer, "rolled forward");
     assert_eq!(io.stat("o").await.unwrap().version, newest);
 
     // A version on three shards that cannot roll back, two positions down: undecidable,
     // the read waits (Degraded) instead of returning a mix.
-    for position in 0..3 {
-        forge_shard(&cluster, pg, osds[position], position, "o", newest + 100).await;
+    for (position, &osd) in osds.iter().enumerate().take(3) {
+        forge_shard(&cluster, pg, osd, position, "o", newest + 100).await;
     }
     cluster.mark_down(osds[3]).unwrap();
     cluster.mark_down(osds[4]).unwrap();

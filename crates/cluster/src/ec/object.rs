@@ -290,7 +290,7 @@ impl<'a> Target<'a> {
                         let Probe::Present(meta) = &probes[roll_back[0]] else {
                             return Err(RadosError::Io("rollback shard vanished".into()));
                         };
-                        let undo = meta.undo.clone().unwrap_or_else(|| unreachable_undo());
+                        let undo = meta.undo.clone().unwrap_or_else(unreachable_undo);
                         ObjectState {
                             version,
                             size_bytes: undo.prev_size_bytes,
