@@ -155,6 +155,7 @@ fn config(args: &Args, replicas: u32) -> ClusterConfig {
         pg_num: 64,
         device_class: None,
         crush_rule: None,
+        erasure: None,
     });
     config
 }

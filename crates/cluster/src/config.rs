@@ -165,6 +165,12 @@ pub struct PoolConfig {
     /// Default: derived from `device_class`.
     #[serde(default)]
     pub crush_rule: Option<String>,
+    /// Make it an erasure-coded pool with this profile (`k=4,m=2[,failure-domain=host]
+    /// [,device-class=hdd][,stripe-unit=4K]`, see [`crate::ec::ErasureProfile::parse`]):
+    /// `size` and `min_size` are then ignored (`k + m` and `k + 1`), and the profile's
+    /// device class is the pool's. Default: replicated.
+    #[serde(default)]
+    pub erasure: Option<String>,
 }
 
 fn default_scrub_interval_s() -> u64 {
@@ -275,6 +281,7 @@ impl ClusterConfig {
                 pg_num: 32,
                 device_class: Some(class.to_string()),
                 crush_rule: None,
+                erasure: None,
             });
         }
         config
@@ -443,6 +450,9 @@ impl ClusterConfig {
     /// Checks one pool against this cluster's OSDs; messages start with the field name.
     pub fn validate_pool(&self, pool: &PoolConfig) -> Result<()> {
         let bad = |what: String| Err(ClusterError::Config(what));
+        if pool.erasure.is_some() {
+            return self.validate_erasure_pool(pool);
+        }
         if pool.name.is_empty()
             || pool.name.len() > 255
             || pool.name.contains('/')

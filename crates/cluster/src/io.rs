@@ -910,6 +910,14 @@ impl Rados for Cluster {
     }
 
     async fn io_ctx(&self, pool: &str) -> Result<Arc<dyn IoCtx>> {
+        if let Some(profile) = self.erasure_profile(pool) {
+            let info = self.inner.pool_info(pool)?;
+            return Ok(Arc::new(crate::ec::EcPoolHandle::new(
+                &self.inner,
+                info,
+                profile,
+            )));
+        }
         Ok(Arc::new(self.pool(pool).map_err(RadosError::from)?))
     }
 }

@@ -73,6 +73,12 @@
 //! the replicas that hold the object (ties: the primary); a replica without the object has no
 //! vote against one that has it (no PG log tells a deletion from a loss; see [`scrub`]).
 //!
+//! ## Erasure-coded pools ([`ec`])
+//! A pool with an erasure-code profile keeps `k + m` shards per object, one per position of
+//! its PG's up set (an erasure CRUSH rule, no `pg_temp`); its [`rados::IoCtx`] is
+//! [`ec::EcPoolHandle`]. The replicated machinery above (peering, pg_temp, replica scrub)
+//! leaves such pools alone; recovery and scrub hand their PGs to `ec::repair`.
+//!
 //! ## Known limits
 //! - An OSD whose store is poisoned (a failed flush or commit) is not marked down by the
 //!   cluster: writes for which it is primary fail (step 5) until an operator marks it down.
@@ -90,6 +96,7 @@
 //! - Nothing in the data path reads a clock except through [`ClusterOptions::clock_ns`].
 
 pub mod config;
+pub mod ec;
 mod error;
 pub mod full;
 mod io;
@@ -351,6 +358,10 @@ impl Cluster {
         let placed = weighed(&config, &data_dir, |_| true)?;
         let mut state = ClusterState::initial(&placed);
         for pool in &config.pools {
+            if let Some(profile) = config.erasure_profile(pool)? {
+                ec::add_pool(&mut state, &pool.name, &profile, pool.pg_num);
+                continue;
+            }
             let class = config.pool_class(pool)?;
             add_pool(
                 &mut state,
@@ -884,6 +895,7 @@ fn add_pool(
             min_size,
             pg_num,
             rule: rule.clone(),
+            erasure: None,
         },
     );
     PoolInfo {
@@ -1039,7 +1051,11 @@ fn adopt_config(
     next.topology = Some(now);
     next.epoch += 1;
     let new_map = next.clone().build_map(config)?;
-    for pool in old_map.pools().values() {
+    for pool in old_map
+        .pools()
+        .values()
+        .filter(|pool| pool.can_shift_osds())
+    {
         for pg in pool.pgs() {
             hold_moved_pg(&old_map, &new_map, pg, fresh, &mut next);
         }
@@ -1263,8 +1279,17 @@ impl Inner {
         next.epoch += 1;
         let mut probe = next.clone();
         let probe_map = probe.build_map(&self.placed)?;
+        let mut ec_moved = Vec::new();
         for pool in old_map.pools().values() {
             if !next.pools.contains_key(&pool.id) {
+                continue;
+            }
+            if !pool.can_shift_osds() {
+                // Erasure-coded: shards keep their positions, no pg_temp; a PG whose up set
+                // changes is queued for recovery, which rebuilds the shards it lacks.
+                ec_moved.extend(pool.pgs().filter(|&pg| {
+                    old_map.pg_to_up_acting(pg).up != probe_map.pg_to_up_acting(pg).up
+                }));
                 continue;
             }
             for pg in pool.pgs() {
@@ -1280,6 +1305,7 @@ impl Inner {
         *state = next;
         *self.map.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
         drop(state);
+        self.lock_dirty().extend(ec_moved);
         self.recovery_wakeup.notify_one();
         Ok(epoch)
     }
@@ -1292,6 +1318,7 @@ impl Inner {
             pg_num: spec.pg_num,
             device_class: spec.device_class.clone(),
             crush_rule: spec.crush_rule.clone(),
+            erasure: None,
         };
         self.config.validate_pool(&pool)?;
         let class = self.config.pool_class(&pool)?;
@@ -1374,6 +1401,7 @@ mod tests {
             pg_num: 32,
             device_class: None,
             crush_rule: None,
+            erasure: None,
         });
         let options = ClusterOptions {
             background: false,

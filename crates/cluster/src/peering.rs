@@ -50,7 +50,13 @@ pub(crate) struct Peering {
 impl Peering {
     /// Every PG of `map` pending.
     pub(crate) fn all_of(map: &OsdMap) -> Self {
-        let pending: BTreeSet<PgId> = map.pools().values().flat_map(|pool| pool.pgs()).collect();
+        // Erasure-coded PGs resolve each object as it is accessed (see `ec`).
+        let pending: BTreeSet<PgId> = map
+            .pools()
+            .values()
+            .filter(|pool| pool.can_shift_osds())
+            .flat_map(|pool| pool.pgs())
+            .collect();
         Self {
             pending_count: AtomicUsize::new(pending.len()),
             pending: Mutex::new(pending),
@@ -227,7 +233,7 @@ pub(crate) fn exclude_damaged(
     damaged: &BTreeSet<i32>,
 ) -> usize {
     let mut changed = 0;
-    for pool in map.pools().values() {
+    for pool in map.pools().values().filter(|pool| pool.can_shift_osds()) {
         for pg in pool.pgs() {
             let acting = placement(map, pg).acting;
             let kept: Vec<i32> = acting

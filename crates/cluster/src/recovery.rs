@@ -297,6 +297,23 @@ pub(crate) async fn recover_once(inner: &Inner) -> Result<bool> {
         .into_iter()
         .collect();
     for pg in dirty {
+        if let Some(profile) = inner.erasure_profile_of(pg.pool) {
+            match crate::ec::repair::recover_pg(inner, pg, &profile).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    clean = false;
+                    inner.lock_dirty().insert(pg);
+                }
+                Err(error) => {
+                    clean = false;
+                    inner.lock_dirty().insert(pg);
+                    inner
+                        .recovery
+                        .report(pg, "erasure-coded recovery failed", &error);
+                }
+            }
+            continue;
+        }
         if let Err(error) = crate::scrub::scrub_pg(inner, pg, true).await {
             clean = false;
             inner.mark_dirty(pg);

@@ -80,6 +80,12 @@ pub(crate) async fn scrub(inner: &Inner, pool: Option<&str>, repair: bool) -> Re
     };
     let mut report = ScrubReport::default();
     for pool in pools {
+        if let Some(profile) = inner.erasure_profile_of(pool.id) {
+            for pg in pool.pgs() {
+                report.merge(inner.scrub_erasure_pg(pg, &profile, repair).await?);
+            }
+            continue;
+        }
         for pg in pool.pgs() {
             report.merge(scrub_pg(inner, pg, repair).await?);
         }

@@ -48,6 +48,10 @@ pub struct PoolState {
     pub pg_num: u32,
     /// CRUSH rule name.
     pub rule: String,
+    /// The erasure-code profile of an erasure-coded pool (`size` is then `k + m`); `None`
+    /// for a replicated pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erasure: Option<crate::ec::ErasureProfile>,
 }
 
 /// A CRUSH rule the cluster defined (its id is its index).
@@ -57,6 +61,9 @@ pub struct RuleState {
     pub name: String,
     /// Device class it takes, if any.
     pub class: Option<String>,
+    /// An erasure rule (`chooseleaf indep`), as Ceph makes for an erasure-coded pool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub erasure: bool,
 }
 
 /// A PG-keyed exception entry (JSON maps need string keys, so these are lists).
@@ -218,6 +225,7 @@ impl ClusterState {
             self.rules.push(RuleState {
                 name: RULE_ANY.to_string(),
                 class: None,
+                erasure: false,
             });
         }
         for class in config.classes() {
@@ -226,6 +234,7 @@ impl ClusterState {
                 self.rules.push(RuleState {
                     name,
                     class: Some(class),
+                    erasure: false,
                 });
             }
         }
@@ -262,8 +271,19 @@ impl ClusterState {
             if !names.insert(pool.name.as_str()) {
                 return Err(format!("{at}: a second pool has this name"));
             }
-            if !(1..=10).contains(&pool.size) {
-                return Err(format!("{at}: size {} must be 1..=10", pool.size));
+            let size_max = if pool.erasure.is_some() {
+                crate::ec::SHARDS_MAX
+            } else {
+                10
+            };
+            if !(1..=size_max).contains(&pool.size) {
+                return Err(format!("{at}: size {} must be 1..={size_max}", pool.size));
+            }
+            if let Some(profile) = &pool.erasure {
+                profile.validate().map_err(|what| format!("{at}: {what}"))?;
+                if profile.size() != pool.size {
+                    return Err(format!("{at}: size {} is not k+m of {profile}", pool.size));
+                }
             }
             if pool.min_size == 0 || pool.min_size > pool.size {
                 return Err(format!(
@@ -361,14 +381,17 @@ impl ClusterState {
             map.set_osd_weight(id, if osd.is_in { WEIGHT_IN } else { WEIGHT_OUT });
         }
         for pool in self.pools.values() {
-            let mut entry = Pool::new(
-                pool.id,
-                &pool.name,
-                PoolType::Replicated,
-                pool.size,
-                pool.pg_num,
-            );
+            let kind = if pool.erasure.is_some() {
+                PoolType::Erasure
+            } else {
+                PoolType::Replicated
+            };
+            let mut entry = Pool::new(pool.id, &pool.name, kind, pool.size, pool.pg_num);
             entry.min_size = pool.min_size;
+            if let Some(profile) = &pool.erasure {
+                entry.stripe_width = profile.stripe_width_bytes() as u32;
+                entry.erasure_code_profile = pool.name.clone();
+            }
             let rule = self.rule_id(&pool.rule).ok_or_else(|| {
                 ClusterError::State(format!("pool {}: unknown rule {}", pool.name, pool.rule))
             })?;
@@ -404,7 +427,11 @@ impl ClusterState {
             }
         }
         for rule in &self.rules {
-            builder.add_replicated_rule(&rule.name, rule.class.as_deref());
+            if rule.erasure {
+                builder.add_erasure_rule(&rule.name, rule.class.as_deref());
+            } else {
+                builder.add_replicated_rule(&rule.name, rule.class.as_deref());
+            }
         }
         let map = builder
             .build()

@@ -187,6 +187,16 @@ pub(crate) async fn route(
         ("GET", ["api", "pools"]) => json(backend.pools().await?),
         ("POST", ["api", "pools"]) => {
             let request: PoolRequest = decode(&body)?;
+            if let Some(profile) = &request.erasure {
+                let pg_num = request.pg_num.unwrap_or(32);
+                let info = backend
+                    .erasure_pool_create(&request.name, profile, pg_num)
+                    .await?;
+                return json(json!({ "id": info.id, "name": info.name, "size": info.size,
+                    "min_size": info.min_size, "pg_num": info.pg_num,
+                    "crush_rule": info.crush_rule, "device_class": info.device_class,
+                    "erasure": profile }));
+            }
             let mut spec = PoolSpec::new(&request.name);
             spec.size = request.size.unwrap_or(spec.size);
             spec.pg_num = request.pg_num.unwrap_or(spec.pg_num);
@@ -500,6 +510,9 @@ struct PoolRequest {
     pg_num: Option<u32>,
     device_class: Option<String>,
     crush_rule: Option<String>,
+    /// An erasure-code profile: creates an erasure-coded pool instead.
+    #[serde(default)]
+    erasure: Option<String>,
 }
 
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {

@@ -83,6 +83,10 @@ pub struct PoolEntry {
     pub data_hole_fraction: f64,
     /// Metadata bytes (object records and omap) over all replicas.
     pub metadata_bytes: u64,
+    /// The erasure-code profile of an erasure-coded pool (`size` is then k+m); absent for
+    /// a replicated one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erasure: Option<String>,
 }
 
 /// Cluster-wide space, as `df` shows it.
@@ -324,7 +328,13 @@ pub fn pg_summary(cluster: &Cluster) -> PgSummary {
 pub async fn pools(cluster: &Cluster) -> rados::Result<Vec<PoolEntry>> {
     use rados::Rados;
     let stats = cluster.cluster_stats().await?;
-    Ok(pool_entries(cluster.pool_list().await?, &stats))
+    let mut entries = pool_entries(cluster.pool_list().await?, &stats);
+    for entry in &mut entries {
+        entry.erasure = cluster
+            .erasure_profile(&entry.name)
+            .map(|profile| profile.to_string());
+    }
+    Ok(entries)
 }
 
 /// Each pool of `infos` with its usage from `stats` (any backend's).
@@ -354,6 +364,7 @@ pub fn pool_entries(infos: Vec<rados::PoolInfo>, stats: &rados::ClusterStats) ->
                 pg_num: info.pg_num,
                 crush_rule: info.crush_rule,
                 device_class: info.device_class,
+                erasure: None,
             }
         })
         .collect()

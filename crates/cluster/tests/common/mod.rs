@@ -42,6 +42,7 @@ pub fn small_config(hosts: usize, per_host: usize, backing: &str, replicas: u32)
         pg_num: 16,
         device_class: None,
         crush_rule: None,
+        erasure: None,
     });
     config
 }

@@ -118,6 +118,17 @@ impl Backend for EmbeddedBackend {
         Ok(self.get()?.pool_delete(name).await?)
     }
 
+    async fn erasure_pool_create(
+        &self,
+        name: &str,
+        profile: &str,
+        pg_num: u32,
+    ) -> Result<rados::PoolInfo> {
+        let profile = cluster::ec::ErasureProfile::parse(profile)
+            .map_err(crate::error::ServerError::BadRequest)?;
+        Ok(self.get()?.create_erasure_pool(name, &profile, pg_num)?)
+    }
+
     fn protect_pool(&self, pool: &str, user: &str) {
         if let Ok(cluster) = self.get() {
             cluster.protect_pool(pool, user);

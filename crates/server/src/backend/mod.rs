@@ -98,6 +98,24 @@ pub trait Backend: Send + Sync {
     /// Deletes a pool and its objects, unless [`Backend::protect_pool`] protects it.
     async fn pool_delete(&self, name: &str) -> Result<()>;
 
+    /// Creates an erasure-coded pool with `profile` (`k=4,m=2[,failure-domain=host]
+    /// [,device-class=hdd][,stripe-unit=4K]`). Only the embedded cluster does; on Ceph,
+    /// `ceph osd erasure-code-profile set` and `ceph osd pool create NAME erasure` do it.
+    async fn erasure_pool_create(
+        &self,
+        name: &str,
+        profile: &str,
+        pg_num: u32,
+    ) -> Result<rados::PoolInfo> {
+        let _ = (name, profile, pg_num);
+        Err(crate::error::ServerError::NotSupported(format!(
+            "erasure-coded pools are created here on the embedded cluster only; on the {} \
+             backend use ceph osd erasure-code-profile set and ceph osd pool create NAME \
+             erasure PROFILE",
+            self.kind()
+        )))
+    }
+
     /// Refuses the deletion of `pool` while `user` (named in the error) needs it.
     fn protect_pool(&self, pool: &str, user: &str);
 

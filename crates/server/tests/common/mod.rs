@@ -33,6 +33,7 @@ pub fn config(osds: usize, size: &str, replicas: u32) -> ClusterConfig {
         pg_num: 8,
         device_class: None,
         crush_rule: None,
+        erasure: None,
     });
     config
 }

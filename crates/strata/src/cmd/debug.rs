@@ -84,6 +84,7 @@ pub fn crash_config() -> ClusterConfig {
         pg_num: 8,
         device_class: None,
         crush_rule: None,
+        erasure: None,
     });
     config
 }

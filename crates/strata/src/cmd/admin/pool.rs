@@ -1,4 +1,4 @@
-//! `strata pool create|ls|rm`: replicated pools.
+//! `strata pool create|ls|rm`: replicated and erasure-coded pools.
 
 use std::process::ExitCode;
 
@@ -37,6 +37,12 @@ pub enum PoolCommand {
         /// Place only on OSDs of this device class (ssd, hdd, ...). Default: any OSD.
         #[arg(long)]
         class: Option<String>,
+        /// Make it erasure-coded with this profile instead of replicated:
+        /// `k=4,m=2[,failure-domain=host][,device-class=hdd][,stripe-unit=4K]` (size k+m,
+        /// min_size k+1, its own erasure CRUSH rule named after the pool; --size and
+        /// --min-size do not apply).
+        #[arg(long)]
+        erasure: Option<String>,
     },
     /// List pools with their placement settings and objects.
     Ls,
@@ -61,10 +67,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
             min_size,
             pg_num,
             class,
+            erasure,
         } => {
+            let erasure = match (erasure, &class) {
+                (Some(profile), Some(class)) if !profile.contains("device-class") => {
+                    Some(format!("{profile},device-class={class}"))
+                }
+                (erasure, _) => erasure,
+            };
             let request = serde_json::json!({
                 "name": name, "size": size, "min_size": min_size, "pg_num": pg_num,
-                "device_class": class,
+                "device_class": class, "erasure": erasure,
             });
             let reply: serde_json::Value =
                 client.json("POST", "/api/pools", request.to_string().as_bytes())?;
@@ -86,14 +99,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
             );
             for pool in pools {
                 println!(
-                    "{:<4} {:<24} {:>4} {:>8} {:>6} {:<20} {:>9}",
+                    "{:<4} {:<24} {:>4} {:>8} {:>6} {:<20} {:>9}{}",
                     pool.id,
                     pool.name,
                     pool.size,
                     pool.min_size,
                     pool.pg_num,
                     pool.crush_rule,
-                    pool.objects
+                    pool.objects,
+                    pool.erasure
+                        .map(|profile| format!("  erasure {profile}"))
+                        .unwrap_or_default()
                 );
             }
         }

@@ -99,6 +99,16 @@ impl CephCluster {
         )
     }
 
+    /// Creates erasure-coded pool `name` (`k + m`, one shard per OSD, overwrites allowed)
+    /// of `pg_num` PGs and waits until its PGs are active.
+    pub fn create_erasure_pool(&self, name: &str, k: u32, m: u32, pg_num: u32) -> Result<()> {
+        self.script_command(
+            "ecpool",
+            &[name, &k.to_string(), &m.to_string(), &pg_num.to_string()],
+            |_| {},
+        )
+    }
+
     /// Sets a monitor option at run time (highest precedence: above `ceph.conf`).
     pub fn set_monitor_option(&self, name: &str, value: &str) -> Result<()> {
         self.ceph(&["tell", "mon.a", "injectargs", &format!("--{name}={value}")])

@@ -125,6 +125,24 @@ pub struct Args {
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Benchmark an erasure-coded pool `K+M` (`4+2`) instead of a replicated one: K+M OSDs
+    /// (one per host; `--replicas` is ignored), for strata and Ceph alike (Ceph's profile
+    /// with `crush-failure-domain=osd` and `allow_ec_overwrites`).
+    #[arg(long, value_parser = parse_erasure)]
+    pub erasure: Option<(u32, u32)>,
+}
+
+/// `K+M`.
+fn parse_erasure(text: &str) -> Result<(u32, u32), String> {
+    let (k, m) = text
+        .split_once('+')
+        .ok_or_else(|| format!("{text:?}: give K+M, as 4+2"))?;
+    let number = |word: &str| {
+        word.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("{text:?}: {word:?} is not a number"))
+    };
+    Ok((number(k)?, number(m)?))
 }
 
 const CEPH: &str = "ceph (rados bench)";
@@ -135,6 +153,9 @@ const FIO: &str = "fio (disk limit)";
 const FIO_SYNCED: &str = "fio fdatasync/batch";
 
 pub fn run(mut args: Args) -> Result<ExitCode> {
+    if let Some((k, m)) = args.erasure {
+        args.replicas = k + m;
+    }
     let load::Setup {
         sizes_bytes: sizes,
         temp,
@@ -175,9 +196,12 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         String::new()
     };
     println!(
-        "\nobjects: concurrency {}, replicas {}, {} s per phase{rounds}, strata's OSD files laid out for their first {} (--osd-layout); load average at the end {}; CPU stolen by the hypervisor during the run {}",
+        "\nobjects: concurrency {}, {}, {} s per phase{rounds}, strata's OSD files laid out for their first {} (--osd-layout); load average at the end {}; CPU stolen by the hypervisor during the run {}",
         args.concurrency,
-        args.replicas,
+        args.erasure.map_or_else(
+            || format!("replicas {}", args.replicas),
+            |(k, m)| format!("erasure-coded {k}+{m} on {} OSDs", k + m)
+        ),
         args.seconds,
         args.osd_layout,
         load::load_average(),
@@ -198,7 +222,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         let settings = serde_json::json!({
             "bench": "cluster", "sizes_bytes": sizes, "concurrency": args.concurrency,
             "replicas": args.replicas, "seconds": args.seconds, "pg_num": args.pg_num,
-            "rounds": args.rounds,
+            "rounds": args.rounds, "erasure": args.erasure.map(|(k, m)| format!("{k}+{m}")),
             "osd_layout_bytes": load::parse_size(&args.osd_layout)?,
         });
         load::write_json(path, settings, &rows)?;
@@ -380,6 +404,7 @@ pub(super) fn cluster_config(
             pg_num,
             device_class: None,
             crush_rule: None,
+            erasure: None,
         });
     }
     config
@@ -418,7 +443,7 @@ impl Strata {
                     args.replicas,
                     &args.osd_size,
                     Some(&args.data_cache_size),
-                    Some(args.pg_num),
+                    args.erasure.is_none().then_some(args.pg_num),
                 ),
                 ClusterOptions {
                     poll_while_busy: args.poll_while_busy,
@@ -427,6 +452,13 @@ impl Strata {
             )
             .await?,
         );
+        if let Some((k, m)) = args.erasure {
+            cluster.create_erasure_pool(
+                "bench",
+                &cluster::ec::ErasureProfile::new(k, m),
+                args.pg_num,
+            )?;
+        }
         let rados: Arc<dyn Rados> = cluster.clone();
         let pool = rados.io_ctx("bench").await?;
         Ok(Self { cluster, pool })
@@ -451,6 +483,7 @@ impl Strata {
         let mut notes = Vec::new();
         for &size_bytes in sizes {
             let label = load::size_label(size_bytes);
+            let allocated_before = self.allocated_bytes().await;
             let commits_before = self.cluster.commit_stats();
             let device_writes_before = self.device_writes();
             let payload: Arc<Vec<u8>> = Arc::new(
@@ -485,6 +518,23 @@ impl Strata {
                 args.concurrency,
             ));
             let written = write.ops;
+            let allocated = self
+                .allocated_bytes()
+                .await
+                .saturating_sub(allocated_before);
+            notes.push(format!(
+                "strata {label} write: {allocated} bytes allocated on the OSDs for {} bytes \
+                 stored, {:.2}x ({})",
+                written * size_bytes,
+                allocated as f64 / (written * size_bytes).max(1) as f64,
+                args.erasure.map_or_else(
+                    || format!("replica {}", args.replicas),
+                    |(k, m)| format!(
+                        "erasure {k}+{m}, ideal {:.2}x",
+                        f64::from(k + m) / f64::from(k)
+                    )
+                ),
+            ));
             rows.push(write);
             if written == 0 {
                 bail!("strata wrote no {label} object in {} s", args.seconds);
@@ -545,6 +595,24 @@ impl Strata {
             }
         }
         Ok((rows, notes))
+    }
+
+    /// Device bytes allocated to the benchmark pool over all OSDs.
+    async fn allocated_bytes(&self) -> u64 {
+        let Ok(info) = self.cluster.pool_lookup("bench").await else {
+            return 0;
+        };
+        if self.cluster.erasure_profile("bench").is_some() {
+            return self.cluster.erasure_allocated_bytes(info.id);
+        }
+        match self.cluster.cluster_stats().await {
+            Ok(stats) => stats
+                .pools
+                .iter()
+                .find(|pool| pool.name == "bench")
+                .map_or(0, |pool| pool.allocated_bytes),
+            Err(_) => 0,
+        }
     }
 
     /// Writes made by the OSDs' devices since they opened.
@@ -730,7 +798,10 @@ fn fio_row(report: &serde_json::Value, side: &str, size_bytes: u64, op: &str) ->
 
 fn rados_bench(args: &Args, sizes: &[u64], dir: &std::path::Path) -> Result<Vec<Row>> {
     let cluster = CephCluster::start(dir, args.replicas, &args.osd_size, args.replicas)?;
-    cluster.create_pool("bench", args.replicas, args.pg_num)?;
+    match args.erasure {
+        Some((k, m)) => cluster.create_erasure_pool("bench", k, m, args.pg_num)?,
+        None => cluster.create_pool("bench", args.replicas, args.pg_num)?,
+    }
     cluster.print_pools();
     let seconds = args.seconds.ceil().max(1.0) as u64;
     let mut rows = Vec::new();

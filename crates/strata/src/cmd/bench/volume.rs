@@ -303,6 +303,7 @@ fn embedded_config(target: &str, args: &Args) -> Result<cluster::ClusterConfig> 
         pg_num: 32,
         device_class: None,
         crush_rule: None,
+        erasure: None,
     });
     for osd in &mut config.osds {
         let id = osd.id;
