@@ -12,7 +12,10 @@
 //! - [`limit`]: `max_moves`, at most N shard changes per run, never worse than before;
 //! - [`period`]: the continuous balancer's decision for one period (wait for recovery, a
 //!   movement budget) and `eval`'s score;
-//! - [`bytes`]: the bytes balancer (swaps on top of the count plan);
+//! - [`bytes`]: the older bytes refinement (swaps on top of the count plan, `strata balance
+//!   --mode bytes`);
+//! - [`bytes_exact`]: the `bytes` mode's planner, exact on per-PG bytes (leximax of the OSDs'
+//!   fills, then fewest moves, within a move budget; branch and bound, proven or flagged);
 //! - [`cluster`]: the adapter from a CRUSH map plus OSD/pool/PG data to a [`Problem`];
 //! - [`generate`]: seeded synthetic clusters for tests and benches.
 //!
@@ -24,6 +27,7 @@ pub mod analysis;
 pub mod aside;
 pub mod balance;
 pub mod bytes;
+pub mod bytes_exact;
 pub mod cluster;
 pub mod error;
 pub mod flow;
