@@ -16,6 +16,8 @@
 //!   --mode bytes`);
 //! - [`bytes_exact`]: the `bytes` mode's planner, exact on per-PG bytes (leximax of the OSDs'
 //!   fills, then fewest moves, within a move budget; branch and bound, proven or flagged);
+//! - [`read`]: the `read` mode, primaries spread by weight with no data moved (one exact
+//!   min-cost flow over the members of each replicated PG);
 //! - [`cluster`]: the adapter from a CRUSH map plus OSD/pool/PG data to a [`Problem`];
 //! - [`generate`]: seeded synthetic clusters for tests and benches.
 //!
@@ -35,6 +37,7 @@ pub mod generate;
 pub mod limit;
 pub mod period;
 pub mod problem;
+pub mod read;
 pub mod svg;
 pub mod targets;
 pub mod tree;
