@@ -114,6 +114,32 @@ pub fn plan_bytes(
     }
 }
 
+/// Each OSD's fill now: its current bytes over its ideal share (1.0 is exact), for `eval`.
+pub fn osd_fills(problem: &Problem, sizes: &BTreeMap<PgId, u64>) -> Vec<(OsdId, f64)> {
+    let ideal = ideal_bytes(problem, sizes);
+    let index: HashMap<OsdId, usize> = problem
+        .osds
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.id, i))
+        .collect();
+    let mut bytes = vec![0u64; problem.osds.len()];
+    for pg in &problem.pgs {
+        let size = sizes.get(&pg.id).copied().unwrap_or(0);
+        for o in pg.up() {
+            if let Some(&i) = index.get(&o) {
+                bytes[i] += size;
+            }
+        }
+    }
+    problem
+        .osds
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.id, bytes[i] as f64 / ideal[i]))
+        .collect()
+}
+
 /// The sorted fills of per-OSD `bytes` (index order of `ideal`), fullest first.
 fn sorted_fills(bytes: &[u64], ideal: &[f64], resolution: f64) -> Vec<u64> {
     let mut fills: Vec<u64> = bytes

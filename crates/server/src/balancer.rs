@@ -15,7 +15,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use balancer::bytes_exact::{self, BytesConfig};
 use balancer::period::{self, PeriodConfig, PeriodDecision, Score};
+use balancer::read::{self, ReadPlan, ReadScore};
 use balancer::{Plan, Problem, Scope, UpmapChange};
 use cluster::Cluster;
 use serde::{Deserialize, Serialize};
@@ -34,6 +36,12 @@ pub enum BalancerMode {
     /// PG shard counts per OSD, per pool and in total, with pg_upmap_items (the min-cost flow).
     #[default]
     Upmap,
+    /// Bytes per OSD against each OSD's weight share, exact on the PGs' stored bytes
+    /// (`balancer::bytes_exact`), with pg_upmap_items.
+    Bytes,
+    /// Primaries per OSD by weight, no data moved (`balancer::read`): a replicated PG's
+    /// members reordered with a full `pg_upmap`, since 16.2 has no `pg_upmap_primary`.
+    Read,
 }
 
 impl BalancerMode {
@@ -41,8 +49,10 @@ impl BalancerMode {
     pub fn parse(word: &str) -> Result<Self> {
         match word {
             "upmap" => Ok(Self::Upmap),
-            "bytes" | "read" | "load" => Err(ServerError::NotSupported(format!(
-                "balancer mode {word} is not implemented on the embedded backend yet (upmap is)"
+            "bytes" => Ok(Self::Bytes),
+            "read" => Ok(Self::Read),
+            "load" => Err(ServerError::NotSupported(format!(
+                "balancer mode {word} is not implemented on the embedded backend yet (upmap, bytes and read are)"
             ))),
             other => Err(ServerError::BadRequest(format!(
                 "unknown balancer mode {other:?} (upmap, bytes, read, load)"
@@ -77,12 +87,67 @@ impl Default for BalancerSettings {
     }
 }
 
+/// What a plan changes.
+#[derive(Clone, Debug)]
+enum Proposal {
+    /// `pg_upmap_items` (modes upmap and bytes).
+    Items(Plan),
+    /// Primaries, through full `pg_upmap` reorderings (mode read).
+    Primaries(ReadPlan),
+}
+
+impl Proposal {
+    fn is_empty(&self) -> bool {
+        match self {
+            Self::Items(plan) => plan.changes.is_empty(),
+            Self::Primaries(plan) => plan.primaries.is_empty(),
+        }
+    }
+
+    /// PGs changed, shards moved.
+    fn size(&self) -> (usize, usize) {
+        match self {
+            Self::Items(plan) => (plan.changes.len(), plan.shards_changed),
+            Self::Primaries(plan) => (plan.primaries.len(), 0),
+        }
+    }
+
+    /// Up sets after the proposal.
+    fn up(&self, problem: &Problem) -> BTreeMap<balancer::PgId, Vec<i32>> {
+        match self {
+            Self::Items(plan) => plan.up.clone(),
+            Self::Primaries(_) => problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect(),
+        }
+    }
+
+    fn commands(&self) -> Vec<String> {
+        match self {
+            Self::Items(plan) => plan.changes.iter().map(UpmapChange::command).collect(),
+            Self::Primaries(plan) => plan
+                .pg_upmap
+                .iter()
+                .map(|(pg, osds)| {
+                    let osds: Vec<String> = osds.iter().map(i32::to_string).collect();
+                    format!("ceph osd pg-upmap {pg} {}", osds.join(" "))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What one period (or `optimize`) decides.
+enum Decision {
+    Wait(usize),
+    Balanced,
+    Apply(Proposal, usize),
+}
+
 /// A plan kept for `show`, `eval` and `execute`.
 #[derive(Clone, Debug)]
 struct StoredPlan {
     epoch: u64,
     mode: BalancerMode,
-    plan: Plan,
+    proposal: Proposal,
     problem: Problem,
 }
 
@@ -238,13 +303,66 @@ impl BalancerService {
             }
             Some(name) => {
                 let stored = self.plan(name)?;
-                (stored.problem, stored.plan.up, stored.epoch)
+                let up = stored.proposal.up(&stored.problem);
+                (stored.problem, up, stored.epoch)
             }
         };
         let distribution = balancer::Distribution::compute(&problem, &up, None);
-        Ok(
-            json!({ "epoch": epoch, "plan": plan, "scores": scores_json(&period::score(&distribution)) }),
-        )
+        let mut answer = json!({ "epoch": epoch, "plan": plan,
+            "scores": scores_json(&period::score(&distribution)) });
+        if plan.is_none() {
+            let primaries = read::plan_read(&problem, Some(0))
+                .map_err(|e| ServerError::Backend(e.to_string()))?;
+            answer["primaries"] = read_scores_json(&primaries.before);
+            let sizes = pg_bytes(&*self.cluster.get()?);
+            let fills = bytes_exact::osd_fills(&problem, &sizes);
+            let fill = |pick: fn(f64, f64) -> f64, start: f64| {
+                fills.iter().map(|&(_, f)| f).fold(start, pick)
+            };
+            answer["bytes"] = json!({ "fill_max": fill(f64::max, 0.0),
+                "fill_min": fill(f64::min, f64::INFINITY), "stored_bytes": sizes.values().sum::<u64>() });
+        }
+        Ok(answer)
+    }
+
+    /// Decides one period or `optimize` in the current mode; `not_clean` PGs make it wait.
+    fn decide(&self, problem: &Problem, not_clean: usize) -> Result<Decision> {
+        if not_clean > 0 {
+            return Ok(Decision::Wait(not_clean));
+        }
+        let config = self.period_config();
+        let mode = self.lock().settings.mode;
+        let backend = |e: balancer::BalancerError| ServerError::Backend(e.to_string());
+        let budget = period::budget_shards(problem, config.target_max_misplaced_ratio);
+        let proposal = match mode {
+            BalancerMode::Upmap => match period::decide(problem, 0, &config).map_err(backend)? {
+                PeriodDecision::Apply { plan, .. } => Proposal::Items(plan),
+                PeriodDecision::Balanced | PeriodDecision::Wait { .. } => {
+                    return Ok(Decision::Balanced)
+                }
+            },
+            BalancerMode::Bytes => {
+                let sizes = pg_bytes(&*self.cluster.get()?);
+                let result = bytes_exact::plan_bytes(
+                    problem,
+                    &sizes,
+                    &BytesConfig {
+                        max_moves: Some(budget),
+                        node_budget: BYTES_NODE_BUDGET,
+                        ..BytesConfig::default()
+                    },
+                );
+                tracing::debug!(proven = result.proven, nodes = result.nodes, "bytes plan");
+                Proposal::Items(result.plan)
+            }
+            BalancerMode::Read => {
+                Proposal::Primaries(read::plan_read(problem, Some(budget)).map_err(backend)?)
+            }
+        };
+        if proposal.is_empty() {
+            return Ok(Decision::Balanced);
+        }
+        Ok(Decision::Apply(proposal, budget))
     }
 
     fn plan(&self, name: &str) -> Result<StoredPlan> {
@@ -259,18 +377,16 @@ impl BalancerService {
     /// even while recovery is behind (a plan is only shown until executed).
     pub fn optimize(&self, name: &str) -> Result<Value> {
         let (problem, epoch, _) = self.snapshot()?;
-        let decision = period::decide(&problem, 0, &self.period_config())
-            .map_err(|e| ServerError::Backend(e.to_string()))?;
-        let plan = match decision {
-            PeriodDecision::Apply { plan, .. } => plan,
-            PeriodDecision::Balanced | PeriodDecision::Wait { .. } => {
+        let proposal = match self.decide(&problem, 0)? {
+            Decision::Apply(proposal, _) => proposal,
+            Decision::Balanced | Decision::Wait(_) => {
                 let up = problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect();
                 let items = problem
                     .pgs
                     .iter()
                     .map(|pg| (pg.id, pg.upmap_items.clone()))
                     .collect();
-                Plan {
+                Proposal::Items(Plan {
                     up,
                     items,
                     changes: Vec::new(),
@@ -279,14 +395,14 @@ impl BalancerService {
                     shards_changed: 0,
                     violations: Vec::new(),
                     stats: Default::default(),
-                }
+                })
             }
         };
         let mode = self.lock().settings.mode;
         let stored = StoredPlan {
             epoch,
             mode,
-            plan,
+            proposal,
             problem,
         };
         let shown = show_json(name, &stored);
@@ -320,10 +436,10 @@ impl BalancerService {
                 stored.epoch
             )));
         }
-        let epoch = apply(&cluster, &stored.plan)?;
+        let epoch = apply(&cluster, &stored.proposal)?;
         self.lock().plans.remove(name);
-        Ok(json!({ "plan": name, "changes": stored.plan.changes.len(),
-            "shards_changed": stored.plan.shards_changed, "epoch": epoch }))
+        let (changes, shards) = stored.proposal.size();
+        Ok(json!({ "plan": name, "changes": changes, "shards_changed": shards, "epoch": epoch }))
     }
 
     /// One period at `now_ms`: decides and applies; what it did.
@@ -344,35 +460,22 @@ impl BalancerService {
 
     fn decide_and_apply(&self) -> Result<(String, String)> {
         let (problem, _, not_clean) = self.snapshot()?;
-        let decision = period::decide(&problem, not_clean, &self.period_config())
-            .map_err(|e| ServerError::Backend(e.to_string()))?;
-        Ok(match decision {
-            PeriodDecision::Wait { pgs_not_clean } => (
+        Ok(match self.decide(&problem, not_clean)? {
+            Decision::Wait(pgs_not_clean) => (
                 "waiting".into(),
                 format!("{pgs_not_clean} PGs are not active+clean"),
             ),
-            PeriodDecision::Balanced => {
-                ("balanced".into(), "no change improves the balance".into())
-            }
-            PeriodDecision::Apply {
-                plan,
-                budget_shards,
-            } => {
+            Decision::Balanced => ("balanced".into(), "no change improves the balance".into()),
+            Decision::Apply(proposal, budget_shards) => {
                 let cluster = self.cluster.get()?;
-                let epoch = apply(&cluster, &plan)?;
-                self.lock().shards_moved += plan.shards_changed as u64;
-                tracing::info!(
-                    changes = plan.changes.len(),
-                    shards = plan.shards_changed,
-                    epoch,
-                    "balancer applied upmaps"
-                );
+                let epoch = apply(&cluster, &proposal)?;
+                let (changes, shards) = proposal.size();
+                self.lock().shards_moved += shards as u64;
+                tracing::info!(changes, shards, epoch, "balancer applied a plan");
                 (
                     "applied".into(),
                     format!(
-                        "{} PGs changed, {} shards moved (budget {budget_shards}), epoch {epoch}",
-                        plan.changes.len(),
-                        plan.shards_changed
+                        "{changes} PGs changed, {shards} shards moved (budget {budget_shards}), epoch {epoch}"
                     ),
                 )
             }
@@ -404,8 +507,19 @@ impl worker::Step for BalancerLoop {
     }
 }
 
-/// Applies a plan's changes in one map change; the new epoch.
-fn apply(cluster: &Cluster, plan: &Plan) -> Result<u64> {
+/// Applies a proposal's changes in one map change; the new epoch.
+fn apply(cluster: &Cluster, proposal: &Proposal) -> Result<u64> {
+    let plan = match proposal {
+        Proposal::Items(plan) => plan,
+        Proposal::Primaries(plan) => {
+            let changes = plan
+                .pg_upmap
+                .iter()
+                .map(|(pg, osds)| (osdmap::PgId::new(pg.pool, pg.seed), Some(osds.clone())))
+                .collect();
+            return Ok(cluster.set_pg_upmap_many(changes)?);
+        }
+    };
     let changes = plan
         .changes
         .iter()
@@ -430,15 +544,38 @@ fn scores_json(scores: &[Score]) -> Value {
 }
 
 fn show_json(name: &str, stored: &StoredPlan) -> Value {
-    let commands: Vec<String> = stored
-        .plan
-        .changes
-        .iter()
-        .map(UpmapChange::command)
-        .collect();
+    let (changes, shards) = stored.proposal.size();
     json!({ "plan": name, "epoch": stored.epoch, "mode": stored.mode,
-        "changes": stored.plan.changes.len(), "shards_changed": stored.plan.shards_changed,
-        "commands": commands })
+        "changes": changes, "shards_changed": shards,
+        "commands": stored.proposal.commands() })
+}
+
+fn read_scores_json(scores: &[ReadScore]) -> Value {
+    scores
+        .iter()
+        .map(|s| {
+            json!({ "scope": match s.scope { Scope::Pool(p) => p.to_string(), Scope::Total => "total".into() },
+                "max_deviation": s.max_deviation, "outside_bounds": s.outside_bounds })
+        })
+        .collect()
+}
+
+/// Branch-and-bound nodes a bytes period may search (about half a second on 9 OSDs).
+const BYTES_NODE_BUDGET: u64 = 500_000;
+
+/// Each PG's stored bytes, from the OSDs' per-collection statistics (the largest copy, so a
+/// replica still being filled by recovery does not shrink it).
+fn pg_bytes(cluster: &Cluster) -> BTreeMap<balancer::PgId, u64> {
+    let mut sizes: BTreeMap<balancer::PgId, u64> = BTreeMap::new();
+    for osd in cluster.osd_stats() {
+        for (collection, usage) in &osd.statfs.collections {
+            if let Ok(pg) = collection.parse::<balancer::PgId>() {
+                let size = sizes.entry(pg).or_default();
+                *size = (*size).max(usage.stored_bytes);
+            }
+        }
+    }
+    sizes
 }
 
 /// One `strata balancer` command, as the admin API passes it on.

@@ -33,7 +33,8 @@ pub enum BalancerCommand {
     On,
     /// Stop running periods.
     Off,
-    /// Set the mode: upmap (PG counts per pool and in total).
+    /// Set the mode: upmap (PG counts per pool and in total), bytes (stored bytes per OSD's
+    /// share), read (primaries per OSD's share, no data moved).
     Mode {
         /// upmap, bytes, read or load.
         mode: String,
@@ -173,6 +174,26 @@ fn print_scores(reply: &Value) {
             score["score"].as_f64().unwrap_or(0.0),
             score["max_deviation"].as_f64().unwrap_or(0.0),
             score["outside_bounds"]
+        );
+    }
+    if let Some(primaries) = reply["primaries"].as_array() {
+        println!("primaries (read mode):");
+        for score in primaries {
+            println!(
+                "{:<10} {:>8} {:>8.2} {:>8}",
+                score["scope"].as_str().unwrap_or("?"),
+                "",
+                score["max_deviation"].as_f64().unwrap_or(0.0),
+                score["outside_bounds"]
+            );
+        }
+    }
+    if reply["bytes"].is_object() {
+        println!(
+            "bytes (bytes mode): fullest OSD at {:.1}% of its share, emptiest at {:.1}%, {} bytes stored",
+            reply["bytes"]["fill_max"].as_f64().unwrap_or(0.0) * 100.0,
+            reply["bytes"]["fill_min"].as_f64().unwrap_or(0.0) * 100.0,
+            reply["bytes"]["stored_bytes"]
         );
     }
 }
