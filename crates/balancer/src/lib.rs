@@ -18,6 +18,8 @@
 //!   fills, then fewest moves, within a move budget; branch and bound, proven or flagged);
 //! - [`read`]: the `read` mode, primaries spread by weight with no data moved (one exact
 //!   min-cost flow over the members of each replicated PG);
+//! - [`load`]: the `load` mode, seed 000's I/O-load balancing (read relief by primaries,
+//!   write relief by moving the hottest PGs, composite weight, hysteresis, budget);
 //! - [`cluster`]: the adapter from a CRUSH map plus OSD/pool/PG data to a [`Problem`];
 //! - [`generate`]: seeded synthetic clusters for tests and benches.
 //!
@@ -35,6 +37,7 @@ pub mod error;
 pub mod flow;
 pub mod generate;
 pub mod limit;
+pub mod load;
 pub mod period;
 pub mod problem;
 pub mod read;
