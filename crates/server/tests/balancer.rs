@@ -455,3 +455,81 @@ async fn bytes_mode_evens_bytes_and_loses_nothing() {
     drop(rados);
     running.shutdown().await.unwrap();
 }
+
+/// `mode load`: four hot objects read over and over overload their primaries (an OSD leading
+/// three of them serves 3x what one leading one does: above half of the busiest's rate); the plan relieves them by moving primaries first, with
+/// no data moved, and executing it leaves every PG's members and data in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_mode_relieves_read_hot_spots_by_primaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config();
+    config.stats_period_s = 1;
+    let running = common::serve(dir.path(), config.clone(), false).await;
+    let path = dir.path();
+    let rados = running.backend().rados();
+    let io = rados.io_ctx("data").await.unwrap();
+    for i in 0..64 {
+        io.operate(
+            &format!("object-{i}"),
+            WriteOp::new().write_full(Bytes::from(format!("body {i}"))),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(running.cluster().unwrap().recover(50).await.unwrap());
+    // Reads of 4 hot objects for three statistics periods.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        for i in 0..4 {
+            io.read_full(&format!("object-{i}")).await.unwrap();
+        }
+    }
+    let before = running.cluster().unwrap().pg_list();
+    common::json(&running, path, "POST", "/api/balancer/mode/load").await;
+    common::json(
+        &running,
+        path,
+        "POST",
+        "/api/balancer/config?read_threshold=0.5&write_threshold=0.9&hysteresis=0.3",
+    )
+    .await;
+    let (status, _) = common::http(
+        &running,
+        path,
+        "POST",
+        "/api/balancer/config?weight_load=0.9",
+        b"",
+    )
+    .await;
+    assert_eq!(status, 400, "weights that do not sum to 1 are refused");
+    let plan = common::json(&running, path, "POST", "/api/balancer/optimize/hot").await;
+    let stats = common::json(&running, path, "GET", "/api/stats?top=5").await;
+    assert!(plan["changes"].as_u64().unwrap() > 0, "{plan} {stats}");
+    assert_eq!(
+        plan["shards_changed"], 0,
+        "reads are relieved first: {plan}"
+    );
+    assert!(plan["commands"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("ceph osd pg-upmap "));
+    common::json(&running, path, "POST", "/api/balancer/execute/hot").await;
+    let after = running.cluster().unwrap().pg_list();
+    let mut changed = 0;
+    for (b, a) in before.iter().zip(&after) {
+        let (mut x, mut y) = (b.up.clone(), a.up.clone());
+        x.sort_unstable();
+        y.sort_unstable();
+        assert_eq!(x, y, "pg {} members changed", a.pg);
+        assert_eq!(a.state, "active+clean");
+        changed += usize::from(b.acting[0] != a.acting[0]);
+    }
+    assert_eq!(changed as u64, plan["changes"].as_u64().unwrap());
+    for i in 0..64 {
+        let read = io.read_full(&format!("object-{i}")).await.unwrap();
+        assert_eq!(&read[..], format!("body {i}").as_bytes());
+    }
+    drop(io);
+    drop(rados);
+    running.shutdown().await.unwrap();
+}
