@@ -451,10 +451,12 @@ fn balancer_request(method: &Method, rest: &[&str], uri: &Uri) -> Result<Balance
                         })?;
                         load.push((knob.to_string(), number));
                     }
-                    other => return Err(ServerError::BadRequest(format!(
+                    other => {
+                        return Err(ServerError::BadRequest(format!(
                         "unknown parameter {other:?} (period_s, target_max_misplaced_ratio, {})",
                         crate::balancer::LOAD_KNOBS.join(", ")
-                    ))),
+                    )))
+                    }
                 }
             }
             BalancerRequest::Configure {
