@@ -231,7 +231,8 @@ fn pg_upmap_commands(pg_upmap: &BTreeMap<balancer::PgId, Vec<i32>>) -> Vec<Strin
 enum Decision {
     Wait(usize),
     Balanced,
-    Apply(Proposal, usize),
+    /// Boxed: a plan is large, the other answers small.
+    Apply(Box<Proposal>, usize),
 }
 
 /// A plan kept for `show`, `eval` and `execute`.
@@ -570,7 +571,7 @@ impl BalancerService {
         if proposal.is_empty() {
             return Ok(Decision::Balanced);
         }
-        Ok(Decision::Apply(proposal, budget))
+        Ok(Decision::Apply(Box::new(proposal), budget))
     }
 
     fn plan(&self, name: &str) -> Result<StoredPlan> {
@@ -586,7 +587,7 @@ impl BalancerService {
     pub fn optimize(&self, name: &str) -> Result<Value> {
         let (problem, epoch, _) = self.snapshot()?;
         let proposal = match self.decide(&problem, 0)? {
-            Decision::Apply(proposal, _) => proposal,
+            Decision::Apply(proposal, _) => *proposal,
             Decision::Balanced | Decision::Wait(_) => {
                 let up = problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect();
                 let items = problem
@@ -684,7 +685,7 @@ impl BalancerService {
                 {
                     let mut state = self.lock();
                     state.shards_moved += shards as u64;
-                    state.cooldown = match &proposal {
+                    state.cooldown = match &*proposal {
                         Proposal::Load(plan) => plan
                             .primaries
                             .keys()
