@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::problem::{OsdId, Problem, ITEM_NONE};
+use crate::problem::{OsdId, Pg, PgId, Problem, ITEM_NONE};
 use crate::targets::{Bounds, Targets};
 
 /// (total distance outside the pool and total bounds, shards moved) of the best placement.
@@ -23,38 +23,10 @@ pub fn optimum(problem: &Problem) -> (u64, usize) {
     let mut states: HashMap<Vec<u8>, usize> =
         HashMap::from([(vec![0; n * problem.pools.len()], 0)]);
     for pg in &problem.pgs {
-        let pool = &problem.pools[pool_index[&pg.id.pool]];
         let p = pool_index[&pg.id.pool];
         let raw: Vec<OsdId> = pg.raw.iter().copied().filter(|&o| o != ITEM_NONE).collect();
-        let allowed: Vec<OsdId> = osd_ids
-            .iter()
-            .copied()
-            .filter(|o| raw.contains(o) || pool.rule.candidates.contains(o))
-            .filter(|o| raw.contains(o) || problem.osd(*o).is_some_and(|x| x.weight > 0.0))
-            .collect();
-        let mut sets = Vec::new();
-        combinations(&allowed, raw.len(), 0, &mut Vec::new(), &mut sets);
-        let legal: Vec<(Vec<OsdId>, usize)> = sets
+        let legal: Vec<(Vec<OsdId>, usize)> = legal_sets(problem, pg)
             .into_iter()
-            .filter(|set| {
-                pool.rule.levels.iter().filter(|l| l.pin_to_raw).all(|l| {
-                    let domain =
-                        |o: &OsdId| problem.osd(*o).map(|x| pool.rule.domain(x, l.type_id));
-                    set.iter()
-                        .all(|o| raw.iter().any(|r| domain(r) == domain(o)))
-                })
-            })
-            .filter(|set| {
-                pool.rule.levels.iter().all(|l| {
-                    let mut count: BTreeMap<i64, u32> = BTreeMap::new();
-                    for o in set {
-                        if let Some(osd) = problem.osd(*o) {
-                            *count.entry(pool.rule.domain(osd, l.type_id)).or_default() += 1;
-                        }
-                    }
-                    count.values().all(|&c| c <= l.max_per_pg)
-                })
-            })
             .map(|set| {
                 let moved = set.iter().filter(|o| !raw.contains(o)).count();
                 (set, moved)
@@ -89,6 +61,99 @@ pub fn optimum(problem: &Problem) -> (u64, usize) {
         best = best.min((distance, moves));
     }
     best
+}
+
+/// Every OSD set PG `pg` may have: the raw set's size, from its raw OSDs and the pool's
+/// candidates of positive weight, within every level's limit (and its raw buckets where the
+/// level is pinned).
+fn legal_sets(problem: &Problem, pg: &Pg) -> Vec<Vec<OsdId>> {
+    let Some(pool) = problem.pool(pg.id.pool) else {
+        return Vec::new();
+    };
+    let raw: Vec<OsdId> = pg.raw.iter().copied().filter(|&o| o != ITEM_NONE).collect();
+    let allowed: Vec<OsdId> = problem
+        .osds
+        .iter()
+        .map(|o| o.id)
+        .filter(|o| raw.contains(o) || pool.rule.candidates.contains(o))
+        .filter(|o| raw.contains(o) || problem.osd(*o).is_some_and(|x| x.weight > 0.0))
+        .collect();
+    let mut sets = Vec::new();
+    combinations(&allowed, raw.len(), 0, &mut Vec::new(), &mut sets);
+    sets.into_iter()
+        .filter(|set| {
+            pool.rule.levels.iter().filter(|l| l.pin_to_raw).all(|l| {
+                let domain = |o: &OsdId| problem.osd(*o).map(|x| pool.rule.domain(x, l.type_id));
+                set.iter()
+                    .all(|o| raw.iter().any(|r| domain(r) == domain(o)))
+            })
+        })
+        .filter(|set| {
+            pool.rule.levels.iter().all(|l| {
+                let mut count: BTreeMap<i64, u32> = BTreeMap::new();
+                for o in set {
+                    if let Some(osd) = problem.osd(*o) {
+                        *count.entry(pool.rule.domain(osd, l.type_id)).or_default() += 1;
+                    }
+                }
+                count.values().all(|&c| c <= l.max_per_pg)
+            })
+        })
+        .collect()
+}
+
+/// The bytes mode's optimum: over every legal set of every PG, the least `fills(bytes per
+/// OSD)` (OSDs in the problem's order), then the fewest shards moved from the current up
+/// sets, with at most `max_moves` moved.
+pub fn bytes_optimum(
+    problem: &Problem,
+    sizes: &BTreeMap<PgId, u64>,
+    max_moves: Option<usize>,
+    fills: impl Fn(&[u64]) -> Vec<u64>,
+) -> (Vec<u64>, usize) {
+    let osd_index: HashMap<OsdId, usize> = problem
+        .osds
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.id, i))
+        .collect();
+    let limit = max_moves.unwrap_or(usize::MAX);
+    let mut states: HashMap<Vec<u64>, usize> = HashMap::from([(vec![0; problem.osds.len()], 0)]);
+    for pg in &problem.pgs {
+        let size = sizes.get(&pg.id).copied().unwrap_or(0);
+        let current: Vec<OsdId> = pg.up().into_iter().filter(|&o| o != ITEM_NONE).collect();
+        let mut legal: Vec<(Vec<OsdId>, usize)> = legal_sets(problem, pg)
+            .into_iter()
+            .map(|set| {
+                let moved = set.iter().filter(|o| !current.contains(o)).count();
+                (set, moved)
+            })
+            .collect();
+        if size == 0 || !legal.iter().any(|(_, moved)| *moved == 0) {
+            legal = vec![(current.clone(), 0)];
+        }
+        let mut next: HashMap<Vec<u64>, usize> = HashMap::new();
+        for (state, moves) in &states {
+            for (set, moved) in &legal {
+                let total = moves + moved;
+                if total > limit {
+                    continue;
+                }
+                let mut s = state.clone();
+                for o in set {
+                    s[osd_index[o]] += size;
+                }
+                let entry = next.entry(s).or_insert(usize::MAX);
+                *entry = (*entry).min(total);
+            }
+        }
+        states = next;
+    }
+    states
+        .into_iter()
+        .map(|(state, moves)| (fills(&state), moves))
+        .min()
+        .unwrap_or_default()
 }
 
 fn combinations(

@@ -12,7 +12,14 @@
 //! - [`limit`]: `max_moves`, at most N shard changes per run, never worse than before;
 //! - [`period`]: the continuous balancer's decision for one period (wait for recovery, a
 //!   movement budget) and `eval`'s score;
-//! - [`bytes`]: the bytes balancer (swaps on top of the count plan);
+//! - [`bytes`]: the older bytes refinement (swaps on top of the count plan, `strata balance
+//!   --mode bytes`);
+//! - [`bytes_exact`]: the `bytes` mode's planner, exact on per-PG bytes (leximax of the OSDs'
+//!   fills, then fewest moves, within a move budget; branch and bound, proven or flagged);
+//! - [`read`]: the `read` mode, primaries spread by weight with no data moved (one exact
+//!   min-cost flow over the members of each replicated PG);
+//! - [`load`]: the `load` mode, seed 000's I/O-load balancing (read relief by primaries,
+//!   write relief by moving the hottest PGs, composite weight, hysteresis, budget);
 //! - [`cluster`]: the adapter from a CRUSH map plus OSD/pool/PG data to a [`Problem`];
 //! - [`generate`]: seeded synthetic clusters for tests and benches.
 //!
@@ -24,13 +31,16 @@ pub mod analysis;
 pub mod aside;
 pub mod balance;
 pub mod bytes;
+pub mod bytes_exact;
 pub mod cluster;
 pub mod error;
 pub mod flow;
 pub mod generate;
 pub mod limit;
+pub mod load;
 pub mod period;
 pub mod problem;
+pub mod read;
 pub mod svg;
 pub mod targets;
 pub mod tree;

@@ -3,7 +3,7 @@
 //! Owns a whole RADOS-like cluster inside one process: OSDs (each a [`store::Store`] on one
 //! [`device::Device`]), grouped in hosts, placed by a Ceph-compatible CRUSH map
 //! ([`crush::text::MapBuilder`]) and Ceph's PG mapping ([`osdmap::OsdMap`]: object -> PG ->
-//! up set with `pg_upmap_items`, `pg_temp` -> acting set), replicated pools, recovery and
+//! up set with `pg_upmap` and `pg_upmap_items`, `pg_temp` -> acting set), replicated pools, recovery and
 //! backfill, deep scrub and statistics. It implements the [`rados`] traits, so everything
 //! above (gateway, tiering, volumes) runs on it as it would on Ceph.
 //!
@@ -722,6 +722,42 @@ impl Cluster {
         })
     }
 
+    /// Sets (`Some`) or clears (`None`) several PGs' full `pg_upmap` in one map change, as
+    /// `ceph osd pg-upmap` / `rm-pg-upmap` do; returns the new epoch. A new set must have the
+    /// pool's size in distinct OSDs of the cluster; nothing changes when one is refused.
+    pub fn set_pg_upmap_many(&self, changes: Vec<(PgId, Option<Vec<i32>>)>) -> Result<u64> {
+        for (pg, osds) in &changes {
+            let Some(osds) = osds else { continue };
+            let distinct: BTreeSet<i32> = osds.iter().copied().collect();
+            if distinct.len() != osds.len() || osds.iter().any(|o| !self.inner.osds.contains_key(o))
+            {
+                return Err(RadosError::InvalidArgument(format!(
+                    "pg_upmap {pg:?} {osds:?}: repeated or unknown OSD"
+                ))
+                .into());
+            }
+        }
+        self.inner.change_map(|state| {
+            for (pg, osds) in changes {
+                let pool = state
+                    .pools
+                    .get(&pg.pool)
+                    .ok_or_else(|| RadosError::NotFound(format!("pool {}", pg.pool)))?;
+                if osds.as_ref().is_some_and(|o| o.len() != pool.size as usize) {
+                    return Err(RadosError::InvalidArgument(format!(
+                        "pg_upmap of pool {}: {} OSDs for size {}",
+                        pg.pool,
+                        osds.as_ref().map_or(0, Vec::len),
+                        pool.size
+                    ))
+                    .into());
+                }
+                state.set_pg_upmap(pg, osds);
+            }
+            Ok(())
+        })
+    }
+
     fn set_osd(&self, osd: i32, change: impl FnOnce(&mut state::OsdState)) -> Result<u64> {
         self.inner.change_map(|state| {
             let entry = state
@@ -1360,6 +1396,7 @@ impl Inner {
             state.pools.remove(&id);
             state.pg_temp.retain(|entry| entry.pool != id);
             state.pg_upmap_items.retain(|entry| entry.pool != id);
+            state.pg_upmap.retain(|entry| entry.pool != id);
             Ok(())
         })?;
         Ok(())

@@ -98,6 +98,10 @@ pub struct ClusterState {
     pub next_pool_id: i64,
     /// `pg_upmap_items` exceptions.
     pub pg_upmap_items: Vec<PgEntry<Vec<(i32, i32)>>>,
+    /// `pg_upmap` exceptions: a PG's whole set in place of CRUSH's (the read balancer
+    /// reorders a replicated PG's members to choose its primary). Absent in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pg_upmap: Vec<PgEntry<Vec<i32>>>,
     /// `pg_temp`: acting sets that hold the latest data while recovery fills the up set.
     pub pg_temp: Vec<PgEntry<Vec<i32>>>,
     /// The hosts and OSDs of `cluster.toml` that placement was last computed from, so that an
@@ -195,6 +199,7 @@ impl ClusterState {
             pools: BTreeMap::new(),
             next_pool_id: 1,
             pg_upmap_items: Vec::new(),
+            pg_upmap: Vec::new(),
             pg_temp: Vec::new(),
             topology: Some(Topology::of(config)),
         };
@@ -221,6 +226,8 @@ impl ClusterState {
                 .iter()
                 .all(|(from, to)| configured(from) && configured(to))
         });
+        self.pg_upmap
+            .retain(|entry| entry.value.iter().all(configured));
         if !self.rules.iter().any(|rule| rule.name == RULE_ANY) {
             self.rules.push(RuleState {
                 name: RULE_ANY.to_string(),
@@ -367,6 +374,19 @@ impl ClusterState {
         }
     }
 
+    /// Sets or clears the `pg_upmap` of a PG.
+    pub fn set_pg_upmap(&mut self, pg: PgId, osds: Option<Vec<i32>>) {
+        self.pg_upmap
+            .retain(|entry| !(entry.pool == pg.pool && entry.seed == pg.seed));
+        if let Some(osds) = osds.filter(|osds| !osds.is_empty()) {
+            self.pg_upmap.push(PgEntry {
+                pool: pg.pool,
+                seed: pg.seed,
+                value: osds,
+            });
+        }
+    }
+
     /// Builds the CRUSH map (recording new bucket ids) and the OSD map of this state.
     pub fn build_map(&mut self, config: &ClusterConfig) -> Result<OsdMap> {
         let crush = self.build_crush(config)?;
@@ -397,6 +417,9 @@ impl ClusterState {
             })?;
             entry.crush_rule = rule as i32;
             map.insert_pool(entry);
+        }
+        for entry in &self.pg_upmap {
+            map.set_pg_upmap(PgId::new(entry.pool, entry.seed), Some(entry.value.clone()));
         }
         for entry in &self.pg_upmap_items {
             map.set_pg_upmap_items(PgId::new(entry.pool, entry.seed), Some(entry.value.clone()));

@@ -15,7 +15,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use balancer::bytes_exact::{self, BytesConfig};
+use balancer::load::{self, LoadConfig, LoadPlan, OsdCapability, PgLoad};
 use balancer::period::{self, PeriodConfig, PeriodDecision, Score};
+use balancer::read::{self, ReadPlan, ReadScore};
 use balancer::{Plan, Problem, Scope, UpmapChange};
 use cluster::Cluster;
 use serde::{Deserialize, Serialize};
@@ -34,6 +37,16 @@ pub enum BalancerMode {
     /// PG shard counts per OSD, per pool and in total, with pg_upmap_items (the min-cost flow).
     #[default]
     Upmap,
+    /// Bytes per OSD against each OSD's weight share, exact on the PGs' stored bytes
+    /// (`balancer::bytes_exact`), with pg_upmap_items.
+    Bytes,
+    /// Primaries per OSD by weight, no data moved (`balancer::read`): a replicated PG's
+    /// members reordered with a full `pg_upmap`, since 16.2 has no `pg_upmap_primary`.
+    Read,
+    /// Seed 000's I/O-load balancing (`balancer::load`): per-PG reads and writes of the last
+    /// statistics period against each OSD's measured capability; primaries first, then the
+    /// hottest PGs' shards.
+    Load,
 }
 
 impl BalancerMode {
@@ -41,9 +54,9 @@ impl BalancerMode {
     pub fn parse(word: &str) -> Result<Self> {
         match word {
             "upmap" => Ok(Self::Upmap),
-            "bytes" | "read" | "load" => Err(ServerError::NotSupported(format!(
-                "balancer mode {word} is not implemented on the embedded backend yet (upmap is)"
-            ))),
+            "bytes" => Ok(Self::Bytes),
+            "read" => Ok(Self::Read),
+            "load" => Ok(Self::Load),
             other => Err(ServerError::BadRequest(format!(
                 "unknown balancer mode {other:?} (upmap, bytes, read, load)"
             ))),
@@ -64,6 +77,78 @@ pub struct BalancerSettings {
     /// At most this share of all shards changes OSD per period (Ceph's
     /// `target_max_misplaced_ratio`). Default 0.05.
     pub target_max_misplaced_ratio: f64,
+    /// The load mode's knobs.
+    pub load: LoadSettings,
+}
+
+/// The load mode's knobs (`balancer config read_threshold=...`), as [`LoadConfig`] names them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadSettings {
+    pub read_threshold: f64,
+    pub write_threshold: f64,
+    pub hysteresis: f64,
+    pub weight_performance: f64,
+    pub weight_load: f64,
+    pub weight_capacity: f64,
+}
+
+impl Default for LoadSettings {
+    fn default() -> Self {
+        let config = LoadConfig::default();
+        Self {
+            read_threshold: config.read_threshold,
+            write_threshold: config.write_threshold,
+            hysteresis: config.hysteresis,
+            weight_performance: config.weight_performance,
+            weight_load: config.weight_load,
+            weight_capacity: config.weight_capacity,
+        }
+    }
+}
+
+/// The names of [`LoadSettings`]' knobs.
+pub const LOAD_KNOBS: [&str; 6] = [
+    "read_threshold",
+    "write_threshold",
+    "hysteresis",
+    "weight_performance",
+    "weight_load",
+    "weight_capacity",
+];
+
+impl LoadSettings {
+    fn set(&mut self, knob: &str, value: f64) -> Result<()> {
+        let slot = match knob {
+            "read_threshold" => &mut self.read_threshold,
+            "write_threshold" => &mut self.write_threshold,
+            "hysteresis" => &mut self.hysteresis,
+            "weight_performance" => &mut self.weight_performance,
+            "weight_load" => &mut self.weight_load,
+            "weight_capacity" => &mut self.weight_capacity,
+            other => return Err(ServerError::BadRequest(format!("unknown knob {other:?}"))),
+        };
+        *slot = value;
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<()> {
+        let fractions = [
+            self.read_threshold,
+            self.write_threshold,
+            self.hysteresis,
+            self.weight_performance,
+            self.weight_load,
+            self.weight_capacity,
+        ];
+        let sum = self.weight_performance + self.weight_load + self.weight_capacity;
+        if fractions.iter().any(|f| !(0.0..=1.0).contains(f)) || (sum - 1.0).abs() > 1e-6 {
+            return Err(ServerError::BadRequest(format!(
+                "load knobs must lie in [0, 1] and the three weights sum to 1 (they sum to {sum})"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Default for BalancerSettings {
@@ -73,8 +158,81 @@ impl Default for BalancerSettings {
             mode: BalancerMode::Upmap,
             period_s: 60,
             target_max_misplaced_ratio: period::TARGET_MAX_MISPLACED_RATIO_DEFAULT,
+            load: LoadSettings::default(),
         }
     }
+}
+
+/// What a plan changes.
+#[derive(Clone, Debug)]
+enum Proposal {
+    /// `pg_upmap_items` (modes upmap and bytes).
+    Items(Plan),
+    /// Primaries, through full `pg_upmap` reorderings (mode read).
+    Primaries(ReadPlan),
+    /// Both (mode load).
+    Load(LoadPlan),
+}
+
+impl Proposal {
+    fn is_empty(&self) -> bool {
+        match self {
+            Self::Items(plan) => plan.changes.is_empty(),
+            Self::Primaries(plan) => plan.primaries.is_empty(),
+            Self::Load(plan) => plan.primaries.is_empty() && plan.moves.changes.is_empty(),
+        }
+    }
+
+    /// PGs changed, shards moved.
+    fn size(&self) -> (usize, usize) {
+        match self {
+            Self::Items(plan) => (plan.changes.len(), plan.shards_changed),
+            Self::Primaries(plan) => (plan.primaries.len(), 0),
+            Self::Load(plan) => (
+                plan.primaries.len() + plan.moves.changes.len(),
+                plan.moves.shards_changed,
+            ),
+        }
+    }
+
+    /// Up sets after the proposal.
+    fn up(&self, problem: &Problem) -> BTreeMap<balancer::PgId, Vec<i32>> {
+        match self {
+            Self::Items(plan) => plan.up.clone(),
+            Self::Primaries(_) => problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect(),
+            Self::Load(plan) => plan.moves.up.clone(),
+        }
+    }
+
+    fn commands(&self) -> Vec<String> {
+        match self {
+            Self::Items(plan) => plan.changes.iter().map(UpmapChange::command).collect(),
+            Self::Primaries(plan) => pg_upmap_commands(&plan.pg_upmap),
+            Self::Load(plan) => {
+                let mut commands = pg_upmap_commands(&plan.pg_upmap);
+                commands.extend(plan.moves.changes.iter().map(UpmapChange::command));
+                commands
+            }
+        }
+    }
+}
+
+fn pg_upmap_commands(pg_upmap: &BTreeMap<balancer::PgId, Vec<i32>>) -> Vec<String> {
+    pg_upmap
+        .iter()
+        .map(|(pg, osds)| {
+            let osds: Vec<String> = osds.iter().map(i32::to_string).collect();
+            format!("ceph osd pg-upmap {pg} {}", osds.join(" "))
+        })
+        .collect()
+}
+
+/// What one period (or `optimize`) decides.
+enum Decision {
+    Wait(usize),
+    Balanced,
+    /// Boxed: a plan is large, the other answers small.
+    Apply(Box<Proposal>, usize),
 }
 
 /// A plan kept for `show`, `eval` and `execute`.
@@ -82,7 +240,7 @@ impl Default for BalancerSettings {
 struct StoredPlan {
     epoch: u64,
     mode: BalancerMode,
-    plan: Plan,
+    proposal: Proposal,
     problem: Problem,
 }
 
@@ -117,6 +275,10 @@ struct State {
     plans: BTreeMap<String, StoredPlan>,
     last_period: Option<LastPeriod>,
     shards_moved: u64,
+    /// Load mode: each OSD's capability last measured (object operations per busy second).
+    measured_ops_per_s: BTreeMap<i32, f64>,
+    /// Load mode: the PGs the last period changed (not moved again next period).
+    cooldown: std::collections::BTreeSet<balancer::PgId>,
 }
 
 /// The balancer of one embedded cluster.
@@ -238,13 +400,178 @@ impl BalancerService {
             }
             Some(name) => {
                 let stored = self.plan(name)?;
-                (stored.problem, stored.plan.up, stored.epoch)
+                let up = stored.proposal.up(&stored.problem);
+                (stored.problem, up, stored.epoch)
             }
         };
         let distribution = balancer::Distribution::compute(&problem, &up, None);
-        Ok(
-            json!({ "epoch": epoch, "plan": plan, "scores": scores_json(&period::score(&distribution)) }),
-        )
+        let mut answer = json!({ "epoch": epoch, "plan": plan,
+            "scores": scores_json(&period::score(&distribution)) });
+        if plan.is_none() {
+            let primaries = read::plan_read(&problem, Some(0))
+                .map_err(|e| ServerError::Backend(e.to_string()))?;
+            answer["primaries"] = read_scores_json(&primaries.before);
+            let sizes = pg_bytes(&*self.cluster.get()?);
+            let fills = bytes_exact::osd_fills(&problem, &sizes);
+            let fill = |pick: fn(f64, f64) -> f64, start: f64| {
+                fills.iter().map(|&(_, f)| f).fold(start, pick)
+            };
+            answer["bytes"] = json!({ "fill_max": fill(f64::max, 0.0),
+                "fill_min": fill(f64::min, f64::INFINITY), "stored_bytes": sizes.values().sum::<u64>() });
+        }
+        Ok(answer)
+    }
+
+    /// The load mode's plan from the last statistics period (None before the first one).
+    fn plan_load(&self, problem: &Problem, budget: usize) -> Result<Option<LoadPlan>> {
+        let cluster = self.cluster.get()?;
+        let Some(period) = cluster.last_stats_period() else {
+            return Ok(None);
+        };
+        let seconds = (period.end_ns.saturating_sub(period.start_ns) as f64 / 1e9).max(1e-3);
+        let map = cluster.osd_map();
+        let sizes = pg_bytes(&cluster);
+        let mut loads: BTreeMap<balancer::PgId, PgLoad> = BTreeMap::new();
+        for ((pool, name), access) in &period.access.objects {
+            let Ok(pg) = map.object_to_pg(*pool, name) else {
+                continue;
+            };
+            let id = balancer::PgId {
+                pool: pg.pool,
+                seed: pg.seed,
+            };
+            let load = loads.entry(id).or_default();
+            load.reads_per_s += access.reads as f64 / seconds;
+            load.writes_per_s += access.writes as f64 / seconds;
+        }
+        for (id, load) in &mut loads {
+            load.bytes = sizes.get(id).copied().unwrap_or(0);
+        }
+        let capability = self.capabilities(&period);
+        let (cooldown, settings) = {
+            let state = self.lock();
+            (state.cooldown.clone(), state.settings.clone())
+        };
+        let stored: u64 = sizes.values().sum();
+        let config = LoadConfig {
+            read_threshold: settings.load.read_threshold,
+            write_threshold: settings.load.write_threshold,
+            hysteresis: settings.load.hysteresis,
+            weight_performance: settings.load.weight_performance,
+            weight_load: settings.load.weight_load,
+            weight_capacity: settings.load.weight_capacity,
+            max_primary_changes: budget,
+            max_shards_moved: budget,
+            max_bytes_moved: ((stored as f64) * settings.target_max_misplaced_ratio) as u64,
+        };
+        Ok(Some(load::plan_load(
+            problem,
+            &loads,
+            &capability,
+            &cooldown,
+            &config,
+        )))
+    }
+
+    /// Each OSD's capability: object operations per second of device busy time in the period
+    /// when it was busy enough to tell (5 % of the period), else the last measured figure,
+    /// else the highest measured on an OSD of its class (an idle device is not slow); and at
+    /// least the most object operations per second an OSD of its class served in the period
+    /// (reads from the stores' data caches keep the devices idle, yet were served).
+    fn capabilities(&self, period: &cluster::StatsPeriod) -> BTreeMap<i32, OsdCapability> {
+        let mut state = self.lock();
+        for osd in &period.osds {
+            let busy_s = osd.device.busy_ns as f64 / 1e9;
+            let ops = (osd.ops.read.ops + osd.ops.write.ops) as f64;
+            if osd.busy_fraction() >= 0.05 && ops > 0.0 {
+                state.measured_ops_per_s.insert(osd.id, ops / busy_s);
+            }
+        }
+        let seconds = (period.end_ns.saturating_sub(period.start_ns) as f64 / 1e9).max(1e-3);
+        let class_peak = |class: &str| {
+            period
+                .osds
+                .iter()
+                .filter(|o| o.class == class)
+                .map(|o| (o.ops.read.ops + o.ops.write.ops) as f64 / seconds)
+                .fold(0.0_f64, f64::max)
+        };
+        let class_best = |class: &str| {
+            period
+                .osds
+                .iter()
+                .filter(|o| o.class == class)
+                .filter_map(|o| state.measured_ops_per_s.get(&o.id).copied())
+                .fold(None, |best: Option<f64>, x| {
+                    Some(best.map_or(x, |b| b.max(x)))
+                })
+        };
+        period
+            .osds
+            .iter()
+            .filter(|osd| osd.up && osd.is_in)
+            .map(|osd| {
+                let ops = state
+                    .measured_ops_per_s
+                    .get(&osd.id)
+                    .copied()
+                    .or_else(|| class_best(&osd.class))
+                    .unwrap_or(DEFAULT_OPS_PER_S)
+                    .max(class_peak(&osd.class));
+                (
+                    osd.id,
+                    OsdCapability {
+                        read_ops_per_s: ops,
+                        write_ops_per_s: ops,
+                        free_bytes: osd.statfs.free_bytes,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Decides one period or `optimize` in the current mode; `not_clean` PGs make it wait.
+    fn decide(&self, problem: &Problem, not_clean: usize) -> Result<Decision> {
+        if not_clean > 0 {
+            return Ok(Decision::Wait(not_clean));
+        }
+        let config = self.period_config();
+        let mode = self.lock().settings.mode;
+        let backend = |e: balancer::BalancerError| ServerError::Backend(e.to_string());
+        let budget = period::budget_shards(problem, config.target_max_misplaced_ratio);
+        let proposal = match mode {
+            BalancerMode::Upmap => match period::decide(problem, 0, &config).map_err(backend)? {
+                PeriodDecision::Apply { plan, .. } => Proposal::Items(plan),
+                PeriodDecision::Balanced | PeriodDecision::Wait { .. } => {
+                    return Ok(Decision::Balanced)
+                }
+            },
+            BalancerMode::Bytes => {
+                let sizes = pg_bytes(&*self.cluster.get()?);
+                let result = bytes_exact::plan_bytes(
+                    problem,
+                    &sizes,
+                    &BytesConfig {
+                        max_moves: Some(budget),
+                        node_budget: BYTES_NODE_BUDGET,
+                        ..BytesConfig::default()
+                    },
+                );
+                tracing::debug!(proven = result.proven, nodes = result.nodes, "bytes plan");
+                Proposal::Items(result.plan)
+            }
+            BalancerMode::Read => {
+                Proposal::Primaries(read::plan_read(problem, Some(budget)).map_err(backend)?)
+            }
+            BalancerMode::Load => match self.plan_load(problem, budget)? {
+                Some(plan) => Proposal::Load(plan),
+                None => return Ok(Decision::Balanced),
+            },
+        };
+        if proposal.is_empty() {
+            return Ok(Decision::Balanced);
+        }
+        Ok(Decision::Apply(Box::new(proposal), budget))
     }
 
     fn plan(&self, name: &str) -> Result<StoredPlan> {
@@ -259,18 +586,16 @@ impl BalancerService {
     /// even while recovery is behind (a plan is only shown until executed).
     pub fn optimize(&self, name: &str) -> Result<Value> {
         let (problem, epoch, _) = self.snapshot()?;
-        let decision = period::decide(&problem, 0, &self.period_config())
-            .map_err(|e| ServerError::Backend(e.to_string()))?;
-        let plan = match decision {
-            PeriodDecision::Apply { plan, .. } => plan,
-            PeriodDecision::Balanced | PeriodDecision::Wait { .. } => {
+        let proposal = match self.decide(&problem, 0)? {
+            Decision::Apply(proposal, _) => *proposal,
+            Decision::Balanced | Decision::Wait(_) => {
                 let up = problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect();
                 let items = problem
                     .pgs
                     .iter()
                     .map(|pg| (pg.id, pg.upmap_items.clone()))
                     .collect();
-                Plan {
+                Proposal::Items(Plan {
                     up,
                     items,
                     changes: Vec::new(),
@@ -279,14 +604,14 @@ impl BalancerService {
                     shards_changed: 0,
                     violations: Vec::new(),
                     stats: Default::default(),
-                }
+                })
             }
         };
         let mode = self.lock().settings.mode;
         let stored = StoredPlan {
             epoch,
             mode,
-            plan,
+            proposal,
             problem,
         };
         let shown = show_json(name, &stored);
@@ -320,10 +645,10 @@ impl BalancerService {
                 stored.epoch
             )));
         }
-        let epoch = apply(&cluster, &stored.plan)?;
+        let epoch = apply(&cluster, &stored.proposal)?;
         self.lock().plans.remove(name);
-        Ok(json!({ "plan": name, "changes": stored.plan.changes.len(),
-            "shards_changed": stored.plan.shards_changed, "epoch": epoch }))
+        let (changes, shards) = stored.proposal.size();
+        Ok(json!({ "plan": name, "changes": changes, "shards_changed": shards, "epoch": epoch }))
     }
 
     /// One period at `now_ms`: decides and applies; what it did.
@@ -344,35 +669,39 @@ impl BalancerService {
 
     fn decide_and_apply(&self) -> Result<(String, String)> {
         let (problem, _, not_clean) = self.snapshot()?;
-        let decision = period::decide(&problem, not_clean, &self.period_config())
-            .map_err(|e| ServerError::Backend(e.to_string()))?;
-        Ok(match decision {
-            PeriodDecision::Wait { pgs_not_clean } => (
+        Ok(match self.decide(&problem, not_clean)? {
+            Decision::Wait(pgs_not_clean) => (
                 "waiting".into(),
                 format!("{pgs_not_clean} PGs are not active+clean"),
             ),
-            PeriodDecision::Balanced => {
+            Decision::Balanced => {
+                self.lock().cooldown.clear();
                 ("balanced".into(), "no change improves the balance".into())
             }
-            PeriodDecision::Apply {
-                plan,
-                budget_shards,
-            } => {
+            Decision::Apply(proposal, budget_shards) => {
                 let cluster = self.cluster.get()?;
-                let epoch = apply(&cluster, &plan)?;
-                self.lock().shards_moved += plan.shards_changed as u64;
-                tracing::info!(
-                    changes = plan.changes.len(),
-                    shards = plan.shards_changed,
-                    epoch,
-                    "balancer applied upmaps"
-                );
+                let epoch = apply(&cluster, &proposal)?;
+                let (changes, shards) = proposal.size();
+                {
+                    let mut state = self.lock();
+                    state.shards_moved += shards as u64;
+                    state.cooldown = match &*proposal {
+                        Proposal::Load(plan) => plan
+                            .primaries
+                            .keys()
+                            .copied()
+                            .chain(plan.moves.changes.iter().map(|c| match c {
+                                UpmapChange::Set { pg, .. } | UpmapChange::Remove { pg } => *pg,
+                            }))
+                            .collect(),
+                        _ => Default::default(),
+                    };
+                }
+                tracing::info!(changes, shards, epoch, "balancer applied a plan");
                 (
                     "applied".into(),
                     format!(
-                        "{} PGs changed, {} shards moved (budget {budget_shards}), epoch {epoch}",
-                        plan.changes.len(),
-                        plan.shards_changed
+                        "{changes} PGs changed, {shards} shards moved (budget {budget_shards}), epoch {epoch}"
                     ),
                 )
             }
@@ -404,8 +733,34 @@ impl worker::Step for BalancerLoop {
     }
 }
 
-/// Applies a plan's changes in one map change; the new epoch.
-fn apply(cluster: &Cluster, plan: &Plan) -> Result<u64> {
+/// Applies a proposal's changes in one map change; the new epoch.
+fn apply(cluster: &Cluster, proposal: &Proposal) -> Result<u64> {
+    let plan = match proposal {
+        Proposal::Items(plan) => plan,
+        Proposal::Load(plan) => {
+            let mut epoch = cluster.epoch();
+            if !plan.pg_upmap.is_empty() {
+                let changes = plan
+                    .pg_upmap
+                    .iter()
+                    .map(|(pg, osds)| (osdmap::PgId::new(pg.pool, pg.seed), Some(osds.clone())))
+                    .collect();
+                epoch = cluster.set_pg_upmap_many(changes)?;
+            }
+            if plan.moves.changes.is_empty() {
+                return Ok(epoch);
+            }
+            &plan.moves
+        }
+        Proposal::Primaries(plan) => {
+            let changes = plan
+                .pg_upmap
+                .iter()
+                .map(|(pg, osds)| (osdmap::PgId::new(pg.pool, pg.seed), Some(osds.clone())))
+                .collect();
+            return Ok(cluster.set_pg_upmap_many(changes)?);
+        }
+    };
     let changes = plan
         .changes
         .iter()
@@ -430,15 +785,41 @@ fn scores_json(scores: &[Score]) -> Value {
 }
 
 fn show_json(name: &str, stored: &StoredPlan) -> Value {
-    let commands: Vec<String> = stored
-        .plan
-        .changes
-        .iter()
-        .map(UpmapChange::command)
-        .collect();
+    let (changes, shards) = stored.proposal.size();
     json!({ "plan": name, "epoch": stored.epoch, "mode": stored.mode,
-        "changes": stored.plan.changes.len(), "shards_changed": stored.plan.shards_changed,
-        "commands": commands })
+        "changes": changes, "shards_changed": shards,
+        "commands": stored.proposal.commands() })
+}
+
+fn read_scores_json(scores: &[ReadScore]) -> Value {
+    scores
+        .iter()
+        .map(|s| {
+            json!({ "scope": match s.scope { Scope::Pool(p) => p.to_string(), Scope::Total => "total".into() },
+                "max_deviation": s.max_deviation, "outside_bounds": s.outside_bounds })
+        })
+        .collect()
+}
+
+/// An OSD's capability before any period measured one (object operations per second).
+const DEFAULT_OPS_PER_S: f64 = 1000.0;
+
+/// Branch-and-bound nodes a bytes period may search (about half a second on 9 OSDs).
+const BYTES_NODE_BUDGET: u64 = 500_000;
+
+/// Each PG's stored bytes, from the OSDs' per-collection statistics (the largest copy, so a
+/// replica still being filled by recovery does not shrink it).
+fn pg_bytes(cluster: &Cluster) -> BTreeMap<balancer::PgId, u64> {
+    let mut sizes: BTreeMap<balancer::PgId, u64> = BTreeMap::new();
+    for osd in cluster.osd_stats() {
+        for (collection, usage) in &osd.statfs.collections {
+            if let Ok(pg) = collection.parse::<balancer::PgId>() {
+                let size = sizes.entry(pg).or_default();
+                *size = (*size).max(usage.stored_bytes);
+            }
+        }
+    }
+    sizes
 }
 
 /// One `strata balancer` command, as the admin API passes it on.
@@ -456,6 +837,8 @@ pub enum BalancerRequest {
         period_s: Option<u64>,
         /// Share of shards a period may move.
         target_max_misplaced_ratio: Option<f64>,
+        /// Load mode knobs ([`LOAD_KNOBS`]) and their new values.
+        load: Vec<(String, f64)>,
     },
     /// `eval [PLAN]`.
     Eval(Option<String>),
@@ -491,7 +874,12 @@ impl BalancerService {
             BalancerRequest::Configure {
                 period_s,
                 target_max_misplaced_ratio,
+                load,
             } => status(self.configure(|s| {
+                for (knob, value) in &load {
+                    s.load.set(knob, *value)?;
+                }
+                s.load.validate()?;
                 if let Some(period_s) = period_s {
                     s.period_s = period_s;
                 }

@@ -446,6 +446,7 @@ fn balancer_request(method: &Method, rest: &[&str], uri: &Uri) -> Result<Balance
         ("POST", ["config"]) => {
             let mut period_s = None;
             let mut target_max_misplaced_ratio = None;
+            let mut load = Vec::new();
             for (name, value) in query(uri)? {
                 match name.as_str() {
                     "period_s" => {
@@ -462,16 +463,24 @@ fn balancer_request(method: &Method, rest: &[&str], uri: &Uri) -> Result<Balance
                             ))
                         })?)
                     }
+                    knob if crate::balancer::LOAD_KNOBS.contains(&knob) => {
+                        let number = value.parse().map_err(|_| {
+                            ServerError::BadRequest(format!("{knob} {value:?} is not a number"))
+                        })?;
+                        load.push((knob.to_string(), number));
+                    }
                     other => {
                         return Err(ServerError::BadRequest(format!(
-                            "unknown parameter {other:?} (period_s, target_max_misplaced_ratio)"
-                        )))
+                        "unknown parameter {other:?} (period_s, target_max_misplaced_ratio, {})",
+                        crate::balancer::LOAD_KNOBS.join(", ")
+                    )))
                     }
                 }
             }
             BalancerRequest::Configure {
                 period_s,
                 target_max_misplaced_ratio,
+                load,
             }
         }
         ("GET", ["eval"]) => BalancerRequest::Eval(None),

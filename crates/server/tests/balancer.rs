@@ -302,3 +302,234 @@ async fn getmap_reads_back_in_osdmaptool_with_the_same_mappings() {
     );
     running.shutdown().await.unwrap();
 }
+
+/// Runs `balancer on` with 1 s periods until a period finds nothing to do; the periods that
+/// applied a plan.
+async fn run_until_balanced(running: &server::Running, path: &std::path::Path) -> usize {
+    common::json(running, path, "POST", "/api/balancer/config?period_s=1").await;
+    common::json(running, path, "POST", "/api/balancer/on").await;
+    let started = Instant::now();
+    let (mut applied, mut last_at) = (0, 0);
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(240), "not balanced");
+        let status = common::json(running, path, "GET", "/api/balancer").await;
+        let last = &status["last_period"];
+        if last["at_ms"].as_u64().unwrap_or(0) > last_at {
+            last_at = last["at_ms"].as_u64().unwrap();
+            match last["outcome"].as_str().unwrap() {
+                "applied" => applied += 1,
+                "balanced" => break,
+                "waiting" => {}
+                other => panic!("period {other}: {}", last["detail"]),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    common::json(running, path, "POST", "/api/balancer/off").await;
+    applied
+}
+
+/// `mode read`: primaries spread to each OSD's share (64 PGs over 6 equal OSDs: 10 or 11 each)
+/// with no data moved: every PG keeps its members, recovery has nothing to copy, and the data
+/// reads back from the new primaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_mode_spreads_primaries_without_moving_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = common::serve(dir.path(), config(), false).await;
+    let path = dir.path();
+    let rados = running.backend().rados();
+    let io = rados.io_ctx("data").await.unwrap();
+    for i in 0..200 {
+        io.operate(
+            &format!("object-{i}"),
+            WriteOp::new().write_full(Bytes::from(format!("body {i}"))),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(running.cluster().unwrap().recover(50).await.unwrap());
+    let members = |pgs: &[cluster::PgInfo]| -> BTreeMap<String, Vec<i32>> {
+        pgs.iter()
+            .map(|pg| {
+                let mut set = pg.up.clone();
+                set.sort_unstable();
+                (pg.pg.clone(), set)
+            })
+            .collect()
+    };
+    let primaries = |pgs: &[cluster::PgInfo]| -> BTreeMap<i32, usize> {
+        let mut count = BTreeMap::new();
+        for pg in pgs {
+            *count.entry(pg.acting[0]).or_default() += 1;
+        }
+        count
+    };
+    let before = running.cluster().unwrap().pg_list();
+    let eval = common::json(&running, path, "GET", "/api/balancer/eval").await;
+    assert!(
+        eval["primaries"][1]["outside_bounds"].as_u64().unwrap() > 0,
+        "CRUSH should leave primaries uneven: {eval}"
+    );
+    common::json(&running, path, "POST", "/api/balancer/mode/read").await;
+    let plan = common::json(&running, path, "POST", "/api/balancer/optimize/r").await;
+    assert!(plan["commands"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("ceph osd pg-upmap "));
+    assert_eq!(plan["shards_changed"], 0);
+    common::json(&running, path, "DELETE", "/api/balancer/plans/r").await;
+
+    run_until_balanced(&running, path).await;
+    let after = running.cluster().unwrap().pg_list();
+    assert_eq!(members(&after), members(&before), "read mode moved data");
+    for pg in &after {
+        assert_eq!(pg.state, "active+clean", "pg {} needs recovery", pg.pg);
+        assert_eq!(pg.acting, pg.up);
+    }
+    let count = primaries(&after);
+    assert!(
+        count.values().all(|&c| (10..=11).contains(&c)),
+        "primaries per OSD {count:?} (before {:?})",
+        primaries(&before)
+    );
+    assert_eq!(
+        running.cluster().unwrap().osd_map().pg_upmap().len(),
+        before
+            .iter()
+            .zip(&after)
+            .filter(|(b, a)| b.acting[0] != a.acting[0])
+            .count()
+    );
+    for i in 0..200 {
+        let read = io.read_full(&format!("object-{i}")).await.unwrap();
+        assert_eq!(&read[..], format!("body {i}").as_bytes());
+    }
+    drop(io);
+    drop(rados);
+    running.shutdown().await.unwrap();
+}
+
+/// `mode bytes`: objects of unequal sizes leave the OSDs' bytes uneven even with balanced
+/// counts; the periods bring the fullest OSD closer to its share, and every object reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_mode_evens_bytes_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = common::serve(dir.path(), config(), false).await;
+    let path = dir.path();
+    let rados = running.backend().rados();
+    let io = rados.io_ctx("data").await.unwrap();
+    let mut bodies = BTreeMap::new();
+    for i in 0..160u64 {
+        // Sizes 4 KiB to 256 KiB, skewed so a few PGs hold much of the data.
+        let size = 4096 << (i * 7919 % 7);
+        let body = Bytes::from(vec![(i % 251) as u8; size as usize]);
+        let name = format!("object-{i}");
+        io.operate(&name, WriteOp::new().write_full(body.clone()))
+            .await
+            .unwrap();
+        bodies.insert(name, body);
+    }
+    assert!(running.cluster().unwrap().recover(50).await.unwrap());
+    let eval = common::json(&running, path, "GET", "/api/balancer/eval").await;
+    let fill_before = eval["bytes"]["fill_max"].as_f64().unwrap();
+    assert!(
+        fill_before > 1.05,
+        "sizes should leave bytes uneven: {eval}"
+    );
+
+    common::json(&running, path, "POST", "/api/balancer/mode/bytes").await;
+    let applied = run_until_balanced(&running, path).await;
+    assert!(applied > 0);
+    assert!(running.cluster().unwrap().recover(50).await.unwrap());
+    let eval = common::json(&running, path, "GET", "/api/balancer/eval").await;
+    let fill_after = eval["bytes"]["fill_max"].as_f64().unwrap();
+    assert!(
+        fill_after < fill_before - 0.02,
+        "fullest OSD {fill_before} -> {fill_after}"
+    );
+    for (name, body) in &bodies {
+        let read = io.read_full(name).await.unwrap();
+        assert_eq!(&read[..], &body[..], "{name}");
+    }
+    drop(io);
+    drop(rados);
+    running.shutdown().await.unwrap();
+}
+
+/// `mode load`: four hot objects read over and over overload their primaries (an OSD leading
+/// three of them serves 3x what one leading one does: above half of the busiest's rate); the plan relieves them by moving primaries first, with
+/// no data moved, and executing it leaves every PG's members and data in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_mode_relieves_read_hot_spots_by_primaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config();
+    config.stats_period_s = 1;
+    let running = common::serve(dir.path(), config.clone(), false).await;
+    let path = dir.path();
+    let rados = running.backend().rados();
+    let io = rados.io_ctx("data").await.unwrap();
+    for i in 0..64 {
+        io.operate(
+            &format!("object-{i}"),
+            WriteOp::new().write_full(Bytes::from(format!("body {i}"))),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(running.cluster().unwrap().recover(50).await.unwrap());
+    // Reads of 4 hot objects for three statistics periods.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        for i in 0..4 {
+            io.read_full(&format!("object-{i}")).await.unwrap();
+        }
+    }
+    let before = running.cluster().unwrap().pg_list();
+    common::json(&running, path, "POST", "/api/balancer/mode/load").await;
+    common::json(
+        &running,
+        path,
+        "POST",
+        "/api/balancer/config?read_threshold=0.5&write_threshold=0.9&hysteresis=0.3",
+    )
+    .await;
+    let (status, _) = common::http(
+        &running,
+        path,
+        "POST",
+        "/api/balancer/config?weight_load=0.9",
+        b"",
+    )
+    .await;
+    assert_eq!(status, 400, "weights that do not sum to 1 are refused");
+    let plan = common::json(&running, path, "POST", "/api/balancer/optimize/hot").await;
+    let stats = common::json(&running, path, "GET", "/api/stats?top=5").await;
+    assert!(plan["changes"].as_u64().unwrap() > 0, "{plan} {stats}");
+    assert_eq!(
+        plan["shards_changed"], 0,
+        "reads are relieved first: {plan}"
+    );
+    assert!(plan["commands"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("ceph osd pg-upmap "));
+    common::json(&running, path, "POST", "/api/balancer/execute/hot").await;
+    let after = running.cluster().unwrap().pg_list();
+    let mut changed = 0;
+    for (b, a) in before.iter().zip(&after) {
+        let (mut x, mut y) = (b.up.clone(), a.up.clone());
+        x.sort_unstable();
+        y.sort_unstable();
+        assert_eq!(x, y, "pg {} members changed", a.pg);
+        assert_eq!(a.state, "active+clean");
+        changed += usize::from(b.acting[0] != a.acting[0]);
+    }
+    assert_eq!(changed as u64, plan["changes"].as_u64().unwrap());
+    for i in 0..64 {
+        let read = io.read_full(&format!("object-{i}")).await.unwrap();
+        assert_eq!(&read[..], format!("body {i}").as_bytes());
+    }
+    drop(io);
+    drop(rados);
+    running.shutdown().await.unwrap();
+}

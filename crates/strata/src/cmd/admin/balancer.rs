@@ -33,7 +33,9 @@ pub enum BalancerCommand {
     On,
     /// Stop running periods.
     Off,
-    /// Set the mode: upmap (PG counts per pool and in total).
+    /// Set the mode: upmap (PG counts per pool and in total), bytes (stored bytes per OSD's
+    /// share), read (primaries per OSD's share, no data moved), load (seed 000's I/O load:
+    /// overloaded OSDs relieved by primaries, then by moving the hottest PGs).
     Mode {
         /// upmap, bytes, read or load.
         mode: String,
@@ -46,6 +48,24 @@ pub enum BalancerCommand {
         /// At most this share of all shards moves per period (default 0.05).
         #[arg(long)]
         target_max_misplaced_ratio: Option<f64>,
+        /// Load mode: read overload above this share of an OSD's capability (default 0.8).
+        #[arg(long)]
+        read_threshold: Option<f64>,
+        /// Load mode: write overload above this share of an OSD's capability (default 0.8).
+        #[arg(long)]
+        write_threshold: Option<f64>,
+        /// Load mode: relieve down to, and fill up to, (1 - this) of a threshold (default 0.1).
+        #[arg(long)]
+        hysteresis: Option<f64>,
+        /// Load mode: composite weight of performance (default 0.4; the three sum to 1).
+        #[arg(long)]
+        weight_performance: Option<f64>,
+        /// Load mode: composite weight of load, inverted (default 0.4).
+        #[arg(long)]
+        weight_load: Option<f64>,
+        /// Load mode: composite weight of free capacity (default 0.2).
+        #[arg(long)]
+        weight_capacity: Option<f64>,
     },
     /// Score per pool and in total (share of shards away from a perfect balance; 0 is
     /// perfect), now or after PLAN.
@@ -86,8 +106,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
         BalancerCommand::Config {
             period_s,
             target_max_misplaced_ratio,
+            read_threshold,
+            write_threshold,
+            hysteresis,
+            weight_performance,
+            weight_load,
+            weight_capacity,
         } => {
             let mut query = Vec::new();
+            for (name, value) in [
+                ("read_threshold", read_threshold),
+                ("write_threshold", write_threshold),
+                ("hysteresis", hysteresis),
+                ("weight_performance", weight_performance),
+                ("weight_load", weight_load),
+                ("weight_capacity", weight_capacity),
+            ] {
+                if let Some(value) = value {
+                    query.push(format!("{name}={value}"));
+                }
+            }
             if let Some(period_s) = period_s {
                 query.push(format!("period_s={period_s}"));
             }
@@ -173,6 +211,26 @@ fn print_scores(reply: &Value) {
             score["score"].as_f64().unwrap_or(0.0),
             score["max_deviation"].as_f64().unwrap_or(0.0),
             score["outside_bounds"]
+        );
+    }
+    if let Some(primaries) = reply["primaries"].as_array() {
+        println!("primaries (read mode):");
+        for score in primaries {
+            println!(
+                "{:<10} {:>8} {:>8.2} {:>8}",
+                score["scope"].as_str().unwrap_or("?"),
+                "",
+                score["max_deviation"].as_f64().unwrap_or(0.0),
+                score["outside_bounds"]
+            );
+        }
+    }
+    if reply["bytes"].is_object() {
+        println!(
+            "bytes (bytes mode): fullest OSD at {:.1}% of its share, emptiest at {:.1}%, {} bytes stored",
+            reply["bytes"]["fill_max"].as_f64().unwrap_or(0.0) * 100.0,
+            reply["bytes"]["fill_min"].as_f64().unwrap_or(0.0) * 100.0,
+            reply["bytes"]["stored_bytes"]
         );
     }
 }
