@@ -39,6 +39,9 @@ use super::Store;
 use crate::error::Result;
 use crate::layout::{self, DeadRange, ObjectEntry, PackGcState, PackJob, PackMember, Piece};
 
+/// One omap key and value.
+type OmapEntry = (Vec<u8>, Vec<u8>);
+
 /// What the pack GC log holds now (`strata df`, `strata gc`, `/metrics`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PackGcStatus {
@@ -82,7 +85,7 @@ impl Store {
     /// only logged: the range stays until its pack is rewritten for others' sake.
     pub(crate) async fn log_dead_ranges(&self, pieces: &[Piece]) {
         let now_ns = self.now_ns();
-        let mut by_shard: HashMap<String, Vec<(Vec<u8>, Vec<u8>)>> = HashMap::new();
+        let mut by_shard: HashMap<String, Vec<OmapEntry>> = HashMap::new();
         for piece in pieces {
             let Some(offset) = piece.pack_offset else {
                 continue;
@@ -240,7 +243,11 @@ impl Store {
     async fn mark_failed(&self, pack: &str) {
         let oid = layout::pack_gc_log_object(pack);
         let key = layout::pack_job_key(pack);
-        let Ok(mut found) = self.meta.omap_get_vals_by_keys(&oid, &[key.clone()]).await else {
+        let Ok(mut found) = self
+            .meta
+            .omap_get_vals_by_keys(&oid, std::slice::from_ref(&key))
+            .await
+        else {
             return;
         };
         let Some(Ok(mut job)) = found.remove(&key).map(|v| layout::decode::<PackJob>(&v)) else {
