@@ -12,6 +12,7 @@
 #   env PYTHON_VENV    a venv with the suite's requirements (default /work/s3-tests-venv;
 #                      create it with: python3 -m venv V && V/bin/pip install -r requirements.txt)
 #   env STRATA_DURABLE  false skips fsync in the cluster (faster; default true)
+#   env STRATA_SERVE_ARGS  more `strata serve` flags, split on spaces (e.g. "--packing on")
 #   extra args go to pytest (e.g. -k test_bucket_list or -x).
 # The serve log and the pytest output stay in $WORK (printed at the end).
 set -euo pipefail
@@ -57,7 +58,8 @@ if [[ $backend == ceph ]]; then
     backend_args=(--backend ceph --ceph-conf "$work/ceph/ceph.conf")
 fi
 RUST_LOG=${RUST_LOG:-warn} "$strata" serve --data "$work/data" \
-    --admin "127.0.0.1:$admin_port" --s3 "127.0.0.1:$s3_port" "${backend_args[@]}" >"$work/serve.log" 2>&1 &
+    --admin "127.0.0.1:$admin_port" --s3 "127.0.0.1:$s3_port" "${backend_args[@]}" \
+    ${STRATA_SERVE_ARGS:-} >"$work/serve.log" 2>&1 &
 serve_pid=$!
 stop() {
     kill $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null || true

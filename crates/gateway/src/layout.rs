@@ -276,6 +276,127 @@ pub struct Piece {
     pub oid: String,
     /// Bytes in it.
     pub size: u64,
+    /// Where the piece starts in `oid` when `oid` is a pack object shared by several small
+    /// objects ([`pack_object`]); `None`: the piece is the whole of `oid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_offset: Option<u64>,
+}
+
+impl Piece {
+    /// A piece that is the whole of data object `oid`.
+    pub fn whole(oid: String, size: u64) -> Self {
+        Self {
+            oid,
+            size,
+            pack_offset: None,
+        }
+    }
+
+    /// Where its bytes start in its data object.
+    pub fn start(&self) -> u64 {
+        self.pack_offset.unwrap_or(0)
+    }
+}
+
+/// One small object written into a pack object: recorded in the pack's omap (key: its
+/// offset as 20 decimal digits), so orphan collection, `strata gc` and the pack GC know
+/// whom a pack holds without reading an index.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PackMember {
+    /// The index-pool object its entry is committed to (the key's index shard).
+    pub index_oid: String,
+    /// The S3 key (the omap key of its plain entry there).
+    pub key: String,
+    /// `<bucket-id>_<tag>_` of the write that put it (its write intent's prefix).
+    pub writer: String,
+    /// Its bytes.
+    pub length: u64,
+    /// In a pack the GC wrote: the member's offset in the pack it was copied from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<u64>,
+}
+
+/// A pack's state in the pack GC log ([`pack_gc_log_object`]).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum PackGcState {
+    /// Dead ranges are logged; no rewrite started.
+    Initial,
+    /// A rewrite into `target` is under way (resumed from here after a crash).
+    Processing,
+    /// The last rewrite attempt failed; the next pass starts it again.
+    Failed,
+    /// The live members are in `target` and the index names it; the old pack is queued for
+    /// removal after the grace period and its log entries are being removed.
+    Complete,
+}
+
+/// The pack GC log's record of one pack being rewritten (omap key [`pack_job_key`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PackJob {
+    /// Where the job is.
+    pub state: PackGcState,
+    /// The pack the live members are rewritten into.
+    pub target: String,
+    /// When the state was written, ns since the epoch.
+    pub changed_ns: u64,
+}
+
+/// A dead range of a pack in the pack GC log (omap key [`pack_range_key`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeadRange {
+    /// Its bytes.
+    pub length: u64,
+    /// When it was logged, ns since the epoch.
+    pub logged_ns: u64,
+}
+
+/// Prefix of every pack object's name.
+pub const PACK_PREFIX: &str = "pack.";
+
+/// Shards of the pack GC log.
+pub const PACK_GC_LOG_SHARDS: u32 = 8;
+
+/// Data-pool pack object `n` of a pack written with `tag` (`n` is searched so the name maps
+/// to the wanted placement group). No `_`, so it never looks like a write's data object.
+pub fn pack_object(tag: &str, n: u32) -> String {
+    format!("{PACK_PREFIX}{tag}.{n}")
+}
+
+/// Whether data object `oid` is a pack object.
+pub fn is_pack_object(oid: &str) -> bool {
+    oid.starts_with(PACK_PREFIX)
+}
+
+/// Metadata-pool object of the pack GC log shard holding pack `pack`'s entries.
+pub fn pack_gc_log_object(pack: &str) -> String {
+    format!("pack_gc.{}", shard_of(pack, PACK_GC_LOG_SHARDS))
+}
+
+/// The omap key of a pack member at `offset` in the pack's omap.
+pub fn pack_member_key(offset: u64) -> Vec<u8> {
+    format!("{offset:020}").into_bytes()
+}
+
+/// The omap key of the dead range at `offset` of `pack` in its log shard.
+pub fn pack_range_key(pack: &str, offset: u64) -> Vec<u8> {
+    format!("r\0{pack}\0{offset:020}").into_bytes()
+}
+
+/// The omap key of `pack`'s rewrite job in its log shard.
+pub fn pack_job_key(pack: &str) -> Vec<u8> {
+    format!("j\0{pack}").into_bytes()
+}
+
+/// The (pack, offset) of a [`pack_range_key`], or the pack of a [`pack_job_key`] (offset
+/// `None`).
+pub fn parse_pack_log_key(key: &[u8]) -> Option<(String, Option<u64>)> {
+    let text = std::str::from_utf8(key).ok()?;
+    if let Some(rest) = text.strip_prefix("r\0") {
+        let (pack, offset) = rest.rsplit_once('\0')?;
+        return Some((pack.to_string(), Some(offset.parse().ok()?)));
+    }
+    let pack = text.strip_prefix("j\0")?;
+    Some((pack.to_string(), None))
 }
 
 /// An object's index entry (value in a [`index_shard_object`] omap, key = the S3 key).
@@ -433,10 +554,7 @@ mod tests {
         let entry = ObjectEntry {
             size: 3,
             etag: "abc".into(),
-            pieces: vec![Piece {
-                oid: "b_t_k".into(),
-                size: 3,
-            }],
+            pieces: vec![Piece::whole("b_t_k".into(), 3)],
             ..ObjectEntry::default()
         };
         let back: ObjectEntry = decode(&encode(&entry)).unwrap();

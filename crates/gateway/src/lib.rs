@@ -78,7 +78,10 @@ pub use secrets::{MasterKey, SecretKeyring};
 pub use server::requests::{RequestMetrics, RequestStats, LATENCY_BUCKETS_S};
 pub use server::{serve, Server};
 pub use service::Gateway;
-pub use store::{gc_wait_s, GatewayStats, GcBacklog, OrphanReport, ORPHAN_GRACE_S_MIN};
+pub use store::{
+    gc_wait_s, placement_group, GatewayStats, GcBacklog, OrphanReport, PackGcReport, PackGcStatus,
+    ORPHAN_GRACE_S_MIN,
+};
 pub use users::{User, Users};
 
 /// How a gateway lays out and serves data.
@@ -134,6 +137,42 @@ pub struct GatewayConfig {
     /// guarded by the index shard's existence and its versioning stamp (see `store`). 0 reads
     /// every time. Default 1000.
     pub metadata_cache_ms: u64,
+    /// Small-object packing ([`PackingConfig`]). Default off.
+    pub packing: PackingConfig,
+}
+
+/// Small-object packing: PUTs of small objects to a bucket without versioning that arrive
+/// together and whose head objects would land in the same placement group are written as
+/// one pack object, in one write (see `store/pack.rs`); a pack GC rewrites packs whose dead
+/// share passed a threshold (`store/pack_gc.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackingConfig {
+    /// Whether PUTs are packed. Default false (see BENCHMARKS.md for the figures).
+    pub enabled: bool,
+    /// Objects smaller than this are packed. Default 64 KiB.
+    pub object_size_max_bytes: u64,
+    /// A group closes when it holds this many bytes. Default 4 MiB.
+    pub group_bytes_max: u64,
+    /// A group closes when it holds this many objects. Default 32.
+    pub group_count_max: usize,
+    /// A group closes this long after its first object arrived. Default 2000 us.
+    pub group_wait_us: u64,
+    /// A pack is rewritten without its dead ranges once they are this share of it, in
+    /// percent. Default 30.
+    pub gc_dead_percent_min: u64,
+}
+
+impl Default for PackingConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            object_size_max_bytes: 64 << 10,
+            group_bytes_max: 4 << 20,
+            group_count_max: 32,
+            group_wait_us: 2000,
+            gc_dead_percent_min: 30,
+        }
+    }
 }
 
 impl Default for GatewayConfig {
@@ -155,6 +194,7 @@ impl Default for GatewayConfig {
             gc_fullness_check_s: 5,
             secret_keys: None,
             metadata_cache_ms: 1000,
+            packing: PackingConfig::default(),
         }
     }
 }

@@ -151,6 +151,13 @@ pub async fn serve(
                         }
                         last_pass = Some(tokio::time::Instant::now());
                         let wait_s = crate::gc_wait_s(&config, level);
+                        // Packs first: the old packs a rewrite retires join the queue
+                        // the reclaim below drains once their wait is over.
+                        if config.packing.enabled {
+                            if let Err(error) = gc_gateway.pack_gc().await {
+                                tracing::warn!(%error, "pack GC pass failed");
+                            }
+                        }
                         if let Err(error) = gc_gateway.reclaim_after(wait_s).await {
                             tracing::warn!(%error, "GC pass failed");
                         }

@@ -306,10 +306,7 @@ mod tests {
     }
 
     fn piece(tag: &str) -> Vec<Piece> {
-        vec![Piece {
-            oid: format!("data-{tag}"),
-            size: 1,
-        }]
+        vec![Piece::whole(format!("data-{tag}"), 1)]
     }
 
     /// Random writes, deletes and version removals on one key, starting from a legacy object

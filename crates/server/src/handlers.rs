@@ -226,7 +226,17 @@ pub(crate) async fn route(
                 ),
                 None => None,
             };
-            json(json!({ "usage": usage, "pools": pools, "gc": gc }))
+            // Dead pack ranges awaiting the pack GC, and rewrites under way.
+            let packs = match gateway {
+                Some(gateway) => Some(
+                    gateway
+                        .pack_gc_status()
+                        .await
+                        .map_err(|e| ServerError::Gateway(format!("pack GC log: {e}")))?,
+                ),
+                None => None,
+            };
+            json(json!({ "usage": usage, "pools": pools, "gc": gc, "packs": packs }))
         }
         ("GET", ["api", "stats"]) => {
             let mut top = 20;

@@ -496,6 +496,31 @@ fn render_gateway(out: &mut Text, stats: gateway::GatewayStats) {
             stats.index_races,
             "Index commits that found the entry changed by another gateway and were retried.",
         ),
+        (
+            "strata_s3_packs_written_total",
+            stats.packs_written,
+            "Pack objects written by small-object packing.",
+        ),
+        (
+            "strata_s3_objects_packed_total",
+            stats.objects_packed,
+            "Small objects written into pack objects.",
+        ),
+        (
+            "strata_s3_pack_ranges_logged_total",
+            stats.pack_ranges_logged,
+            "Dead ranges of packs logged for the pack GC (deletes and overwrites of packed objects).",
+        ),
+        (
+            "strata_s3_packs_rewritten_total",
+            stats.packs_rewritten,
+            "Packs the pack GC rewrote without their dead ranges.",
+        ),
+        (
+            "strata_s3_pack_bytes_reclaimed_total",
+            stats.pack_bytes_reclaimed,
+            "Dead bytes of the packs the pack GC rewrote.",
+        ),
     ];
     counters(out, &gateway_counters);
 }

@@ -84,6 +84,17 @@ impl Gateway {
         self.store.stats()
     }
 
+    /// One pack GC pass: packs whose logged dead share passed the threshold are rewritten
+    /// without their dead ranges (see `store/pack_gc.rs`).
+    pub async fn pack_gc(&self) -> Result<crate::PackGcReport> {
+        self.store.pack_gc().await
+    }
+
+    /// What the pack GC log holds now (dead ranges awaiting the pack GC, rewrites under way).
+    pub async fn pack_gc_status(&self) -> Result<crate::PackGcStatus> {
+        self.store.pack_gc_status().await
+    }
+
     /// One GC pass over the queue of data objects whose removal failed.
     pub async fn reclaim(&self) -> Result<u64> {
         self.store.reclaim().await

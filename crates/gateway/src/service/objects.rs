@@ -296,12 +296,25 @@ impl Gateway {
         };
         // The checksums the client gave are checked against the data as it streams in.
         let body = super::integrity::request_body(input.body, checksums.as_ref());
-        let write = self
-            .store
-            .write_checked(&intent, &bucket.id, &tag, &input.key, body, |md5| {
-                check_content_md5(content_md5.as_deref(), md5)?;
-                checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref()))
-            });
+        let check = |md5: &[u8; 16]| {
+            check_content_md5(content_md5.as_deref(), md5)?;
+            checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref()))
+        };
+        // A small object announced as such goes into a pack with others (`store/pack.rs`).
+        let packed = input
+            .content_length
+            .is_some_and(|length| self.store.packs(&bucket, length.max(0) as u64));
+        let write = async {
+            if packed {
+                self.store
+                    .write_checked_packed(&intent, &bucket, &tag, &input.key, body, check)
+                    .await
+            } else {
+                self.store
+                    .write_checked(&intent, &bucket.id, &tag, &input.key, body, check)
+                    .await
+            }
+        };
         // The entry the commit replaces is read while the data is written, so the commit
         // after the data is one guarded write (which fails, and reads again, if the entry
         // changed meanwhile).

@@ -81,10 +81,10 @@ impl Store {
                     target.extend_from_slice(&rest[..take]);
                     rest = &rest[take..];
                     if head.len() == chunk && pieces.is_empty() {
-                        pieces.push(Piece {
-                            oid: layout::piece_object(bucket_id, tag, key, 0),
-                            size: chunk as u64,
-                        });
+                        pieces.push(Piece::whole(
+                            layout::piece_object(bucket_id, tag, key, 0),
+                            chunk as u64,
+                        ));
                     }
                     if current.len() == chunk {
                         let oid = layout::piece_object(bucket_id, tag, key, pieces.len());
@@ -94,10 +94,7 @@ impl Store {
                             .operate(&oid, WriteOp::new().write_full(full))
                             .await?;
                         written.push(oid.clone());
-                        pieces.push(Piece {
-                            oid,
-                            size: chunk as u64,
-                        });
+                        pieces.push(Piece::whole(oid, chunk as u64));
                     }
                 }
             }
@@ -111,14 +108,14 @@ impl Store {
                     )
                     .await?;
                 written.push(oid.clone());
-                pieces.push(Piece { oid, size });
+                pieces.push(Piece::whole(oid, size));
             }
             if !head.is_empty() {
                 if pieces.is_empty() {
-                    pieces.push(Piece {
-                        oid: layout::piece_object(bucket_id, tag, key, 0),
-                        size: head.len() as u64,
-                    });
+                    pieces.push(Piece::whole(
+                        layout::piece_object(bucket_id, tag, key, 0),
+                        head.len() as u64,
+                    ));
                 }
                 let op = WriteOp::new()
                     .write_full(std::mem::take(&mut head))
@@ -131,7 +128,7 @@ impl Store {
         if let Err(error) = result {
             let orphans = written
                 .into_iter()
-                .map(|oid| Piece { oid, size: 0 })
+                .map(|oid| Piece::whole(oid, 0))
                 .collect();
             self.remove_pieces(orphans).await;
             return Err(error);
@@ -218,7 +215,7 @@ fn extents(pieces: &[Piece], start: u64, end: u64) -> Vec<Extent> {
             let to = end.min(piece_end) - offset;
             extents.push(Extent {
                 object: piece.oid.clone(),
-                offset: from,
+                offset: piece.start() + from,
                 length: to - from,
             });
         }

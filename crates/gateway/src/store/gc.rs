@@ -39,7 +39,11 @@ impl Store {
     /// Data a committed change replaced: queued for the GC, which removes it once
     /// `gc_min_wait_s` has passed, so reads that started on the old version finish (removed
     /// now when the wait is 0, or when it cannot be queued).
+    /// Ranges of pack objects are logged for the pack GC instead (`pack_gc.rs`).
     pub async fn retire_pieces(&self, pieces: Vec<Piece>) {
+        let (packed, pieces): (Vec<Piece>, Vec<Piece>) =
+            pieces.into_iter().partition(|p| p.pack_offset.is_some());
+        self.log_dead_ranges(&packed).await;
         if pieces.is_empty() {
             return;
         }
@@ -64,8 +68,12 @@ impl Store {
         }
     }
 
-    /// Removes data pieces; a failed removal goes to the GC queue.
+    /// Removes data pieces; a failed removal goes to the GC queue. Ranges of pack objects
+    /// are logged for the pack GC instead (`pack_gc.rs`).
     pub async fn remove_pieces(&self, pieces: Vec<Piece>) {
+        let (packed, pieces): (Vec<Piece>, Vec<Piece>) =
+            pieces.into_iter().partition(|p| p.pack_offset.is_some());
+        self.log_dead_ranges(&packed).await;
         for piece in pieces {
             match self.data.remove(&piece.oid).await {
                 Ok(()) | Err(RadosError::NotFound(_)) => {

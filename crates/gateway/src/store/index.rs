@@ -172,6 +172,12 @@ impl Store {
                 Some(intent) => intent.consume(op),
                 None => op,
             };
+            // Pack ranges this write frees are logged before it (see `pack_gc`): a crash
+            // between the two leaves a live range logged, which the GC checks, and never a
+            // dead range nobody logged.
+            let (packed, freed): (Vec<Piece>, Vec<Piece>) =
+                freed.into_iter().partition(|p| p.pack_offset.is_some());
+            self.log_dead_ranges(&packed).await;
             match self.index.operate(oid, op).await {
                 Ok(()) => {
                     self.retire_pieces(freed).await;
@@ -309,12 +315,18 @@ impl Store {
                 if let Err(refusal) = condition.check(key, old.as_ref()) {
                     return OmapChange::Keep(Err(refusal));
                 }
-                let keep: BTreeSet<&str> = entry.pieces.iter().map(|p| p.oid.as_str()).collect();
+                // A piece is its object and, in a pack, its offset: two PUTs of one key in
+                // one pack share the object but not the range.
+                let keep: BTreeSet<(&str, Option<u64>)> = entry
+                    .pieces
+                    .iter()
+                    .map(|p| (p.oid.as_str(), p.pack_offset))
+                    .collect();
                 let stale = old
                     .map(|old| old.pieces)
                     .unwrap_or_default()
                     .into_iter()
-                    .filter(|p| !keep.contains(p.oid.as_str()))
+                    .filter(|p| !keep.contains(&(p.oid.as_str(), p.pack_offset)))
                     .collect();
                 OmapChange::Set(layout::encode(entry), stale, Ok(Unversioned::Done))
             }

@@ -5,7 +5,8 @@
 //! records), [`index`] (a key's plain index entry and the guarded read-modify-write of an
 //! omap value), [`versions`] (a key's versions, planned by [`crate::versioning`]), [`data`]
 //! (data pieces: a body written, extents of it read), [`gc`] (replaced data and the GC
-//! queue) and [`orphans`] (write intents and orphan collection).
+//! queue), [`orphans`] (write intents and orphan collection), [`pack`] (small PUTs grouped
+//! into pack objects) and [`pack_gc`] (dead pack ranges logged, packs rewritten).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,10 @@ mod data;
 mod gc;
 mod index;
 mod orphans;
+mod pack;
+mod pack_gc;
+#[cfg(test)]
+mod pack_tests;
 mod versions;
 
 pub use gc::{gc_wait_s, GcBacklog};
@@ -33,6 +38,8 @@ pub(crate) use index::{OmapChange, Unversioned};
 
 pub(crate) use orphans::Intent;
 pub use orphans::{OrphanReport, ORPHAN_GRACE_S_MIN};
+pub use pack::placement_group;
+pub use pack_gc::{PackGcReport, PackGcStatus};
 
 /// Counters of one gateway process (observable; tests read them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,6 +58,16 @@ pub struct GatewayStats {
     pub index_races: u64,
     /// Unreferenced data objects orphan collection removed or queued for removal.
     pub orphans_removed: u64,
+    /// Pack objects written (small-object packing).
+    pub packs_written: u64,
+    /// Objects written into packs.
+    pub objects_packed: u64,
+    /// Dead pack ranges logged (deletes and overwrites of packed objects).
+    pub pack_ranges_logged: u64,
+    /// Packs the pack GC rewrote.
+    pub packs_rewritten: u64,
+    /// Dead bytes of the packs the pack GC rewrote.
+    pub pack_bytes_reclaimed: u64,
 }
 
 #[derive(Default)]
@@ -142,6 +159,8 @@ pub(crate) struct Store {
     /// The write time of the newest version this process created (versions of one key must
     /// get strictly increasing times, which the wall clock alone does not promise).
     version_time_ns_last: AtomicU64,
+    /// Open groups of small PUTs ([`pack`]).
+    packer: pack::Packer,
 }
 
 /// Opens pool `name`, creating it with the gateway's defaults when missing.
@@ -189,6 +208,7 @@ impl Store {
             counters: Counters::default(),
             bucket_copies,
             version_time_ns_last: AtomicU64::new(0),
+            packer: pack::Packer::default(),
         })
     }
 
@@ -212,6 +232,11 @@ impl Store {
             gc_reclaimed: self.counters.gc_reclaimed.load(Ordering::Relaxed),
             index_races: self.counters.index_races.load(Ordering::Relaxed),
             orphans_removed: self.counters.orphans_removed.load(Ordering::Relaxed),
+            packs_written: self.packer.counters.packs_written.load(Ordering::Relaxed),
+            objects_packed: self.packer.counters.objects_packed.load(Ordering::Relaxed),
+            pack_ranges_logged: self.packer.counters.ranges_logged.load(Ordering::Relaxed),
+            packs_rewritten: self.packer.counters.packs_rewritten.load(Ordering::Relaxed),
+            pack_bytes_reclaimed: self.packer.counters.bytes_reclaimed.load(Ordering::Relaxed),
         }
     }
 

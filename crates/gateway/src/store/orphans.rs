@@ -65,6 +65,10 @@ pub struct OrphanReport {
     pub orphans: Vec<String>,
     /// Their logical bytes.
     pub orphan_bytes: u64,
+    /// Members of referenced packs that no entry names and no write in flight will commit
+    /// (a gateway died between the pack write and their commits), logged as dead ranges
+    /// for the pack GC (none in a dry run).
+    pub pack_ranges_dead: u64,
     /// How many of them were queued for removal after `gc_min_wait_s` (none in a dry run).
     pub queued: u64,
     /// How many of them were removed at once (`gc_min_wait_s` 0; none in a dry run).
@@ -98,6 +102,8 @@ impl Intent {
 struct References {
     /// Data objects index entries and uploaded parts name.
     pieces: HashSet<String>,
+    /// (pack, offset) of every packed piece an index entry names.
+    pack_ranges: HashSet<(String, u64)>,
     /// Data objects in the GC queue.
     queued: HashSet<String>,
     /// `<bucket-id>_<tag>_` of every live write intent.
@@ -406,7 +412,12 @@ impl Store {
                         continue;
                     }
                     let entry: ObjectEntry = layout::decode(&value)?;
-                    refs.pieces.extend(entry.pieces.into_iter().map(|p| p.oid));
+                    for piece in entry.pieces {
+                        if let Some(offset) = piece.pack_offset {
+                            refs.pack_ranges.insert((piece.oid.clone(), offset));
+                        }
+                        refs.pieces.insert(piece.oid);
+                    }
                 }
             }
         }
@@ -435,10 +446,43 @@ impl Store {
             ..OrphanReport::default()
         };
         let mut orphans = Vec::new();
+        let targets = self.pack_gc_targets().await?;
         for name in names {
             if refs.queued.contains(&name) {
                 report.awaiting_gc += 1;
                 continue;
+            }
+            if layout::is_pack_object(&name) {
+                // A pack the pack GC is writing, or one holding a write in flight.
+                if targets.contains(&name) {
+                    report.in_flight += 1;
+                    continue;
+                }
+                let members = self.pack_members(&name).await?;
+                if members
+                    .values()
+                    .any(|member| refs.in_flight.contains(&member.writer))
+                {
+                    report.in_flight += 1;
+                    continue;
+                }
+                if refs.pieces.contains(&name) {
+                    let dead: Vec<Piece> = members
+                        .into_iter()
+                        .filter(|(offset, _)| !refs.pack_ranges.contains(&(name.clone(), *offset)))
+                        .map(|(offset, member)| Piece {
+                            oid: name.clone(),
+                            size: member.length,
+                            pack_offset: Some(offset),
+                        })
+                        .collect();
+                    report.pack_ranges_dead += dead.len() as u64;
+                    if !dry_run {
+                        self.log_dead_ranges(&dead).await;
+                    }
+                    report.referenced += 1;
+                    continue;
+                }
             }
             if refs.pieces.contains(&name) {
                 report.referenced += 1;
@@ -458,10 +502,7 @@ impl Store {
                 continue;
             }
             report.orphan_bytes += stat.size_bytes;
-            orphans.push(Piece {
-                oid: name,
-                size: stat.size_bytes,
-            });
+            orphans.push(Piece::whole(name, stat.size_bytes));
         }
         report.orphans = orphans.iter().map(|p| p.oid.clone()).collect();
         if !dry_run && !orphans.is_empty() {

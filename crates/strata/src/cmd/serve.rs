@@ -96,6 +96,47 @@ pub struct Args {
     /// Address the NBD TCP port listens on.
     #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
     pub nbd_bind: std::net::IpAddr,
+    /// Small-object packing in the S3 gateway: PUTs smaller than --packing-object-max to
+    /// buckets without versioning that arrive together for one placement group are written
+    /// as one pack object; deletes log ranges that the pack GC reclaims (see BENCHMARKS.md).
+    #[arg(long, value_enum, default_value = "off")]
+    pub packing: OnOff,
+    /// Objects smaller than this many bytes are packed.
+    #[arg(long, default_value_t = gateway::PackingConfig::default().object_size_max_bytes)]
+    pub packing_object_max_bytes: u64,
+    /// A group closes at this many objects.
+    #[arg(long, default_value_t = gateway::PackingConfig::default().group_count_max)]
+    pub packing_group_count_max: usize,
+    /// A group closes at this many bytes.
+    #[arg(long, default_value_t = gateway::PackingConfig::default().group_bytes_max)]
+    pub packing_group_bytes_max: u64,
+    /// A group closes this many microseconds after an object joined it.
+    #[arg(long, default_value_t = gateway::PackingConfig::default().group_wait_us)]
+    pub packing_group_wait_us: u64,
+    /// The pack GC rewrites a pack once this percentage of it is dead.
+    #[arg(long, default_value_t = gateway::PackingConfig::default().gc_dead_percent_min)]
+    pub packing_gc_dead_percent: u64,
+}
+
+/// A feature switch on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl Args {
+    /// The gateway's packing settings these flags give.
+    pub fn packing_config(&self) -> gateway::PackingConfig {
+        gateway::PackingConfig {
+            enabled: self.packing == OnOff::On,
+            object_size_max_bytes: self.packing_object_max_bytes,
+            group_count_max: self.packing_group_count_max,
+            group_bytes_max: self.packing_group_bytes_max,
+            group_wait_us: self.packing_group_wait_us,
+            gc_dead_percent_min: self.packing_gc_dead_percent,
+        }
+    }
 }
 
 /// The storage `strata serve` runs on.
@@ -114,6 +155,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.admin_addr = args.admin;
     config.s3_addr = (!args.no_s3).then_some(args.s3);
     config.gateway.auth = !args.s3_no_auth;
+    config.gateway.packing = args.packing_config();
     if let Some(path) = &args.nbd_socket {
         config.nbd_socket = Some(path.clone());
     }

@@ -350,10 +350,7 @@ async fn the_report_counts_only_listed_objects() {
     put(&f, "k", 7).await; // the first one's 3 pieces wait in the GC queue
     let broken = ObjectEntry {
         size: 1,
-        pieces: vec![Piece {
-            oid: "missing".into(),
-            size: 1,
-        }],
+        pieces: vec![Piece::whole("missing".into(), 1)],
         ..ObjectEntry::default()
     };
     f.store

@@ -25,6 +25,9 @@ struct Df {
     /// S3 data replaced or deleted, waiting for the gateway's GC (absent without S3).
     #[serde(default)]
     gc: Option<gateway::GcBacklog>,
+    /// Dead ranges of S3 pack objects awaiting the pack GC (absent without S3).
+    #[serde(default)]
+    packs: Option<gateway::PackGcStatus>,
 }
 
 /// Prints space usage.
@@ -35,7 +38,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(ExitCode::SUCCESS);
     }
-    let Df { usage, pools, gc } = client.json("GET", "/api/df", b"")?;
+    let Df {
+        usage,
+        pools,
+        gc,
+        packs,
+    } = client.json("GET", "/api/df", b"")?;
     println!("--- RAW STORAGE ---");
     println!(
         "{:>10} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10}",
@@ -61,6 +69,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
              gc_min_wait_s, at once from nearfull on)",
             human_bytes(gc.bytes),
             gc.objects
+        );
+    }
+    if let Some(packs) = packs {
+        println!(
+            "packs: {} dead in {} ranges of {} packs awaiting the pack GC; rewrites \
+             processing {}, failed {}, complete {}",
+            human_bytes(packs.dead_bytes),
+            packs.dead_ranges,
+            packs.packs_with_dead,
+            packs.jobs_processing,
+            packs.jobs_failed,
+            packs.jobs_complete
         );
     }
     println!("--- POOLS ---");

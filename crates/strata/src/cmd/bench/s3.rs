@@ -87,6 +87,10 @@ pub struct Args {
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Small-object packing in strata's gateway (`strata serve --packing`), with its
+    /// default limits; strata's rows are named `strata+pack` when on.
+    #[arg(long, value_enum, default_value = "off")]
+    pub packing: super::super::serve::OnOff,
 }
 
 const RADOSGW: &str = "radosgw";
@@ -134,6 +138,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         let settings = serde_json::json!({
             "bench": "s3", "sizes_bytes": sizes, "concurrency": args.concurrency,
             "replicas": args.replicas, "seconds": args.seconds,
+            "packing": args.packing == super::super::serve::OnOff::On,
         });
         load::write_json(path, settings, &rows)?;
     }
@@ -143,6 +148,10 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
 async fn run_all(args: &Args, sizes: &[u64], dir: &Path) -> Result<(Vec<Row>, Vec<String>)> {
     let gateway_config = gateway::GatewayConfig {
         pool_size: args.replicas,
+        packing: gateway::PackingConfig {
+            enabled: args.packing == super::super::serve::OnOff::On,
+            ..gateway::PackingConfig::default()
+        },
         ..gateway::GatewayConfig::default()
     };
     let mut rows = Vec::new();
@@ -192,8 +201,12 @@ async fn strata(
     };
     let cluster = Arc::new(Cluster::create(dir, config, options).await?);
     let (server, credentials) = serve_gateway(cluster.clone(), gateway_config).await?;
+    let name = match args.packing {
+        super::super::serve::OnOff::On => "strata+pack",
+        super::super::serve::OnOff::Off => "strata",
+    };
     let rows = drive(
-        "strata",
+        name,
         args,
         sizes,
         server.local_addr,
