@@ -389,6 +389,9 @@ impl IoCtx for CephIoCtx {
             .unwrap_or(usize::MAX)
             .min(READ_GUESS_BYTES);
         loop {
+            // A buffer as long as the request needs no size: what the read returns is all
+            // there is (a block volume's reads, one sub-op each, as librbd sends them).
+            let whole = guess as u64 == length_bytes;
             let slots = Box::new(ReadSlots {
                 buffer: vec![0; guess],
                 ..ReadSlots::default()
@@ -398,12 +401,14 @@ impl IoCtx for CephIoCtx {
                     // SAFETY: the op is being built; the out slots and the buffer live in the
                     // boxed `slots` until completion, and the buffer holds `guess` bytes.
                     unsafe {
-                        (api.rados_read_op_stat)(
-                            raw,
-                            &mut slots.size_bytes,
-                            &mut slots.mtime_s,
-                            &mut slots.stat_result,
-                        );
+                        if !whole {
+                            (api.rados_read_op_stat)(
+                                raw,
+                                &mut slots.size_bytes,
+                                &mut slots.mtime_s,
+                                &mut slots.stat_result,
+                            );
+                        }
                         (api.rados_read_op_read)(
                             raw,
                             offset_bytes,
@@ -419,6 +424,11 @@ impl IoCtx for CephIoCtx {
             let mut slots = completed.state;
             if slots.read_result < 0 {
                 return Err(self.error(-slots.read_result, object, "read"));
+            }
+            if whole {
+                let bytes_read = slots.bytes_read.min(slots.buffer.len());
+                slots.buffer.truncate(bytes_read);
+                return Ok(std::mem::take(&mut slots.buffer));
             }
             // The stat and the read saw the same state: if the object holds more than the
             // guess let through, read again with the size it had.

@@ -415,6 +415,33 @@ impl Store {
             .map(|(onode, _)| format!("{onode:x?}")))
     }
 
+    /// How fragmented an object's data is: its extents, and the runs of them that are
+    /// contiguous on the device (what a read of the whole object costs in device reads);
+    /// `None` if the object does not exist. For benchmarks and diagnostics.
+    #[doc(hidden)]
+    pub async fn extent_runs(
+        &self,
+        collection: &str,
+        name: &str,
+    ) -> Result<Option<(usize, usize)>> {
+        validate_names(collection, name)?;
+        let _guard = self.read_lock(collection, name).await;
+        Ok(self.inner.load_onode(collection, name)?.map(|(onode, _)| {
+            let mut runs = 0;
+            let mut next = None;
+            for (&logical, extent) in &onode.extents {
+                if next != Some((logical, extent.device_offset_bytes)) {
+                    runs += 1;
+                }
+                next = Some((
+                    logical + extent.length_bytes,
+                    extent.device_offset_bytes + extent.length_bytes,
+                ));
+            }
+            (onode.extents.len(), runs)
+        }))
+    }
+
     /// Size, mtime and allocation of an object.
     pub async fn stat(&self, collection: &str, name: &str) -> Result<ObjectStat> {
         let onode = self.onode(collection, name).await?;

@@ -224,11 +224,111 @@ fn run_job(endpoint: &Endpoint, dir: &Path, args: &Args, job: &Job) -> Result<Fi
     Ok(figures(&fio(endpoint, dir, &extra)?))
 }
 
+/// What this process sees of a job it serves, beside fio's figures: the volume's own time
+/// per call (fio's latency minus it is the NBD hop and fio) and, on the embedded cluster,
+/// where the stores' replica writes spent theirs.
+struct Probe<'a> {
+    device: &'a dyn Device,
+    cluster: Option<&'a Cluster>,
+}
+
+struct Reading {
+    device: device::DeviceStats,
+    commits: Option<store::CommitStats>,
+}
+
+impl Probe<'_> {
+    fn read(&self) -> Reading {
+        Reading {
+            device: self.device.stats(),
+            commits: self.cluster.map(Cluster::commit_stats),
+        }
+    }
+
+    /// One line on the job between `before` and now, or none when the job made no call.
+    fn note(&self, job: &Job, before: &Reading) -> Option<String> {
+        let now = self.read();
+        let period = now.device.since(&before.device);
+        let kind = if job.rw.contains("write") {
+            device::OpKind::Write
+        } else {
+            device::OpKind::Read
+        };
+        let calls = period.op(kind);
+        if calls.ops == 0 {
+            return None;
+        }
+        let mut note = format!(
+            "volume {}s: mean {:.0} µs, p50 {:.0}, p99 {:.0} (up to {} in flight)",
+            if kind == device::OpKind::Write {
+                "write"
+            } else {
+                "read"
+            },
+            calls.latency_us_mean(),
+            calls.latency_us_p50(),
+            calls.latency_us_p99(),
+            period.queue_depth_max(),
+        );
+        if let (Some(after), Some(before)) = (&now.commits, &before.commits) {
+            let transactions = after.transactions.saturating_sub(before.transactions);
+            let flushes = after.device_flushes.saturating_sub(before.device_flushes);
+            if kind == device::OpKind::Write && transactions > 0 {
+                note.push_str(&format!(
+                    "; {:.2} replica writes per volume write, {:.1} per device flush; store \
+                     stages per replica write: {}",
+                    transactions as f64 / calls.ops as f64,
+                    transactions as f64 / flushes.max(1) as f64,
+                    after
+                        .stages
+                        .since(&before.stages)
+                        .per_transaction(transactions),
+                ));
+            }
+        }
+        Some(note)
+    }
+
+    /// On the embedded cluster: the volume's data objects' extents on their primaries, and
+    /// the device-contiguous runs of them (a whole-object read costs one device read per run).
+    async fn fragmentation(&self) -> Option<String> {
+        let cluster = self.cluster?;
+        let pool = cluster.io_ctx(POOL).await.ok()?;
+        let objects: Vec<String> = pool
+            .list_all()
+            .await
+            .ok()?
+            .into_iter()
+            .filter(|name| name.starts_with("rbd_data."))
+            .collect();
+        let (mut extents, mut runs, mut runs_max) = (0, 0, 0);
+        for object in &objects {
+            let placement = cluster.locate(POOL, object).ok()?;
+            let collection = cluster.collection_of(POOL, object).ok()?;
+            let osd = cluster.osd(placement.primary()?)?;
+            let (object_extents, object_runs) =
+                osd.store().extent_runs(&collection, object).await.ok()??;
+            extents += object_extents;
+            runs += object_runs;
+            runs_max = runs_max.max(object_runs);
+        }
+        let count = objects.len().max(1) as f64;
+        Some(format!(
+            "{} data objects on their primaries: {:.1} extents, {:.1} device-contiguous runs per \
+             object (most {runs_max})",
+            objects.len(),
+            extents as f64 / count,
+            runs as f64 / count,
+        ))
+    }
+}
+
 /// Prefills the endpoint, then runs every job on it, on a blocking thread (fio is a child
 /// process; this runtime keeps serving NBD meanwhile).
 async fn drive(
     target: &str,
     endpoint: Endpoint<'_>,
+    probe: Option<&Probe<'_>>,
     dir: &Path,
     args: &Args,
     jobs: &[Job],
@@ -238,9 +338,18 @@ async fn drive(
         args.volume_size
     );
     let mut out = Vec::new();
+    let fragmentation = |when: &str| {
+        if let Some(note) = probe
+            .and_then(|probe| tokio::runtime::Handle::current().block_on(probe.fragmentation()))
+        {
+            eprintln!("     {when}: {note}");
+        }
+    };
     tokio::task::block_in_place(|| -> Result<()> {
         prefill(&endpoint, dir, &args.volume_size)?;
+        fragmentation("after the prefill");
         for job in jobs {
+            let before = probe.map(Probe::read);
             let figures = run_job(&endpoint, dir, args, job)?;
             eprintln!(
                 "   {target} {:<16} {:>9.0} IOPS {:>8.1} MB/s  mean {:>8.0} µs  p99 {:>8.0} µs",
@@ -250,6 +359,14 @@ async fn drive(
                 figures.latency_us_mean,
                 figures.latency_us_p99
             );
+            if let (Some(probe), Some(before)) = (probe, &before) {
+                if let Some(note) = probe.note(job, before) {
+                    eprintln!("     {note}");
+                }
+            }
+            if job.rw.contains("write") {
+                fragmentation(&format!("after {}", job.name));
+            }
             out.push(figures);
         }
         Ok(())
@@ -261,6 +378,7 @@ async fn drive(
 async fn on_volume(
     target: &str,
     rados: Arc<dyn Rados>,
+    cluster: Option<&Cluster>,
     dir: &Path,
     args: &Args,
     jobs: &[Job],
@@ -277,11 +395,24 @@ async fn on_volume(
         .await
         .context("opening the volume")?;
     let device: Arc<dyn Device> = Arc::new(volume);
+    let probe = Probe {
+        device: device.as_ref(),
+        cluster,
+    };
     let socket = dir.join(format!("{target}.sock"));
     let listener =
         NbdServer::bind_unix(&socket).with_context(|| format!("binding {}", socket.display()))?;
-    let server = tokio::spawn(NbdServer::new(device, ExportConfig::default()).serve_unix(listener));
-    let figures = drive(target, Endpoint::Nbd(&socket), dir, args, jobs).await;
+    let server =
+        tokio::spawn(NbdServer::new(device.clone(), ExportConfig::default()).serve_unix(listener));
+    let figures = drive(
+        target,
+        Endpoint::Nbd(&socket),
+        Some(&probe),
+        dir,
+        args,
+        jobs,
+    )
+    .await;
     server.abort();
     let _ = server.await;
     let _ = std::fs::remove_file(&socket);
@@ -330,7 +461,7 @@ async fn on_embedded(target: &str, dir: &Path, args: &Args, jobs: &[Job]) -> Res
     let cluster_dir = dir.join(target);
     let config = embedded_config(target, args)?;
     let cluster = Arc::new(Cluster::create(&cluster_dir, config, ClusterOptions::default()).await?);
-    let figures = on_volume(target, cluster.clone(), dir, args, jobs).await;
+    let figures = on_volume(target, cluster.clone(), Some(&cluster), dir, args, jobs).await;
     super::cluster::shutdown(cluster, &cluster_dir).await?;
     figures
 }
@@ -385,6 +516,7 @@ async fn on_ceph(
                             conf: &cluster.conf,
                             image: CEPH_IMAGE,
                         },
+                        None,
                         dir,
                         args,
                         jobs,
@@ -398,7 +530,7 @@ async fn on_ceph(
                     })
                     .await
                     .context("connecting to the minicluster through librados")?;
-                    on_volume(target, Arc::new(rados), dir, args, jobs).await?
+                    on_volume(target, Arc::new(rados), None, dir, args, jobs).await?
                 }
             };
             out.push((target.to_string(), figures));
