@@ -169,6 +169,9 @@ pub struct Step {
     agent_waits: u64,
     agent_wait_us_max: u64,
     agent_waits_over_100ms: u64,
+    /// Objects in the cache and bytes of their present blocks at the step's end.
+    cached_objects: u64,
+    cached_bytes: u64,
 }
 
 /// One step to run.
@@ -293,7 +296,8 @@ fn plans(args: &Args, config: &str) -> Vec<Plan> {
                         x: *share,
                         clients: clients_max,
                         skew: zipf.clone(),
-                        threshold: None,
+                        // Back to the configured H after the threshold sweep.
+                        threshold: (config == "predictive").then_some(args.threshold),
                         cache_share: Some(*share),
                         warm_up: true,
                     });
@@ -351,6 +355,7 @@ fn cluster_config(config: &str, args: &Args) -> Result<ClusterConfig> {
         pg_num: 32,
         device_class: Some(class.into()),
         crush_rule: None,
+        erasure: None,
     };
     cluster
         .pools
@@ -367,6 +372,8 @@ struct Testbed {
     tiered: Option<Arc<TieredRados>>,
     volumes: Vec<Arc<Volume>>,
     working_set_bytes: u64,
+    /// Loads run so far: each draws a fresh sequence of ops.
+    loads: AtomicU64,
 }
 
 fn volume_name(client: usize) -> String {
@@ -464,6 +471,7 @@ async fn build(config: &str, dir: &Path, args: &Args) -> Result<Testbed> {
         tiered,
         volumes,
         working_set_bytes,
+        loads: AtomicU64::new(0),
     })
 }
 
@@ -550,6 +558,7 @@ impl Testbed {
         let ops = Arc::new(AtomicU64::new(0));
         let latencies = Arc::new(AtomicHistogram::default());
         let objects = load::parse_size(&args.volume_size)? / OBJECT_BYTES;
+        let load_number = self.loads.fetch_add(1, Ordering::Relaxed);
         let mut tasks = Vec::new();
         for client in 0..plan.clients {
             for lane in 0..args.iodepth {
@@ -557,7 +566,8 @@ impl Testbed {
                 let stop = stop.clone();
                 let ops = ops.clone();
                 let latencies = latencies.clone();
-                let seed = args.seed ^ ((client as u64) << 32) ^ lane as u64;
+                let seed =
+                    args.seed ^ ((client as u64) << 32) ^ ((lane as u64) << 16) ^ load_number;
                 let mut workload = Workload::new(
                     objects,
                     OBJECT_BYTES,
@@ -663,9 +673,11 @@ async fn run_config(config: &str, round: u32, dir: &Path, args: &Args) -> Result
             agent_waits: tier_after.as_ref().map_or(0, |s| s.agent_waits),
             agent_wait_us_max: tier_after.as_ref().map_or(0, |s| s.agent_wait_us_max),
             agent_waits_over_100ms: tier_after.as_ref().map_or(0, |s| s.agent_waits_over_100ms),
+            cached_objects: tier_after.as_ref().map_or(0, |s| s.objects),
+            cached_bytes: tier_after.as_ref().map_or(0, |s| s.cached_bytes),
         };
         eprintln!(
-            "   {:<9} {:<10} x={:<6} {:>8.0} IOPS  p99 {:>8.1} ms  hit {}",
+            "   {:<9} {:<10} x={:<6} {:>8.0} IOPS  p99 {:>8.1} ms  hit {}  cached {} objects, {} MB",
             step.scenario,
             config,
             step.x,
@@ -673,6 +685,8 @@ async fn run_config(config: &str, round: u32, dir: &Path, args: &Args) -> Result
             step.latency_us_p99 / 1000.0,
             step.hit_ratio
                 .map_or("-".to_string(), |h| format!("{h:.3}")),
+            step.cached_objects,
+            step.cached_bytes >> 20,
         );
         steps.push(step);
     }
