@@ -1,6 +1,7 @@
 //! Moving data between the pools: promotion (an object's metadata and the blocks an op needs),
 //! flush (the dirty blocks and metadata, guarded by the base object's generation) and eviction.
-//! Each runs with the object's lock held by the caller.
+//! The `_locked` ones and the installs run with the object's lock held by the caller; the
+//! background flush and promotion take it themselves, only around their cache-side steps.
 
 use std::collections::BTreeMap;
 
@@ -150,11 +151,7 @@ impl Tier {
         }
         let (offset, length) = range;
         let end = offset.saturating_add(length).min(state.size_bytes);
-        let blocks: Vec<u64> = if offset < end {
-            (offset / state.block_bytes..=(end - 1) / state.block_bytes).collect()
-        } else {
-            Vec::new()
-        };
+        let blocks = blocks_of(state.block_bytes, offset, end.saturating_sub(offset));
         let (op, bytes) = self.add_blocks(name, &mut state, &blocks, op).await?;
         let op = op.set_xattr(STATE_XATTR, state.encode());
         Ok(Some(FetchedObject {
