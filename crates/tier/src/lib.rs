@@ -18,8 +18,10 @@
 //! copy never overwrites a newer one, and a restart finds every dirty object in the cache pool.
 //! The [`agent`] flushes and evicts in the background on a [`worker::Worker`].
 //!
-//! Invariant: every op on an object holds that object's lock in this process; one process
-//! serves a tier (as one `strata serve` serves a data directory).
+//! Invariant: every change of an object's cached state holds that object's lock in this
+//! process (background flushes and promotions take it only around their cache-side steps, not
+//! over the base pool's I/O); one process serves a tier (as one `strata serve` serves a data
+//! directory).
 
 pub mod agent;
 pub mod config;

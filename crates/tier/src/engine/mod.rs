@@ -2,10 +2,11 @@
 //! proxy), the per-object serialization, the in-memory mirror of the cache pool's object
 //! states, and the admission policy.
 //!
-//! Every op on an object, a client's or the agent's, holds that object's lock (a slot of a
-//! hashed table) from its routing decision to its last write, so the tier's view of an object
-//! (cached or not, its block map, its dirty state) never changes under an op, and a promotion
-//! never copies a base object that a concurrent op is changing. The in-memory index mirrors
+//! Every client op holds its object's lock (a slot of a hashed table) from its routing
+//! decision to its last write, so the tier's view of an object (cached or not, its block map,
+//! its dirty state) never changes under an op. Background work (the agent's flushes, background
+//! promotions) reads the slow pool without the lock and takes it only to read the cache and to
+//! record its result, checking the object did not change meanwhile. The in-memory index mirrors
 //! the state xattr of every cache object; it is rebuilt from the cache pool when the tier opens.
 
 mod data;
