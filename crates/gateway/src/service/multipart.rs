@@ -13,7 +13,7 @@ use crate::acl::{Permission, Requester};
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, BucketRecord, ObjectEntry, PartRecord, UploadRecord};
 use crate::list::past_prefix;
-use crate::store::{Intent, OmapChange};
+use crate::store::{Body, Intent, OmapChange};
 
 /// Highest part number S3 allows.
 const PART_NUMBER_MAX: i32 = 10_000;
@@ -263,7 +263,11 @@ impl Gateway {
         let intent = self
             .begin_part_intent(&bucket, &input.key, &input.upload_id, &tag)
             .await?;
-        let body = super::integrity::request_body(input.body, checksums.as_ref());
+        let length = input.content_length.map(|length| length.max(0) as u64);
+        let body = Body::new(
+            super::integrity::request_body(input.body, checksums.as_ref()),
+            length,
+        );
         let (pieces, size, md5, _sha256) = self
             .store
             .write_checked(&intent, &bucket.id, &tag, &input.key, body, |md5| {
@@ -327,7 +331,14 @@ impl Gateway {
         let stream = Box::pin(self.store.read_range(&source.pieces, start, end));
         let (pieces, size, md5, ()) = self
             .store
-            .write_checked(&intent, &bucket.id, &tag, &input.key, stream, |_| Ok(()))
+            .write_checked(
+                &intent,
+                &bucket.id,
+                &tag,
+                &input.key,
+                Body::new(stream, Some(end - start)),
+                |_| Ok(()),
+            )
             .await?;
         let etag = hex::encode(md5);
         let mtime_ns = self.store.now_ns();

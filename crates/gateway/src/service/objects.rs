@@ -14,7 +14,7 @@ use crate::error::{GatewayError, Result};
 use crate::layout::{BucketRecord, ObjectEntry};
 use crate::policy::{Context, Decision};
 use crate::server::ChannelStream;
-use crate::store::Unversioned;
+use crate::store::{Body, Unversioned};
 
 /// Standard headers kept with an object, from the request fields.
 pub(super) fn standard_headers(
@@ -304,6 +304,8 @@ impl Gateway {
         let packed = input
             .content_length
             .is_some_and(|length| self.store.packs(&bucket, length.max(0) as u64));
+        let length = input.content_length.map(|length| length.max(0) as u64);
+        let body = Body::new(body, length);
         let write = async {
             if packed {
                 self.store
@@ -793,7 +795,14 @@ impl Gateway {
         let stream = Box::pin(self.store.read_range(&source.pieces, 0, source.size));
         let (pieces, size, md5, ()) = self
             .store
-            .write_checked(&intent, &bucket.id, &tag, &input.key, stream, |_| Ok(()))
+            .write_checked(
+                &intent,
+                &bucket.id,
+                &tag,
+                &input.key,
+                Body::new(stream, Some(source.size)),
+                |_| Ok(()),
+            )
             .await?;
         let etag = if source.parts_count > 0 {
             source.etag.clone()

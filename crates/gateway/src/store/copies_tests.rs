@@ -6,7 +6,7 @@ use bytes::Bytes;
 use rados::memory::MemoryRados;
 use rados::{Rados, WriteOp};
 
-use super::{system_clock, Store};
+use super::{system_clock, Body, Store};
 use crate::error::GatewayError;
 use crate::layout::{self, ObjectEntry, Versioning};
 use crate::GatewayConfig;
@@ -51,7 +51,9 @@ async fn put(store: &Store, name: &str, key: &str, fill: u8) -> crate::error::Re
         Some(_) => None,
     };
     let body = futures::stream::iter(vec![Ok(Bytes::from(vec![fill; 100]))]);
-    let (pieces, size, _) = store.write_body(&bucket.id, &tag, key, body).await?;
+    let (pieces, size, _) = store
+        .write_body(&bucket.id, &tag, key, Body::new(body, None))
+        .await?;
     let entry = ObjectEntry {
         size,
         pieces,
@@ -167,7 +169,7 @@ async fn a_commit_from_a_stale_prefetch_reads_again_and_frees_what_it_replaced()
     let theirs = put(&b, "b", "key", 2).await.expect("B's PUT");
     let body = futures::stream::iter(vec![Ok(Bytes::from(vec![1u8; 100]))]);
     let (pieces, size, _) = a
-        .write_body(&bucket.id, &tag, "key", body)
+        .write_body(&bucket.id, &tag, "key", Body::new(body, None))
         .await
         .expect("data");
     let ours = ObjectEntry {

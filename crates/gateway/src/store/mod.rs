@@ -32,6 +32,7 @@ mod pack_gc;
 mod pack_tests;
 mod versions;
 
+pub use data::Body;
 pub use gc::{gc_wait_s, GcBacklog};
 pub use index::WriteCondition;
 pub(crate) use index::{OmapChange, Unversioned};

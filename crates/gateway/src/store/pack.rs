@@ -33,7 +33,7 @@ use tokio::sync::oneshot;
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 
-use super::{Intent, Store};
+use super::{Body, Intent, Store};
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, PackMember, Piece};
 use rados::{RadosError, WriteOp};
@@ -147,13 +147,17 @@ impl Store {
         bucket: &layout::BucketRecord,
         tag: &str,
         key: &str,
-        mut body: S,
+        body: Body<S>,
         check: impl FnOnce(&[u8; 16]) -> Result<T>,
     ) -> Result<(Vec<Piece>, u64, [u8; 16], T)>
     where
         S: Stream<Item = Result<Bytes>> + Unpin,
     {
-        let mut whole = BytesMut::new();
+        let Body {
+            stream: mut body,
+            size_hint_bytes,
+        } = body;
+        let mut whole = BytesMut::with_capacity(size_hint_bytes.unwrap_or(0) as usize);
         let mut failed = None;
         while let Some(item) = body.next().await {
             match item {
@@ -173,7 +177,14 @@ impl Store {
         if !self.packs(bucket, size) {
             let stream = futures::stream::iter([Ok(whole)]);
             return self
-                .write_checked(intent, &bucket.id, tag, key, stream, check)
+                .write_checked(
+                    intent,
+                    &bucket.id,
+                    tag,
+                    key,
+                    Body::new(stream, Some(size)),
+                    check,
+                )
                 .await;
         }
         let md5: [u8; 16] = Md5::digest(&whole).into();

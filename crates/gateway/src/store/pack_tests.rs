@@ -16,7 +16,7 @@ use rados::WriteOp;
 use rados::{IoCtx, ListCursor, ListPage, ObjectStat, OmapPage, PoolInfo, Rados, RadosError};
 use rand::{Rng, SeedableRng};
 
-use super::{system_clock, Store};
+use super::{system_clock, Body, Store};
 use crate::error::Result;
 use crate::layout::{self, BucketRecord, ObjectEntry};
 use crate::{GatewayConfig, PackingConfig};
@@ -132,7 +132,9 @@ async fn put(store: &Store, bucket: &BucketRecord, key: &str, body: Vec<u8>) -> 
     let intent = store.begin_object_write_checked(bucket, key, &tag).await?;
     let stream = futures::stream::iter([Ok(Bytes::from(body))]);
     let (pieces, size, md5, ()) = store
-        .write_checked_packed(&intent, bucket, &tag, key, stream, |_| Ok(()))
+        .write_checked_packed(&intent, bucket, &tag, key, Body::new(stream, None), |_| {
+            Ok(())
+        })
         .await?;
     let entry = ObjectEntry {
         size,

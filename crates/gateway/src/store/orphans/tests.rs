@@ -11,7 +11,7 @@ use cluster::{Cluster, ClusterConfig, ClusterOptions, HostConfig, OsdConfig};
 use rados::{IoCtx, ListCursor, ListPage, ObjectStat, OmapPage, PoolInfo, Rados, WriteOp};
 use tokio::sync::oneshot;
 
-use super::super::{system_clock, Store};
+use super::super::{system_clock, Body, Store};
 use crate::error::GatewayError;
 use crate::layout::{self, BucketRecord, ObjectEntry, Piece};
 use crate::GatewayConfig;
@@ -210,7 +210,7 @@ async fn put(f: &Fixture, key: &str, fill: u8) -> ObjectEntry {
 async fn write(f: &Fixture, tag: &str, key: &str, fill: u8) -> Vec<Piece> {
     let (pieces, size, _) = f
         .store
-        .write_body(&f.bucket.id, tag, key, body(fill))
+        .write_body(&f.bucket.id, tag, key, Body::new(body(fill), None))
         .await
         .expect("data");
     assert_eq!((pieces.len(), size), (3, 10_000));
