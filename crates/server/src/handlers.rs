@@ -115,6 +115,9 @@ pub(crate) async fn route(
     if let ("POST", ["api", "gc"]) = (method.as_str(), segments.as_slice()) {
         return collect_orphans(gateway, uri).await;
     }
+    if let ["api", "gc", "packs"] = segments.as_slice() {
+        return pack_gc(gateway, method).await;
+    }
     if let ["api", "balancer", rest @ ..] = segments.as_slice() {
         let request = balancer_request(method, rest, uri)?;
         return json(backend.balancer(request).await?);
@@ -372,6 +375,27 @@ async fn collect_orphans(gateway: Option<&gateway::Gateway>, uri: &Uri) -> Resul
         .await
         .map_err(user_error)?;
     json(report)
+}
+
+/// `POST /api/gc/packs`: one pass of the pack GC now (packs whose logged dead share passed
+/// `--packing-gc-dead-percent` are rewritten without their dead ranges), as the gateway's
+/// own GC loop runs it each period; `GET` shows what the log holds.
+async fn pack_gc(gateway: Option<&gateway::Gateway>, method: &Method) -> Result<Reply> {
+    let Some(gateway) = gateway else {
+        return Err(ServerError::BadRequest(
+            "S3 is not served (strata serve --no-s3), so there are no packs to collect".into(),
+        ));
+    };
+    match method.as_str() {
+        "POST" if !gateway.config().packing.enabled => Err(ServerError::BadRequest(
+            "packing is off (strata serve --packing on): there are no packs to rewrite".into(),
+        )),
+        "POST" => json(gateway.pack_gc().await.map_err(user_error)?),
+        "GET" => json(gateway.pack_gc_status().await.map_err(user_error)?),
+        other => Err(ServerError::BadRequest(format!(
+            "{other} /api/gc/packs: use POST to run a pass or GET for the log's state"
+        ))),
+    }
 }
 
 /// `/api/users...`: the gateway's user table, as `radosgw-admin user` manages it.

@@ -9,6 +9,10 @@
 //! fenced (its upload fails with 500 rather than commit data the pass collects), so
 //! acknowledged data is never removed, and a grace shorter than
 //! [`gateway::ORPHAN_GRACE_S_MIN`] takes `--force`.
+//!
+//! `strata gc --packs` runs one pass of the pack GC instead (`strata serve --packing on`):
+//! packs whose logged dead share passed the threshold are rewritten without their dead
+//! ranges, as the gateway's own GC loop does each period.
 
 use std::process::ExitCode;
 
@@ -33,11 +37,36 @@ pub struct Args {
     /// Accept a --grace-s shorter than 600 s (uploads slower than it will fail).
     #[arg(long)]
     pub force: bool,
+    /// Run one pass of the pack GC now instead (with `strata serve --packing on`): packs
+    /// whose logged dead share passed --packing-gc-dead-percent are rewritten without their
+    /// dead ranges; prints what it did and what the log still holds.
+    #[arg(long, conflicts_with_all = ["grace_s", "dry_run", "force"])]
+    pub packs: bool,
 }
 
 /// Runs one pass and prints what it found.
 pub fn run(args: Args) -> Result<ExitCode> {
     let client = args.admin.client();
+    if args.packs {
+        let report: serde_json::Value = client.json("POST", "/api/gc/packs", b"")?;
+        let status: serde_json::Value = client.json("GET", "/api/gc/packs", b"")?;
+        println!(
+            "packs rewritten {}, live bytes copied {}, dead bytes reclaimed {}, jobs failed {} \
+             (resumed by the next pass), stale log entries removed {}; the log now holds {} dead \
+             ranges ({} bytes) in {} packs, rewrites processing {}, failed {}",
+            report["packs_rewritten"],
+            report["bytes_copied"],
+            report["bytes_reclaimed"],
+            report["jobs_failed"],
+            report["stale_entries_removed"],
+            status["dead_ranges"],
+            status["dead_bytes"],
+            status["packs_with_dead"],
+            status["jobs_processing"],
+            status["jobs_failed"],
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let path = format!(
         "/api/gc?grace_s={}&dry_run={}&force={}",
         args.grace_s, args.dry_run, args.force
