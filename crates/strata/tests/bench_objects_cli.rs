@@ -248,3 +248,56 @@ fn bad_sizes_are_refused_with_a_message() {
         "{stderr}"
     );
 }
+
+/// `strata bench pack` on a few hundred objects: every table, the GC line, and the packed
+/// objects' holes never above the unpacked ones' (each pack pads once, not once per object).
+#[test]
+fn bench_pack_prints_holes_metadata_and_gc() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "bench",
+            "pack",
+            "--objects",
+            "300",
+            "--sizes",
+            "5K",
+            "--group-counts",
+            "5",
+            "--concurrency",
+            "16",
+            "--replicas",
+            "1",
+            "--osd-size",
+            "1G",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("run strata");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "strata bench pack failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let holes: Vec<u64> = stdout
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            (words.first() == Some(&"5120")).then(|| words[4].parse().expect("hole bytes"))
+        })
+        .collect();
+    assert_eq!(holes.len(), 2, "an off and an on row:\n{stdout}");
+    assert!(holes[1] <= holes[0], "packing added holes:\n{stdout}");
+    assert!(stdout.contains("hole bytes with packing"), "{stdout}");
+    assert!(stdout.contains("Metadata"), "{stdout}");
+    assert!(
+        stdout.contains("GC: 300 packed 4 KiB objects, 150 deleted"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("of the deleted bytes given back"),
+        "{stdout}"
+    );
+}

@@ -9,6 +9,7 @@ pub mod ceph;
 pub mod cluster;
 pub mod crush;
 pub mod load;
+pub mod pack;
 pub mod rss;
 pub mod s3;
 pub mod s3_client;
@@ -39,6 +40,9 @@ pub enum Which {
     Cluster(cluster::Args),
     /// S3 PUT/GET ops/s and latency against radosgw on real Ceph.
     S3(s3::Args),
+    /// Seed 002's space figures: data holes, metadata and GC reclaim of small S3 objects with
+    /// packing on, against packing off in the same run.
+    Pack(pack::Args),
     /// Block volume IOPS, latency and MB/s through fio against RBD on real Ceph, and seed 001
     /// at cluster level (HDD OSDs, HDDs behind block caches, NVMe OSDs).
     Volume(volume::Args),
@@ -90,6 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Cache(a) => cache::run(a),
         Which::Cluster(a) => cluster::run(a),
         Which::S3(a) => s3::run(a),
+        Which::Pack(a) => pack::run(a),
         Which::Volume(a) => volume::run(a),
         Which::Tier(a) => tier::run(a),
         Which::Soak(a) => soak::run(a),

@@ -221,7 +221,7 @@ async fn strata(
 }
 
 /// strata's gateway on `rados` (loopback, a free port) and its benchmark user's keys.
-async fn serve_gateway(
+pub(super) async fn serve_gateway(
     rados: Arc<dyn Rados>,
     gateway_config: &gateway::GatewayConfig,
 ) -> Result<(gateway::Server, Credentials)> {
