@@ -75,6 +75,13 @@ pub struct StoreConfig {
     /// The store then lacks acknowledged writes: only for an owner that restores them from
     /// elsewhere (the cluster refills such an OSD from its peers). Default false.
     pub salvage_damaged_log: bool,
+    /// A client read ([`crate::Store::read`]) of a range the device holds in more than this
+    /// many separate runs rewrites that range contiguously afterwards, in the background, as
+    /// an [`crate::Op::Defragment`] transaction (copy-on-write: durability is a write's).
+    /// Copy-on-write scatters small overwrites: a 4 MiB volume object after 4 KiB random
+    /// writes had 250-328 extents, and a 1 MiB read of it was 60-80 device reads. 0 turns it
+    /// off. Default 8.
+    pub defragment_runs_max: usize,
 }
 
 impl Default for StoreConfig {
@@ -93,6 +100,7 @@ impl Default for StoreConfig {
             pin_to_interrupt_cpu: true,
             durable: true,
             salvage_damaged_log: false,
+            defragment_runs_max: 8,
         }
     }
 }

@@ -62,6 +62,14 @@
 //! experiments. While unretired copies exist, extents freed by commits stay held (counted as
 //! free by `statfs`, not reusable), so a replay never writes stale data over reused space.
 //!
+//! **Defragmentation** (`Op::Defragment`, `defragment_runs_max`): copy-on-write scatters small
+//! overwrites over the device, so a large read of an object written in 4 KiB pieces becomes a
+//! device read per piece. A client read ([`Store::read`], not `read_device`) of a range held in
+//! more than `defragment_runs_max` device runs queues, in the background, a transaction that
+//! reads each hole-free part of the range again under the object's lock and writes it to fresh
+//! contiguous extents: an ordinary copy-on-write write of unchanged content (mtime kept), so
+//! its crash behaviour is every write's and no write can slip between its read and its rewrite.
+//!
 //! ## Onode cache
 //! Committed onodes (and known absences) stay in memory, encoded (`cache.rs`, bounded by
 //! `onode_cache_bytes`), so a small read is one hash lookup, a decode and one device read, and a
@@ -93,14 +101,18 @@
 //! - The store reads no clock: mtimes come with the transaction.
 //!
 //! ## Tests and figures
-//! - `tests/model.rs`: random transactions against BTreeMap models, with remounts;
+//! - `tests/model.rs`: random transactions (defragmentations too) against BTreeMap models,
+//!   with remounts;
 //!   `tests/faults.rs`: bit flips, EIO, torn writes, failed flush, power loss (unflushed blocks
 //!   reverted, deferred replay), transactions dropped mid-flight; `tests/kill.rs`: a real
-//!   writer process (`src/bin/store-crash-writer.rs`) SIGKILLed 50 times (a process crash: the
-//!   page cache survives it; power loss is what the faulty-device tests model);
+//!   writer process (`src/bin/store-crash-writer.rs`, which also defragments its objects)
+//!   SIGKILLed 50 times (a process crash: the page cache survives it; power loss is what the
+//!   faulty-device tests model);
 //!   `tests/group_commit.rs`: concurrent transactions share a batch's one device flush and one
 //!   log record ([`Store::commit_stats`] counts them), later batches flush beside earlier
-//!   ones up to the limit, and a failed flush fails its batch and every later one only.
+//!   ones up to the limit, and a failed flush fails its batch and every later one only;
+//!   `tests/defragment.rs`: a fragmented read leaves one run with content and mtime kept,
+//!   holes stay holes, a power loss during a defragmentation loses nothing.
 //! - `examples/bench_store.rs`: 4 KiB write_full/read ops/s at several queue depths beside fio;
 //!   `examples/space_store.rs`: seed 002's data-hole rate and metadata bytes per object.
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use device::Device;
@@ -55,6 +55,10 @@ pub(crate) struct Inner {
     /// What [`Store::commit_stats`] reports.
     pub commit_counters: CommitCounters,
 }
+
+/// Background defragmentations in flight at most; a fragmented read beyond them starts none
+/// (the next read of the range will).
+const DEFRAGMENTATIONS_MAX: usize = 4;
 
 impl Inner {
     pub fn allocator(&self) -> MutexGuard<'_, Allocator> {
@@ -136,6 +140,10 @@ pub struct Store {
     inner: Arc<Inner>,
     queue: Option<mpsc::Sender<Pending>>,
     committer: Option<std::thread::JoinHandle<()>>,
+    /// Background defragmentations started by reads and not answered (see
+    /// [`StoreConfig::defragment_runs_max`]); at most `DEFRAGMENTATIONS_MAX`. Not in `Inner`:
+    /// a finished one holds no reference to it.
+    defragmenting: Arc<AtomicUsize>,
 }
 
 impl Store {
@@ -273,6 +281,7 @@ impl Store {
             inner,
             queue: Some(sender),
             committer: Some(committer),
+            defragmenting: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -291,28 +300,35 @@ impl Store {
     pub async fn apply(&self, transaction: Transaction) -> Result<()> {
         self.inner.check_writable()?;
         let queue = self.queue.clone().ok_or(StoreError::Closed)?;
+        submit(Arc::clone(&self.inner), queue, transaction).await
+    }
+
+    /// After a client read found `[start, end)` of an object in more than
+    /// `defragment_runs_max` device runs: rewrites the range contiguously in the background
+    /// (an [`crate::Op::Defragment`] transaction, which reads the range again under the
+    /// object's lock). Nothing when the store cannot write or enough are in flight.
+    fn defragment_later(&self, collection: &str, name: &str, start: u64, end: u64) {
+        let Some(queue) = self.queue.clone() else {
+            return;
+        };
+        if self.inner.check_writable().is_err()
+            || self.defragmenting.fetch_add(1, Ordering::AcqRel) >= DEFRAGMENTATIONS_MAX
+        {
+            self.defragmenting.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
         let inner = Arc::clone(&self.inner);
-        let (reply, answer) = oneshot::channel();
-        let applied = std::time::Instant::now();
+        let counter = Arc::clone(&self.defragmenting);
+        let id = crate::ObjectId::new(collection, name);
+        // mtime 0: a defragmentation keeps the object's mtime.
+        let mut transaction = Transaction::new(0);
+        transaction.defragment(&id, start, end - start);
         tokio::spawn(async move {
-            match write::prepare(&inner, transaction, applied).await {
-                Ok(Some(mut pending)) => {
-                    pending.reply = Some(reply);
-                    pending.timing.queued = std::time::Instant::now();
-                    // A closed queue drops the transaction, and with it `reply`: `Closed`.
-                    let _ = queue.send(pending).await;
-                }
-                Ok(None) => {
-                    let _ = reply.send(Ok(()));
-                }
-                Err(error) => {
-                    let _ = reply.send(Err(error));
-                }
+            if let Err(error) = submit(inner, queue, transaction).await {
+                tracing::debug!(%error, "background defragmentation failed");
             }
+            counter.fetch_sub(1, Ordering::AcqRel);
         });
-        // No answer: the committer or the task ended without one (the store closed under
-        // it, or a panic, which the log shows).
-        answer.await.map_err(|_| StoreError::Closed)?
     }
 
     /// Reads up to `length_bytes` from `offset_bytes`; shorter at the end of the object, empty
@@ -366,6 +382,11 @@ impl Store {
         let block = self.inner.layout.checksum_block_bytes;
         let aligned_start = offset_bytes / block * block;
         let aligned_end = end.div_ceil(block) * block;
+        // A client read (not scrub or recovery) of a range scattered on the device.
+        let runs_max = self.inner.config.defragment_runs_max;
+        let fragmented = use_cache
+            && runs_max > 0
+            && write::device_run_count(&onode, aligned_start, aligned_end) > runs_max;
         let use_cache = use_cache && self.inner.data_cache.serves(aligned_end - aligned_start);
         let mut buffer = write::read_aligned(
             &self.inner,
@@ -380,6 +401,9 @@ impl Store {
         let from = (offset_bytes - aligned_start) as usize;
         buffer.truncate(from + (end - offset_bytes) as usize);
         buffer.drain(..from);
+        if fragmented {
+            self.defragment_later(collection, name, aligned_start, aligned_end);
+        }
         Ok(buffer)
     }
 
@@ -661,6 +685,15 @@ impl Store {
     /// The data device.
     pub fn device(&self) -> &Arc<dyn Device> {
         &self.inner.device
+    }
+
+    /// Waits until the background defragmentations that reads started are answered (see
+    /// [`StoreConfig::defragment_runs_max`]): for tests that check the space accounting.
+    #[doc(hidden)]
+    pub async fn wait_for_defragmentation(&self) {
+        while self.defragmenting.load(Ordering::Acquire) > 0 {
+            tokio::task::yield_now().await;
+        }
     }
 
     /// Checks that the allocator's free space is exactly what no onode references (a full scan;
@@ -971,4 +1004,34 @@ fn open_database(
 
 fn database_error(path: &Path, error: meta::OpenError) -> StoreError {
     StoreError::metadata(format!("{}: {error}", path.display()))
+}
+
+/// Prepares `transaction` on a task of its own and queues it for the committer; returns the
+/// committer's answer (see [`Store::apply`]).
+async fn submit(
+    inner: Arc<Inner>,
+    queue: mpsc::Sender<Pending>,
+    transaction: Transaction,
+) -> Result<()> {
+    let (reply, answer) = oneshot::channel();
+    let applied = std::time::Instant::now();
+    tokio::spawn(async move {
+        match write::prepare(&inner, transaction, applied).await {
+            Ok(Some(mut pending)) => {
+                pending.reply = Some(reply);
+                pending.timing.queued = std::time::Instant::now();
+                // A closed queue drops the transaction, and with it `reply`: `Closed`.
+                let _ = queue.send(pending).await;
+            }
+            Ok(None) => {
+                let _ = reply.send(Ok(()));
+            }
+            Err(error) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    });
+    // No answer: the committer or the task ended without one (the store closed under
+    // it, or a panic, which the log shows).
+    answer.await.map_err(|_| StoreError::Closed)?
 }

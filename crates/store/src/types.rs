@@ -87,6 +87,17 @@ pub enum Op {
     },
     /// Removes the object: data, xattrs and omap. Fails with `NotFound` if it is missing.
     Remove,
+    /// Rewrites the mapped parts of a range (widened to allocation units) that the device
+    /// holds in more than one run to fresh contiguous extents. The content, size and mtime do
+    /// not change; a missing object or a contiguous range is left alone (and a transaction of
+    /// only such ops writes nothing). Reads are made under the object's lock, so no write can
+    /// change the range between the read and the rewrite.
+    Defragment {
+        /// First byte.
+        offset_bytes: u64,
+        /// Bytes.
+        length_bytes: u64,
+    },
     /// Sets an extended attribute.
     SetXattr {
         /// Attribute name.
@@ -174,6 +185,22 @@ impl Transaction {
         self.push(
             object,
             Op::Zero {
+                offset_bytes,
+                length_bytes,
+            },
+        )
+    }
+
+    /// Appends `Defragment`.
+    pub fn defragment(
+        &mut self,
+        object: &ObjectId,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> &mut Self {
+        self.push(
+            object,
+            Op::Defragment {
                 offset_bytes,
                 length_bytes,
             },

@@ -82,6 +82,10 @@ fn validate(transaction: &Transaction) -> Result<()> {
             Op::Zero {
                 offset_bytes,
                 length_bytes,
+            }
+            | Op::Defragment {
+                offset_bytes,
+                length_bytes,
             } => check_range(*offset_bytes, *length_bytes)?,
             Op::SetXattr { key, .. } | Op::RemoveXattr { key } if key.len() > u16::MAX as usize => {
                 return Err(StoreError::InvalidArgument("xattr name too long".into()));
@@ -184,6 +188,10 @@ pub(crate) async fn prepare(
             }
         };
         let work = &mut works[slot];
+        // A defragmentation changes neither content nor mtime: it touches the object only
+        // if it rewrote something.
+        let defragment = matches!(op, Op::Defragment { .. });
+        let touched_before = work.touched;
         work.touched = true;
         let mut context = Context {
             inner,
@@ -194,10 +202,16 @@ pub(crate) async fn prepare(
             behind: &mut behind,
             written: &mut written,
         };
-        apply_op(&mut context, work, op).await?;
-        if let Some(onode) = work.onode.as_mut() {
+        let wrote = apply_op(&mut context, work, op).await?;
+        if defragment {
+            work.touched = touched_before || wrote;
+        } else if let Some(onode) = work.onode.as_mut() {
             onode.mtime_ns = transaction.mtime_ns;
         }
+    }
+    if works.iter().all(|work| !work.touched) {
+        // Only defragmentations that found nothing to do.
+        return Ok(None);
     }
     let mut deltas = Deltas::default();
     let mut updates = Vec::with_capacity(works.len());
@@ -403,6 +417,13 @@ async fn apply_op(context: &mut Context<'_>, work: &mut Work, op: Op) -> Result<
             let onode = work.onode.get_or_insert_with(Onode::default);
             zero(context, onode, offset_bytes, length_bytes).await
         }
+        Op::Defragment {
+            offset_bytes,
+            length_bytes,
+        } => match work.onode.as_mut() {
+            Some(onode) => defragment(context, onode, offset_bytes, length_bytes).await,
+            None => Ok(false),
+        },
         Op::SetXattr { key, value } => {
             work.onode
                 .get_or_insert_with(Onode::default)
@@ -638,6 +659,55 @@ async fn zero(
     }
     onode.size_bytes = onode.size_bytes.max(end);
     Ok(wrote)
+}
+
+/// Rewrites each hole-free part of `[offset, offset + length)` (widened to allocation units,
+/// clipped to the object's last unit) that the device holds in more than one run to fresh
+/// extents, with the data read back under the object's lock: the content does not change.
+/// Returns whether it rewrote anything.
+async fn defragment(
+    context: &mut Context<'_>,
+    onode: &mut Onode,
+    offset: u64,
+    length: u64,
+) -> Result<bool> {
+    let unit = context.inner.layout.min_alloc_size_bytes;
+    let start = offset / unit * unit;
+    let end = (offset + length)
+        .min(onode.size_bytes)
+        .div_ceil(unit)
+        .saturating_mul(unit);
+    if start >= end {
+        return Ok(false);
+    }
+    // (from, to, device runs) of each part mapped without a hole. Extents begin and end on
+    // allocation units (every write places whole units), so the parts do too.
+    let mut parts: Vec<(u64, u64, usize)> = Vec::new();
+    for run in device_runs(onode, start, end) {
+        match parts.last_mut() {
+            Some(part) if part.1 == run.from => {
+                part.1 = run.to;
+                part.2 += 1;
+            }
+            _ => parts.push((run.from, run.to, 1)),
+        }
+    }
+    let mut wrote = false;
+    for (from, to, runs) in parts {
+        if runs < 2 {
+            continue;
+        }
+        let data = read_for_write(context, onode, from, to).await?;
+        place(context, onode, from, data).await?;
+        wrote = true;
+    }
+    Ok(wrote)
+}
+
+/// The number of device reads a read of `[start, end)` (multiples of the checksum block)
+/// makes: its runs of extents contiguous in the object and on the device.
+pub(crate) fn device_run_count(onode: &Onode, start: u64, end: u64) -> usize {
+    device_runs(onode, start, end).len()
 }
 
 /// Reads `[start, end)` of an object (multiples of the checksum block) into a buffer: holes

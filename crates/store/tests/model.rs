@@ -34,7 +34,7 @@ fn random_op(rng: &mut ChaCha8Rng) -> Op {
         let fill: u8 = rng.gen();
         (0..length).map(|i| fill.wrapping_add(i as u8)).collect()
     };
-    match rng.gen_range(0..14) {
+    match rng.gen_range(0..15) {
         0 => Op::Create {
             exclusive: rng.gen(),
         },
@@ -70,12 +70,20 @@ fn random_op(rng: &mut ChaCha8Rng) -> Op {
                 .map(|_| vec![rng.gen_range(0..20u8)])
                 .collect(),
         },
-        _ => Op::OmapClear,
+        13 => Op::OmapClear,
+        _ => Op::Defragment {
+            offset_bytes: rng.gen_range(0..30_000),
+            length_bytes: rng.gen_range(0..30_000),
+        },
     }
 }
 
 /// Applies an operation to the model; `Err(errno)` when the store must refuse it.
 fn model_apply(model: &mut Model, id: &ObjectId, op: &Op) -> Result<(), i32> {
+    if let Op::Defragment { .. } = op {
+        // Changes nothing a client sees, and creates nothing.
+        return Ok(());
+    }
     if let Op::Remove = op {
         return model.remove(id).map(|_| ()).ok_or(2);
     }
@@ -175,6 +183,8 @@ async fn compare(store: &Store, model: &Model) {
             .collect();
         assert_eq!(listed, expected);
     }
+    // The reads above may have started background defragmentations.
+    store.wait_for_defragmentation().await;
     let statfs = store.statfs();
     assert_eq!(statfs.objects, model.len() as u64);
     store

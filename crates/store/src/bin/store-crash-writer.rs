@@ -4,7 +4,8 @@
 //! `store-crash-writer DIR START_ID SEED [CONCURRENCY]`: opens (or creates) the store in DIR
 //! (`data.img` + `meta`), prints `ready`, then runs CONCURRENCY (default 8) writers: each
 //! creates objects `START_ID, START_ID+1, ...` (generation 0) or updates one it created
-//! (partial overwrite + xattr + omap, next generation).
+//! (partial overwrite + xattr + omap, next generation); after every fourth update of an
+//! object, a defragmentation of it (content unchanged).
 
 #[path = "../crash_format.rs"]
 mod crash_format;
@@ -83,9 +84,20 @@ async fn main() -> Result<(), Error> {
                     (id, generation, t)
                 };
                 store.apply(transaction).await?;
-                let mut out = std::io::stdout().lock();
-                writeln!(out, "ack {id} {generation}")?;
-                out.flush()?;
+                {
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "ack {id} {generation}")?;
+                    out.flush()?;
+                }
+                if generation % 4 == 3 {
+                    // Updates scatter the object's units: rewrite them contiguously (the
+                    // content does not change, so a kill during it must lose nothing).
+                    let object =
+                        ObjectId::new(crash_format::collection(id), crash_format::name(id));
+                    let mut t = Transaction::new(id);
+                    t.defragment(&object, 0, 1 << 20);
+                    store.apply(t).await?;
+                }
             }
             #[allow(unreachable_code)]
             Ok::<(), Error>(())

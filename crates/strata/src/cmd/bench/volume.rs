@@ -364,9 +364,8 @@ async fn drive(
                     eprintln!("     {note}");
                 }
             }
-            if job.rw.contains("write") {
-                fragmentation(&format!("after {}", job.name));
-            }
+            // After reads too: a fragmented read makes the stores rewrite what it read.
+            fragmentation(&format!("after {}", job.name));
             out.push(figures);
         }
         Ok(())
