@@ -7,7 +7,7 @@ use s3s::dto::*;
 use s3s::S3Request;
 
 use super::convert::{self, Conditions};
-use super::objects::{check_content_md5, standard_headers};
+use super::objects::{check_content_md5, standard_headers, tags_of};
 use super::Gateway;
 use crate::acl::{Permission, Requester};
 use crate::error::{GatewayError, Result};
@@ -112,6 +112,7 @@ impl Gateway {
                     input.expires.as_ref(),
                 ),
                 metadata: convert::metadata_in(input.metadata)?,
+                tags: tags_of(input.tagging.as_deref())?,
                 ..ObjectEntry::default()
             },
         };
