@@ -1117,6 +1117,46 @@ def test_tagging():
     nuke(b)
 
 
+def test_a_repeated_complete_answers_as_the_first():
+    """CompleteMultipartUpload sent again after it succeeded (a retry whose answer was lost)
+    answers 200 with the same ETag and version, and makes no second object; an upload that
+    never existed is still NoSuchUpload."""
+    for versioned in [False, True]:
+        b = new_bucket()
+        if versioned:
+            s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        up = s3.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
+        part = s3.upload_part(Bucket=b, Key="mp", UploadId=up, PartNumber=1, Body=b"y")["ETag"]
+        parts = {"Parts": [{"PartNumber": 1, "ETag": part}]}
+        first = s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload=parts)
+        again = s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload=parts)
+        check(again["ETag"] == first["ETag"], (first, again))
+        check(again.get("VersionId") == first.get("VersionId"), (first, again))
+        versions = s3.list_object_versions(Bucket=b).get("Versions", [])
+        check(len(versions) == 1, versions)
+        got = error_of(s3.complete_multipart_upload, Bucket=b, Key="mp", UploadId="2~nosuch",
+                       MultipartUpload=parts)
+        check(got == ("NoSuchUpload", 404), got)
+        if versioned:
+            for v in versions:
+                s3.delete_object(Bucket=b, Key="mp", VersionId=v["VersionId"])
+        nuke(b)
+
+
+def test_conditional_deletes_are_refused_not_ignored():
+    """A delete with a condition is refused (501) rather than carried out unconditionally:
+    the object stays."""
+    b = new_bucket()
+    etag = s3.put_object(Bucket=b, Key="k", Body=b"x")["ETag"]
+    for wrong in [etag, '"0123"']:
+        got = error_of(s3.delete_object, Bucket=b, Key="k", IfMatch=wrong)
+        check(got == ("NotImplemented", 501), got)
+    got = s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "k", "ETag": '"0123"'}]})
+    check([e["Code"] for e in got.get("Errors", [])] == ["NotImplemented"], got)
+    check(s3.head_object(Bucket=b, Key="k")["ETag"] == etag)
+    nuke(b)
+
+
 def test_checksums_are_verified():
     """x-amz-checksum-* values (CRC32, CRC32C, SHA1) are checked against the body, on PUT and
     part uploads; a mismatch is BadDigest and keeps nothing."""

@@ -598,6 +598,7 @@ impl Gateway {
         req: S3Request<DeleteObjectInput>,
     ) -> Result<DeleteObjectOutput> {
         let requester = self.requester(&req).await?;
+        refuse_delete_conditions(&req.headers, req.input.if_match.is_some())?;
         let action = super::delete_action(req.input.version_id.as_deref());
         let bucket = self
             .bucket_for_object(&req.input.bucket, &requester, action, &req.input.key)
@@ -675,7 +676,12 @@ impl Gateway {
         for object in input.delete.objects {
             let version_id = object.version_id.as_deref();
             let action = super::delete_action(version_id);
-            let outcome = if super::may_change_object(&bucket, &requester, action, &object.key) {
+            let conditional = object.e_tag.is_some()
+                || object.last_modified_time.is_some()
+                || object.size.is_some();
+            let outcome = if conditional {
+                refuse_delete_conditions(&http::HeaderMap::new(), true).map(|()| Deleted::default())
+            } else if super::may_change_object(&bucket, &requester, action, &object.key) {
                 self.delete_one(&bucket, &object.key, version_id, &owner)
                     .await
             } else {
@@ -953,6 +959,23 @@ impl Gateway {
         ))
         .into())
     }
+}
+
+/// Refuses a conditional delete (If-Match, `x-amz-if-match-last-modified-time`,
+/// `x-amz-if-match-size`, or their DeleteObjects forms): strata cannot yet make a delete
+/// conditional, and ignoring the condition could remove an object the client meant to keep.
+fn refuse_delete_conditions(headers: &http::HeaderMap, if_match: bool) -> Result<()> {
+    let conditional = if_match
+        || headers.contains_key("x-amz-if-match-last-modified-time")
+        || headers.contains_key("x-amz-if-match-size");
+    if conditional {
+        return Err(GatewayError::NotImplemented(
+            "conditional deletes (If-Match, x-amz-if-match-last-modified-time, \
+             x-amz-if-match-size): strata does not make deletes conditional"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The tag set of a write's `x-amz-tagging` header (none without one).
