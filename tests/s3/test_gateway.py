@@ -1002,7 +1002,7 @@ def test_acl_changes_racing_writes_undo_nothing():
 def test_unsupported_features_are_refused_not_dropped():
     """What strata does not have is refused with S3's codes rather than accepted and dropped:
     SSE-C (the data would be stored in the clear and served without the key), server-side
-    encryption, object lock, other storage classes, tagging, other regions."""
+    encryption, object lock, other storage classes, other regions."""
     import base64
     b = new_bucket()
     key = os.urandom(32)
@@ -1029,10 +1029,8 @@ def test_unsupported_features_are_refused_not_dropped():
     check(got == ("InvalidStorageClass", 400), got)
     got = error_of(s3.create_multipart_upload, Bucket=b, Key="ia", StorageClass="GLACIER")
     check(got == ("InvalidStorageClass", 400), got)
-    got = error_of(s3.put_object, Bucket=b, Key="tagged", Body=b"x", Tagging="a=1")
-    check(got == ("NotImplemented", 501), got)
     s3.put_object(Bucket=b, Key="plain", Body=b"x", StorageClass="STANDARD")
-    for key in ["sse", "lock", "ia", "tagged"]:
+    for key in ["sse", "lock", "ia"]:
         check(error_of(s3.head_object, Bucket=b, Key=key)[1] == 404, key)
     check(error_of(s3.head_object, Bucket=b, Key="ssec")[1] == 404)
     nuke(b)
@@ -1043,6 +1041,120 @@ def test_unsupported_features_are_refused_not_dropped():
         got = error_of(s3.create_bucket, Bucket=f"strata-test-{os.getpid()}-where",
                        CreateBucketConfiguration={"LocationConstraint": region})
         check(got == ("InvalidLocationConstraint", 400), (region, got))
+
+
+def test_tagging():
+    """Object tags (on PUT, copy, multipart, and by the tagging calls) are kept with the
+    version and counted on GET; AWS's limits hold; bucket tags are kept with the bucket; a
+    policy may test an object's tags."""
+    b = new_bucket()
+    s3.put_object(Bucket=b, Key="t", Body=b"x", Tagging="a=1&b%20c=d%20e&empty=")
+    got = s3.get_object_tagging(Bucket=b, Key="t")["TagSet"]
+    check(got == [{"Key": "a", "Value": "1"}, {"Key": "b c", "Value": "d e"},
+                  {"Key": "empty", "Value": ""}], got)
+    check(s3.get_object(Bucket=b, Key="t")["TagCount"] == 3)
+    etag = s3.head_object(Bucket=b, Key="t")["ETag"]
+    tags = [{"Key": f"k{n}", "Value": "v" * 256} for n in range(9)] + [{"Key": "é" * 128, "Value": ""}]
+    s3.put_object_tagging(Bucket=b, Key="t", Tagging={"TagSet": tags})
+    check(s3.get_object_tagging(Bucket=b, Key="t")["TagSet"] == tags)
+    # The tags change in place: the data, ETag and the other metadata stay.
+    check(s3.head_object(Bucket=b, Key="t")["ETag"] == etag)
+    check(s3.get_object(Bucket=b, Key="t")["Body"].read() == b"x")
+    for bad in [tags + [{"Key": "eleventh", "Value": ""}],
+                [{"Key": "k" * 129, "Value": ""}],
+                [{"Key": "k", "Value": "v" * 257}],
+                [{"Key": "k", "Value": "1"}, {"Key": "k", "Value": "2"}]]:
+        got = error_of(s3.put_object_tagging, Bucket=b, Key="t", Tagging={"TagSet": bad})
+        check(got == ("InvalidTag", 400), got)
+    got = error_of(s3.put_object, Bucket=b, Key="u", Body=b"x",
+                   Tagging="&".join(f"k{n}=v" for n in range(11)))
+    check(got == ("InvalidTag", 400), got)
+    check(error_of(s3.head_object, Bucket=b, Key="u")[1] == 404)
+    # Copy: the source's tags unless the directive replaces them.
+    s3.copy_object(Bucket=b, Key="copied", CopySource={"Bucket": b, "Key": "t"})
+    check(s3.get_object_tagging(Bucket=b, Key="copied")["TagSet"] == tags)
+    s3.copy_object(Bucket=b, Key="replaced", CopySource={"Bucket": b, "Key": "t"},
+                   TaggingDirective="REPLACE", Tagging="new=1")
+    check(s3.get_object_tagging(Bucket=b, Key="replaced")["TagSet"] == [{"Key": "new", "Value": "1"}])
+    s3.copy_object(Bucket=b, Key="bare", CopySource={"Bucket": b, "Key": "t"},
+                   TaggingDirective="REPLACE")
+    check(s3.get_object_tagging(Bucket=b, Key="bare")["TagSet"] == [])
+    check("TagCount" not in s3.get_object(Bucket=b, Key="bare"))
+    # Multipart: the tags given at creation.
+    up = s3.create_multipart_upload(Bucket=b, Key="mp", Tagging="m=p")["UploadId"]
+    part = s3.upload_part(Bucket=b, Key="mp", UploadId=up, PartNumber=1, Body=b"y")["ETag"]
+    s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": part}]})
+    check(s3.get_object_tagging(Bucket=b, Key="mp")["TagSet"] == [{"Key": "m", "Value": "p"}])
+    s3.delete_object_tagging(Bucket=b, Key="t")
+    check(s3.get_object_tagging(Bucket=b, Key="t")["TagSet"] == [])
+    check(error_of(s3.get_object_tagging, Bucket=b, Key="missing")[1] == 404)
+    # Another user may not read or change them.
+    check(error_of(alt.get_object_tagging, Bucket=b, Key="mp")[0] == "AccessDenied")
+    check(error_of(alt.put_object_tagging, Bucket=b, Key="mp",
+                   Tagging={"TagSet": []})[0] == "AccessDenied")
+    # A bucket policy granting reads of objects tagged public=yes only.
+    s3.put_object(Bucket=b, Key="pub", Body=b"p", Tagging="public=yes")
+    import json
+    s3.put_bucket_policy(Bucket=b, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{b}/*",
+        "Condition": {"StringEquals": {"s3:ExistingObjectTag/public": "yes"}}}]}))
+    check(alt.get_object(Bucket=b, Key="pub")["Body"].read() == b"p")
+    check(error_of(alt.get_object, Bucket=b, Key="mp")[0] == "AccessDenied")
+    s3.delete_bucket_policy(Bucket=b)
+    # Bucket tags.
+    check(error_of(s3.get_bucket_tagging, Bucket=b) == ("NoSuchTagSet", 404))
+    many = [{"Key": f"k{n}", "Value": str(n)} for n in range(50)]
+    s3.put_bucket_tagging(Bucket=b, Tagging={"TagSet": many})
+    check(s3.get_bucket_tagging(Bucket=b)["TagSet"] == many)
+    got = error_of(s3.put_bucket_tagging, Bucket=b,
+                   Tagging={"TagSet": many + [{"Key": "k50", "Value": ""}]})
+    check(got == ("InvalidTag", 400), got)
+    check(error_of(alt.get_bucket_tagging, Bucket=b)[0] == "AccessDenied")
+    s3.delete_bucket_tagging(Bucket=b)
+    check(error_of(s3.get_bucket_tagging, Bucket=b) == ("NoSuchTagSet", 404))
+    nuke(b)
+
+
+def test_a_repeated_complete_answers_as_the_first():
+    """CompleteMultipartUpload sent again after it succeeded (a retry whose answer was lost)
+    answers 200 with the same ETag and version, and makes no second object; an upload that
+    never existed is still NoSuchUpload."""
+    for versioned in [False, True]:
+        b = new_bucket()
+        if versioned:
+            s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        up = s3.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
+        part = s3.upload_part(Bucket=b, Key="mp", UploadId=up, PartNumber=1, Body=b"y")["ETag"]
+        parts = {"Parts": [{"PartNumber": 1, "ETag": part}]}
+        first = s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload=parts)
+        again = s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload=parts)
+        check(again["ETag"] == first["ETag"], (first, again))
+        check(again.get("VersionId") == first.get("VersionId"), (first, again))
+        versions = s3.list_object_versions(Bucket=b).get("Versions", [])
+        check(len(versions) == 1, versions)
+        got = error_of(s3.complete_multipart_upload, Bucket=b, Key="mp", UploadId="2~nosuch",
+                       MultipartUpload=parts)
+        check(got == ("NoSuchUpload", 404), got)
+        if versioned:
+            for v in versions:
+                s3.delete_object(Bucket=b, Key="mp", VersionId=v["VersionId"])
+        nuke(b)
+
+
+def test_conditional_deletes_are_refused_not_ignored():
+    """A delete with a condition is refused (501) rather than carried out unconditionally:
+    the object stays."""
+    b = new_bucket()
+    etag = s3.put_object(Bucket=b, Key="k", Body=b"x")["ETag"]
+    for wrong in [etag, '"0123"']:
+        got = error_of(s3.delete_object, Bucket=b, Key="k", IfMatch=wrong)
+        check(got == ("NotImplemented", 501), got)
+    got = s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "k", "ETag": '"0123"'}]})
+    check([e["Code"] for e in got.get("Errors", [])] == ["NotImplemented"], got)
+    check(s3.head_object(Bucket=b, Key="k")["ETag"] == etag)
+    nuke(b)
 
 
 def test_checksums_are_verified():

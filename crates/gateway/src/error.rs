@@ -128,6 +128,12 @@ pub enum GatewayError {
     /// The bucket has no CORS configuration.
     #[error("no CORS configuration")]
     NoSuchCorsConfiguration,
+    /// A tag set beyond S3's limits (count, key or value length, a repeated key).
+    #[error("invalid tag: {0}")]
+    InvalidTag(String),
+    /// The bucket has no tag set.
+    #[error("the bucket has no tag set")]
+    NoSuchTagSet,
     /// A bucket policy that does not parse or uses what strata cannot evaluate.
     #[error("malformed policy: {0}")]
     MalformedPolicy(String),
@@ -233,6 +239,8 @@ impl GatewayError {
             GatewayError::InvalidRequest(_) => S3ErrorCode::InvalidRequest,
             GatewayError::InvalidBucketState(_) => S3ErrorCode::InvalidBucketState,
             GatewayError::NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,
+            GatewayError::InvalidTag(_) => S3ErrorCode::InvalidTag,
+            GatewayError::NoSuchTagSet => S3ErrorCode::NoSuchTagSet,
             GatewayError::MalformedPolicy(_) => S3ErrorCode::MalformedPolicy,
             GatewayError::NoSuchBucketPolicy => S3ErrorCode::NoSuchBucketPolicy,
             GatewayError::NoSuchPublicAccessBlockConfiguration => {
@@ -278,6 +286,7 @@ impl GatewayError {
             | GatewayError::ObjectLockConfigurationNotFound
             | GatewayError::NoSuchPublicAccessBlockConfiguration
             | GatewayError::NoSuchBucketPolicy
+            | GatewayError::NoSuchTagSet
             | GatewayError::NoSuchCorsConfiguration => S::NOT_FOUND,
             GatewayError::BucketAlreadyExists
             | GatewayError::BucketAlreadyOwnedByYou

@@ -236,6 +236,9 @@ pub struct BucketRecord {
     /// replaces the key's one version, as before versioning existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versioning: Option<Versioning>,
+    /// The bucket's tag set, if one was put ([`crate::tagging`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<crate::tagging::Tag>>,
 }
 
 /// A bucket's versioning state once versioning was configured (S3 never goes back to
@@ -444,6 +447,10 @@ pub struct ObjectEntry {
     /// instead of committing a second one that shares its data pieces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload_id: Option<String>,
+    /// The version's tag set ([`crate::tagging`]); absent in entries written before tags
+    /// were kept, which decode with none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<crate::tagging::Tag>,
 }
 
 impl ObjectEntry {
@@ -559,5 +566,26 @@ mod tests {
         };
         let back: ObjectEntry = decode(&encode(&entry)).unwrap();
         assert_eq!(back, entry);
+    }
+
+    #[test]
+    fn tags_round_trip_and_old_entries_decode_without_them() {
+        let entry = ObjectEntry {
+            size: 1,
+            tags: vec![crate::tagging::Tag {
+                key: "k".into(),
+                value: "v".into(),
+            }],
+            ..ObjectEntry::default()
+        };
+        let back: ObjectEntry = decode(&encode(&entry)).unwrap();
+        assert_eq!(back, entry);
+        // An entry as written before tags were kept.
+        let old = br#"{"size":1,"etag":"e","mtime_ns":2,"owner":"o","acl":"","headers":{},"metadata":{},"pieces":[]}"#;
+        let back: ObjectEntry = decode(old).unwrap();
+        assert!(back.tags.is_empty());
+        // An entry without tags is written as before.
+        let plain = String::from_utf8(encode(&ObjectEntry::default())).unwrap();
+        assert!(!plain.contains("tags"), "{plain}");
     }
 }

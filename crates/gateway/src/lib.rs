@@ -69,6 +69,7 @@ pub mod secrets;
 mod server;
 mod service;
 mod store;
+pub mod tagging;
 pub mod users;
 pub mod versioning;
 

@@ -52,7 +52,9 @@ const CONDITION_OPERATORS: [&str; 9] = [
 /// The condition keys the gateway fills in: `aws:SourceIp` (the client's address),
 /// `aws:SecureTransport` (`false`: plain HTTP), `aws:Referer` and `aws:UserAgent` (the
 /// request's headers, when it has them) for every request, `s3:prefix` for listings (empty
-/// when none is given) and object requests on a missing key.
+/// when none is given) and object requests on a missing key; besides these, object
+/// requests carry the object's tags as `s3:ExistingObjectTag/<key>`
+/// ([`crate::tagging::EXISTING_TAG_KEY_PREFIX`]).
 pub const CONDITION_KEYS: [&str; 5] = [
     "aws:SourceIp",
     "aws:SecureTransport",
@@ -181,7 +183,12 @@ impl Policy {
                         )));
                     }
                     for (key, values) in tests {
-                        if !CONDITION_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+                        let tag_key = key
+                            .get(..crate::tagging::EXISTING_TAG_KEY_PREFIX.len())
+                            .is_some_and(|prefix| {
+                                prefix.eq_ignore_ascii_case(crate::tagging::EXISTING_TAG_KEY_PREFIX)
+                            });
+                        if !tag_key && !CONDITION_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)) {
                             return Err(malformed(format!(
                                 "condition key {key} is not supported (supported: {})",
                                 CONDITION_KEYS.join(", ")

@@ -1,7 +1,7 @@
 //! What a PUT or a part upload asks the gateway to check or keep beyond its bytes: the
 //! `x-amz-checksum-*` values it gives (in headers, or announced by `x-amz-trailer` and sent
 //! after an aws-chunked body), and the features it asks for that strata does not have
-//! (server-side encryption, object lock, storage classes, tagging, website redirects), which
+//! (server-side encryption, object lock, storage classes, website redirects), which
 //! are refused rather than silently dropped.
 //!
 //! Why: s3s 0.14.1 parses these headers but checks none of them. A client that sends a
@@ -154,8 +154,8 @@ pub(super) fn request_body(
 /// Refuses what a write asks for that strata does not have, as S3 answers where the feature
 /// is missing: SSE-C (S3 refuses it over plain HTTP, which is all this gateway speaks),
 /// server-side encryption (501: the data would be stored in the clear), object lock headers
-/// (no bucket here has object lock), a storage class other than STANDARD, tagging and
-/// website redirects (501: they would be dropped).
+/// (no bucket here has object lock), a storage class other than STANDARD and website
+/// redirects (501: they would be dropped).
 pub(super) fn refuse_unsupported_write_headers(headers: &http::HeaderMap) -> Result<()> {
     refuse_customer_keys(headers)?;
     if let Some(value) = header_text(headers, "x-amz-server-side-encryption") {
@@ -184,15 +184,10 @@ pub(super) fn refuse_unsupported_write_headers(headers: &http::HeaderMap) -> Res
             return Err(GatewayError::InvalidStorageClass(class));
         }
     }
-    for (header, feature) in [
-        ("x-amz-tagging", "object tagging"),
-        ("x-amz-website-redirect-location", "website redirects"),
-    ] {
-        if headers.contains_key(header) {
-            return Err(GatewayError::NotImplemented(format!(
-                "{header}: strata does not keep {feature}"
-            )));
-        }
+    if headers.contains_key("x-amz-website-redirect-location") {
+        return Err(GatewayError::NotImplemented(
+            "x-amz-website-redirect-location: strata does not keep website redirects".into(),
+        ));
     }
     Ok(())
 }
@@ -294,10 +289,11 @@ mod tests {
             GatewayError::InvalidStorageClass(_)
         ));
         assert!(matches!(
-            refused(&[("x-amz-tagging", "a=1")]),
+            refused(&[("x-amz-website-redirect-location", "/a")]),
             GatewayError::NotImplemented(_)
         ));
         assert!(refuse_unsupported_write_headers(&headers(&[
+            ("x-amz-tagging", "a=1"),
             ("x-amz-storage-class", "STANDARD"),
             ("content-type", "text/plain"),
         ]))

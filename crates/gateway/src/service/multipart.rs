@@ -7,7 +7,7 @@ use s3s::dto::*;
 use s3s::S3Request;
 
 use super::convert::{self, Conditions};
-use super::objects::{check_content_md5, standard_headers};
+use super::objects::{check_content_md5, standard_headers, tags_of};
 use super::Gateway;
 use crate::acl::{Permission, Requester};
 use crate::error::{GatewayError, Result};
@@ -112,6 +112,7 @@ impl Gateway {
                     input.expires.as_ref(),
                 ),
                 metadata: convert::metadata_in(input.metadata)?,
+                tags: tags_of(input.tagging.as_deref())?,
                 ..ObjectEntry::default()
             },
         };
@@ -557,7 +558,27 @@ impl Gateway {
         let condition =
             convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let _guard = self.store.lock_upload(&input.upload_id).await;
-        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let upload = match self.upload(&bucket, &input.key, &input.upload_id).await {
+            Err(GatewayError::NoSuchUpload(missing)) => {
+                // A Complete repeated after one that finished (a client's retry whose first
+                // answer was lost) answers again with the object it made, as AWS does,
+                // while that object is still the key's or one of its versions.
+                let done = self
+                    .store
+                    .completed_by(&bucket, &input.key, &input.upload_id)
+                    .await?
+                    .ok_or(GatewayError::NoSuchUpload(missing))?;
+                return Ok(CompleteMultipartUploadOutput {
+                    bucket: Some(input.bucket.clone()),
+                    key: Some(input.key.clone()),
+                    e_tag: Some(convert::etag(&done.etag)),
+                    location: Some(format!("/{}/{}", input.bucket, input.key)),
+                    version_id: super::objects::new_version_id(&done),
+                    ..Default::default()
+                });
+            }
+            found => found?,
+        };
         if let Some(done) = self
             .store
             .completed_by(&bucket, &input.key, &input.upload_id)

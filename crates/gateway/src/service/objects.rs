@@ -147,6 +147,33 @@ impl Gateway {
         requester: &Requester,
         permission: Permission,
     ) -> Result<(BucketRecord, ObjectEntry)> {
+        let action = match permission {
+            Permission::Read => "s3:GetObject",
+            Permission::Write => "s3:PutObject",
+            Permission::ReadAcp => "s3:GetObjectAcl",
+            Permission::WriteAcp => "s3:PutObjectAcl",
+        };
+        self.object_for_action(
+            bucket_name,
+            (key, version_id),
+            requester,
+            permission,
+            action,
+        )
+        .await
+    }
+
+    /// [`Gateway::object_for`] for a request whose policy action is `action` rather than the
+    /// one of `permission` (tagging, attributes). The bucket policy sees the object's tags as
+    /// `s3:ExistingObjectTag/<key>`.
+    pub(super) async fn object_for_action(
+        &self,
+        bucket_name: &str,
+        (key, version_id): (&str, Option<&str>),
+        requester: &Requester,
+        permission: Permission,
+        action: &str,
+    ) -> Result<(BucketRecord, ObjectEntry)> {
         // A read may decide on this gateway's copy of the bucket record (ACL and policy as
         // of at most `metadata_cache_ms` ago); a missing entry is looked up again in the
         // record as it is now (the copy may be of a bucket deleted, or deleted and created
@@ -195,21 +222,16 @@ impl Gateway {
             }
             return Err(GatewayError::NoSuchKey(key.to_string()));
         };
-        let action = match permission {
-            Permission::Read => "s3:GetObject",
-            Permission::Write => "s3:PutObject",
-            Permission::ReadAcp => "s3:GetObjectAcl",
-            Permission::WriteAcp => "s3:PutObjectAcl",
+        let context = crate::tagging::existing_tags_context(&entry.tags);
+        let allowed = match super::policy_decision(&bucket, requester, action, Some(key), &context)
+        {
+            Decision::Deny => false,
+            Decision::Allow => true,
+            Decision::Unspecified => {
+                let grants = super::access_grants(&bucket, entry.grants(&bucket.owner));
+                acl::allows(&entry.owner, &grants, requester, permission)
+            }
         };
-        let allowed =
-            match super::policy_decision(&bucket, requester, action, Some(key), &Context::new()) {
-                Decision::Deny => false,
-                Decision::Allow => true,
-                Decision::Unspecified => {
-                    let grants = super::access_grants(&bucket, entry.grants(&bucket.owner));
-                    acl::allows(&entry.owner, &grants, requester, permission)
-                }
-            };
         if !allowed {
             return Err(GatewayError::AccessDenied);
         }
@@ -259,6 +281,7 @@ impl Gateway {
         convert::validate_key(&input.key)?;
         // Everything that can refuse the request is checked before its data is written.
         let metadata = convert::metadata_in(input.metadata.clone())?;
+        let tags = tags_of(input.tagging.as_deref())?;
         let condition =
             convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let owner = Self::owner_of(&requester)?;
@@ -347,6 +370,7 @@ impl Gateway {
             pieces,
             parts_count: 0,
             checksum_sha256,
+            tags,
             ..Default::default()
         };
         let pieces = entry.pieces.clone();
@@ -516,6 +540,7 @@ impl Gateway {
             last_modified: Some(convert::timestamp(entry.mtime_ns)),
             metadata: convert::metadata_out(&entry),
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
+            tag_count: (!entry.tags.is_empty()).then_some(entry.tags.len() as i32),
             version_id: version_header(&bucket, &entry),
             ..Default::default()
         })
@@ -573,6 +598,7 @@ impl Gateway {
         req: S3Request<DeleteObjectInput>,
     ) -> Result<DeleteObjectOutput> {
         let requester = self.requester(&req).await?;
+        refuse_delete_conditions(&req.headers, req.input.if_match.is_some())?;
         let action = super::delete_action(req.input.version_id.as_deref());
         let bucket = self
             .bucket_for_object(&req.input.bucket, &requester, action, &req.input.key)
@@ -650,7 +676,12 @@ impl Gateway {
         for object in input.delete.objects {
             let version_id = object.version_id.as_deref();
             let action = super::delete_action(version_id);
-            let outcome = if super::may_change_object(&bucket, &requester, action, &object.key) {
+            let conditional = object.e_tag.is_some()
+                || object.last_modified_time.is_some()
+                || object.size.is_some();
+            let outcome = if conditional {
+                refuse_delete_conditions(&http::HeaderMap::new(), true).map(|()| Deleted::default())
+            } else if super::may_change_object(&bucket, &requester, action, &object.key) {
                 self.delete_one(&bucket, &object.key, version_id, &owner)
                     .await
             } else {
@@ -777,6 +808,15 @@ impl Gateway {
         } else {
             (source.headers.clone(), source.metadata.clone())
         };
+        let tags = match input.tagging_directive.as_ref().map(|d| d.as_str()) {
+            None | Some(TaggingDirective::COPY) => source.tags.clone(),
+            Some(TaggingDirective::REPLACE) => tags_of(input.tagging.as_deref())?,
+            Some(other) => {
+                return Err(GatewayError::InvalidArgument(format!(
+                    "x-amz-tagging-directive {other:?} (valid: COPY, REPLACE)"
+                )))
+            }
+        };
         let owner = Self::owner_of(&requester)?;
         let grants = self
             .grants_from_request(acl_request!(input), &owner, &bucket.owner)
@@ -821,6 +861,7 @@ impl Gateway {
             pieces,
             parts_count: source.parts_count,
             checksum_sha256: source.checksum_sha256.clone(),
+            tags,
             ..Default::default()
         };
         let pieces = entry.pieces.clone();
@@ -918,6 +959,28 @@ impl Gateway {
         ))
         .into())
     }
+}
+
+/// Refuses a conditional delete (If-Match, `x-amz-if-match-last-modified-time`,
+/// `x-amz-if-match-size`, or their DeleteObjects forms): strata cannot yet make a delete
+/// conditional, and ignoring the condition could remove an object the client meant to keep.
+fn refuse_delete_conditions(headers: &http::HeaderMap, if_match: bool) -> Result<()> {
+    let conditional = if_match
+        || headers.contains_key("x-amz-if-match-last-modified-time")
+        || headers.contains_key("x-amz-if-match-size");
+    if conditional {
+        return Err(GatewayError::NotImplemented(
+            "conditional deletes (If-Match, x-amz-if-match-last-modified-time, \
+             x-amz-if-match-size): strata does not make deletes conditional"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The tag set of a write's `x-amz-tagging` header (none without one).
+pub(super) fn tags_of(header: Option<&str>) -> Result<Vec<crate::tagging::Tag>> {
+    header.map_or(Ok(Vec::new()), crate::tagging::parse_header)
 }
 
 /// Attempts of PutObjectAcl while the object keeps changing under it.

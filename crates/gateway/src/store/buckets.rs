@@ -111,6 +111,7 @@ impl Store {
             cors: None,
             policy: None,
             versioning: None,
+            tags: None,
         };
         // Every shard exists, stamped, before the bucket does: a PUT guarded by the stamp
         // then fails only on a changed or deleted bucket.
