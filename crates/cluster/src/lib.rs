@@ -260,6 +260,9 @@ impl Placement {
     }
 }
 
+/// An edit of `cluster.toml`'s hosts or OSDs ([`Inner::change_map_with`]).
+pub(crate) type ConfigEdit<'a> = dyn Fn(&mut ClusterConfig) -> Result<()> + 'a;
+
 pub(crate) struct Inner {
     data_dir: PathBuf,
     /// `cluster.toml` as it is now: replaced by online topology changes ([`membership`]).
@@ -1338,7 +1341,7 @@ impl Inner {
     /// placed config.
     pub(crate) fn change_map_with(
         &self,
-        edit: Option<&dyn Fn(&mut ClusterConfig) -> Result<()>>,
+        edit: Option<&ConfigEdit<'_>>,
         mutate: impl FnOnce(&mut ClusterState, &ClusterConfig) -> Result<()>,
     ) -> Result<u64> {
         let mut state = self.lock_state();
