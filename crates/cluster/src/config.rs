@@ -108,7 +108,9 @@ pub struct OsdConfig {
     /// units). Default: none (the spec or the existing file decides).
     #[serde(default)]
     pub size: Option<String>,
-    /// Device class (`ssd`, `hdd`, `nvme`, ...), used by CRUSH rules. Default "hdd".
+    /// Device class (`ssd`, `hdd`, `nvme`, ...), used by CRUSH rules; `""` for none (what
+    /// `strata osd crush rm-device-class` leaves: only rules taking any class use it).
+    /// Default "hdd".
     #[serde(default = "default_class")]
     pub class: String,
     /// CRUSH weight (relative capacity share), > 0 and <= 100. Default: the device size in TiB
@@ -214,6 +216,14 @@ fn default_pg_num() -> u32 {
 /// Name of the rule placing on every OSD.
 pub const RULE_ANY: &str = "replicated_rule";
 
+/// Whether `class` can name a device class: non-empty `[A-Za-z0-9_-]`.
+pub fn is_class_name(class: &str) -> bool {
+    !class.is_empty()
+        && class
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// Name of the rule placing on one device class.
 pub fn class_rule_name(class: &str) -> String {
     format!("replicated_{class}")
@@ -306,7 +316,11 @@ impl ClusterConfig {
 
     /// Device classes some OSD has.
     pub fn classes(&self) -> BTreeSet<String> {
-        self.osds.iter().map(|osd| osd.class.clone()).collect()
+        self.osds
+            .iter()
+            .filter(|osd| !osd.class.is_empty())
+            .map(|osd| osd.class.clone())
+            .collect()
     }
 
     /// Hosts holding at least one OSD of `class` (any class with `None`).
@@ -365,14 +379,9 @@ impl ClusterConfig {
                     osd.host
                 ));
             }
-            if osd.class.is_empty()
-                || !osd
-                    .class
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
+            if !is_class_name(&osd.class) && !osd.class.is_empty() {
                 return bad(format!(
-                    "{at}.class: {:?} must be non-empty [A-Za-z0-9_-]",
+                    "{at}.class: {:?} must be [A-Za-z0-9_-] (or empty for none)",
                     osd.class
                 ));
             }

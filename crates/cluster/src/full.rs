@@ -356,9 +356,9 @@ impl Inner {
     /// The three ratios of the config.
     pub(crate) fn full_ratios(&self) -> FullRatios {
         FullRatios {
-            nearfull: self.config.nearfull_ratio,
-            backfillfull: self.config.backfillfull_ratio,
-            full: self.config.full_ratio,
+            nearfull: self.config().nearfull_ratio,
+            backfillfull: self.config().backfillfull_ratio,
+            full: self.config().full_ratio,
         }
     }
 

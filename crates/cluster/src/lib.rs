@@ -54,7 +54,8 @@
 //! [`rados::RadosError::Checksum`]: never wrong data.
 //!
 //! ## Failures and recovery
-//! `mark_down` / `mark_out` / `mark_up` / `mark_in` and upmap changes bump the epoch. For every
+//! `mark_down` / `mark_out` / `mark_up` / `mark_in`, reweights, device class changes
+//! ([`membership`], which also rewrites `cluster.toml`) and upmap changes bump the epoch. For every
 //! PG whose new up set contains OSDs not known to hold its latest data, the old holders become
 //! its `pg_temp` (acting set) and keep serving; a background task ([`recovery`]) copies objects
 //! whose version differs to the new members, removes objects they should not have, clears the
@@ -100,6 +101,7 @@ pub mod ec;
 mod error;
 pub mod full;
 mod io;
+mod membership;
 pub mod osd;
 mod peering;
 mod poll;
@@ -171,6 +173,7 @@ impl Default for ClusterOptions {
 
 /// The persisted state; its presence is what makes a directory a cluster.
 const STATE_FILE: &str = "state.json";
+const CONFIG_FILE: &str = "cluster.toml";
 
 /// Present while [`Cluster::create`] runs (see there).
 const CREATING_MARKER: &str = "creating";
@@ -257,11 +260,15 @@ impl Placement {
     }
 }
 
+/// An edit of `cluster.toml`'s hosts or OSDs ([`Inner::change_map_with`]).
+pub(crate) type ConfigEdit<'a> = dyn Fn(&mut ClusterConfig) -> Result<()> + 'a;
+
 pub(crate) struct Inner {
     data_dir: PathBuf,
-    config: ClusterConfig,
+    /// `cluster.toml` as it is now: replaced by online topology changes ([`membership`]).
+    config: RwLock<Arc<ClusterConfig>>,
     /// `config` with every OSD weighted: what placement is built from ([`weighed`]).
-    placed: ClusterConfig,
+    placed: RwLock<Arc<ClusterConfig>>,
     /// Pools that may not be deleted, with who uses them ([`Cluster::protect_pool`]).
     protected_pools: Mutex<BTreeMap<String, String>>,
     options: ClusterOptions,
@@ -354,7 +361,7 @@ impl Cluster {
             &marker,
             b"cluster creation in progress; see Cluster::create\n",
         )?;
-        write_durably(&data_dir.join("cluster.toml"), config.to_toml().as_bytes())?;
+        write_durably(&data_dir.join(CONFIG_FILE), config.to_toml().as_bytes())?;
         let placed = weighed(&config, &data_dir, |_| true)?;
         let mut state = ClusterState::initial(&placed);
         for pool in &config.pools {
@@ -403,7 +410,7 @@ impl Cluster {
             // The create finished (state.json is written last) but stopped before this.
             remove_path(&marker)?;
         }
-        let config = ClusterConfig::load(&data_dir.join("cluster.toml"))?;
+        let config = ClusterConfig::load(&data_dir.join(CONFIG_FILE))?;
         private::tighten(&data_dir, Some(&config), true)?;
         // OSDs without a store: added to the file, or whose store was removed to start them
         // empty. Their stores are created, and they hold nothing until recovery fills them.
@@ -522,8 +529,8 @@ impl Cluster {
         let inner = Arc::new(Inner {
             stats,
             data_dir,
-            config,
-            placed,
+            config: RwLock::new(Arc::new(config)),
+            placed: RwLock::new(Arc::new(placed)),
             protected_pools: Mutex::new(BTreeMap::new()),
             options,
             osds,
@@ -557,7 +564,7 @@ impl Cluster {
         }
         if inner.options.background {
             tasks.push(tokio::spawn(recovery::run(Arc::clone(&inner))));
-            if inner.config.scrub_interval_s > 0 {
+            if inner.config().scrub_interval_s > 0 {
                 tasks.push(tokio::spawn(scrub::run(Arc::clone(&inner))));
             }
             inner.recovery_wakeup.notify_one();
@@ -596,9 +603,9 @@ impl Cluster {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &ClusterConfig {
-        &self.inner.config
+    /// The configuration, as `cluster.toml` holds it now (online changes replace it).
+    pub fn config(&self) -> Arc<ClusterConfig> {
+        self.inner.config()
     }
 
     /// The data directory.
@@ -675,8 +682,12 @@ impl Cluster {
     }
 
     /// Marks an OSD in: CRUSH places PGs on it again; recovery moves the data back.
+    /// Its override weight goes back to 1.0 ([`Cluster::reweight`]), as Ceph's `osd in`.
     pub fn mark_in(&self, osd: i32) -> Result<u64> {
-        self.set_osd(osd, |state| state.is_in = true)
+        self.set_osd(osd, |state| {
+            state.is_in = true;
+            state.weight = osdmap::map::WEIGHT_IN;
+        })
     }
 
     /// Sets (or clears with an empty list) the `pg_upmap_items` of a PG, as
@@ -1201,7 +1212,7 @@ impl Inner {
             return;
         }
         let errors = count.fetch_add(1, Ordering::Relaxed) + 1;
-        let limit = self.config.osd_device_errors_max;
+        let limit = self.config().osd_device_errors_max;
         if limit == 0 || (!poisoned && errors < limit) {
             return;
         }
@@ -1236,6 +1247,16 @@ impl Inner {
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, ClusterState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `cluster.toml` as it is now.
+    pub(crate) fn config(&self) -> Arc<ClusterConfig> {
+        Arc::clone(&self.config.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The config placement is built from (every OSD weighted).
+    fn placed(&self) -> Arc<ClusterConfig> {
+        Arc::clone(&self.placed.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn map(&self) -> Arc<OsdMap> {
@@ -1308,13 +1329,46 @@ impl Inner {
     /// Applies a state change: new epoch, `pg_temp` for PGs whose new up set holds OSDs
     /// without their latest data, persisted, then published. Returns the new epoch.
     fn change_map(&self, mutate: impl FnOnce(&mut ClusterState) -> Result<()>) -> Result<u64> {
+        self.change_map_with(None, |state, _| mutate(state))
+    }
+
+    /// [`Inner::change_map`], and when `edit` is given, a change of `cluster.toml`'s hosts or
+    /// OSDs too: `edit` is applied to the config and to the placed config (under the state
+    /// lock, so two changes never lose one another), the state's rules and topology follow
+    /// it, `cluster.toml` is replaced atomically before `state.json` (a crash between the two
+    /// is what an edit of the file before a restart is: the start adopts it), and both
+    /// configs are swapped in before the new map is published. `mutate` sees the new
+    /// placed config.
+    pub(crate) fn change_map_with(
+        &self,
+        edit: Option<&ConfigEdit<'_>>,
+        mutate: impl FnOnce(&mut ClusterState, &ClusterConfig) -> Result<()>,
+    ) -> Result<u64> {
         let mut state = self.lock_state();
         let old_map = self.map();
+        let mut configs = None;
+        let placed = match edit {
+            None => self.placed(),
+            Some(edit) => {
+                let mut config = (*self.config()).clone();
+                let mut placed = (*self.placed()).clone();
+                edit(&mut config)?;
+                edit(&mut placed)?;
+                config.validate()?;
+                let placed = Arc::new(placed);
+                configs = Some((Arc::new(config), Arc::clone(&placed)));
+                placed
+            }
+        };
         let mut next = state.clone();
-        mutate(&mut next)?;
+        if configs.is_some() {
+            next.reconcile(&placed);
+            next.topology = Some(state::Topology::of(&placed));
+        }
+        mutate(&mut next, &placed)?;
         next.epoch += 1;
         let mut probe = next.clone();
-        let probe_map = probe.build_map(&self.placed)?;
+        let probe_map = probe.build_map(&placed)?;
         let mut ec_moved = Vec::new();
         for pool in old_map.pools().values() {
             if !next.pools.contains_key(&pool.id) {
@@ -1335,10 +1389,20 @@ impl Inner {
                 hold_moved_pg(&old_map, &probe_map, pg, &BTreeSet::new(), &mut next);
             }
         }
-        let map = next.build_map(&self.placed)?;
+        let map = next.build_map(&placed)?;
+        if let Some((config, _)) = &configs {
+            membership::replace_file(
+                &self.data_dir.join(CONFIG_FILE),
+                config.to_toml().as_bytes(),
+            )?;
+        }
         next.save(&self.data_dir.join(STATE_FILE))?;
         let epoch = next.epoch;
         *state = next;
+        if let Some((config, placed)) = configs {
+            *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+            *self.placed.write().unwrap_or_else(|e| e.into_inner()) = placed;
+        }
         *self.map.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
         drop(state);
         self.lock_dirty().extend(ec_moved);
@@ -1356,8 +1420,9 @@ impl Inner {
             crush_rule: spec.crush_rule.clone(),
             erasure: None,
         };
-        self.config.validate_pool(&pool)?;
-        let class = self.config.pool_class(&pool)?;
+        let config = self.config();
+        config.validate_pool(&pool)?;
+        let class = config.pool_class(&pool)?;
         let mut info = None;
         self.change_map(|state| {
             if state.pool_by_name(&spec.name).is_some() {

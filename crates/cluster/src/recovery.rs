@@ -147,7 +147,7 @@ pub(crate) async fn copy_object(
         object,
         source,
         targets,
-        inner.config.full_ratio,
+        inner.config().full_ratio,
     )
     .await
 }
@@ -221,7 +221,7 @@ pub(crate) async fn install_image(
         object,
         image,
         targets,
-        inner.config.full_ratio,
+        inner.config().full_ratio,
     )
     .await
 }
@@ -366,7 +366,7 @@ async fn recover_pg(inner: &Inner, pg: PgId) -> Result<bool> {
         &targets,
         pg_bytes,
         1,
-        inner.config.backfillfull_ratio,
+        inner.config().backfillfull_ratio,
         false,
     ) {
         Ok(reservation) => {

@@ -241,7 +241,7 @@ pub(crate) fn recorded_errors(data_dir: &std::path::Path) -> u64 {
 
 /// The periodic scrub task.
 pub(crate) async fn run(inner: Arc<Inner>) {
-    let interval = Duration::from_secs(inner.config.scrub_interval_s.max(1));
+    let interval = Duration::from_secs(inner.config().scrub_interval_s.max(1));
     loop {
         tokio::time::sleep(interval).await;
         if inner.closed.load(Ordering::Acquire) {

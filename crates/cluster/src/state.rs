@@ -31,6 +31,19 @@ pub struct OsdState {
     pub up: bool,
     /// Holding data (CRUSH places on it).
     pub is_in: bool,
+    /// Override weight while in, 16.16 fixed point (`0x10000` = 1.0): the share of the PGs
+    /// CRUSH gives it that it keeps (`strata osd reweight`, Ceph's `osd reweight`). Absent
+    /// in older files and when 1.0.
+    #[serde(default = "full_weight", skip_serializing_if = "is_full_weight")]
+    pub weight: u32,
+}
+
+fn full_weight() -> u32 {
+    WEIGHT_IN
+}
+
+fn is_full_weight(weight: &u32) -> bool {
+    *weight == WEIGHT_IN
 }
 
 /// A pool.
@@ -215,6 +228,7 @@ impl ClusterState {
             self.osds.entry(osd.id).or_insert(OsdState {
                 up: true,
                 is_in: true,
+                weight: WEIGHT_IN,
             });
         }
         self.osds
@@ -398,7 +412,7 @@ impl ClusterState {
                 bits |= OSD_UP;
             }
             map.set_osd_state(id, bits);
-            map.set_osd_weight(id, if osd.is_in { WEIGHT_IN } else { WEIGHT_OUT });
+            map.set_osd_weight(id, if osd.is_in { osd.weight } else { WEIGHT_OUT });
         }
         for pool in self.pools.values() {
             let kind = if pool.erasure.is_some() {
@@ -433,7 +447,9 @@ impl ClusterState {
     fn build_crush(&mut self, config: &ClusterConfig) -> Result<crush::CrushMap> {
         let mut builder = crush::text::MapBuilder::new();
         for osd in &config.osds {
-            builder.add_device(osd.id, Some(&osd.class), crush_weight(osd));
+            // An OSD whose class was removed (`strata osd crush rm-device-class`) has none.
+            let class = Some(osd.class.as_str()).filter(|class| !class.is_empty());
+            builder.add_device(osd.id, class, crush_weight(osd));
         }
         for host in &config.hosts {
             let devices: Vec<i32> = config

@@ -10,6 +10,8 @@
 //! | `GET /metrics`                         | Prometheus text                        |
 //! | `GET /api/osd/tree`, `/api/osd/df`     | OSD tree, per-OSD usage                |
 //! | `POST /api/osd/{id}/{down,up,out,in}`  | marks the OSD, returns the new epoch   |
+//! | `POST /api/osd/{id}/reweight` (`{"weight":0.5}`) | its override weight, 0..=1   |
+//! | `POST /api/osd/crush/{set,rm}-device-class` (`{"class":"ssd","ids":[1,2]}`) | device classes (set refuses an OSD with another class) |
 //! | `GET /api/pools`, `POST /api/pools`    | list, create (`{"name","size",...}`)   |
 //! | `DELETE /api/pools/{name}`             | removes a pool and its objects (not the S3 gateway's while S3 is served) |
 //! | `GET /api/df`                          | [`report::Usage`], pools, the S3 GC backlog (`gc`) |
@@ -176,6 +178,29 @@ pub(crate) async fn route(
         ("DELETE", ["api", "pg", pg, "upmap-items"]) => {
             let epoch = backend.set_pg_upmap_items(pg, Vec::new()).await?;
             json(json!({ "pg": pg, "epoch": epoch }))
+        }
+        ("POST", ["api", "osd", "crush", command @ ("set-device-class" | "rm-device-class")]) => {
+            let request: DeviceClassRequest = decode(&body)?;
+            if request.ids.is_empty() {
+                return Err(ServerError::BadRequest(
+                    "no OSD ids (\"ids\": [1, 2])".into(),
+                ));
+            }
+            let class = match (*command, request.class.as_deref()) {
+                ("set-device-class", Some(class)) => Some(class),
+                ("set-device-class", None) => {
+                    return Err(ServerError::BadRequest("no \"class\"".into()))
+                }
+                _ => None,
+            };
+            let epoch = backend.osd_device_class(class, &request.ids).await?;
+            json(json!({ "ids": request.ids, "class": class, "epoch": epoch }))
+        }
+        ("POST", ["api", "osd", id, "reweight"]) => {
+            let id = osd_id(id)?;
+            let request: ReweightRequest = decode(&body)?;
+            let epoch = backend.osd_reweight(id, request.weight).await?;
+            json(json!({ "osd": id, "weight": request.weight, "epoch": epoch }))
         }
         ("POST", ["api", "osd", id, action]) => {
             let id: i32 = id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
@@ -556,6 +581,31 @@ struct PoolRequest {
     /// An erasure-code profile: creates an erasure-coded pool instead.
     #[serde(default)]
     erasure: Option<String>,
+}
+
+/// An OSD id of a path, `N` or `osd.N`.
+fn osd_id(id: &str) -> Result<i32> {
+    id.strip_prefix("osd.").unwrap_or(id).parse().map_err(|_| {
+        ServerError::BadRequest(format!(
+            "OSD id {id:?} is not a number from 0 to 65535 (N or osd.N)"
+        ))
+    })
+}
+
+/// `POST /api/osd/{id}/reweight`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReweightRequest {
+    weight: f64,
+}
+
+/// `POST /api/osd/crush/{set,rm}-device-class`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeviceClassRequest {
+    #[serde(default)]
+    class: Option<String>,
+    ids: Vec<i32>,
 }
 
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {

@@ -280,7 +280,7 @@ async fn open_embedded(config: &ServeConfig) -> Result<(Cluster, bool)> {
         tracing::info!(data_dir = %config.data_dir.display(), "opening cluster");
         let cluster = Cluster::open(&config.data_dir, options).await?;
         if let Some(given) = &config.cluster_config {
-            if given != cluster.config() {
+            if *given != *cluster.config() {
                 tracing::warn!(
                     "the data directory already holds a cluster; its cluster.toml wins over --config"
                 );

@@ -21,6 +21,14 @@ pub struct OsdEntry {
     pub is_in: bool,
     /// CRUSH weight (TiB by convention).
     pub weight: f64,
+    /// Override weight, 0..=1: the share of its CRUSH placements the OSD keeps (0 when out;
+    /// `strata osd reweight`).
+    #[serde(default = "full_reweight")]
+    pub reweight: f64,
+}
+
+fn full_reweight() -> f64 {
+    1.0
 }
 
 /// One OSD's space and load, as `osd df` shows it.
@@ -205,6 +213,7 @@ pub fn osd_tree(cluster: &Cluster) -> Vec<OsdEntry> {
             weight: map
                 .crush_item_weight(osd.id)
                 .map_or(0.0, |w| f64::from(w) / 65536.0),
+            reweight: f64::from(map.osd_weight(osd.id)) / 65536.0,
         })
         .collect()
 }

@@ -100,7 +100,7 @@ impl Cluster {
             crush_rule: None,
             erasure: Some(profile.to_string()),
         };
-        self.inner.config.validate_pool(&pool)?;
+        self.inner.config().validate_pool(&pool)?;
         let mut info = None;
         self.inner.change_map(|state| {
             if state.pool_by_name(name).is_some() {

@@ -125,6 +125,7 @@ fn osd_entries(tree: &Value) -> Vec<OsdEntry> {
                 up: node["status"] == "up",
                 is_in: node["reweight"].as_f64().unwrap_or(0.0) > 0.0,
                 weight: node["crush_weight"].as_f64().unwrap_or(0.0),
+                reweight: node["reweight"].as_f64().unwrap_or(0.0),
             })
         })
         .collect();
@@ -313,6 +314,24 @@ impl Backend for CephBackend {
         };
         self.mon_json(json!({"prefix": prefix, "ids": [osd.to_string()]}))
             .await?;
+        self.epoch().await
+    }
+
+    async fn osd_reweight(&self, osd: i32, weight: f64) -> Result<u64> {
+        self.mon_json(json!({"prefix": "osd reweight", "id": osd, "weight": weight}))
+            .await?;
+        self.epoch().await
+    }
+
+    async fn osd_device_class(&self, class: Option<&str>, osds: &[i32]) -> Result<u64> {
+        let ids: Vec<String> = osds.iter().map(i32::to_string).collect();
+        let command = match class {
+            Some(class) => {
+                json!({"prefix": "osd crush set-device-class", "class": class, "ids": ids})
+            }
+            None => json!({"prefix": "osd crush rm-device-class", "ids": ids}),
+        };
+        self.mon_json(command).await?;
         self.epoch().await
     }
 

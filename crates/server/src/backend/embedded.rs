@@ -103,6 +103,18 @@ impl Backend for EmbeddedBackend {
         })
     }
 
+    async fn osd_reweight(&self, osd: i32, weight: f64) -> Result<u64> {
+        Ok(self.get()?.reweight(osd, weight)?)
+    }
+
+    async fn osd_device_class(&self, class: Option<&str>, osds: &[i32]) -> Result<u64> {
+        let cluster = self.get()?;
+        Ok(match class {
+            Some(class) => cluster.set_device_class(class, osds)?,
+            None => cluster.rm_device_class(osds)?,
+        })
+    }
+
     async fn pools(&self) -> Result<Vec<PoolEntry>> {
         Ok(report::pools(&*self.get()?).await?)
     }

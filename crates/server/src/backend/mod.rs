@@ -89,6 +89,14 @@ pub trait Backend: Send + Sync {
     /// Marks an OSD down, up, out or in; returns the new map epoch.
     async fn mark_osd(&self, osd: i32, action: OsdAction) -> Result<u64>;
 
+    /// Sets an OSD's override weight, 0..=1 (`ceph osd reweight`); returns the new epoch.
+    async fn osd_reweight(&self, osd: i32, weight: f64) -> Result<u64>;
+
+    /// Sets (`Some`) or removes (`None`) the device class of OSDs (`ceph osd crush
+    /// set-device-class|rm-device-class`); setting refuses an OSD bound to another class.
+    /// Returns the new epoch.
+    async fn osd_device_class(&self, class: Option<&str>, osds: &[i32]) -> Result<u64>;
+
     /// Every pool with its usage.
     async fn pools(&self) -> Result<Vec<PoolEntry>>;
 

@@ -1,6 +1,6 @@
-//! `strata osd tree|df|down|up|out|in|getmap|pg-upmap-items|rm-pg-upmap-items|tier|pool`: OSD
-//! states and usage, marking OSDs, the OSD map in Ceph's binary encoding, a PG's upmap items
-//! by hand, and cache tiers (`tier`).
+//! `strata osd tree|df|down|up|out|in|reweight|crush|getmap|pg-upmap-items|rm-pg-upmap-items|
+//! tier|pool`: OSD states and usage, marking OSDs, override weights and device classes, the OSD
+//! map in Ceph's binary encoding, a PG's upmap items by hand, and cache tiers (`tier`).
 
 use std::process::ExitCode;
 
@@ -52,6 +52,19 @@ pub enum OsdCommand {
         /// OSD id.
         id: String,
     },
+    /// Set an OSD's override weight, 0.0..=1.0 (`ceph osd reweight`): it keeps that share of
+    /// the PGs CRUSH gives it; recovery moves the rest. `strata osd in` sets it back to 1.
+    Reweight {
+        /// OSD id.
+        id: String,
+        /// 0.0 (takes nothing, as out) ..= 1.0.
+        weight: f64,
+    },
+    /// Device classes of OSDs (`strata osd crush --help`).
+    Crush {
+        #[command(subcommand)]
+        command: CrushCommand,
+    },
     /// Cache tiers: a cache pool serving a base pool (`strata osd tier --help`).
     Tier {
         #[command(subcommand)]
@@ -86,6 +99,30 @@ pub enum OsdCommand {
     },
 }
 
+/// `strata osd crush ...`.
+#[derive(Subcommand, Debug)]
+pub enum CrushCommand {
+    /// Give OSDs a device class (`ceph osd crush set-device-class`); refused for an OSD
+    /// bound to another class until `rm-device-class` removed it. Saved in cluster.toml;
+    /// PGs of class rules move by recovery.
+    #[command(name = "set-device-class")]
+    SetDeviceClass {
+        /// The class (`ssd`, `hdd`, `nvme`, ...).
+        class: String,
+        /// OSD ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Remove OSDs' device class (`ceph osd crush rm-device-class`): only rules taking any
+    /// class place on them until one is set.
+    #[command(name = "rm-device-class")]
+    RmDeviceClass {
+        /// OSD ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+}
+
 /// Runs `strata osd`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let client = args.admin.client();
@@ -107,6 +144,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
         OsdCommand::Up { id } => mark(&client, &id, "up")?,
         OsdCommand::Out { id } => mark(&client, &id, "out")?,
         OsdCommand::In { id } => mark(&client, &id, "in")?,
+        OsdCommand::Reweight { id, weight } => {
+            anyhow::ensure!(
+                (0.0..=1.0).contains(&weight),
+                "weight {weight} must be from 0.0 to 1.0"
+            );
+            let path = format!("/api/osd/{}/reweight", super::client::segment(&id));
+            let body = serde_json::to_vec(&serde_json::json!({ "weight": weight }))?;
+            let reply: serde_json::Value = client.json("POST", &path, &body)?;
+            let id = id.strip_prefix("osd.").unwrap_or(&id);
+            println!("reweighted osd.{id} to {weight} (epoch {})", reply["epoch"]);
+        }
+        OsdCommand::Crush { command } => crush(&client, command)?,
         OsdCommand::Tier { command } => super::tier::run_tier(&client, command)?,
         OsdCommand::Pool { command } => super::tier::run_pool(&client, command)?,
         OsdCommand::Getmap { output } => {
@@ -120,15 +169,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 osds.len() % 2 == 0,
                 "give OSD ids in pairs: FROM TO [FROM TO ...]"
             );
-            let ids = osds
-                .iter()
-                .map(|id| {
-                    id.strip_prefix("osd.")
-                        .unwrap_or(id)
-                        .parse::<i32>()
-                        .with_context(|| format!("OSD id {id:?} is not a number"))
-                })
-                .collect::<Result<Vec<i32>>>()?;
+            let ids = parse_ids(&osds)?;
             let items: Vec<[i32; 2]> = ids.chunks(2).map(|p| [p[0], p[1]]).collect();
             let body = serde_json::to_vec(&serde_json::json!({ "items": items }))?;
             let path = format!("/api/pg/{}/upmap-items", super::client::segment(&pgid));
@@ -148,6 +189,42 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn crush(client: &super::client::Client, command: CrushCommand) -> Result<()> {
+    let (path, class, ids) = match command {
+        CrushCommand::SetDeviceClass { class, ids } => ("set-device-class", Some(class), ids),
+        CrushCommand::RmDeviceClass { ids } => ("rm-device-class", None, ids),
+    };
+    let ids = parse_ids(&ids)?;
+    let body = serde_json::to_vec(&serde_json::json!({ "class": class, "ids": ids }))?;
+    let reply: serde_json::Value = client.json("POST", &format!("/api/osd/crush/{path}"), &body)?;
+    let names: Vec<String> = ids.iter().map(|id| format!("osd.{id}")).collect();
+    match class {
+        Some(class) => println!(
+            "set {} to class {class} (epoch {})",
+            names.join(", "),
+            reply["epoch"]
+        ),
+        None => println!(
+            "removed the class of {} (epoch {})",
+            names.join(", "),
+            reply["epoch"]
+        ),
+    }
+    Ok(())
+}
+
+/// OSD ids given as `N` or `osd.N`.
+fn parse_ids(ids: &[String]) -> Result<Vec<i32>> {
+    ids.iter()
+        .map(|id| {
+            id.strip_prefix("osd.")
+                .unwrap_or(id)
+                .parse::<i32>()
+                .with_context(|| format!("OSD id {id:?} is not a number"))
+        })
+        .collect()
 }
 
 fn mark(client: &super::client::Client, id: &str, action: &str) -> Result<()> {
@@ -179,7 +256,11 @@ fn print_tree(osds: &[OsdEntry]) {
                 osd.weight,
                 format!("osd.{}", osd.id),
                 if osd.up { "up" } else { "down" },
-                if osd.is_in { "1.00000" } else { "0" }
+                if osd.is_in {
+                    format!("{:.5}", osd.reweight)
+                } else {
+                    "0".to_string()
+                }
             );
         }
     }
