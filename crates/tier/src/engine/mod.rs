@@ -174,6 +174,13 @@ fn build_policy(settings: &TierSettings, pg_count: u32, capacity: usize) -> Box<
     }
 }
 
+/// The admission policy a tier with `settings` runs (its capacity from the settings), for
+/// running the same code outside the tier: `strata bench tier`'s replay gives it to the
+/// simulator to compare the live hit ratio with the simulated one.
+pub fn policy_for(settings: &TierSettings, pg_count: u32) -> Box<dyn Cache> {
+    build_policy(settings, pg_count, settings.capacity_objects())
+}
+
 impl Tier {
     /// Opens the tier of `config` over `base` and `cache`, loading the state of every object
     /// the cache pool holds (a restart finds its dirty objects there).
@@ -475,6 +482,31 @@ impl Tier {
     /// Background promotions running now.
     pub fn promotions_running(&self) -> u32 {
         self.promotions_running.load(Ordering::SeqCst)
+    }
+
+    /// Whether the background work the policy asked for is done: no promotion running, the
+    /// agent's queues empty, no flush in flight, and every cached object one the policy holds
+    /// (an eviction the agent took off its queue has finished). A replay that waits for this
+    /// between ops sees the cache the policy decided on, as the simulator does.
+    pub fn settled(&self) -> bool {
+        if self.promotions_running() > 0 || !self.flushing.lock().expect("flushing lock").is_empty()
+        {
+            return false;
+        }
+        {
+            let queues = self.queues.lock().expect("queue lock");
+            if !queues.evict.is_empty() || !queues.flush.is_empty() {
+                return false;
+            }
+        }
+        let names: Vec<String> = self
+            .index
+            .lock()
+            .expect("index lock")
+            .keys()
+            .cloned()
+            .collect();
+        names.iter().all(|name| self.policy_holds(name))
     }
 
     /// Asks the agent to flush every dirty object and evict everything.
