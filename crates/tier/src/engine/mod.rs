@@ -367,10 +367,35 @@ impl Tier {
 
     /// Asks the policy about one request, queues what it evicts or flushes, and decides where
     /// the op goes. Call with the object's lock held.
-    pub(crate) fn route(&self, name: &str, write: bool, size_bytes: u64) -> Route {
-        let mode = self.mode();
+    ///
+    /// When the policy evicts the requested object itself while it handles the request (Ceph's
+    /// agent works the object's PG before the op, so the op finds the object gone), the object
+    /// is evicted here first (flushed if dirty) and the op routed as the miss the policy saw;
+    /// if that eviction cannot be done now (a background flush of it is in flight), the op
+    /// is served from the cache. Serving such ops from the cache made the live tier hit where
+    /// the policy, and the simulator running it, missed (0.59 against 0.29 on cloudPhysicsIO).
+    pub(crate) async fn route(&self, name: &str, write: bool, size_bytes: u64) -> Route {
+        let (cached, outcome, self_evicted) = self.decide(name, write, size_bytes);
+        if cached {
+            if !self_evicted {
+                return Route::Cache;
+            }
+            if let Err(error) = self.evict_locked(name).await {
+                tracing::debug!(object = %name, %error, "tier: eviction ahead of the op deferred");
+                return Route::Cache;
+            }
+            if self.cached_state(name).is_some() {
+                return Route::Cache;
+            }
+        }
+        self.route_miss(outcome, write)
+    }
+
+    /// The policy's outcome for one request: whether the object was cached before it, the
+    /// outcome, and whether the policy evicted the object itself meanwhile.
+    fn decide(&self, name: &str, write: bool, size_bytes: u64) -> (bool, Outcome, bool) {
         let cached = self.index.lock().expect("index lock").contains_key(name);
-        let outcome = {
+        let (outcome, self_evicted) = {
             let now_ms = self.clock.now_ms();
             let mut policy = self.policy.lock().expect("policy lock");
             let request = policy.request(name, size_bytes, write, now_ms);
@@ -382,6 +407,8 @@ impl Tier {
             } = &mut *policy;
             effects.clear();
             let outcome = cache.on_request(&request, effects);
+            let self_evicted =
+                effects.evicted.contains(&request.key) && !cache.contains(request.key);
             if !effects.evicted.is_empty() || !effects.flushed.is_empty() {
                 let mut queues = self.queues.lock().expect("queue lock");
                 for key in &effects.evicted {
@@ -393,11 +420,14 @@ impl Tier {
                 drop(queues);
                 self.agent_wake.notify_one();
             }
-            outcome
+            (outcome, self_evicted)
         };
-        if cached {
-            return Route::Cache;
-        }
+        (cached, outcome, self_evicted)
+    }
+
+    /// Where an op on an object the cache does not hold goes.
+    fn route_miss(&self, outcome: Outcome, write: bool) -> Route {
+        let mode = self.mode();
         Counters::bump(&self.counters.misses);
         let admitted = match outcome {
             Outcome::Hit | Outcome::BufferHit | Outcome::Admitted => Route::Promote,
