@@ -33,7 +33,7 @@ pub mod state;
 pub mod stats;
 
 pub use config::{AdmissionFamily, CacheMode, TierConfig, TierSettings};
-pub use engine::{system_wall_clock, Tier, WallClock};
+pub use engine::{policy_for, system_wall_clock, Tier, WallClock};
 pub use error::{Result, TierError};
 pub use overlay::OverlayIoCtx;
 pub use registry::{TieredRados, CONFIG_OBJECT};

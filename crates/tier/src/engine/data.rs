@@ -72,7 +72,7 @@ impl Tier {
     ) -> Result<Vec<u8>> {
         Counters::bump(&self.counters.reads);
         let _guard = self.lock(name).await;
-        let route = self.route(name, false, length_bytes.min(1 << 30));
+        let route = self.route(name, false, length_bytes.min(1 << 30)).await;
         match route {
             Route::Proxy | Route::ProxyThenPromote => {
                 Counters::bump(&self.counters.proxied);
@@ -129,7 +129,7 @@ impl Tier {
     /// Where metadata reads go: the cached state, or `None` to read the base pool.
     async fn metadata_route(self: &Arc<Self>, name: &str) -> Result<Option<ObjectState>> {
         Counters::bump(&self.counters.reads);
-        let route = self.route(name, false, 1);
+        let route = self.route(name, false, 1).await;
         match route {
             Route::Proxy => {
                 Counters::bump(&self.counters.proxied);
@@ -268,7 +268,7 @@ impl Tier {
             self.evict_locked(name).await?;
             self.policy_forget(name);
         }
-        let route = self.route(name, mutates, size_bytes.max(1));
+        let route = self.route(name, mutates, size_bytes.max(1)).await;
         match route {
             Route::Proxy | Route::ProxyThenPromote => {
                 Counters::bump(&self.counters.proxied);

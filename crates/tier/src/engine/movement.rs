@@ -322,7 +322,7 @@ impl Tier {
                 "{name}: a flush of this object is in flight"
             )));
         }
-        match self.prepare_flush(name).await? {
+        match self.prepare_flush(name, None).await? {
             Prepared::Clean => Ok(0),
             Prepared::Whiteout(state) => self.flush_whiteout(name, state).await,
             Prepared::Write(flush) => {
@@ -336,13 +336,28 @@ impl Tier {
     /// held to read what to write (from the cache, fast) and to record the result, not for
     /// the slow write to the base pool, so client ops on the object do not wait for it.
     /// Writes that land meanwhile keep the object dirty (their blocks are flushed next time).
+    /// The base object's generation is read before the lock is taken too (an HDD read under
+    /// load can take over 100 ms); it is read again under the lock only when it does not fit
+    /// the copy's (a flush landed meanwhile), and the write is guarded by it either way.
     pub async fn flush(&self, name: &str) -> Result<u64> {
+        if !self
+            .cached_state(name)
+            .is_some_and(|s| s.is_dirty() && s.exists)
+        {
+            // Nothing to read ahead: a clean object or a whiteout is decided under the lock.
+            return self.flush_prefetched(name, None).await;
+        }
+        let found = self.base_generation(name).await?;
+        self.flush_prefetched(name, Some(found)).await
+    }
+
+    async fn flush_prefetched(&self, name: &str, found: Option<Option<u64>>) -> Result<u64> {
         let prepared = {
             let _guard = self.lock_for_background(name).await;
             if self.is_flushing(name) {
                 return Ok(0);
             }
-            match self.prepare_flush(name).await? {
+            match self.prepare_flush(name, found).await? {
                 Prepared::Clean => return Ok(0),
                 Prepared::Whiteout(state) => return self.flush_whiteout(name, state).await,
                 Prepared::Write(flush) => {
@@ -383,8 +398,22 @@ impl Tier {
         Ok(0)
     }
 
-    /// What a flush of the object would write, read under its lock.
-    async fn prepare_flush(&self, name: &str) -> Result<Prepared> {
+    /// The generation the base object has now (`None`: no base object).
+    async fn base_generation(&self, name: &str) -> Result<Option<u64>> {
+        Ok(match self.base.get_xattr(name, GENERATION_XATTR).await {
+            Ok(bytes) => Some(decode_u64(&bytes)),
+            Err(RadosError::NotFound(_)) => match self.base.stat(name).await {
+                Ok(_) => Some(0),
+                Err(RadosError::NotFound(_)) => None,
+                Err(e) => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        })
+    }
+
+    /// What a flush of the object would write, read under its lock; `prefetched` is the base
+    /// generation read before the lock was taken, used when it fits the copy's.
+    async fn prepare_flush(&self, name: &str, prefetched: Option<Option<u64>>) -> Result<Prepared> {
         let Some(state) = self.cached_state(name) else {
             return Ok(Prepared::Clean);
         };
@@ -396,16 +425,17 @@ impl Tier {
         }
         // The generation the base object has now: the copy's own, or one more when a flush of
         // this copy landed and the process stopped before it recorded it.
-        let found = match self.base.get_xattr(name, GENERATION_XATTR).await {
-            Ok(bytes) => Some(decode_u64(&bytes)),
-            Err(RadosError::NotFound(_)) => match self.base.stat(name).await {
-                Ok(_) => Some(0),
-                Err(RadosError::NotFound(_)) => None,
-                Err(e) => return Err(e.into()),
-            },
-            Err(e) => return Err(e.into()),
-        };
         let expected = state.base_generation;
+        let fits = |found: Option<u64>| match (state.base_exists, found) {
+            (true, Some(g)) => g == expected || g == expected + 1,
+            (false, Some(g)) => g == expected + 1,
+            (false, None) => true,
+            (true, None) => false,
+        };
+        let found = match prefetched {
+            Some(found) if fits(found) => found,
+            _ => self.base_generation(name).await?,
+        };
         let mut op = WriteOp::new();
         let generation = match (state.base_exists, found) {
             (true, Some(g)) if g == expected || g == expected + 1 => {
@@ -558,8 +588,13 @@ impl Tier {
         Ok(())
     }
 
-    /// Flushes and evicts an object, taking its lock.
+    /// Flushes and evicts an object, taking its lock. A dirty object is flushed first without
+    /// holding its lock over the base pool's write ([`Tier::flush`]); only one written again
+    /// meanwhile is flushed under the lock.
     pub async fn evict(&self, name: &str) -> Result<()> {
+        if self.cached_state(name).is_some_and(|s| s.is_dirty()) {
+            self.flush(name).await?;
+        }
         let _guard = self.lock_for_background(name).await;
         self.evict_locked(name).await?;
         self.policy_forget(name);

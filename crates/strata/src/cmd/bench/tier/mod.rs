@@ -19,6 +19,9 @@
 //!   default: what cannot be cached); `none`, `ceph`, `predictive`.
 //! - `threshold` (seed 000): `predictive` at each H of `--thresholds`.
 //! - `size` (seed 000): `ceph` and `predictive` at each cache share of `--cache-shares`.
+//! - `replay` (live against simulated): `--trace` through a live tier and through `strata
+//!   sim`'s run loop with the same policy code and cache size, for `ceph` and `predictive`
+//!   (`replay`: its own small cluster on a virtual clock, see there).
 //!
 //! Configurations alternate their order over `--rounds`; the tables give medians and the
 //! spread. Ceph's tunables are seed 003's (hit_set_count 12, recency 2/2, dirty 0.4/0.6, full
@@ -33,6 +36,7 @@
 //!                   [--svg tier.svg] [--json tier.json]
 //! ```
 
+mod replay;
 mod report;
 mod testbed;
 pub mod workload;
@@ -52,7 +56,7 @@ use workload::Skew;
 /// Block volumes through a live cache tier against no tier, Ceph's tier and all-NVMe.
 #[derive(clap::Args, Clone)]
 pub struct Args {
-    /// Scenarios, comma separated: ramp, uniform, threshold, size.
+    /// Scenarios, comma separated: ramp, uniform, threshold, size, replay.
     #[arg(long, value_delimiter = ',', default_value = "ramp,uniform")]
     pub scenarios: Vec<String>,
     /// Configurations, comma separated: none (HDD pool only), ceph (the tier with Ceph's
@@ -110,6 +114,19 @@ pub struct Args {
     /// Each embedded OSD's data cache (K, M, G; 0: none, the devices serve every read).
     #[arg(long, default_value = "0")]
     pub data_cache_size: String,
+    /// The block trace of the `replay` scenario (any format `strata sim` reads).
+    #[arg(long, default_value = "fixtures/traces/cloudPhysicsIO.csv.zst")]
+    pub trace: PathBuf,
+    /// The replay's object size: the trace's blocks map to objects of this size (K, M, G).
+    #[arg(long, default_value = "4M")]
+    pub replay_object_size: String,
+    /// Replay only the trace's first requests (after the mapping).
+    #[arg(long)]
+    pub replay_requests: Option<usize>,
+    /// The replay's hit set period (`ceph`) and statistics period (`predictive`), in trace
+    /// seconds.
+    #[arg(long, default_value_t = 60)]
+    pub replay_period_s: u64,
     /// Rounds; configurations alternate their order, tables give medians.
     #[arg(long, default_value_t = 1)]
     pub rounds: u32,
@@ -129,7 +146,7 @@ pub struct Args {
 }
 
 const CONFIGS: [&str; 4] = ["none", "ceph", "predictive", "nvme"];
-const SCENARIOS: [&str; 4] = ["ramp", "uniform", "threshold", "size"];
+const SCENARIOS: [&str; 5] = ["ramp", "uniform", "threshold", "size", "replay"];
 const BASE: &str = "base";
 const CACHE: &str = "cache";
 const OBJECT_BYTES: u64 = 4 << 20;
@@ -218,6 +235,9 @@ fn check(args: &Args) -> Result<()> {
     let scale_ok = args.time_scale.is_finite() && args.time_scale >= 1.0;
     if !scale_ok || args.zipf.is_nan() || args.zipf < 0.0 || args.predictive_period_s == 0 {
         bail!("--time-scale must be >= 1, --zipf >= 0, --predictive-period-s > 0");
+    }
+    if args.replay_period_s == 0 || load::parse_size(&args.replay_object_size).is_err() {
+        bail!("--replay-period-s must be > 0 and --replay-object-size a size like 4M");
     }
     if args.rounds == 0 {
         bail!("--rounds must be > 0");
@@ -409,13 +429,34 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .enable_all()
         .build()?;
     let mut steps = Vec::new();
+    let live_scenarios = args.scenarios.iter().any(|s| s != "replay");
     for round in 0..args.rounds {
+        if !live_scenarios {
+            break;
+        }
         for config in round_order(&args.configs, round) {
             let measured = runtime.block_on(run_config(config, round, temp.path(), &args))?;
             steps.extend(measured);
         }
     }
+    let mut replays = Vec::new();
+    if args.scenarios.iter().any(|s| s == "replay") {
+        let trace = replay::load_trace(&args)?;
+        for config in ["ceph", "predictive"] {
+            if !args.configs.iter().any(|c| c == config) {
+                continue;
+            }
+            let dir = temp.path().join(format!("replay-{config}"));
+            let result = runtime.block_on(replay::replay(config, &trace, &args, dir))?;
+            eprintln!(
+                "   replay    {config:<10} live hit {:.4}  simulated {:.4}  difference {:+.4}  ({:.0} s)",
+                result.live_hit_ratio, result.simulated_hit_ratio, result.difference, result.seconds
+            );
+            replays.push(result);
+        }
+    }
     report::print(&steps, &args);
+    replay::print(&replays);
     if let Some(path) = &args.svg {
         report::write_svgs(&steps, path)?;
     }
@@ -432,6 +473,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 "load_average_end": load::load_average(),
             },
             "steps": steps,
+            "replay": replays,
         });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("writing {}", path.display()))?;
