@@ -121,7 +121,10 @@ fn check_pools_placeable(state: &mut ClusterState, placed: &ClusterConfig) -> Re
 /// Replaces `path` with `contents` atomically and durably (temp file, fsync, rename, fsync
 /// of the directory): a crash leaves the old file or the new one, never a mix.
 pub(crate) fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
-    let temp = path.with_extension("tmp");
+    // `state.json` -> `state.json.tmp`: the temp file is named after the whole name.
+    let mut temp_name = path.as_os_str().to_os_string();
+    temp_name.push(".tmp");
+    let temp = std::path::PathBuf::from(temp_name);
     let write = || -> std::io::Result<()> {
         let mut file = std::os::unix::fs::OpenOptionsExt::mode(
             std::fs::OpenOptions::new()

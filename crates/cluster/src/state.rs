@@ -8,7 +8,6 @@
 //! after every change, before the change takes effect.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use osdmap::map::{OSD_EXISTS, OSD_UP, WEIGHT_IN, WEIGHT_OUT};
@@ -323,25 +322,7 @@ impl ClusterState {
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_vec_pretty(self)
             .map_err(|e| ClusterError::State(format!("encode: {e}")))?;
-        let temp = path.with_extension("json.tmp");
-        let write = || -> std::io::Result<()> {
-            let mut file = std::os::unix::fs::OpenOptionsExt::mode(
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true),
-                device::PRIVATE_FILE_MODE,
-            )
-            .open(&temp)?;
-            file.write_all(&text)?;
-            file.sync_all()?;
-            std::fs::rename(&temp, path)?;
-            if let Some(directory) = path.parent() {
-                std::fs::File::open(directory)?.sync_all()?;
-            }
-            Ok(())
-        };
-        write().map_err(|e| ClusterError::io(path, e))
+        crate::membership::replace_file(path, &text)
     }
 
     /// The rule id (index) of a rule name.
