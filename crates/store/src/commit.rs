@@ -54,13 +54,17 @@
 //! - batches are applied and answered in order, so a batch is acknowledged only when every
 //!   earlier one is durable too (a mount reads the log up to its first invalid record);
 //! - a record carries `flushed_before`, the first sequence whose flush had not completed when
-//!   it was written: a mount checks the data (and rewrites the deferred data) of the records
-//!   from the largest such value on only. A batch's flush moves it past the batch before the
+//!   it was written: a mount checks the data of the records from the largest such value on
+//!   only (and writes the deferred overwrites of every record it keeps again). A batch's flush moves it past the batch before the
 //!   batch frees any extent or answers, so a record that reuses a freed extent, or changes an
 //!   object the batch changed, always says that the batch was flushed: a mount never checks
 //!   a record whose data was legitimately overwritten since (when the value moved after the
 //!   answer, a record sealed in between could omit it);
-//! - a checkpoint (database persisted, log emptied) first waits for every batch in flight.
+//! - deferred overwrites are made after their batch's flush, before its answer, so a record
+//!   a mount drops never made one, and a later transaction on the object (whose record says
+//!   the batch was flushed) never has its checked data overwritten by one;
+//! - a checkpoint (database persisted, log emptied) first waits for every batch in flight,
+//!   and flushes the device if deferred overwrites were made since the last one.
 //!
 //! A failure to write a record, flush or commit poisons the store: the batch's callers get
 //! the error, later writes get `Poisoned`, because what reached the media is unknown.
@@ -259,9 +263,6 @@ struct Sealed {
     /// The metadata changes, applied once the batch is durable.
     changes: meta::MetaBatch,
     omap_delta: i64,
-    /// No deferred record waits for a flush once this batch is durable: held extents may be
-    /// reused (always so for a durable store, where every batch is flushed).
-    release_held: bool,
 }
 
 type DeviceResult = std::result::Result<(), device::DeviceError>;
@@ -528,9 +529,6 @@ fn answer(batch: Vec<Pending>, result: &Result<()>) {
 /// What the committer carries from batch to batch.
 #[derive(Default)]
 struct CommitterState {
-    /// Deferred writes in the log not yet covered by a device flush (a store that is not
-    /// durable flushes only at checkpoints).
-    records: u64,
     /// The encoded record, reused.
     buffer: Vec<u8>,
     /// Tickets handed to the sync threads.
@@ -606,11 +604,28 @@ fn checkpoint(
     if inner.poisoned.load(Ordering::Acquire) {
         return Err(StoreError::Poisoned);
     }
+    let deferred = !inner.deferred_ranges().is_empty();
+    if deferred {
+        // The deferred overwrites made since the last checkpoint are durable only through the
+        // log until the device is flushed: before the database takes their checksums for good
+        // and the log forgets them.
+        inner.device.flush_blocking(runtime)?;
+    }
     inner.meta.persist()?;
     let mut log = inner.wal();
     log.reset_blocking(runtime)?;
-    state.records = 0;
     pipeline.set_flushed_before(log.next_sequence);
+    drop(log);
+    if deferred {
+        // No record can be replayed over the extents held for it any more.
+        let mut deferred = inner.deferred_ranges();
+        let mut held = inner.held();
+        let mut allocator = inner.allocator();
+        for extent in held.drain(..) {
+            allocator.release(extent);
+        }
+        deferred.clear();
+    }
     Ok(())
 }
 
@@ -678,7 +693,7 @@ fn seal(
         let log = inner.wal();
         log.len_bytes() > log.region_bytes() / 2
     };
-    if half_full && state.records == 0 {
+    if half_full {
         checkpoint(inner, state, pipeline, runtime)?;
     }
     let mut log = inner.wal();
@@ -779,10 +794,6 @@ fn seal(
             .or_default()
             .metadata_bytes += delta;
     }
-    if !durable {
-        let deferred: usize = batch.iter().map(|p| p.deferred.len()).sum();
-        state.records += deferred as u64;
-    }
     Ok(Some(Sealed {
         batch: std::mem::take(batch),
         ticket: state.sent,
@@ -790,7 +801,6 @@ fn seal(
         record_start_bytes,
         changes: staged.changes,
         omap_delta: staged.omap_delta,
-        release_held: durable || state.records == 0,
     }))
 }
 
@@ -839,25 +849,38 @@ fn finish(
                 .insert(update.shard, std::mem::take(&mut update.key), encoded);
         }
     }
+    // The deferred overwrites, now that their record is durable, before the writers' locks
+    // go (no reader sees the new checksums over the old blocks).
+    write_deferred(inner, batch, runtime)?;
     // Durable: the freed extents are referenced by no committed onode any more.
     {
-        // Extents freed while deferred records exist stay held: a replay could write stale
-        // data into them, so they are reused only once the records are retired.
+        // An extent that a deferred overwrite in the log wrote stays held until the next
+        // checkpoint: a mount writes that record's data again, so the extent must not hold
+        // another object's data by then.
+        // Deferred writes are at most this long, so one that overlaps an extent starts at
+        // most this far before it.
+        let deferred_bytes_max = inner.config.deferred_write_bytes_max;
+        let deferred = inner.deferred_ranges();
         let mut held = inner.held();
+        let mut allocator = inner.allocator();
         for pending in batch.iter_mut() {
             pending.fresh.armed = false;
-            // Before the allocator may hand them out again (see `buffer`).
-            for extent in &pending.freed {
-                inner.data_cache.invalidate(extent);
+            for extent in pending.freed.drain(..) {
+                // Before the allocator may hand it out again (see `buffer`).
+                inner.data_cache.invalidate(&extent);
+                let end = extent.offset_bytes + extent.length_bytes;
+                let overlaps = !deferred.is_empty()
+                    && deferred
+                        .range(extent.offset_bytes.saturating_sub(deferred_bytes_max)..end)
+                        .any(|(_, &deferred_end)| deferred_end > extent.offset_bytes);
+                if overlaps {
+                    held.push(extent);
+                } else {
+                    allocator.release(extent);
+                }
             }
-            held.append(&mut pending.freed);
         }
-        let mut allocator = inner.allocator();
-        if sealed.release_held {
-            for extent in held.drain(..) {
-                allocator.release(extent);
-            }
-        }
+        drop(deferred);
         if cfg!(debug_assertions) {
             allocator.check_invariants();
         }
@@ -878,6 +901,40 @@ fn finish(
                 counters.collections.remove(collection);
             }
         }
+    }
+    Ok(())
+}
+
+/// Writes the deferred overwrites of a finished batch over their blocks (one submission), drops
+/// those blocks from the data cache and remembers their ranges until the next checkpoint. A
+/// failed write fails the batch and poisons the store: the log holds the data, and a mount
+/// writes it again.
+fn write_deferred(
+    inner: &Inner,
+    batch: &[Pending],
+    runtime: &tokio::runtime::Handle,
+) -> Result<()> {
+    let writes: Vec<(u64, &[u8])> = batch
+        .iter()
+        .flat_map(|pending| pending.deferred.iter())
+        .map(|(offset_bytes, data)| (*offset_bytes, data.as_slice()))
+        .collect();
+    if writes.is_empty() {
+        return Ok(());
+    }
+    for result in inner.device.write_many_blocking(&writes, runtime) {
+        result?;
+    }
+    let mut deferred = inner.deferred_ranges();
+    for (offset_bytes, data) in writes {
+        let extent = DeviceExtent {
+            offset_bytes,
+            length_bytes: data.len() as u64,
+        };
+        inner.data_cache.invalidate(&extent);
+        let end = offset_bytes + extent.length_bytes;
+        let known = deferred.entry(offset_bytes).or_insert(end);
+        *known = (*known).max(end);
     }
     Ok(())
 }

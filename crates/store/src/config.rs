@@ -30,11 +30,15 @@ pub struct StoreConfig {
     pub flushes_in_flight_max: usize,
     /// Page cache of the metadata database in bytes. Default 64 MiB.
     pub metadata_cache_bytes: usize,
-    /// Transactions writing at most this many data bytes are *deferred*: a copy of their data
-    /// also goes into the batch's log record, and a mount after a crash writes it again.
-    /// Default 0 (off): the log lives on the data device and every durable batch flushes the
-    /// device once for its data and its record, so a copy saves nothing (it saved a second
-    /// flush when the log was a file of its own). Kept for experiments.
+    /// Small overwrites are *deferred*, as BlueStore's are: a `Write` that is its object's
+    /// only data change in the transaction and falls inside one extent the object already
+    /// has, at most this many bytes per transaction, is not copied to fresh extents. Its data
+    /// rides in the batch's log record (durable with the batch's one flush) and is written
+    /// over the old blocks after that flush, before the object's lock is released; a mount
+    /// writes it again from the log. So small random overwrites leave an object in the
+    /// extents it had (a large read of it stays one device read per extent) and its onode
+    /// does not grow by an extent per write. Only with `durable`. 0 turns it off (every write
+    /// copy-on-write). Default 65536 (BlueStore's `bluestore_prefer_deferred_size_hdd`).
     pub deferred_write_bytes_max: u64,
     /// Transactions writing at most this many data bytes leave their device writes to the
     /// committer's writer thread, which makes them (adjacent extents of a batch as one write,
@@ -93,7 +97,7 @@ impl Default for StoreConfig {
             batch_transactions_max: 256,
             flushes_in_flight_max: 4,
             metadata_cache_bytes: 64 << 20,
-            deferred_write_bytes_max: 0,
+            deferred_write_bytes_max: 65536,
             write_behind_bytes_max: 65536,
             onode_cache_bytes: 128 << 20,
             data_cache_bytes: 256 << 20,

@@ -21,7 +21,8 @@
 //! 1. `apply` locks the transaction's objects (sharded locks, sorted order), applies its
 //!    operations to copies of their onodes and writes new data to **freshly allocated**
 //!    extents: a partial overwrite reads the old allocation unit, verifies it, merges and
-//!    writes the unit elsewhere. No committed byte is overwritten in place.
+//!    writes the unit elsewhere. No committed byte is overwritten in place, except by a
+//!    deferred overwrite (below).
 //!    A small transaction (at most `write_behind_bytes_max` data bytes) only allocates and
 //!    checksums here and leaves its device writes to the committer (**write-behind**).
 //! 2. The prepared transaction goes to a bounded queue. The committer's writer thread takes
@@ -55,12 +56,19 @@
 //! emptied) happens when the log passes half its region, before a record that would not
 //! fit, and at `shutdown`.
 //!
-//! **Deferred writes** (off by default, `deferred_write_bytes_max`): a copy of a small
-//! transaction's data also rides in its record, and a mount rewrites the copies of the
-//! records from the largest `flushed_before` on. With the log on the data device
-//! every durable batch flushes anyway, so the copies save nothing; the mechanism stays for
-//! experiments. While unretired copies exist, extents freed by commits stay held (counted as
-//! free by `statfs`, not reusable), so a replay never writes stale data over reused space.
+//! **Deferred overwrites** (`deferred_write_bytes_max`, 64 KiB by default; BlueStore's
+//! deferred writes): a `Write` that is its object's only data change in the transaction and
+//! lies inside one extent the object has is not copied: the onode keeps the extent with the
+//! new blocks' crc32c, the data rides in the batch's log record, and after the batch's flush
+//! (under the object's lock, before the answer) the committer writes it over the old blocks.
+//! A mount writes the data of every record it keeps again, in log order, and never that of
+//! a record it drops (whose batch never reached its flush, so never wrote in place). The
+//! blocks are durable by the next flush; a checkpoint flushes the device before the
+//! database takes their checksums for good and the log forgets them. An extent that such a
+//! write touched is freed into a held list until that checkpoint, so a replay never writes
+//! over another object's data. So random small overwrites leave an object in the extents it
+//! was written in (a large read stays one device read per extent, and the onode does not
+//! grow an extent per write), at the cost of a second device write per overwrite.
 //!
 //! **Defragmentation** (`Op::Defragment`, `defragment_runs_max`): copy-on-write scatters small
 //! overwrites over the device, so a large read of an object written in 4 KiB pieces becomes a
@@ -80,9 +88,10 @@
 //! ## Data cache
 //! Blocks that small reads (at most [`DATA_CACHE_READ_BYTES_MAX`]) found valid stay in memory by
 //! device offset (`buffer.rs`, bounded by `data_cache_bytes`), as BlueStore's buffered reads
-//! keep them: a re-read small object costs no device read. Copy-on-write makes this simple: a
-//! block changes only in a fresh extent, and a committed batch drops the extents it frees from
-//! the cache before the allocator may hand them out again. Deep scrub and recovery read the
+//! keep them: a re-read small object costs no device read. A block changes only in a fresh
+//! extent or by a deferred overwrite, which drops it from the cache before the object's lock
+//! is released, and a committed batch drops the extents it frees from the cache before the
+//! allocator may hand them out again. Deep scrub and recovery read the
 //! device (`Store::read_device`).
 //!
 //! ## Invariants
@@ -90,7 +99,7 @@
 //!   references are metadata corruption); the allocator never hands out an allocated extent
 //!   and panics on a double free ([`Allocator::check_invariants`]).
 //! - Freed extents return to the allocator only after the commit that frees them is durable
-//!   and no deferred record could be replayed over them.
+//!   and no deferred record in the log could be replayed over them.
 //! - Bytes of an allocated unit beyond the object's size are zeros.
 //! - Every byte read from the device is checked against its crc32c before it is returned or
 //!   merged into a new write; a mismatch is [`StoreError::Checksum`], never wrong data.

@@ -37,8 +37,12 @@ pub(crate) struct Inner {
     pub layout: Layout,
     pub config: StoreConfig,
     pub allocator: Mutex<Allocator>,
-    /// Freed extents waiting for the deferred records to be retired (see `commit`).
+    /// Freed extents that deferred overwrites in the log wrote: reused after the next
+    /// checkpoint (see `commit`).
     pub held: Mutex<Vec<DeviceExtent>>,
+    /// Device ranges (start -> end) written by deferred overwrites since the last checkpoint:
+    /// a mount would write them again from the log.
+    pub deferred_ranges: Mutex<std::collections::BTreeMap<u64, u64>>,
     /// The write-ahead log; the committer appends to it, a checkpoint or `shutdown` empties it.
     pub wal: Mutex<Wal>,
     pub counters: Mutex<Counters>,
@@ -71,6 +75,12 @@ impl Inner {
 
     pub fn held(&self) -> MutexGuard<'_, Vec<DeviceExtent>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn deferred_ranges(&self) -> MutexGuard<'_, std::collections::BTreeMap<u64, u64>> {
+        self.deferred_ranges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn counters(&self) -> MutexGuard<'_, Counters> {
@@ -258,6 +268,7 @@ impl Store {
             layout,
             allocator: Mutex::new(allocator),
             held: Mutex::new(Vec::new()),
+            deferred_ranges: Mutex::new(std::collections::BTreeMap::new()),
             wal: Mutex::new(wal),
             counters: Mutex::new(scan.counters),
             locks: (0..LOCK_SHARDS)
@@ -786,10 +797,11 @@ impl Drop for Store {
 
 /// Opens the write-ahead log and brings the database and the device up to its last valid
 /// record, in log order:
-/// - records the database already took only give back their deferred data, if needed;
+/// - records the database already took only give back their deferred overwrites;
 /// - every other record's metadata changes are applied again;
+/// - every kept record's deferred overwrites are written again (a dropped record made none);
 /// - from the largest `flushed_before` of the records on (the records before it, and their
-///   data, are known to be on the device), deferred data is written again, and the extents
+///   data, are known to be on the device), the extents
 ///   that the record's batch wrote are read and checked against the record's digests: the
 ///   record and the data of a batch are made durable by one flush after both, and several
 ///   batches' flushes run at once, so after a crash a record can be on the device while its
@@ -847,16 +859,17 @@ async fn replay(
     let total = records.len();
     for (index, record) in records.into_iter().enumerate() {
         let unflushed = record.sequence >= flushed_before;
-        if unflushed {
+        // A record of the older format (no digests) carried copies of data written to fresh
+        // extents, to be written again before its data is checked.
+        if unflushed && record.digests.is_none() {
             for (offset_bytes, data) in &record.deferred {
                 device.write_at(*offset_bytes, data).await?;
                 rewritten += 1;
             }
         }
-        if applied.is_some_and(|sequence| record.sequence <= sequence) {
-            continue;
-        }
+        let taken = applied.is_some_and(|sequence| record.sequence <= sequence);
         let intact = match (&record.digests, unflushed) {
+            _ if taken => true,
             (_, false) => true,
             (Some(digests), true) => data_matches(device, digests, checksum_block_bytes).await?,
             (None, true) => data_is_intact(device, meta, &record, checksum_block_bytes).await?,
@@ -864,6 +877,18 @@ async fn replay(
         if !intact {
             dropped = total - index;
             break;
+        }
+        if record.digests.is_some() {
+            // Deferred overwrites, in log order, of every record kept (they were made in place
+            // after the record's flush, and are durable only once a later flush or checkpoint
+            // covered them); never those of a record that is dropped, which were not made.
+            for (offset_bytes, data) in &record.deferred {
+                device.write_at(*offset_bytes, data).await?;
+                rewritten += 1;
+            }
+        }
+        if taken {
+            continue;
         }
         let mut changes = meta::MetaBatch::default();
         for (space, key, value) in record.changes {

@@ -124,6 +124,22 @@ pub enum Op {
     OmapClear,
 }
 
+impl Op {
+    /// Whether it changes the object's data or its mapping (writes, truncation, zeroing,
+    /// removal, defragmentation), as opposed to its xattrs or omap.
+    pub(crate) fn changes_data(&self) -> bool {
+        matches!(
+            self,
+            Op::WriteFull { .. }
+                | Op::Write { .. }
+                | Op::Truncate { .. }
+                | Op::Zero { .. }
+                | Op::Remove
+                | Op::Defragment { .. }
+        )
+    }
+}
+
 /// Operations applied atomically: after a crash either all of them are visible or none.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Transaction {

@@ -64,8 +64,8 @@
 //!   after a failed batch's record was taken back) cannot do once the store is poisoned.
 //!
 //! Recovery (at mount, see `replay`): metadata changes of the records newer than the sequence
-//! the database holds are applied again; deferred data of the records from the largest
-//! `flushed before` on is written again; then the device is flushed, the database
+//! the database holds are applied again; the deferred overwrites of every record kept are
+//! written again, in log order; then the device is flushed, the database
 //! persisted and the log emptied. A checkpoint (database persisted, log emptied) also happens
 //! when the log passes half its region, and before a record that would not fit.
 

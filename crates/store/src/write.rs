@@ -134,16 +134,37 @@ pub(crate) async fn prepare(
     let mut works: Vec<Work> = Vec::new();
     let mut ids: Vec<ObjectId> = Vec::new();
     let mut index: Option<HashMap<ObjectId, usize>> = None;
-    let mut deferred = Some(Deferred {
-        budget_bytes: inner.config.deferred_write_bytes_max,
-        records: Vec::new(),
-    });
+    let mut deferred =
+        (inner.config.durable && inner.config.deferred_write_bytes_max > 0).then(|| Deferred {
+            budget_bytes: inner.config.deferred_write_bytes_max,
+            records: Vec::new(),
+        });
+    // A write may be deferred (made in place after the commit) only if it is its object's
+    // only data change in the transaction: an earlier or later one would read the object's
+    // old blocks from the device while the onode already holds the new blocks' checksums.
+    let deferrable: Vec<bool> = if deferred.is_some() {
+        let mut data_ops: HashMap<&ObjectId, usize> = HashMap::new();
+        for (id, op) in &transaction.ops {
+            if op.changes_data() {
+                *data_ops.entry(id).or_default() += 1;
+            }
+        }
+        transaction
+            .ops
+            .iter()
+            .map(|(id, op)| matches!(op, Op::Write { .. }) && data_ops.get(id) == Some(&1))
+            .collect()
+    } else {
+        vec![false; transaction.ops.len()]
+    };
     let mut behind = Behind {
         budget_bytes: inner.config.write_behind_bytes_max,
         writes: Vec::new(),
     };
     let mut written = Vec::new();
-    for ((id, op), shard) in transaction.ops.into_iter().zip(op_shards) {
+    for (((id, op), shard), deferrable) in
+        transaction.ops.into_iter().zip(op_shards).zip(deferrable)
+    {
         let found = match &index {
             Some(index) => index.get(&id).copied(),
             None => ids.iter().position(|known| *known == id),
@@ -199,6 +220,7 @@ pub(crate) async fn prepare(
             fresh: &mut fresh,
             freed: &mut freed,
             deferred: &mut deferred,
+            deferrable,
             behind: &mut behind,
             written: &mut written,
         };
@@ -319,8 +341,10 @@ struct Context<'a> {
     id: &'a ObjectId,
     fresh: &'a mut Fresh,
     freed: &'a mut Vec<DeviceExtent>,
-    /// Copies of the data written so far, while the transaction is small enough to defer.
+    /// The transaction's deferred overwrites so far, while it is small enough to defer.
     deferred: &'a mut Option<Deferred>,
+    /// Whether the current operation may be deferred (see `prepare`).
+    deferrable: bool,
     /// Device writes left to the committer's writer.
     behind: &'a mut Behind,
     /// (device offset, per-block hashes) of every extent written (see `digests`).
@@ -359,7 +383,8 @@ async fn read_for_write(
     .await
 }
 
-/// The data of a small transaction, kept to go into the metadata commit.
+/// A small transaction's overwrites in place: (device offset, data), written after its
+/// batch's flush, with a copy in its log record (see `StoreConfig::deferred_write_bytes_max`).
 struct Deferred {
     budget_bytes: u64,
     records: Vec<(u64, Vec<u8>)>,
@@ -514,6 +539,10 @@ async fn place(
 ) -> Result<()> {
     let length = buffer.len() as u64;
     let block = context.inner.layout.checksum_block_bytes;
+    let buffer = match defer(context, onode, logical, buffer) {
+        None => return Ok(()),
+        Some(buffer) => buffer,
+    };
     let pieces = {
         let mut allocator = context.inner.allocator();
         let free_bytes = allocator.free_bytes();
@@ -547,14 +576,6 @@ async fn place(
             .map(|chunk| (crc32c::crc32c(chunk), wal::block_hash(chunk)))
             .unzip();
         context.written.push((piece.offset_bytes, hashes));
-        if let Some(deferred) = context.deferred.as_mut() {
-            if deferred.budget_bytes >= piece.length_bytes {
-                deferred.budget_bytes -= piece.length_bytes;
-                deferred.records.push((piece.offset_bytes, slice.to_vec()));
-            } else {
-                *context.deferred = None;
-            }
-        }
         let behind = &mut *context.behind;
         if behind.budget_bytes >= piece.length_bytes {
             behind.budget_bytes -= piece.length_bytes;
@@ -587,6 +608,46 @@ async fn place(
         .extend(onode.unmap(logical, logical + length, block));
     onode.extents.extend(placed);
     Ok(())
+}
+
+/// Defers the write of `buffer` (whole units at `logical`) if it may be (see
+/// `StoreConfig::deferred_write_bytes_max`): the range lies inside one extent of the object,
+/// whose checksums are updated here and whose blocks the committer overwrites after the
+/// batch's flush. Gives the buffer back when it must be written copy-on-write.
+fn defer(
+    context: &mut Context<'_>,
+    onode: &mut Onode,
+    logical: u64,
+    buffer: Vec<u8>,
+) -> Option<Vec<u8>> {
+    let length = buffer.len() as u64;
+    if !context.deferrable {
+        return Some(buffer);
+    }
+    let Some(deferred) = context.deferred.as_mut() else {
+        return Some(buffer);
+    };
+    if deferred.budget_bytes < length {
+        // Too large to defer: this write and the rest of the transaction copy-on-write.
+        *context.deferred = None;
+        return Some(buffer);
+    }
+    let block = context.inner.layout.checksum_block_bytes;
+    let Some((&start, extent)) = onode.extents.range_mut(..=logical).next_back() else {
+        return Some(buffer);
+    };
+    if start + extent.length_bytes < logical + length {
+        return Some(buffer);
+    }
+    let first = ((logical - start) / block) as usize;
+    for (index, chunk) in buffer.chunks(block as usize).enumerate() {
+        extent.crcs[first + index] = crc32c::crc32c(chunk);
+    }
+    deferred.budget_bytes -= length;
+    deferred
+        .records
+        .push((extent.device_offset_bytes + (logical - start), buffer));
+    None
 }
 
 /// Sets the size. Shrinking unmaps whole units beyond it and rewrites a partial last unit with

@@ -54,6 +54,8 @@ async fn a_fragmented_read_rewrites_the_range_contiguously() {
             Arc::new(MemoryDevice::new("mem", DEVICE_BYTES).expect("device"));
         let config = StoreConfig {
             defragment_runs_max: runs_max,
+            // Copy-on-write overwrites, which scatter the object (deferred ones would not).
+            deferred_write_bytes_max: 0,
             ..StoreConfig::default()
         };
         let store = Store::create(Arc::clone(&device), &meta, config.clone())
@@ -184,6 +186,7 @@ async fn a_power_loss_during_a_defragmentation_loses_nothing() {
         ));
         let config = StoreConfig {
             defragment_runs_max: 0,
+            deferred_write_bytes_max: 0,
             ..StoreConfig::default()
         };
         let store = Arc::new(
