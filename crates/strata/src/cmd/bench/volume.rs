@@ -509,7 +509,7 @@ async fn on_ceph(
                             &format!("{POOL}/{CEPH_IMAGE}"),
                         ],
                     )?;
-                    drive(
+                    let figures = drive(
                         target,
                         Endpoint::Rbd {
                             conf: &cluster.conf,
@@ -520,7 +520,9 @@ async fn on_ceph(
                         args,
                         jobs,
                     )
-                    .await?
+                    .await?;
+                    print_ceph_caches(&cluster, replicas);
+                    figures
                 }
                 _ => {
                     let rados = ceph_backend::CephRados::connect(ceph_backend::CephConfig {
@@ -539,6 +541,40 @@ async fn on_ceph(
     .await;
     tokio::task::spawn_blocking(move || drop(cluster)).await?;
     result
+}
+
+/// Prints how much memory the minicluster's OSDs hold in BlueStore's caches (`ceph tell
+/// osd.N dump_mempools`), the peer's side of the data-cache comparison; a failure to ask is
+/// printed, not fatal.
+fn print_ceph_caches(cluster: &CephCluster, osds: u32) {
+    let mut data_bytes = 0u64;
+    let mut onode_bytes = 0u64;
+    let mut total_bytes = 0u64;
+    for osd in 0..osds {
+        let asked = cluster
+            .ceph(&["tell", &format!("osd.{osd}"), "dump_mempools"])
+            .and_then(|text| Ok(serde_json::from_str::<serde_json::Value>(&text)?));
+        let value = match asked {
+            Ok(value) => value,
+            Err(error) => {
+                eprintln!("     (could not read osd.{osd}'s mempools: {error:#})");
+                return;
+            }
+        };
+        let pools = &value["mempool"]["by_pool"];
+        let bytes = |pool: &str| pools[pool]["bytes"].as_u64().unwrap_or(0);
+        data_bytes += bytes("bluestore_cache_data");
+        onode_bytes += bytes("bluestore_cache_onode") + bytes("bluestore_cache_meta");
+        total_bytes += value["mempool"]["total"]["bytes"].as_u64().unwrap_or(0);
+    }
+    let mib = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
+    eprintln!(
+        "     Ceph's {osds} OSDs after the rbd jobs: BlueStore data cache {:.0} MiB, onode and \
+         metadata caches {:.0} MiB, all mempools {:.0} MiB (osd_memory_target 896 MiB each)",
+        mib(data_bytes),
+        mib(onode_bytes),
+        mib(total_bytes)
+    );
 }
 
 /// Runs the `rbd` CLI on the minicluster.
