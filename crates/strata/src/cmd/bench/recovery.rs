@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let setup = load::setup(
         "recovery",
-        &[args.object_size.clone()],
+        std::slice::from_ref(&args.object_size),
         args.concurrency,
         k + m + 1,
         1.0,
