@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use device::DeviceStats;
+use osdmap::PgId;
 use rados::{ClusterStats, PoolStats};
 
 use crate::util::parse_collection;
@@ -255,6 +256,16 @@ pub(crate) fn last_period(inner: &Inner) -> Option<Arc<StatsPeriod>> {
         .clone()
 }
 
+/// The PG and shard position of an erasure-coded shard collection (`1.2as3`).
+fn parse_shard_collection(name: &str) -> Option<(PgId, usize)> {
+    let (pool, rest) = name.split_once('.')?;
+    let (seed, position) = rest.split_once('s')?;
+    Some((
+        PgId::new(pool.parse().ok()?, u32::from_str_radix(seed, 16).ok()?),
+        position.parse().ok()?,
+    ))
+}
+
 pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
     let map = inner.map();
     let mut stats = ClusterStats {
@@ -275,6 +286,16 @@ pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
             )
         })
         .collect();
+    // Erasure-coded pools: k and k + m by pool id.
+    let erasure: BTreeMap<i64, (usize, usize)> = inner
+        .lock_state()
+        .pools
+        .values()
+        .filter_map(|pool| {
+            let profile = pool.erasure.as_ref()?;
+            Some((pool.id, (profile.k as usize, profile.size() as usize)))
+        })
+        .collect();
     for osd in inner.osds.values() {
         stats.osds_up += u32::from(map.is_up(osd.id));
         stats.osds_in += u32::from(map.is_in(osd.id));
@@ -286,6 +307,35 @@ pub(crate) fn cluster_stats(inner: &Inner) -> ClusterStats {
             continue;
         }
         for (collection, usage) in &statfs.collections {
+            if let Some((pg, position)) = parse_shard_collection(collection) {
+                let (Some(pool), Some(&(k, size))) =
+                    (pools.get_mut(&pg.pool), erasure.get(&pg.pool))
+                else {
+                    continue;
+                };
+                // A shard counts where its OSD is at its position of the up set: shards
+                // left at an old position (a replaced OSD that returned) are not the
+                // pool's data. Space counts every shard (raw, k + m over k of the data);
+                // objects and stored bytes once, on the first position up: every shard of
+                // an object is as long as the others, so stored is k times that shard's
+                // bytes (the data, and the zero padding of each object's last stripe).
+                let up = map.pg_to_up_acting(pg).up;
+                if up.get(position) != Some(&osd.id) {
+                    continue;
+                }
+                pool.allocated_bytes += usage.allocated_bytes;
+                pool.metadata_bytes += usage.metadata_bytes;
+                if up.iter().position(|&id| map.is_up(id)) == Some(position) {
+                    pool.objects += usage.objects;
+                    pool.stored_bytes += usage.stored_bytes * k as u64;
+                    let whole = up.len() >= size
+                        && up[..size].iter().all(|&id| map.is_up(id) && map.is_in(id));
+                    if !whole {
+                        pool.degraded_objects += usage.objects;
+                    }
+                }
+                continue;
+            }
             let Some(pg) = parse_collection(collection) else {
                 continue;
             };

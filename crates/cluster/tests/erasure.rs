@@ -427,3 +427,52 @@ async fn pools_persist_and_come_from_the_config() {
     assert!(error.to_string().contains("hosts"), "{error}");
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_stats_count_an_erasure_coded_pool_once_stored_and_k_plus_m_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::create(dir.path(), six_hosts("mem"), options())
+        .await
+        .unwrap();
+    cluster
+        .create_erasure_pool("ec", &ErasureProfile::new(4, 2), 8)
+        .unwrap();
+    let io = cluster.io_ctx("ec").await.unwrap();
+    let objects = 20u64;
+    let object_bytes = 64 << 10; // four 16 KiB chunks per stripe of 4 KiB units: no padding
+    for number in 0..objects {
+        io.write_full(
+            &format!("o{number}"),
+            &common::content(number, object_bytes),
+        )
+        .await
+        .unwrap();
+    }
+    let pool_stats = |stats: &rados::ClusterStats| {
+        stats
+            .pools
+            .iter()
+            .find(|pool| pool.name == "ec")
+            .cloned()
+            .expect("the pool's stats")
+    };
+    let stats = pool_stats(&cluster.cluster_stats().await.unwrap());
+    assert_eq!(stats.objects, objects);
+    assert_eq!(stats.degraded_objects, 0);
+    let stored = objects * object_bytes as u64;
+    assert_eq!(stats.stored_bytes, stored, "{stats:?}");
+    // Raw: six shards of a quarter each, 1.5x (4 KiB allocation units, no rounding here).
+    assert_eq!(stats.allocated_bytes, stored * 6 / 4, "{stats:?}");
+    // One OSD down: its shards' space is not counted, the objects and stored bytes still
+    // are (from another shard), and the objects of its PGs are degraded.
+    cluster.mark_down(1).unwrap();
+    let degraded = pool_stats(&cluster.cluster_stats().await.unwrap());
+    assert_eq!(degraded.objects, objects, "{degraded:?}");
+    assert_eq!(degraded.stored_bytes, stored, "{degraded:?}");
+    assert!(degraded.degraded_objects > 0, "{degraded:?}");
+    assert!(
+        degraded.allocated_bytes < stats.allocated_bytes,
+        "{degraded:?}"
+    );
+    cluster.shutdown().await.unwrap();
+}

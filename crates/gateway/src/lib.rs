@@ -13,7 +13,8 @@
 //!   multipart uploads `.uploads.<bucket-id>` and `.upload.<bucket-id>.<id>`; in both a shard
 //!   and an upload object, `0xFE tag` -> start time is the write intent of an upload in
 //!   progress (between the plain entries and the versions; listings skip it).
-//! - data pool: one head object per written object version, `<bucket-id>_<tag>_<key>`, holding
+//! - data pool (replicated, or erasure-coded: nothing of it is in omap unless packing is
+//!   on, which an erasure-coded data pool refuses at start): one head object per written object version, `<bucket-id>_<tag>_<key>`, holding
 //!   up to one chunk (4 MiB) of data with the metadata in an xattr; larger objects continue in
 //!   `<bucket-id>_<tag>__shadow_<n>` pieces. Multipart parts are pieces of their own and are
 //!   stitched by the manifest at completion, never copied.
@@ -92,7 +93,9 @@ pub struct GatewayConfig {
     pub metadata_pool: String,
     /// Pool for bucket indexes and multipart bookkeeping. Default `strata.rgw.index`.
     pub index_pool: String,
-    /// Pool for object data. Default `strata.rgw.data`.
+    /// Pool for object data. Default `strata.rgw.data`. It may be erasure-coded (the
+    /// gateway keeps nothing in the omap of data objects), except with packing on, which the
+    /// gateway then refuses to start with; the metadata and index pools must keep omap.
     pub data_pool: String,
     /// Replicas of each pool when the gateway creates it (min_size is Ceph's default,
     /// size - size/2). Default 1.

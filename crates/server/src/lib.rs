@@ -69,6 +69,11 @@ pub struct ServeConfig {
     /// with 3-way (or as many hosts as there are, fewer) replicated pools. Without
     /// `secret_keys`, the data directory's `s3-master.key` ([`master_key`]) seals S3 secrets.
     pub gateway: gateway::GatewayConfig,
+    /// An erasure-code profile (`k=4,m=2[,failure-domain=host]...`) for the gateway's data
+    /// pool: created erasure-coded with it when missing (its metadata and index pools stay
+    /// replicated), refused when it exists replicated. `None` (the default): the data pool is
+    /// whatever exists, else replicated as the others. Embedded backend only.
+    pub s3_data_erasure: Option<String>,
     /// Largest object body the admin API accepts, in bytes. Default 64 MiB.
     pub object_bytes_max: usize,
     /// `cluster::ClusterOptions::poll_while_busy`: set it from
@@ -118,6 +123,7 @@ impl ServeConfig {
             admin_addr: SocketAddr::from(([127, 0, 0, 1], 9860)),
             s3_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
             gateway: gateway::GatewayConfig::default(),
+            s3_data_erasure: None,
             object_bytes_max: OBJECT_BYTES_MAX,
             poll_while_busy: false,
             backend: BackendChoice::Embedded,
@@ -327,6 +333,12 @@ async fn start_endpoints(
         }
     };
     gateway_config.pool_size = gateway_config.pool_size.max(domains);
+    if let Some(profile) = &config.s3_data_erasure {
+        if let Err(error) = erasure_data_pool(backend.as_ref(), &gateway_config, profile).await {
+            admin.shutdown().await;
+            return Err(error);
+        }
+    }
     let pools = [
         gateway_config.metadata_pool.clone(),
         gateway_config.index_pool.clone(),
@@ -345,6 +357,42 @@ async fn start_endpoints(
         Err(error) => {
             admin.shutdown().await;
             Err(ServerError::Gateway(error.to_string()))
+        }
+    }
+}
+
+/// Creates the gateway's data pool erasure-coded with `profile` when it is missing; refuses
+/// one that exists replicated (its objects would stay there).
+async fn erasure_data_pool(
+    backend: &dyn Backend,
+    gateway_config: &gateway::GatewayConfig,
+    profile: &str,
+) -> Result<()> {
+    let name = &gateway_config.data_pool;
+    let pools = backend.pools().await?;
+    match pools.iter().find(|pool| pool.name == *name) {
+        Some(pool) => match &pool.erasure {
+            Some(existing) => {
+                if existing != profile {
+                    tracing::warn!(
+                        pool = %name, %existing, given = %profile,
+                        "the S3 data pool exists erasure-coded with another profile; keeping it"
+                    );
+                }
+                Ok(())
+            }
+            None => Err(ServerError::Backend(format!(
+                "the S3 data pool {name:?} exists and is replicated; an erasure-coded data pool \
+                 ({profile}) must be created before any data is written (serve without the \
+                 erasure setting, or with another data pool)"
+            ))),
+        },
+        None => {
+            let info = backend
+                .erasure_pool_create(name, profile, gateway_config.pool_pg_num)
+                .await?;
+            tracing::info!(pool = %info.name, %profile, "created the S3 data pool erasure-coded");
+            Ok(())
         }
     }
 }

@@ -86,8 +86,8 @@ pub struct PoolEntry {
     pub stored_bytes: u64,
     /// Device bytes allocated over all replicas.
     pub allocated_bytes: u64,
-    /// `1 - stored × size / allocated`: allocated space holding no data (allocation-unit
-    /// padding), replication factored out.
+    /// `1 - stored × size / allocated` (for an erasure-coded pool `stored × (k + m) / k`):
+    /// allocated space holding no data (allocation-unit padding), redundancy factored out.
     pub data_hole_fraction: f64,
     /// Metadata bytes (object records and omap) over all replicas.
     pub metadata_bytes: u64,
@@ -339,9 +339,15 @@ pub async fn pools(cluster: &Cluster) -> rados::Result<Vec<PoolEntry>> {
     let stats = cluster.cluster_stats().await?;
     let mut entries = pool_entries(cluster.pool_list().await?, &stats);
     for entry in &mut entries {
-        entry.erasure = cluster
-            .erasure_profile(&entry.name)
-            .map(|profile| profile.to_string());
+        let Some(profile) = cluster.erasure_profile(&entry.name) else {
+            continue;
+        };
+        // The data and parity of k + m shards over k of data: the ideal raw share.
+        entry.data_hole_fraction = hole_fraction(
+            entry.stored_bytes.saturating_mul(u64::from(profile.size())) / u64::from(profile.k),
+            entry.allocated_bytes,
+        );
+        entry.erasure = Some(profile.to_string());
     }
     Ok(entries)
 }

@@ -58,6 +58,9 @@ impl VolumeInfo {
 /// What a catalogue and its open volumes share.
 pub(crate) struct Shared {
     pub(crate) io_ctx: Arc<dyn IoCtx>,
+    /// Where new volumes put their data objects when not in `io_ctx`'s pool (RBD's
+    /// `--data-pool`, e.g. an erasure-coded pool under a replicated one holding the headers).
+    pub(crate) data_io: Option<Arc<dyn IoCtx>>,
     pub(crate) clock: Clock,
     pub(crate) config: VolumesConfig,
     random: Mutex<ChaCha8Rng>,
@@ -100,6 +103,32 @@ impl Shared {
 
     pub(crate) fn holder(&self) -> &str {
         &self.holder
+    }
+
+    /// The pool holding the data objects of volume `name` with `header`: the catalogue's
+    /// own, or its data pool when the header names that one; a header naming another data
+    /// pool is refused (this catalogue cannot reach it).
+    pub(crate) fn data_pool_of(&self, name: &str, header: &Header) -> Result<Arc<dyn IoCtx>> {
+        let Some(wanted) = header.data_pool_id else {
+            return Ok(self.io_ctx.clone());
+        };
+        if self.io_ctx.pool().id == wanted {
+            return Ok(self.io_ctx.clone());
+        }
+        match &self.data_io {
+            Some(data) if data.pool().id == wanted => Ok(data.clone()),
+            other => Err(VolumeError::Unsupported {
+                name: name.to_string(),
+                what: format!(
+                    "its data in pool id {wanted}, which this catalogue was not given as its \
+                     data pool ({})",
+                    match other {
+                        Some(data) => format!("it has {:?}", data.pool().name),
+                        None => "it has none".into(),
+                    }
+                ),
+            }),
+        }
     }
 
     /// Claims `volume` for this catalogue's one writer; refused while it has it open.
@@ -149,6 +178,19 @@ impl Volumes {
         clock: Clock,
         random_seed: u64,
     ) -> Self {
+        Self::with_data_pool(io_ctx, None, config, clock, random_seed)
+    }
+
+    /// [`Volumes::with`] whose new volumes keep their data objects in `data_io`'s pool (an
+    /// erasure-coded one, say), their header, id and directory entries in `io_ctx`'s, as
+    /// `rbd create --data-pool` does; volumes already there keep whatever their header says.
+    pub fn with_data_pool(
+        io_ctx: Arc<dyn IoCtx>,
+        data_io: Option<Arc<dyn IoCtx>>,
+        config: VolumesConfig,
+        clock: Clock,
+        random_seed: u64,
+    ) -> Self {
         assert!(config.in_flight_max > 0, "in_flight_max must be positive");
         assert!(
             config.lease_duration_ms > 0,
@@ -162,6 +204,7 @@ impl Volumes {
         Self {
             shared: Arc::new(Shared {
                 io_ctx,
+                data_io,
                 clock,
                 config,
                 random: Mutex::new(random),
@@ -174,6 +217,11 @@ impl Volumes {
     /// The pool's name.
     pub fn pool(&self) -> &str {
         &self.shared.io_ctx.pool().name
+    }
+
+    /// The pool new volumes keep their data in, when not [`Volumes::pool`].
+    pub fn data_pool(&self) -> Option<&str> {
+        self.shared.data_io.as_ref().map(|data| &*data.pool().name)
     }
 
     /// Creates an empty volume of `size_bytes` with objects of `2^order` bytes.
@@ -192,12 +240,17 @@ impl Volumes {
         }
         // (1) The header under a fresh id.
         let now_ns = self.shared.now_ns();
+        let data_pool = self
+            .shared
+            .data_io
+            .as_ref()
+            .map(|data| (io_ctx.pool().id, data.pool().id));
         let mut id = String::new();
         for attempt in 0.. {
             id = format!("{:012x}", self.shared.random_u64() & 0xffff_ffff_ffff);
-            let op = WriteOp::new()
-                .create(true)
-                .omap_set(Header::encode_new(size_bytes, order, &id, now_ns));
+            let op = WriteOp::new().create(true).omap_set(Header::encode_new(
+                size_bytes, order, &id, now_ns, data_pool,
+            ));
             match io_ctx.operate(&format::header_object(&id), op).await {
                 Ok(()) => break,
                 Err(RadosError::Exists(_)) if attempt < 8 => continue,
@@ -420,15 +473,26 @@ impl Volumes {
     async fn remove_parts(&self, name: &str, id: &str, lease: Option<Vec<u8>>) -> Result<()> {
         let io_ctx = &self.shared.io_ctx;
         self.remove_directory_entries(name, id).await?;
-        let prefix = format!("{}.", format::data_prefix(id));
-        let objects: Vec<String> = io_ctx
-            .list_all()
-            .await
-            .map_err(|error| VolumeError::rados("list the pool's objects", error))?
-            .into_iter()
-            .filter(|object| object.starts_with(&prefix))
-            .collect();
-        remove_objects(io_ctx.as_ref(), objects, self.shared.config.in_flight_max).await?;
+        // The data objects: in this pool (`rbd_data.<id>.`), and in the data pool
+        // (`rbd_data.<this pool's id>.<id>.`) when there is one.
+        let mut places = vec![(io_ctx.clone(), format!("{}.", format::data_prefix(id)))];
+        if let Some(data) = &self.shared.data_io {
+            let pool_id = io_ctx.pool().id;
+            places.push((
+                data.clone(),
+                format!("{}.", format::data_prefix(&format!("{pool_id}.{id}"))),
+            ));
+        }
+        for (pool, prefix) in places {
+            let objects: Vec<String> = pool
+                .list_all()
+                .await
+                .map_err(|error| VolumeError::rados("list the pool's objects", error))?
+                .into_iter()
+                .filter(|object| object.starts_with(&prefix))
+                .collect();
+            remove_objects(pool.as_ref(), objects, self.shared.config.in_flight_max).await?;
+        }
         let header_object = format::header_object(id);
         let mut op = WriteOp::new();
         if let Some(lease) = lease {

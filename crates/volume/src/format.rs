@@ -10,6 +10,9 @@ use crate::error::{Result, VolumeError};
 pub const DIRECTORY_OBJECT: &str = "rbd_directory";
 /// Feature bit: layering (clones may be made of the image's snapshots). The one strata sets.
 pub const FEATURE_LAYERING: u64 = 1;
+/// Feature bit: the data objects live in another pool (`rbd create --data-pool`), named by
+/// the header's `data_pool_id`; strata sets it for volumes of a catalogue with a data pool.
+pub const FEATURE_DATA_POOL: u64 = 128;
 /// The feature bits and their rbd names, for errors.
 pub const FEATURE_NAMES: [(u64, &str); 9] = [
     (1, "layering"),
@@ -23,7 +26,7 @@ pub const FEATURE_NAMES: [(u64, &str); 9] = [
     (256, "operations"),
 ];
 /// The feature bits strata implements (a volume with others is refused).
-pub const FEATURES_SUPPORTED: u64 = FEATURE_LAYERING;
+pub const FEATURES_SUPPORTED: u64 = FEATURE_LAYERING | FEATURE_DATA_POOL;
 
 /// The omap keys of a header strata writes and reads.
 pub mod keys {
@@ -37,6 +40,8 @@ pub mod keys {
     pub const OBJECT_PREFIX: &str = "object_prefix";
     /// u64: the last snapshot id.
     pub const SNAP_SEQ: &str = "snap_seq";
+    /// i64: the id of the pool holding the data objects (with the `data-pool` feature).
+    pub const DATA_POOL_ID: &str = "data_pool_id";
     /// utime: when the image was made.
     pub const CREATE_TIMESTAMP: &str = "create_timestamp";
     /// utime: last opened.
@@ -136,6 +141,8 @@ pub struct Header {
     pub object_prefix: String,
     /// Last snapshot id.
     pub snap_seq: u64,
+    /// The pool of the data objects when it is not the header's (`data-pool` feature).
+    pub data_pool_id: Option<i64>,
     /// When the image was made (ns since the epoch), when the header says.
     pub create_timestamp_ns: Option<u64>,
     /// Last modified (ns since the epoch), when the header says.
@@ -149,27 +156,42 @@ pub struct Header {
 }
 
 impl Header {
-    /// The header of a new image.
+    /// The header of a new image; `data_pool` (the header's pool id, the data pool's id)
+    /// puts its data objects in another pool, as `rbd create --data-pool` does: the
+    /// `data-pool` feature, `data_pool_id`, and an object prefix `rbd_data.<header pool
+    /// id>.<id>`, so images of several pools sharing one data pool never share names.
     pub fn encode_new(
         size_bytes: u64,
         order: u8,
         id: &str,
         now_ns: u64,
+        data_pool: Option<(i64, i64)>,
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
         let time = encode_time(now_ns);
-        vec![
+        let (features, prefix) = match data_pool {
+            None => (FEATURE_LAYERING, data_prefix(id)),
+            Some((header_pool_id, _)) => (
+                FEATURE_LAYERING | FEATURE_DATA_POOL,
+                data_prefix(&format!("{header_pool_id}.{id}")),
+            ),
+        };
+        let mut omap = vec![
             (keys::SIZE.into(), size_bytes.to_le_bytes().to_vec()),
             (keys::ORDER.into(), vec![order]),
-            (
-                keys::FEATURES.into(),
-                FEATURE_LAYERING.to_le_bytes().to_vec(),
-            ),
-            (keys::OBJECT_PREFIX.into(), encode_string(&data_prefix(id))),
+            (keys::FEATURES.into(), features.to_le_bytes().to_vec()),
+            (keys::OBJECT_PREFIX.into(), encode_string(&prefix)),
             (keys::SNAP_SEQ.into(), 0u64.to_le_bytes().to_vec()),
             (keys::CREATE_TIMESTAMP.into(), time.clone()),
             (keys::ACCESS_TIMESTAMP.into(), time.clone()),
             (keys::MODIFY_TIMESTAMP.into(), time),
-        ]
+        ];
+        if let Some((_, data_pool_id)) = data_pool {
+            omap.push((
+                keys::DATA_POOL_ID.into(),
+                data_pool_id.to_le_bytes().to_vec(),
+            ));
+        }
+        omap
     }
 
     /// Decodes a header's omap; every problem names its key (`object` names the header).
@@ -219,6 +241,12 @@ impl Header {
             return Err(malformed(keys::OBJECT_PREFIX, "empty or with NUL".into()));
         }
         let (snap_seq, _) = u64_of(keys::SNAP_SEQ)?;
+        let data_pool_id = if features & FEATURE_DATA_POOL == 0 {
+            None
+        } else {
+            let (raw_id, _) = u64_of(keys::DATA_POOL_ID)?;
+            Some(raw_id as i64)
+        };
         let time_of = |key: &str| -> Result<Option<u64>> {
             match omap.get(key.as_bytes()) {
                 None => Ok(None),
@@ -239,6 +267,7 @@ impl Header {
             features,
             object_prefix,
             snap_seq,
+            data_pool_id,
             create_timestamp_ns,
             modify_timestamp_ns,
             size_raw,
@@ -310,7 +339,7 @@ mod tests {
 
     #[test]
     fn new_headers_decode_and_bad_ones_name_their_key() {
-        let omap: BTreeMap<_, _> = Header::encode_new(1 << 30, 22, "0123456789ab", 5)
+        let omap: BTreeMap<_, _> = Header::encode_new(1 << 30, 22, "0123456789ab", 5, None)
             .into_iter()
             .collect();
         let header = Header::decode("h", &omap).expect("decodes");
@@ -341,5 +370,21 @@ mod tests {
             .expect_err("features");
         assert!(error.to_string().contains("object-map"), "{error}");
         assert!(error.to_string().contains("exclusive-lock"), "{error}");
+    }
+
+    #[test]
+    fn a_data_pool_header_names_its_pool_and_prefixes_by_the_header_pool() {
+        let omap: BTreeMap<_, _> = Header::encode_new(1 << 30, 22, "0123456789ab", 5, Some((3, 7)))
+            .into_iter()
+            .collect();
+        let header = Header::decode("h", &omap).expect("decodes");
+        assert_eq!(header.data_pool_id, Some(7));
+        assert_eq!(header.features, FEATURE_LAYERING | FEATURE_DATA_POOL);
+        assert_eq!(header.object_prefix, "rbd_data.3.0123456789ab");
+        assert!(header.check_supported("v").is_ok());
+        let mut missing = omap.clone();
+        missing.remove(keys::DATA_POOL_ID.as_bytes());
+        let error = Header::decode("h", &missing).expect_err("no data_pool_id");
+        assert!(error.to_string().contains(keys::DATA_POOL_ID), "{error}");
     }
 }

@@ -76,7 +76,7 @@ impl Inner {
     /// The bytes object `number` holds (0 when it does not exist).
     async fn stored_bytes(&self, number: u64) -> Result<u64, DeviceError> {
         let object = self.object(number);
-        match self.shared.io_ctx.stat(&object).await {
+        match self.data.stat(&object).await {
             Ok(stat) => Ok(stat.size_bytes),
             Err(RadosError::NotFound(_)) => Ok(0),
             Err(error) => Err(device_error(
@@ -118,8 +118,7 @@ impl Inner {
     async fn read_piece(&self, piece: Piece, slice: &mut [u8]) -> Result<(), DeviceError> {
         let object = self.object(piece.object_number);
         match self
-            .shared
-            .io_ctx
+            .data
             .read(&object, piece.offset_in_object_bytes, piece.length_bytes)
             .await
         {
@@ -160,8 +159,7 @@ impl Inner {
 
     async fn write_piece(&self, piece: Piece, chunk: Bytes) -> Result<(), DeviceError> {
         let object = self.object(piece.object_number);
-        self.shared
-            .io_ctx
+        self.data
             .operate(
                 &object,
                 WriteOp::new().write(piece.offset_in_object_bytes, chunk),
@@ -200,7 +198,7 @@ impl Inner {
         } else {
             WriteOp::new().zero(piece.offset_in_object_bytes, piece.length_bytes)
         };
-        match self.shared.io_ctx.operate(&object, op).await {
+        match self.data.operate(&object, op).await {
             Ok(()) | Err(RadosError::NotFound(_)) => Ok(()),
             Err(error) => Err(device_error(
                 &format!("discard {object}"),

@@ -18,10 +18,16 @@
 //! - `rbd_directory`: omap `name_<name>` -> id and `id_<id>` -> name (strings);
 //! - data: `rbd_data.<id>.%016x`, object number = offset >> order; sparse: a missing object
 //!   reads as zeros, and so does the part of an object past its end.
+//! - data in another pool (a catalogue made with [`Volumes::with_data_pool`], as `rbd create
+//!   --data-pool`; e.g. an erasure-coded pool, which refuses the omap the header and the
+//!   directory need): the header also has the `data-pool` feature (128) and `data_pool_id`
+//!   (i64), and the data objects are `rbd_data.<header pool id>.<id>.%016x` in that pool
+//!   (the naming librbd uses, as far as known here: not checked against an rbd-made image).
 //!
-//! An image with a feature other than layering (striping, exclusive-lock, object-map,
-//! fast-diff, journaling, data-pool...), with snapshots or with a parent is refused, naming
-//! what it uses; a header with a missing or short key is refused naming the key.
+//! An image with a feature other than layering and data-pool (striping, exclusive-lock,
+//! object-map, fast-diff, journaling...), with snapshots or with a parent is refused, naming
+//! what it uses, and so is one whose data pool is not the catalogue's; a header with a
+//! missing or short key is refused naming the key.
 //!
 //! ## Create and remove order (crash safety)
 //! Create writes (1) the header under a fresh random id (exclusive), (2) `rbd_id.<name>`

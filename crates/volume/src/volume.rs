@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use device::{DeviceKind, StatsRecorder};
-use rados::{Comparison, RadosError, WriteOp};
+use rados::{Comparison, IoCtx, RadosError, WriteOp};
 use tokio::sync::RwLock;
 
 use crate::catalogue::{remove_objects, OpenMode, Resolved, Shared, WriterClaim};
@@ -32,6 +32,8 @@ pub(crate) struct Inner {
     pub(crate) device_name: String,
     pub(crate) id: String,
     pub(crate) header_object: String,
+    /// The pool of the data objects: the catalogue's, or its data pool (RBD's `data-pool`).
+    pub(crate) data: Arc<dyn IoCtx>,
     pub(crate) object_prefix: String,
     pub(crate) order: u8,
     pub(crate) size_bytes: AtomicU64,
@@ -64,6 +66,7 @@ impl Volume {
             None => OpenMode::ReadOnly,
         };
         let holder = shared.holder().to_string();
+        let data = shared.data_pool_of(name, &resolved.header)?;
         let Resolved {
             id,
             header_object,
@@ -93,6 +96,7 @@ impl Volume {
             volume: name.to_string(),
             id,
             header_object,
+            data,
             object_prefix: header.object_prefix,
             order: header.order,
             size_bytes: AtomicU64::new(header.size_bytes),
@@ -165,6 +169,7 @@ impl Volume {
         let _exclusive = self.inner.resizing.write().await;
         let inner = &self.inner;
         let io_ctx = inner.shared.io_ctx.as_ref();
+        let data = inner.data.as_ref();
         let old_bytes = inner.size_bytes.load(Ordering::Acquire);
         if size_bytes < old_bytes {
             let object_bytes = 1u64 << inner.order;
@@ -172,8 +177,7 @@ impl Volume {
             let old_count = old_bytes.div_ceil(object_bytes);
             let objects: Vec<String> = if old_count - first_gone > SHRINK_PROBE_OBJECTS_MAX {
                 let prefix = format!("{}.", inner.object_prefix);
-                io_ctx
-                    .list_all()
+                data.list_all()
                     .await
                     .map_err(|error| VolumeError::rados("list the pool's objects", error))?
                     .into_iter()
@@ -189,12 +193,11 @@ impl Volume {
                     .map(|number| format::data_object(&inner.object_prefix, number))
                     .collect()
             };
-            remove_objects(io_ctx, objects, inner.shared.config.in_flight_max).await?;
+            remove_objects(data, objects, inner.shared.config.in_flight_max).await?;
             let tail_bytes = size_bytes % object_bytes;
             if tail_bytes != 0 {
                 let last = format::data_object(&inner.object_prefix, size_bytes / object_bytes);
-                io_ctx
-                    .truncate(&last, tail_bytes)
+                data.truncate(&last, tail_bytes)
                     .await
                     .map_err(|error| VolumeError::rados(format!("truncate {last}"), error))?;
             }

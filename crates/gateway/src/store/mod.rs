@@ -187,12 +187,54 @@ pub(crate) async fn open_pool(
     }
 }
 
+/// Whether `io`'s pool keeps omap: an erasure-coded pool refuses it (`NotSupported`, as
+/// Ceph's EOPNOTSUPP), whatever the object.
+async fn pool_has_omap(io: &Arc<dyn IoCtx>) -> Result<bool> {
+    match io.omap_get_vals(".strata.omap-probe", None, b"", 1).await {
+        Ok(_) | Err(RadosError::NotFound(_)) => Ok(true),
+        Err(RadosError::NotSupported(_)) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The metadata and index pools keep everything in omap, so they must be replicated; the
+/// data pool may be erasure-coded (the cheap pool under S3 data, as radosgw's), but then
+/// packing, which logs its members in the pack object's omap, is refused.
+async fn check_omap_pools(
+    config: &GatewayConfig,
+    meta: &Arc<dyn IoCtx>,
+    index: &Arc<dyn IoCtx>,
+    data: &Arc<dyn IoCtx>,
+) -> Result<()> {
+    for (role, io) in [("metadata", meta), ("index", index)] {
+        if !pool_has_omap(io).await? {
+            return Err(RadosError::NotSupported(format!(
+                "the gateway's {role} pool {:?} keeps no omap (erasure-coded?): it must be a \
+                 replicated pool; only the data pool may be erasure-coded",
+                io.pool().name
+            ))
+            .into());
+        }
+    }
+    if config.packing.enabled && !pool_has_omap(data).await? {
+        return Err(RadosError::NotSupported(format!(
+            "the gateway's data pool {:?} keeps no omap (erasure-coded), and packing logs the \
+             members of a pack in its omap: serve it without packing, or put the data on a \
+             replicated pool",
+            data.pool().name
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 impl Store {
     pub async fn open(rados: &dyn Rados, config: GatewayConfig, clock: Clock) -> Result<Self> {
         assert!(config.chunk_size_bytes > 0 && config.index_shards > 0);
         let meta = open_pool(rados, &config, &config.metadata_pool).await?;
         let index = open_pool(rados, &config, &config.index_pool).await?;
         let data = open_pool(rados, &config, &config.data_pool).await?;
+        check_omap_pools(&config, &meta, &index, &data).await?;
         let bucket_copies = RecordCache::new(
             config.metadata_cache_ms.saturating_mul(1_000_000),
             clock.clone(),

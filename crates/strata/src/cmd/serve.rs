@@ -96,6 +96,12 @@ pub struct Args {
     /// Address the NBD TCP port listens on.
     #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
     pub nbd_bind: std::net::IpAddr,
+    /// Put the S3 gateway's object data on an erasure-coded pool with this profile
+    /// (`k=4,m=2[,failure-domain=host][,device-class=hdd][,stripe-unit=4K]`), created at the
+    /// first start; bucket indexes and users stay on replicated pools. Packing needs omap in
+    /// the data pool and is refused with it.
+    #[arg(long, value_name = "PROFILE")]
+    pub s3_data_erasure: Option<String>,
     /// Small-object packing in the S3 gateway: PUTs smaller than --packing-object-max to
     /// buckets without versioning that arrive together for one placement group are written
     /// as one pack object; deletes log ranges that the pack GC reclaims (see BENCHMARKS.md).
@@ -156,6 +162,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     config.s3_addr = (!args.no_s3).then_some(args.s3);
     config.gateway.auth = !args.s3_no_auth;
     config.gateway.packing = args.packing_config();
+    config.s3_data_erasure = args.s3_data_erasure.clone();
     if let Some(path) = &args.nbd_socket {
         config.nbd_socket = Some(path.clone());
     }

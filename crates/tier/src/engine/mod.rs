@@ -127,6 +127,8 @@ pub struct Tier {
     pub(crate) flushing: Mutex<std::collections::HashSet<String>>,
     pub(crate) counters: Counters,
     pub(crate) agent_wake: Arc<tokio::sync::Notify>,
+    /// Whether the base pool keeps omap (an erasure-coded one does not), once asked.
+    base_omap: std::sync::OnceLock<bool>,
 }
 
 fn build_policy(settings: &TierSettings, pg_count: u32, capacity: usize) -> Box<dyn Cache> {
@@ -219,6 +221,7 @@ impl Tier {
             flushing: Mutex::new(std::collections::HashSet::new()),
             counters: Counters::default(),
             agent_wake: Arc::new(tokio::sync::Notify::new()),
+            base_omap: std::sync::OnceLock::new(),
         });
         tier.load_index().await?;
         Ok(tier)
@@ -500,6 +503,24 @@ impl Tier {
     }
 
     /// Dirty objects now.
+    /// Whether the base pool keeps omap: an erasure-coded pool refuses it for every object
+    /// (`NotSupported`), so flushes then write no omap and refuse objects that have some.
+    pub(crate) async fn base_keeps_omap(&self) -> Result<bool> {
+        if let Some(known) = self.base_omap.get() {
+            return Ok(*known);
+        }
+        let keeps = match self
+            .base
+            .omap_get_vals(".strata.tier.omap-probe", None, b"", 1)
+            .await
+        {
+            Ok(_) | Err(RadosError::NotFound(_)) => true,
+            Err(RadosError::NotSupported(_)) => false,
+            Err(error) => return Err(error.into()),
+        };
+        Ok(*self.base_omap.get_or_init(|| keeps))
+    }
+
     pub fn dirty_objects(&self) -> u64 {
         self.dirty_count.load(Ordering::SeqCst)
     }

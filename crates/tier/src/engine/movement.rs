@@ -129,7 +129,11 @@ impl Tier {
             .map(|v| decode_u64(v))
             .unwrap_or(0);
         let xattrs = user_xattrs(all_xattrs);
-        let omap = all_omap(self.base.as_ref(), name).await?;
+        // An erasure-coded base keeps no omap (NotSupported, whatever the object): none to copy.
+        let omap = match all_omap(self.base.as_ref(), name).await {
+            Err(TierError::Rados(RadosError::NotSupported(_))) => Vec::new(),
+            other => other?,
+        };
         let settings = self.settings();
         let mut state = ObjectState {
             exists: true,
@@ -498,9 +502,18 @@ impl Tier {
                 op = op.set_xattr(key, value);
             }
             let omap = all_omap(self.cache.as_ref(), name).await?;
-            op = op.omap_clear();
-            if !omap.is_empty() {
-                op = op.omap_set(omap);
+            if self.base_keeps_omap().await? {
+                op = op.omap_clear();
+                if !omap.is_empty() {
+                    op = op.omap_set(omap);
+                }
+            } else if !omap.is_empty() {
+                return Err(RadosError::NotSupported(format!(
+                    "{name} has omap, which the base pool {:?} cannot keep (erasure-coded): it \
+                     stays dirty in the cache; remove its omap to let it flush",
+                    self.base.pool().name
+                ))
+                .into());
             }
         }
         let op = op

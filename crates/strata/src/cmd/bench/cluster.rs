@@ -133,7 +133,7 @@ pub struct Args {
 }
 
 /// `K+M`.
-fn parse_erasure(text: &str) -> Result<(u32, u32), String> {
+pub(super) fn parse_erasure(text: &str) -> Result<(u32, u32), String> {
     let (k, m) = text
         .split_once('+')
         .ok_or_else(|| format!("{text:?}: give K+M, as 4+2"))?;

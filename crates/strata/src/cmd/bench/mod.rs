@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod crush;
 pub mod load;
 pub mod pack;
+pub mod recovery;
 pub mod rss;
 pub mod s3;
 pub mod s3_client;
@@ -55,6 +56,9 @@ pub enum Which {
     /// Resident memory of a real `strata serve` under a many-client S3 load, against the
     /// bound its configured caches and in-flight requests give.
     Rss(rss::Args),
+    /// Erasure-coded pools: time to rebuild one OSD's shards against the disk's bandwidth
+    /// (fio on the same disk).
+    Recovery(recovery::Args),
 }
 
 /// A command for a peer program (fio, Ceph, radosgw, crushtool...) or a helper process: it
@@ -99,5 +103,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Which::Tier(a) => tier::run(a),
         Which::Soak(a) => soak::run(a),
         Which::Rss(a) => rss::run(a),
+        Which::Recovery(a) => recovery::run(a),
     }
 }
