@@ -1,14 +1,17 @@
 //! Exhaustive reference for tests: dynamic programming over PGs on the vector of per-(pool, OSD)
-//! counts, trying every legal OSD set of every PG. Gives the minimum (distance outside bounds,
-//! shards moved) lexicographically, the distance measured by [`crate::targets::Bounds::penalty`], the objective [`crate::balance`] minimises.
+//! counts, trying every legal OSD set of every PG. Gives the minimum (distance outside the
+//! pool bounds, distance outside the total bounds, shards moved) lexicographically, the
+//! distances measured by [`crate::targets::Bounds::penalty`]: the objective [`crate::balance`]
+//! minimises.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::problem::{OsdId, Pg, PgId, Problem, ITEM_NONE};
 use crate::targets::{Bounds, Targets};
 
-/// (total distance outside the pool and total bounds, shards moved) of the best placement.
-pub fn optimum(problem: &Problem) -> (u64, usize) {
+/// (distance outside the pool bounds, outside the total bounds, shards moved) of the best
+/// placement.
+pub fn optimum(problem: &Problem) -> (u64, u64, usize) {
     let targets = Targets::compute(problem);
     let osd_ids: Vec<OsdId> = problem.osds.iter().map(|o| o.id).collect();
     let osd_index: HashMap<OsdId, usize> =
@@ -46,19 +49,20 @@ pub fn optimum(problem: &Problem) -> (u64, usize) {
         }
         states = next;
     }
-    let mut best = (u64::MAX, usize::MAX);
+    let mut best = (u64::MAX, u64::MAX, usize::MAX);
     for (state, moves) in states {
-        let mut distance = 0;
+        let (mut pool_distance, mut total_distance) = (0, 0);
         for (i, &osd) in osd_ids.iter().enumerate() {
             let mut total = 0;
             for (p, pool) in problem.pools.iter().enumerate() {
                 let count = state[p * n + i] as usize;
                 total += count;
-                distance += Bounds::of_target(targets.pool_target(pool.id, osd)).penalty(count);
+                pool_distance +=
+                    Bounds::of_target(targets.pool_target(pool.id, osd)).penalty(count);
             }
-            distance += Bounds::of_target(targets.total_target(osd)).penalty(total);
+            total_distance += Bounds::of_target(targets.total_target(osd)).penalty(total);
         }
-        best = best.min((distance, moves));
+        best = best.min((pool_distance, total_distance, moves));
     }
     best
 }
