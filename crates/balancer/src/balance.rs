@@ -152,6 +152,20 @@ struct PoolPart {
 /// PGs that [`crate::aside::set_aside`] would leave as they are are refused: pass the
 /// movable part of the problem.
 pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, BalancerError> {
+    // Rules with several takes: each block balanced as a pool of its own (see crate::takes).
+    if let Some(expanded) = crate::takes::expand(problem) {
+        let inner = balance(&expanded.problem, config)?;
+        let mut plan = plan_of(problem, expanded.join(&inner.up), inner.stats);
+        plan.violations = inner
+            .violations
+            .into_iter()
+            .map(|mut v| {
+                v.pool = v.pool.map(|p| expanded.real_pool(p));
+                v
+            })
+            .collect();
+        return Ok(plan);
+    }
     if let Some(first) = crate::aside::find(problem).first() {
         return Err(BalancerError::Invalid(format!(
             "{} (set such PGs aside first)",
@@ -505,6 +519,13 @@ pub(crate) fn finish(
     up: BTreeMap<PgId, Vec<OsdId>>,
     stats: SolveStats,
 ) -> Plan {
+    let mut plan = plan_of(problem, up, stats);
+    plan.violations = violations(problem, targets, trees, &plan);
+    plan
+}
+
+/// Items, changes and movement of the final placement (no violations).
+fn plan_of(problem: &Problem, up: BTreeMap<PgId, Vec<OsdId>>, stats: SolveStats) -> Plan {
     let mut plan = Plan {
         up,
         items: BTreeMap::new(),
@@ -544,7 +565,6 @@ pub(crate) fn finish(
         }
         plan.items.insert(pg.id, items);
     }
-    plan.violations = violations(problem, targets, trees, &plan);
     plan
 }
 
@@ -671,6 +691,11 @@ fn domain_reason(
 /// length, no repeated OSD, every added OSD is a candidate, and no failure-domain limit is
 /// exceeded (beyond what the raw set itself already had).
 pub fn check_plan(problem: &Problem, plan: &Plan) -> Result<(), BalancerError> {
+    if let Some(expanded) = crate::takes::expand(problem) {
+        let mut split = plan.clone();
+        split.up = expanded.split(&plan.up);
+        return check_plan(&expanded.problem, &split);
+    }
     let trees = build_trees(problem);
     for pg in &problem.pgs {
         let fail = |what: &str| Err(BalancerError::Internal(format!("pg {}: {what}", pg.id)));
