@@ -46,6 +46,7 @@ fn problem(rng: &mut ChaCha8Rng) -> Problem {
         }],
         positional: false,
         ancestors: BTreeMap::new(),
+        takes: Vec::new(),
     };
     let pgs = (0..PGS)
         .map(|seed| {

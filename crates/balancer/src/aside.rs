@@ -37,6 +37,18 @@ pub fn set_aside(problem: &Problem) -> (Problem, Vec<SetAside>) {
 
 /// The PGs [`set_aside`] would leave as they are, with the reasons.
 pub fn find(problem: &Problem) -> Vec<SetAside> {
+    // Rules with several takes: each block's positions against the block's own rule.
+    if let Some(expanded) = crate::takes::expand(problem) {
+        let mut aside: Vec<SetAside> = find(&expanded.problem)
+            .into_iter()
+            .map(|mut a| {
+                a.pg.pool = expanded.real_pool(a.pg.pool);
+                a
+            })
+            .collect();
+        aside.dedup_by_key(|a| a.pg);
+        return aside;
+    }
     let osds: BTreeSet<i32> = problem.osds.iter().map(|o| o.id).collect();
     let trees = build_trees(problem);
     let mut aside = Vec::new();

@@ -16,6 +16,9 @@
 //! K + 1)`, with `P` larger than any number of moves: the minimum-cost flow first minimises
 //! the convex penalty of the distance outside the bounds (zero whenever the constraints allow;
 //! convex, so an unavoidable excess is spread instead of piled on one OSD), then the moves.
+//! The pool bounds' `P` outweighs the total bounds' (see `Costs`): where both cannot be met
+//! (hard maps), each pool gets as close to its own targets as the map allows, no pool ends
+//! worse than it started, and only then does the flow trade for the total.
 //!
 //! Pools share only the `OSD_total` nodes and the sink, so this is a single-commodity flow (every
 //! unit ends in the one sink, and a PG's flow can only reach its own pool's `OSD_pool` nodes):
@@ -149,6 +152,20 @@ struct PoolPart {
 /// PGs that [`crate::aside::set_aside`] would leave as they are are refused: pass the
 /// movable part of the problem.
 pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, BalancerError> {
+    // Rules with several takes: each block balanced as a pool of its own (see crate::takes).
+    if let Some(expanded) = crate::takes::expand(problem) {
+        let inner = balance(&expanded.problem, config)?;
+        let mut plan = plan_of(problem, expanded.join(&inner.up), inner.stats);
+        plan.violations = inner
+            .violations
+            .into_iter()
+            .map(|mut v| {
+                v.pool = v.pool.map(|p| expanded.real_pool(p));
+                v
+            })
+            .collect();
+        return Ok(plan);
+    }
     if let Some(first) = crate::aside::find(problem).first() {
         return Err(BalancerError::Invalid(format!(
             "{} (set such PGs aside first)",
@@ -158,8 +175,7 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
     problem.validate()?;
     let targets = Targets::compute(problem);
     let total_shards: usize = problem.pgs.iter().map(Pg::shard_count).sum();
-    let costs = Costs::new(total_shards);
-    let penalty = costs.penalty;
+    let costs = Costs::new(total_shards, problem.osds.len(), problem.pgs.len());
     let osds: BTreeMap<OsdId, &crate::problem::Osd> =
         problem.osds.iter().map(|o| (o.id, o)).collect();
 
@@ -171,7 +187,7 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
         let node = network.add_node();
         total_node.insert(osd.id, node);
         let bounds = Bounds::of_target(targets.total_target(osd.id));
-        add_bounded(&mut network, node, sink, bounds, penalty);
+        add_bounded(&mut network, node, sink, bounds, costs.total_penalty);
     }
 
     let mut raw_osds: BTreeMap<PoolId, BTreeSet<OsdId>> = BTreeMap::new();
@@ -195,7 +211,7 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
             let Some(&total) = total_node.get(&osd) else {
                 return Err(BalancerError::Invalid(format!("unknown osd.{osd}")));
             };
-            add_bounded(&mut network, node, total, bounds, penalty);
+            add_bounded(&mut network, node, total, bounds, costs.pool_penalty);
         }
         let mut aggregate = BTreeMap::new();
         for (index, domain) in tree.domains.iter().enumerate() {
@@ -327,12 +343,25 @@ fn add_pg(
     Ok(g)
 }
 
-/// Unit costs: penalty >> move >> change, so the flow minimises, in this order, the convex
-/// distance outside the bounds, the shards moved away from raw CRUSH, and the shards whose OSD
+/// Unit costs in tiers: pool penalty >> total penalty >> move >> change, so the flow
+/// minimises, in this order, the convex distance outside the per-pool bounds, the distance
+/// outside the total bounds, the shards moved away from raw CRUSH, and the shards whose OSD
 /// differs from the current up set (existing upmaps that can stay, stay).
+///
+/// Pools share nothing but the total nodes, so with the pool tier first every pool reaches
+/// its own least distance whatever the others do (the sum of independent minima is minimal
+/// only where each term is): no pool ends worse than the current placement, which is one of
+/// the flows, and only then does the flow trade for the total (the hard maps of issue 38:
+/// EC width equal to the hosts, classes of unequal size, pools over different OSDs).
+///
+/// Tier sizes: an optimal flow that is not lexicographically optimal would have a negative
+/// residual cycle lowering the pool tier by at least one pool unit; a simple cycle crosses
+/// at most 2 x OSDs total arcs (each worth at most `(STEPS + 1) x total unit`) and at most
+/// one move arc per PG, so a pool unit above that sum can never be traded away.
 #[derive(Debug, Clone, Copy)]
 struct Costs {
-    penalty: i64,
+    pool_penalty: i64,
+    total_penalty: i64,
     /// A shard on a non-raw OSD that the current up set also has.
     move_kept: i64,
     /// A shard on a non-raw OSD new to the PG.
@@ -341,16 +370,37 @@ struct Costs {
     change: i64,
 }
 
+/// The largest arc cost the tiers may reach; the solver's distances stay far below
+/// `i64::MAX / 4` with it.
+const COST_CEILING: i128 = 1 << 47;
+
 impl Costs {
-    fn new(total_shards: usize) -> Self {
-        let n = total_shards as i64;
-        // The tie-break on changes needs costs ~ n^2 * n * steps; keep well inside i64.
-        let (step, change) = if n <= 200_000 { (n + 1, 1) } else { (1, 0) };
-        Self {
-            penalty: (step + change) * n + 1,
-            move_kept: step,
-            move_new: step + change,
-            change,
+    fn new(total_shards: usize, osd_count: usize, pg_count: usize) -> Self {
+        let tiers = |with_change: bool| {
+            let n = total_shards as i128;
+            // The tie-break on changes: one move outweighs all changes together.
+            let (step, change) = if with_change { (n + 1, 1) } else { (1, 0) };
+            let move_new = step + change;
+            let total_penalty = move_new * n + 1;
+            let steps = i128::from(PENALTY_STEPS) + 1;
+            let pool_penalty =
+                2 * osd_count as i128 * steps * total_penalty + pg_count as i128 * move_new + 1;
+            let fits = pool_penalty * steps <= COST_CEILING;
+            (
+                fits,
+                Self {
+                    pool_penalty: pool_penalty as i64,
+                    total_penalty: total_penalty as i64,
+                    move_kept: step as i64,
+                    move_new: move_new as i64,
+                    change: change as i64,
+                },
+            )
+        };
+        match tiers(true) {
+            (true, costs) => costs,
+            // Very large maps: no tie-break on changes (and, past 2^47, tiers that may mix).
+            _ => tiers(false).1,
         }
     }
 }
@@ -469,6 +519,13 @@ pub(crate) fn finish(
     up: BTreeMap<PgId, Vec<OsdId>>,
     stats: SolveStats,
 ) -> Plan {
+    let mut plan = plan_of(problem, up, stats);
+    plan.violations = violations(problem, targets, trees, &plan);
+    plan
+}
+
+/// Items, changes and movement of the final placement (no violations).
+fn plan_of(problem: &Problem, up: BTreeMap<PgId, Vec<OsdId>>, stats: SolveStats) -> Plan {
     let mut plan = Plan {
         up,
         items: BTreeMap::new(),
@@ -508,7 +565,6 @@ pub(crate) fn finish(
         }
         plan.items.insert(pg.id, items);
     }
-    plan.violations = violations(problem, targets, trees, &plan);
     plan
 }
 
@@ -635,6 +691,11 @@ fn domain_reason(
 /// length, no repeated OSD, every added OSD is a candidate, and no failure-domain limit is
 /// exceeded (beyond what the raw set itself already had).
 pub fn check_plan(problem: &Problem, plan: &Plan) -> Result<(), BalancerError> {
+    if let Some(expanded) = crate::takes::expand(problem) {
+        let mut split = plan.clone();
+        split.up = expanded.split(&plan.up);
+        return check_plan(&expanded.problem, &split);
+    }
     let trees = build_trees(problem);
     for pg in &problem.pgs {
         let fail = |what: &str| Err(BalancerError::Internal(format!("pg {}: {what}", pg.id)));
@@ -701,26 +762,47 @@ mod tests {
     use crate::generate::{generate, ClusterSpec, PoolSpec};
     use proptest::prelude::*;
 
-    fn objective(problem: &Problem, plan: &Plan) -> (u64, usize) {
+    /// Per-pool distance outside the bounds and worst excess, of a placement.
+    fn pool_scores(
+        problem: &Problem,
+        up: &BTreeMap<PgId, Vec<OsdId>>,
+    ) -> BTreeMap<PoolId, (u64, usize)> {
         let targets = Targets::compute(problem);
         let mut per_pool: BTreeMap<(PoolId, OsdId), usize> = BTreeMap::new();
-        let mut total: BTreeMap<OsdId, usize> = BTreeMap::new();
-        for (pg, set) in &plan.up {
+        for (pg, set) in up {
             for &o in set.iter().filter(|&&o| o != ITEM_NONE) {
                 *per_pool.entry((pg.pool, o)).or_default() += 1;
+            }
+        }
+        let mut out = BTreeMap::new();
+        for pool in &problem.pools {
+            let (mut distance, mut worst) = (0, 0);
+            for osd in &problem.osds {
+                let c = per_pool.get(&(pool.id, osd.id)).copied().unwrap_or(0);
+                let bounds = Bounds::of_target(targets.pool_target(pool.id, osd.id));
+                distance += bounds.penalty(c);
+                worst = worst.max(bounds.excess(c));
+            }
+            out.insert(pool.id, (distance, worst));
+        }
+        out
+    }
+
+    fn objective(problem: &Problem, plan: &Plan) -> (u64, u64, usize) {
+        let targets = Targets::compute(problem);
+        let mut total: BTreeMap<OsdId, usize> = BTreeMap::new();
+        for set in plan.up.values() {
+            for &o in set.iter().filter(|&&o| o != ITEM_NONE) {
                 *total.entry(o).or_default() += 1;
             }
         }
-        let mut distance = 0;
+        let pool_distance = pool_scores(problem, &plan.up).values().map(|s| s.0).sum();
+        let mut total_distance = 0;
         for osd in &problem.osds {
-            for pool in &problem.pools {
-                let c = per_pool.get(&(pool.id, osd.id)).copied().unwrap_or(0);
-                distance += Bounds::of_target(targets.pool_target(pool.id, osd.id)).penalty(c);
-            }
             let c = total.get(&osd.id).copied().unwrap_or(0);
-            distance += Bounds::of_target(targets.total_target(osd.id)).penalty(c);
+            total_distance += Bounds::of_target(targets.total_target(osd.id)).penalty(c);
         }
-        (distance, plan.moved_after)
+        (pool_distance, total_distance, plan.moved_after)
     }
 
     fn small_spec() -> impl Strategy<Value = ClusterSpec> {
@@ -778,6 +860,114 @@ mod tests {
             let plan = balance(&problem, &BalanceConfig::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(check_plan(&problem, &plan).is_ok(), "{:?}", check_plan(&problem, &plan));
             prop_assert_eq!(objective(&problem, &plan), exhaustive::optimum(&problem));
+        }
+    }
+
+    /// Hard maps (issue 38): one rack, an erasure-coded pool as wide as the hosts, pools over
+    /// device classes of unequal size or over different OSDs, so per-pool and total targets
+    /// often cannot all be met.
+    fn hard_spec() -> impl Strategy<Value = ClusterSpec> {
+        (
+            2usize..5,
+            1usize..3,
+            0.0f64..3.0,
+            proptest::collection::vec((2u32..7, 0u8..4, any::<bool>()), 1..3),
+            any::<u64>(),
+        )
+            .prop_map(|(hosts, per_host, spread, pools, seed)| {
+                let osds = (hosts * per_host) as i32;
+                ClusterSpec {
+                    racks: 1,
+                    hosts_per_rack: hosts,
+                    osds_per_host: per_host,
+                    weight_spread: spread,
+                    pools: pools
+                        .into_iter()
+                        .map(|(pg_count, shape, wide)| {
+                            // Shapes: all OSDs; a class of every third OSD; a class of the
+                            // others; the first half of the OSDs (a pool over a subset).
+                            let class = match shape {
+                                1 => Some((3, 0)),
+                                2 => Some((3, 1)).filter(|_| osds > 3),
+                                3 => Some((osds, 0)).filter(|_| per_host > 1),
+                                _ => None,
+                            };
+                            PoolSpec {
+                                pg_count,
+                                size: if wide { hosts as u32 } else { 2 },
+                                rack_limit: None,
+                                class,
+                            }
+                        })
+                        .collect(),
+                    seed,
+                }
+            })
+            .prop_filter("tiny", |s| {
+                let osds = s.hosts_per_rack * s.osds_per_host;
+                let shards: u32 = s.pools.iter().map(|p| p.pg_count * p.size).sum();
+                osds * s.pools.len() <= 8 && shards <= 18
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        /// Hard maps: the exhaustive optimum of (pool distance, total distance, moves), and no
+        /// pool ends further from its bounds than it started, in distance or in its worst OSD.
+        #[test]
+        fn hard_maps_match_exhaustive_search_and_never_worsen_a_pool(spec in hard_spec()) {
+            let problem = generate(&spec);
+            let plan = balance(&problem, &BalanceConfig::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(check_plan(&problem, &plan).is_ok(), "{:?}", check_plan(&problem, &plan));
+            prop_assert_eq!(objective(&problem, &plan), exhaustive::optimum(&problem));
+            let current: BTreeMap<PgId, Vec<OsdId>> =
+                problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect();
+            let before = pool_scores(&problem, &current);
+            for (pool, after) in pool_scores(&problem, &plan.up) {
+                let was = before[&pool];
+                prop_assert!(after.0 <= was.0 && after.1 <= was.1, "pool {}: {:?} -> {:?}", pool, was, after);
+            }
+        }
+    }
+
+    /// A pool never pays for the total: two pools on the same OSDs, one balanced by CRUSH and
+    /// one that cannot be (an EC pool as wide as the hosts on unequal weights). The total
+    /// would gain if the balanced pool moved against the other's excess; it must not move.
+    #[test]
+    fn a_balanced_pool_is_not_unbalanced_for_the_total() {
+        for seed in 0..32 {
+            let spec = ClusterSpec {
+                racks: 1,
+                hosts_per_rack: 4,
+                osds_per_host: 1,
+                weight_spread: 3.0,
+                pools: vec![
+                    PoolSpec {
+                        pg_count: 16,
+                        size: 4,
+                        rack_limit: None,
+                        class: None,
+                    },
+                    PoolSpec {
+                        pg_count: 32,
+                        size: 2,
+                        rack_limit: None,
+                        class: None,
+                    },
+                ],
+                seed,
+            };
+            let problem = generate(&spec);
+            let plan = balance(&problem, &BalanceConfig::default()).expect("balance");
+            check_plan(&problem, &plan).expect("valid plan");
+            let current: BTreeMap<PgId, Vec<OsdId>> =
+                problem.pgs.iter().map(|pg| (pg.id, pg.up())).collect();
+            let before = pool_scores(&problem, &current);
+            let after = pool_scores(&problem, &plan.up);
+            // The wide pool cannot move at all (every PG already uses every host).
+            assert_eq!(before[&1], after[&1], "seed {seed}");
+            // The narrow pool reaches its own bounds.
+            assert_eq!(after[&2], (0, 0), "seed {seed}: {:?}", plan.violations);
         }
     }
 

@@ -151,17 +151,19 @@ struct TakeHierarchy {
     /// Each device's nearest ancestor per bucket type on its first path from the take (Ceph's
     /// `get_parent_of_type` with a rule likewise returns the first bucket of the type under
     /// the take that holds the device). Shadow (per-class) buckets are named by their original
-    /// bucket, so domains read the same with or without a device class.
+    /// bucket, so domains read the same with or without a device class, except in rules of
+    /// several takes, where each take keeps its own buckets as Ceph reads them.
     ancestors: BTreeMap<OsdId, BTreeMap<i32, i32>>,
 }
 
 /// Walk the hierarchy under `take` depth first without recursion (any depth), walking each
 /// bucket at most twice: once when first reached, and once more if that was through a zero
 /// weight and a path of positive weights reaches it later (its devices are then candidates).
-fn take_hierarchy(crush: &CrushMap, take: i32) -> TakeHierarchy {
+fn take_hierarchy(crush: &CrushMap, take: i32, keep_shadow: bool) -> TakeHierarchy {
     let original: BTreeMap<i32, i32> = crush
         .class_buckets
         .iter()
+        .filter(|_| !keep_shadow)
         .flat_map(|(&id, by_class)| by_class.values().map(move |&shadow| (shadow, id)))
         .collect();
     let mut out = TakeHierarchy {
@@ -210,8 +212,10 @@ fn take_hierarchy(crush: &CrushMap, take: i32) -> TakeHierarchy {
     out
 }
 
-/// Candidates and separation levels of a pool's rule. Supports one `take` followed by
-/// choose/chooseleaf steps and `emit`; `count <= 0` means "size + count".
+/// Candidates and separation levels of a pool's rule: one `take` followed by choose or
+/// chooseleaf steps and `emit` (`count <= 0` means "size + count"), or several such blocks
+/// of one step each (e.g. the first replica from class ssd, the rest from hdd; see
+/// [`crate::takes`]) whose candidates are disjoint.
 pub fn rule_constraints(
     crush: &CrushMap,
     info: &PoolInfo,
@@ -223,34 +227,134 @@ pub fn rule_constraints(
     let unsupported = |what: &str| {
         BalancerError::UnsupportedRule(format!("pool {} rule {}: {what}", info.id, info.rule_id))
     };
-    let mut take = None;
-    let mut steps: Vec<(i64, i32, bool)> = Vec::new(); // (count, type, leaf)
-    let mut emits = 0;
+    let mut blocks: Vec<Block> = Vec::new();
     for step in &rule.steps {
         match *step {
             RuleStep::Take { item } => {
-                if take.is_some() {
-                    return Err(unsupported("more than one take"));
+                if blocks.last().is_some_and(|b| !b.2) {
+                    return Err(unsupported("a take before the previous block's emit"));
                 }
-                take = Some(item);
+                blocks.push((item, Vec::new(), false));
             }
             RuleStep::ChooseFirstN { count, type_id }
             | RuleStep::ChooseIndep { count, type_id } => {
-                steps.push((i64::from(count), type_id, false));
+                let block = blocks.last_mut().ok_or_else(|| unsupported("no take"))?;
+                block.1.push((i64::from(count), type_id, false));
             }
             RuleStep::ChooseLeafFirstN { count, type_id }
             | RuleStep::ChooseLeafIndep { count, type_id } => {
-                steps.push((i64::from(count), type_id, true));
+                let block = blocks.last_mut().ok_or_else(|| unsupported("no take"))?;
+                block.1.push((i64::from(count), type_id, true));
             }
-            RuleStep::Emit => emits += 1,
+            RuleStep::Emit => {
+                let block = blocks.last_mut().ok_or_else(|| unsupported("no take"))?;
+                if block.2 || block.1.is_empty() {
+                    return Err(unsupported("expected one take, choose steps, one emit"));
+                }
+                block.2 = true;
+            }
             _ => {}
         }
     }
-    let take = take.ok_or_else(|| unsupported("no take"))?;
-    if emits != 1 || steps.is_empty() {
+    if blocks.is_empty() {
+        return Err(unsupported("no take"));
+    }
+    if blocks.iter().any(|b| !b.2) {
         return Err(unsupported("expected one take, choose steps, one emit"));
     }
     let size = i64::from(info.size);
+    if let [(take, steps, _)] = blocks.as_slice() {
+        let (candidates, levels, ancestors) =
+            block_constraints(crush, *take, steps, size, weights, false).map_err(unsupported)?;
+        return Ok(RuleConstraints {
+            candidates,
+            levels,
+            positional: info.erasure,
+            ancestors,
+            takes: Vec::new(),
+        });
+    }
+    // Several blocks: each fills the next positions, in its own buckets (shadow buckets
+    // kept, as Ceph's get_parent_of_type under the rule's takes finds them).
+    let mut takes = Vec::new();
+    let mut all_ancestors = BTreeMap::new();
+    let mut cursor = 0_usize;
+    for (take, steps, _) in &blocks {
+        if steps.len() != 1 {
+            return Err(unsupported(
+                "a block of several choose steps in a rule of several takes",
+            ));
+        }
+        let (count, _, _) = steps[0];
+        let count = if count <= 0 { size + count } else { count };
+        let end = (cursor + usize::try_from(count.max(0)).unwrap_or(0)).min(info.size as usize);
+        let (candidates, levels, ancestors) =
+            block_constraints(crush, *take, steps, count, weights, true).map_err(unsupported)?;
+        takes.push(crate::problem::Take {
+            positions: cursor..end,
+            candidates,
+            levels,
+        });
+        for (osd, a) in ancestors {
+            all_ancestors.entry(osd).or_insert(a);
+        }
+        cursor = end;
+    }
+    if cursor < info.size as usize {
+        return Err(unsupported(
+            "the takes fill fewer positions than the pool's size",
+        ));
+    }
+    if !crate::takes::disjoint(&takes) {
+        return Err(unsupported("two takes can choose the same OSD"));
+    }
+    // Blocks must not share a failure domain: their placements are then independent.
+    let mut owner: BTreeMap<(i32, i64), usize> = BTreeMap::new();
+    for (index, take) in takes.iter().enumerate() {
+        for level in &take.levels {
+            for &osd in &take.candidates {
+                let domain = all_ancestors
+                    .get(&osd)
+                    .and_then(|a: &BTreeMap<i32, i32>| a.get(&level.type_id))
+                    .map_or(i64::from(osd), |&b| i64::from(b));
+                if *owner.entry((level.type_id, domain)).or_insert(index) != index {
+                    return Err(unsupported("two takes share a failure domain"));
+                }
+            }
+        }
+    }
+    let candidates = takes
+        .iter()
+        .flat_map(|t| t.candidates.iter().copied())
+        .collect();
+    let levels = takes.last().map(|t| t.levels.clone()).unwrap_or_default();
+    Ok(RuleConstraints {
+        candidates,
+        levels,
+        positional: info.erasure,
+        ancestors: all_ancestors,
+        takes,
+    })
+}
+
+/// One `take ... emit` block being read: (take, steps as (count, type, leaf), emitted).
+type Block = (i32, Vec<(i64, i32, bool)>, bool);
+
+/// Candidates, levels and ancestry of one `take ... emit` block placing `size` shards.
+type BlockConstraints = (
+    BTreeSet<OsdId>,
+    Vec<Level>,
+    BTreeMap<OsdId, BTreeMap<i32, i32>>,
+);
+
+fn block_constraints(
+    crush: &CrushMap,
+    take: i32,
+    steps: &[(i64, i32, bool)],
+    size: i64,
+    weights: &BTreeMap<OsdId, f64>,
+    keep_shadow: bool,
+) -> Result<BlockConstraints, &'static str> {
     let counts: Vec<i64> = steps
         .iter()
         .map(|&(c, _, _)| if c <= 0 { (size + c).max(1) } else { c })
@@ -263,7 +367,7 @@ pub fn rule_constraints(
         let max = if leaf { below.max(1) } else { below };
         let max = if index + 1 == steps.len() { 1 } else { max };
         if type_id == TYPE_OSD && index + 1 != steps.len() {
-            return Err(unsupported("choose of osds before the last step"));
+            return Err("choose of osds before the last step");
         }
         // `choose N type T` with N below the size: Ceph's verify_upmap allows at most N
         // distinct T buckets; keeping each PG in its raw T buckets satisfies that.
@@ -277,19 +381,14 @@ pub fn rule_constraints(
     let last = steps.last().map_or(TYPE_OSD, |s| s.1);
     let last_leaf = steps.last().is_some_and(|s| s.2);
     if last != TYPE_OSD && !last_leaf {
-        return Err(unsupported("the last step chooses buckets, not OSDs"));
+        return Err("the last step chooses buckets, not OSDs");
     }
     let TakeHierarchy {
         mut candidates,
         ancestors,
-    } = take_hierarchy(crush, take);
+    } = take_hierarchy(crush, take, keep_shadow);
     candidates.retain(|o| weights.get(o).is_some_and(|&w| w > 0.0));
-    Ok(RuleConstraints {
-        candidates,
-        levels,
-        positional: info.erasure,
-        ancestors,
-    })
+    Ok((candidates, levels, ancestors))
 }
 
 /// The problem of an OSD map: every pool (or only `only_pools` if not empty), every PG's raw
@@ -412,10 +511,16 @@ mod tests {
             "choose indep 3 rack < size 6: racks pinned"
         );
         assert_eq!(rule(4, 3), Some(levels(&[(rack, 1)])));
-        assert!(
-            rule(5, 3).is_none(),
-            "two take/emit blocks are refused, not guessed"
-        );
+        // Two take/emit blocks (rack0 for the first replica, rack1 for the rest): one block
+        // per take, each in its own rack's hosts.
+        let two = constraints(&map, 5, 3).expect("rule 5");
+        assert_eq!(two.levels, levels(&[(host, 1)]));
+        let blocks: Vec<_> = two.takes.iter().map(|t| t.positions.clone()).collect();
+        assert_eq!(blocks, vec![0..1, 1..3]);
+        assert!(two.takes[0]
+            .candidates
+            .is_disjoint(&two.takes[1].candidates));
+        assert!(!two.takes[0].candidates.is_empty() && !two.takes[1].candidates.is_empty());
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! Exhaustive reference for tests: dynamic programming over PGs on the vector of per-(pool, OSD)
-//! counts, trying every legal OSD set of every PG. Gives the minimum (distance outside bounds,
-//! shards moved) lexicographically, the distance measured by [`crate::targets::Bounds::penalty`], the objective [`crate::balance`] minimises.
+//! counts, trying every legal OSD set of every PG. Gives the minimum (distance outside the
+//! pool bounds, distance outside the total bounds, shards moved) lexicographically, the
+//! distances measured by [`crate::targets::Bounds::penalty`]: the objective [`crate::balance`]
+//! minimises.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::problem::{OsdId, Pg, PgId, Problem, ITEM_NONE};
 use crate::targets::{Bounds, Targets};
 
-/// (total distance outside the pool and total bounds, shards moved) of the best placement.
-pub fn optimum(problem: &Problem) -> (u64, usize) {
+/// (distance outside the pool bounds, outside the total bounds, shards moved) of the best
+/// placement.
+pub fn optimum(problem: &Problem) -> (u64, u64, usize) {
     let targets = Targets::compute(problem);
     let osd_ids: Vec<OsdId> = problem.osds.iter().map(|o| o.id).collect();
     let osd_index: HashMap<OsdId, usize> =
@@ -46,19 +49,20 @@ pub fn optimum(problem: &Problem) -> (u64, usize) {
         }
         states = next;
     }
-    let mut best = (u64::MAX, usize::MAX);
+    let mut best = (u64::MAX, u64::MAX, usize::MAX);
     for (state, moves) in states {
-        let mut distance = 0;
+        let (mut pool_distance, mut total_distance) = (0, 0);
         for (i, &osd) in osd_ids.iter().enumerate() {
             let mut total = 0;
             for (p, pool) in problem.pools.iter().enumerate() {
                 let count = state[p * n + i] as usize;
                 total += count;
-                distance += Bounds::of_target(targets.pool_target(pool.id, osd)).penalty(count);
+                pool_distance +=
+                    Bounds::of_target(targets.pool_target(pool.id, osd)).penalty(count);
             }
-            distance += Bounds::of_target(targets.total_target(osd)).penalty(total);
+            total_distance += Bounds::of_target(targets.total_target(osd)).penalty(total);
         }
-        best = best.min((distance, moves));
+        best = best.min((pool_distance, total_distance, moves));
     }
     best
 }
@@ -70,6 +74,9 @@ fn legal_sets(problem: &Problem, pg: &Pg) -> Vec<Vec<OsdId>> {
     let Some(pool) = problem.pool(pg.id.pool) else {
         return Vec::new();
     };
+    if !pool.rule.takes.is_empty() {
+        return legal_multi_take_sets(problem, pool, pg);
+    }
     let raw: Vec<OsdId> = pg.raw.iter().copied().filter(|&o| o != ITEM_NONE).collect();
     let allowed: Vec<OsdId> = problem
         .osds
@@ -100,6 +107,72 @@ fn legal_sets(problem: &Problem, pg: &Pg) -> Vec<Vec<OsdId>> {
             })
         })
         .collect()
+}
+
+/// A multi-take pool's sets: each block's legal sets for its positions (its candidates, its
+/// levels), every combination of them, kept where Ceph's `verify_upmap` would keep them: at
+/// every level of one shard per bucket, no two OSDs of the whole set in one bucket.
+fn legal_multi_take_sets(
+    problem: &Problem,
+    pool: &crate::problem::Pool,
+    pg: &Pg,
+) -> Vec<Vec<OsdId>> {
+    let mut sets: Vec<Vec<OsdId>> = vec![Vec::new()];
+    for take in &pool.rule.takes {
+        let end = take.positions.end.min(pg.raw.len());
+        let part = Pg {
+            raw: pg.raw[take.positions.start.min(end)..end].to_vec(),
+            ..pg.clone()
+        };
+        let block = crate::problem::Pool {
+            rule: crate::problem::RuleConstraints {
+                candidates: take.candidates.clone(),
+                levels: take.levels.clone(),
+                takes: Vec::new(),
+                ..pool.rule.clone()
+            },
+            ..pool.clone()
+        };
+        let mut single = Problem {
+            osds: problem.osds.clone(),
+            pools: vec![block],
+            pgs: Vec::new(),
+        };
+        single.pgs.push(part.clone());
+        let options = legal_sets(&single, &part);
+        sets = sets
+            .into_iter()
+            .flat_map(|prefix| {
+                options.iter().map(move |o| {
+                    let mut set = prefix.clone();
+                    set.extend(o);
+                    set
+                })
+            })
+            .collect();
+    }
+    let levels: Vec<i32> = pool
+        .rule
+        .takes
+        .iter()
+        .flat_map(|t| {
+            t.levels
+                .iter()
+                .filter(|l| l.max_per_pg == 1)
+                .map(|l| l.type_id)
+        })
+        .collect();
+    sets.retain(|set| {
+        levels.iter().all(|&type_id| {
+            let mut seen = std::collections::BTreeSet::new();
+            set.iter().all(|o| {
+                problem
+                    .osd(*o)
+                    .is_some_and(|x| seen.insert(pool.rule.domain(x, type_id)))
+            })
+        })
+    });
+    sets
 }
 
 /// The bytes mode's optimum: over every legal set of every PG, the least `fills(bytes per

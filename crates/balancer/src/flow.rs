@@ -50,7 +50,7 @@ pub struct Network {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SolveReport {
     /// Total cost of the final flow, relative to the initial flow.
-    pub cost_delta: i64,
+    pub cost_delta: i128,
     /// Sum of flow times counted weight, relative to the initial flow.
     pub counted_delta: i64,
     /// Phases (Dijkstra runs).
@@ -217,7 +217,7 @@ impl Network {
     fn augment_arc(&mut self, arc: usize, amount: i64, report: &mut SolveReport) {
         self.residual[arc] -= amount;
         self.residual[arc ^ 1] += amount;
-        report.cost_delta += amount * self.cost[arc];
+        report.cost_delta += i128::from(amount) * i128::from(self.cost[arc]);
         report.counted_delta += amount * self.counted[arc];
     }
 
@@ -458,7 +458,7 @@ mod tests {
             match expected {
                 Some(cost) => {
                     prop_assert_eq!(network.unrouted(), 0);
-                    prop_assert_eq!(report.cost_delta, cost);
+                    prop_assert_eq!(report.cost_delta, i128::from(cost));
                 }
                 None => prop_assert!(network.unrouted() > 0),
             }

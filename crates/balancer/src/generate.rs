@@ -89,6 +89,7 @@ pub fn generate(spec: &ClusterSpec) -> Problem {
                 positional: false,
                 // Every generated OSD has one parent per level: `Osd::ancestors` is the rule's.
                 ancestors: BTreeMap::new(),
+                takes: Vec::new(),
             },
         };
         for seed in 0..spec_pool.pg_count {

@@ -9,6 +9,7 @@
 //! - [`flow`]: an exact min-cost flow solver;
 //! - [`aside`]: PGs whose raw set (a hand-made `pg_upmap`) the balancer cannot move safely;
 //! - [`balance`]: the count balancer, one min-cost flow over all pools at once;
+//! - [`takes`]: rules with several `take` blocks, each balanced as a pool of its own;
 //! - [`limit`]: `max_moves`, at most N shard changes per run, never worse than before;
 //! - [`period`]: the continuous balancer's decision for one period (wait for recovery, a
 //!   movement budget) and `eval`'s score;
@@ -42,6 +43,7 @@ pub mod period;
 pub mod problem;
 pub mod read;
 pub mod svg;
+pub mod takes;
 pub mod targets;
 pub mod tree;
 
@@ -52,5 +54,7 @@ pub use analysis::{Distribution, Scope, Summary, Table};
 pub use aside::{set_aside, SetAside};
 pub use balance::{balance, BalanceConfig, Plan, UpmapChange, Violation, ViolationReason};
 pub use error::BalancerError;
-pub use problem::{Level, Osd, OsdId, Pg, PgId, Pool, PoolId, Problem, RuleConstraints, ITEM_NONE};
+pub use problem::{
+    Level, Osd, OsdId, Pg, PgId, Pool, PoolId, Problem, RuleConstraints, Take, ITEM_NONE,
+};
 pub use targets::{Bounds, Targets};

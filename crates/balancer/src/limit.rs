@@ -3,8 +3,9 @@
 //!
 //! The flow computes the best plan without a limit; this module then applies its per-PG
 //! changes one at a time, the one that brings the most OSDs closest to their bounds first, and
-//! only while a change strictly lowers the distance outside the bounds (per pool and in
-//! total). So a limited run never leaves the cluster worse than it found it, never drops an
+//! only while a change strictly lowers the distance outside the bounds (the pool's first, then
+//! the total, as the flow ranks them). So a limited run never leaves a pool or the cluster
+//! worse than it found them, never drops an
 //! existing upmap for nothing, and a later run continues from where this one stopped.
 
 use std::collections::BTreeMap;
@@ -19,12 +20,17 @@ struct Counts<'a> {
     total: BTreeMap<OsdId, usize>,
 }
 
+/// The pool distance's weight against the total's in a change's score: a change moves a few
+/// shards, so its total-distance change stays far below this, and a pool never pays for the
+/// total.
+const POOL_FIRST: u64 = 1 << 24;
+
 impl Counts<'_> {
     fn penalty_of(&self, pool: PoolId, osd: OsdId, pool_delta: i64) -> u64 {
         let count = |c: usize| (c as i64 + pool_delta).max(0) as usize;
         let in_pool = self.per_pool.get(&(pool, osd)).copied().unwrap_or(0);
         let in_total = self.total.get(&osd).copied().unwrap_or(0);
-        Bounds::of_target(self.targets.pool_target(pool, osd)).penalty(count(in_pool))
+        Bounds::of_target(self.targets.pool_target(pool, osd)).penalty(count(in_pool)) * POOL_FIRST
             + Bounds::of_target(self.targets.total_target(osd)).penalty(count(in_total))
     }
 

@@ -165,6 +165,14 @@ pub fn plan_load(
     cooldown: &BTreeSet<PgId>,
     config: &LoadConfig,
 ) -> LoadPlan {
+    // Pools whose rules have several takes are left alone here (see crate::takes).
+    let single_take;
+    let problem = if problem.has_multi_take() {
+        single_take = problem.single_take();
+        &single_take
+    } else {
+        problem
+    };
     let mut state = State {
         capability,
         load: problem

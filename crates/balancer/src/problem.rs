@@ -56,6 +56,19 @@ pub struct Level {
     pub pin_to_raw: bool,
 }
 
+/// One `take ... emit` block of a rule with several (e.g. the first replica from class ssd,
+/// the rest from hdd): the positions of the up set it fills and what it may choose there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Take {
+    pub positions: std::ops::Range<usize>,
+    /// OSDs this block can choose; disjoint from the other blocks' candidates.
+    pub candidates: BTreeSet<OsdId>,
+    /// This block's separation levels, outermost first (the last has `max_per_pg == 1`).
+    /// Domains are read through [`RuleConstraints::ancestors`], where each block's OSDs have
+    /// the block's own buckets (Ceph's `get_parent_of_type` under the rule's takes).
+    pub levels: Vec<Level>,
+}
+
 /// What a pool's CRUSH rule allows, as the balancer uses it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleConstraints {
@@ -71,6 +84,11 @@ pub struct RuleConstraints {
     /// because a bucket may sit under two parents (`ceph osd crush link`): its rack in the
     /// rule's root is not its rack in another root. OSDs absent here use [`Osd::ancestors`].
     pub ancestors: BTreeMap<OsdId, BTreeMap<i32, i32>>,
+    /// A rule with several `take ... emit` blocks: one entry per block, in position order
+    /// (`candidates` is then their union and `levels` the last block's). Empty for a rule
+    /// with one take. The count balancer balances each block on its own OSDs
+    /// ([`crate::takes`]); the other modes leave such pools alone.
+    pub takes: Vec<Take>,
 }
 
 impl RuleConstraints {
@@ -219,6 +237,33 @@ impl Problem {
             }
         }
         Ok(())
+    }
+
+    /// Whether some pool's rule has several `take` blocks.
+    pub fn has_multi_take(&self) -> bool {
+        self.pools.iter().any(|p| !p.rule.takes.is_empty())
+    }
+
+    /// The problem without the pools whose rules have several `take` blocks (and their PGs),
+    /// for the modes that balance one take per pool.
+    pub fn single_take(&self) -> Self {
+        let pools: Vec<Pool> = self
+            .pools
+            .iter()
+            .filter(|p| p.rule.takes.is_empty())
+            .cloned()
+            .collect();
+        let kept: BTreeSet<PoolId> = pools.iter().map(|p| p.id).collect();
+        Self {
+            osds: self.osds.clone(),
+            pools,
+            pgs: self
+                .pgs
+                .iter()
+                .filter(|pg| kept.contains(&pg.id.pool))
+                .cloned()
+                .collect(),
+        }
     }
 
     pub fn pool(&self, id: PoolId) -> Option<&Pool> {

@@ -71,6 +71,21 @@ impl Targets {
             *shards.entry(pg.id.pool).or_default() += pg.shard_count();
         }
         let mut targets = Self::default();
+        // Rules with several takes: each block's shards over its own candidates.
+        if let Some(expanded) = crate::takes::expand(problem) {
+            let inner = Self::compute(&expanded.problem);
+            for (pool, per_osd) in inner.per_pool {
+                let real = targets
+                    .per_pool
+                    .entry(expanded.real_pool(pool))
+                    .or_default();
+                for (osd, target) in per_osd {
+                    *real.entry(osd).or_default() += target;
+                }
+            }
+            targets.total = inner.total;
+            return targets;
+        }
         for pool in &problem.pools {
             let usable: Vec<(OsdId, f64)> = pool
                 .rule

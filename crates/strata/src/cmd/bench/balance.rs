@@ -35,6 +35,18 @@ pub struct Args {
     /// Seed of the generated cluster.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Instead of maps, issue 38's figure: multi-pool maps built here with crushtool and
+    /// osdmaptool (an EC pool as wide as the hosts, device classes of unequal size, a pool
+    /// over one rack, a two-take rule), per pool and in total against osdmaptool; strata's
+    /// upmaps must survive `osdmaptool --upmap-cleanup`.
+    #[arg(long)]
+    pub multi_pool: bool,
+    /// crushtool binary (with --multi-pool).
+    #[arg(long, default_value = "crushtool")]
+    pub crushtool: PathBuf,
+    /// Write a chart of the multi-pool figure's max deviations to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 /// One balancer's figures on one map.
@@ -52,6 +64,13 @@ struct Row {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.multi_pool {
+        let tools = super::balance_pools::Tools {
+            osdmaptool: args.osdmaptool.clone(),
+            crushtool: args.crushtool.clone(),
+        };
+        return super::balance_pools::run(&tools, args.svg.as_deref());
+    }
     if let Some(shape) = &args.generate {
         return run_generated(shape, args.seed);
     }

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 pub mod balance;
+pub mod balance_pools;
 pub mod cache;
 pub mod ceph;
 pub mod cluster;
