@@ -200,7 +200,8 @@ async fn strata(
         ..ClusterOptions::default()
     };
     let cluster = Arc::new(Cluster::create(dir, config, options).await?);
-    let (server, credentials) = serve_gateway(cluster.clone(), gateway_config).await?;
+    let (server, credentials) =
+        serve_gateway(Arc::new(server::WeakCluster::new(&cluster)), gateway_config).await?;
     let name = match args.packing {
         super::super::serve::OnOff::On => "strata+pack",
         super::super::serve::OnOff::Off => "strata",
