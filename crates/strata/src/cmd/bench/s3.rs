@@ -216,6 +216,19 @@ async fn strata(
         None,
     )
     .await;
+    let stats = server.gateway.stats();
+    if stats.packs_written > 0 {
+        eprintln!(
+            "strata packing: {} objects in {} packs ({:.1} per pack); groups closed on \
+             count {}, bytes {}, wait {}",
+            stats.objects_packed,
+            stats.packs_written,
+            stats.objects_packed as f64 / stats.packs_written as f64,
+            stats.packs_closed_count,
+            stats.packs_closed_bytes,
+            stats.packs_closed_wait
+        );
+    }
     server.shutdown().await;
     super::cluster::shutdown(cluster, dir).await?;
     rows.map(|(rows, _)| rows)
