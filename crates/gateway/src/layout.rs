@@ -301,9 +301,11 @@ impl Piece {
     }
 }
 
-/// One small object written into a pack object: recorded in the pack's omap (key: its
-/// offset as 20 decimal digits), so orphan collection, `strata gc` and the pack GC know
-/// whom a pack holds without reading an index.
+/// One small object written into a pack object: recorded in the pack's omap, so orphan
+/// collection, `strata gc` and the pack GC know whom a pack holds without reading an index.
+/// A pack records all its members in one value ([`PACK_MEMBERS_KEY`], [`PackMemberList`]);
+/// packs written before that hold one record per member, keyed by its offset as 20 decimal
+/// digits ([`pack_member_key`]), and are still read.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PackMember {
     /// The index-pool object its entry is committed to (the key's index shard).
@@ -317,6 +319,77 @@ pub struct PackMember {
     /// In a pack the GC wrote: the member's offset in the pack it was copied from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_from: Option<u64>,
+}
+
+/// The omap key of a pack's member list: one value for every member, written in the same
+/// op as the pack's data.
+pub const PACK_MEMBERS_KEY: &[u8] = b"members";
+
+/// A pack's members as one omap value, in a compact form (it is paid once per packed
+/// object): the index objects named once, then per member a row
+/// `[offset, index object's position, key, writer, length, moved_from]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PackMemberList {
+    /// The index objects the members' entries are committed to.
+    #[serde(rename = "i")]
+    pub index_oids: Vec<String>,
+    /// One row per member.
+    #[serde(rename = "m")]
+    pub rows: Vec<PackMemberRow>,
+}
+
+/// A member of a [`PackMemberList`]: offset in the pack, position of its index object in
+/// `index_oids`, key, writer, length, origin in the pack it was copied from.
+pub type PackMemberRow = (u64, u32, String, String, u64, Option<u64>);
+
+impl PackMemberList {
+    /// The list of `members`, by their offsets.
+    pub fn of<'a>(members: impl IntoIterator<Item = (u64, &'a PackMember)>) -> Self {
+        let mut list = PackMemberList::default();
+        for (offset, member) in members {
+            let index = match list.index_oids.iter().position(|o| *o == member.index_oid) {
+                Some(index) => index,
+                None => {
+                    list.index_oids.push(member.index_oid.clone());
+                    list.index_oids.len() - 1
+                }
+            };
+            list.rows.push((
+                offset,
+                index as u32,
+                member.key.clone(),
+                member.writer.clone(),
+                member.length,
+                member.moved_from,
+            ));
+        }
+        list
+    }
+
+    /// The members, by offset; a row naming an index object the list lacks is corruption.
+    pub fn members(self) -> crate::error::Result<BTreeMap<u64, PackMember>> {
+        let PackMemberList { index_oids, rows } = self;
+        rows.into_iter()
+            .map(|(offset, index, key, writer, length, moved_from)| {
+                let index_oid = index_oids.get(index as usize).cloned().ok_or_else(|| {
+                    crate::GatewayError::Corrupt(format!(
+                        "pack member {key} names index object {index} of {}",
+                        index_oids.len()
+                    ))
+                })?;
+                Ok((
+                    offset,
+                    PackMember {
+                        index_oid,
+                        key,
+                        writer,
+                        length,
+                        moved_from,
+                    },
+                ))
+            })
+            .collect()
+    }
 }
 
 /// A pack's state in the pack GC log ([`pack_gc_log_object`]).

@@ -125,6 +125,16 @@ pub trait Rados: Send + Sync {
 
     /// A handle for the objects of pool `name`; `NotFound` if there is no such pool.
     async fn io_ctx(&self, pool: &str) -> Result<Arc<dyn IoCtx>>;
+
+    /// The acting set (primary first) of each placement group of pool `pool`, indexed by PG
+    /// (`pg_num` entries), for callers that group work by the OSD CRUSH sends it to (the
+    /// gateway's small-object packs). A hint only: the map may change right after. The
+    /// default, for a backend that cannot say, is `NotSupported`.
+    async fn pg_acting_sets(&self, pool: &str) -> Result<Vec<Vec<i32>>> {
+        Err(RadosError::NotSupported(format!(
+            "acting sets of pool {pool}"
+        )))
+    }
 }
 
 /// A handle on the objects of one pool (librados' `IoCtx`). Cheap to share.

@@ -46,7 +46,9 @@ impl Gateway {
     ) -> Result<Self> {
         let keys = config.secret_keys.clone();
         let cache_ns = config.metadata_cache_ms.saturating_mul(1_000_000);
-        let store = Store::open(rados.as_ref(), config, clock.clone()).await?;
+        let store = Store::open(rados.as_ref(), config, clock.clone())
+            .await?
+            .with_placement_source(rados);
         let users = Users::from_io(store.meta.clone(), keys).with_cache(cache_ns, clock);
         // Plaintext secrets (older builds) and ones sealed with a previous master key.
         let resealed = users.reseal().await?;

@@ -69,6 +69,12 @@ pub struct GatewayStats {
     pub packs_rewritten: u64,
     /// Dead bytes of the packs the pack GC rewrote.
     pub pack_bytes_reclaimed: u64,
+    /// Packs written because their group reached `group_count_max` objects.
+    pub packs_closed_count: u64,
+    /// Packs written because their group reached `group_bytes_max` bytes.
+    pub packs_closed_bytes: u64,
+    /// Packs written because a member waited `group_wait_us`.
+    pub packs_closed_wait: u64,
 }
 
 #[derive(Default)]
@@ -146,6 +152,9 @@ pub(crate) struct Store {
     pub meta: Arc<dyn IoCtx>,
     pub index: Arc<dyn IoCtx>,
     pub data: Arc<dyn IoCtx>,
+    /// The cluster, asked for the data pool's acting sets (packs group by primary OSD; by
+    /// placement group without it).
+    placement_source: Option<Arc<dyn Rados>>,
     clock: Clock,
     rng: Mutex<rand::rngs::StdRng>,
     /// Locks of index keys (taken by commits).
@@ -244,6 +253,7 @@ impl Store {
             meta,
             index,
             data,
+            placement_source: None,
             clock,
             rng: Mutex::new(rand::rngs::StdRng::from_entropy()),
             locks: KeyLocks::new(),
@@ -253,6 +263,15 @@ impl Store {
             version_time_ns_last: AtomicU64::new(0),
             packer: pack::Packer::default(),
         })
+    }
+
+    /// The store, asking `rados` for the data pool's acting sets so that packs group by
+    /// primary OSD ([`pack`]).
+    pub fn with_placement_source(self, rados: Arc<dyn Rados>) -> Self {
+        Self {
+            placement_source: Some(rados),
+            ..self
+        }
     }
 
     pub fn now_ns(&self) -> u64 {
@@ -280,6 +299,9 @@ impl Store {
             pack_ranges_logged: self.packer.counters.ranges_logged.load(Ordering::Relaxed),
             packs_rewritten: self.packer.counters.packs_rewritten.load(Ordering::Relaxed),
             pack_bytes_reclaimed: self.packer.counters.bytes_reclaimed.load(Ordering::Relaxed),
+            packs_closed_count: self.packer.counters.closed_count.load(Ordering::Relaxed),
+            packs_closed_bytes: self.packer.counters.closed_bytes.load(Ordering::Relaxed),
+            packs_closed_wait: self.packer.counters.closed_wait.load(Ordering::Relaxed),
         }
     }
 

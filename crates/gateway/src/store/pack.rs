@@ -4,15 +4,22 @@
 //!
 //! ## How a group forms and closes
 //! A PUT whose body is smaller than `packing.object_size_max_bytes`, to a bucket without
-//! versioning, reads its body, then joins the open group of the placement group its head
-//! object `<bucket-id>_<tag>_<key>` would map to (Ceph's object -> PG hash, so the grouping
-//! is the one CRUSH makes, on the embedded cluster and on Ceph alike). The group closes when
+//! versioning, reads its body, then joins the open group of the OSD CRUSH sends it to: the
+//! primary of the placement group its head object `<bucket-id>_<tag>_<key>` would map to
+//! (Ceph's object -> PG hash, and the data pool's acting sets from
+//! [`rados::Rados::pg_acting_sets`], fetched again every [`PLACEMENT_REFRESH_NS`]). A
+//! backend that cannot name acting sets groups by that placement group instead. Grouping by
+//! OSD rather than PG is what lets packs fill: there are far fewer primaries than PGs, so
+//! the PUTs in flight together meet in few groups. The group closes when
 //! it holds `group_count_max` objects or `group_bytes_max` bytes (the member that filled it
 //! writes it at once), or `group_wait_us` after a member joined (that member writes it: every
 //! member waits on its own deadline, so a member whose request went away never strands the
-//! others). The write is one [`WriteOp`]: the members' bytes back to back and one omap entry
-//! per member ([`PackMember`], keyed by offset), so a pack always records whom it holds. The
-//! pack's name is searched so that it maps to the group's placement group.
+//! others). The write is one [`WriteOp`]: the members' bytes back to back and one omap value
+//! listing them all ([`layout::PackMemberList`]), so a pack always records whom it holds, at
+//! the cost of one record per pack rather than one per member. The
+//! pack's name is searched so that it maps to a placement group whose primary is the group's
+//! OSD (or to the group's placement group); the members' index entries name the pack, so
+//! where it lands is only a matter of locality, never of correctness.
 //!
 //! ## Durability and acknowledgement
 //! Each member then commits its own index entry (one piece: the pack, its offset, its
@@ -24,7 +31,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -55,6 +62,52 @@ pub fn pack_name_in(tag: &str, pg: u32, pg_num: u32) -> String {
         .expect("some suffix maps to every placement group")
 }
 
+/// How long the data pool's acting sets are used before they are asked for again, in ns.
+pub const PLACEMENT_REFRESH_NS: u64 = 10_000_000_000;
+
+/// What a group gathers: the objects bound for one primary OSD, or for one placement group
+/// when the backend cannot name acting sets.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Target {
+    Primary(i32),
+    PlacementGroup(u32),
+}
+
+/// The group target of an object whose head maps to `pg`, given the acting sets by PG.
+pub fn target_of(pg: u32, acting: Option<&[Vec<i32>]>) -> Target {
+    match acting.and_then(|sets| sets.get(pg as usize)?.first()) {
+        Some(&osd) => Target::Primary(osd),
+        None => Target::PlacementGroup(pg),
+    }
+}
+
+/// The first pack object name of `tag` that lands on `target`: in a placement group whose
+/// primary is the OSD, or in the placement group. An OSD that is no PG's primary any more
+/// (the map changed) gets the first name: the pack is still found through its members'
+/// index entries.
+pub fn pack_name_for(
+    tag: &str,
+    target: Target,
+    pg_num: u32,
+    acting: Option<&[Vec<i32>]>,
+) -> String {
+    match target {
+        Target::PlacementGroup(pg) => pack_name_in(tag, pg, pg_num),
+        Target::Primary(_) => {
+            let wanted: Vec<bool> = (0..pg_num)
+                .map(|pg| target_of(pg, acting) == target)
+                .collect();
+            if !wanted.contains(&true) {
+                return layout::pack_object(tag, 0);
+            }
+            (0..)
+                .map(|n| layout::pack_object(tag, n))
+                .find(|name| wanted[placement_group(name, pg_num) as usize])
+                .expect("some suffix maps to every placement group")
+        }
+    }
+}
+
 /// Counters of the packer (observable through [`super::GatewayStats`]).
 #[derive(Default)]
 pub(super) struct PackCounters {
@@ -68,6 +121,12 @@ pub(super) struct PackCounters {
     pub packs_rewritten: AtomicU64,
     /// Dead bytes of the packs the GC rewrote.
     pub bytes_reclaimed: AtomicU64,
+    /// Groups closed by `group_count_max`.
+    pub closed_count: AtomicU64,
+    /// Groups closed by `group_bytes_max`.
+    pub closed_bytes: AtomicU64,
+    /// Groups closed by `group_wait_us`.
+    pub closed_wait: AtomicU64,
 }
 
 /// One member waiting in a group.
@@ -77,18 +136,26 @@ struct Pending {
     done: oneshot::Sender<std::result::Result<Piece, String>>,
 }
 
-/// An open group of one placement group.
+/// An open group of one target.
 struct Group {
     generation: u64,
     bytes: u64,
     members: Vec<Pending>,
 }
 
-/// The open groups, one per placement group with a member waiting.
+/// The data pool's acting sets by PG as last fetched, and when they were asked for.
+#[derive(Default)]
+struct Placement {
+    asked_ns: Option<u64>,
+    acting: Option<Arc<Vec<Vec<i32>>>>,
+}
+
+/// The open groups, one per target with a member waiting.
 #[derive(Default)]
 pub(super) struct Packer {
-    groups: Mutex<HashMap<u32, Group>>,
+    groups: Mutex<HashMap<Target, Group>>,
     generations: AtomicU64,
+    placement: Mutex<Placement>,
     pub counters: PackCounters,
 }
 
@@ -97,13 +164,13 @@ impl Packer {
     /// group, the group to write now.
     fn join(
         &self,
-        pg: u32,
+        target: Target,
         pending: Pending,
         count_max: usize,
         bytes_max: u64,
     ) -> (u64, Option<Group>) {
         let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        let group = groups.entry(pg).or_insert_with(|| Group {
+        let group = groups.entry(target).or_insert_with(|| Group {
             generation: self.generations.fetch_add(1, Ordering::Relaxed),
             bytes: 0,
             members: Vec::new(),
@@ -111,23 +178,79 @@ impl Packer {
         group.bytes += pending.data.len() as u64;
         group.members.push(pending);
         let generation = group.generation;
-        if group.members.len() >= count_max || group.bytes >= bytes_max {
-            return (generation, groups.remove(&pg));
-        }
-        (generation, None)
+        let counter = if group.members.len() >= count_max {
+            &self.counters.closed_count
+        } else if group.bytes >= bytes_max {
+            &self.counters.closed_bytes
+        } else {
+            return (generation, None);
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        (generation, groups.remove(&target))
     }
 
-    /// `pg`'s group if it is still generation `generation` (nobody wrote it yet).
-    fn take(&self, pg: u32, generation: u64) -> Option<Group> {
+    /// `target`'s group if it is still generation `generation` (nobody wrote it yet).
+    fn take(&self, target: Target, generation: u64) -> Option<Group> {
         let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        match groups.get(&pg) {
-            Some(group) if group.generation == generation => groups.remove(&pg),
+        match groups.get(&target) {
+            Some(group) if group.generation == generation => {
+                self.counters.closed_wait.fetch_add(1, Ordering::Relaxed);
+                groups.remove(&target)
+            }
             _ => None,
         }
     }
 }
 
 impl Store {
+    /// The data pool's acting sets by PG, asked for again when the last answer is older than
+    /// [`PLACEMENT_REFRESH_NS`] (one caller asks; the others use the previous answer
+    /// meanwhile). `None` when the backend cannot say or answered for another PG count.
+    async fn acting_sets(&self) -> Option<Arc<Vec<Vec<i32>>>> {
+        let now = self.now_ns();
+        {
+            let mut placement = self
+                .packer
+                .placement
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(asked) = placement.asked_ns {
+                if now.saturating_sub(asked) < PLACEMENT_REFRESH_NS {
+                    return placement.acting.clone();
+                }
+            }
+            placement.asked_ns = Some(now);
+        }
+        self.fetch_acting_sets(now).await
+    }
+
+    /// Asks the backend for the data pool's acting sets and keeps the answer.
+    async fn fetch_acting_sets(&self, now: u64) -> Option<Arc<Vec<Vec<i32>>>> {
+        let pg_num = self.data.pool().pg_num;
+        let Some(rados) = &self.placement_source else {
+            return None;
+        };
+        let acting = match rados.pg_acting_sets(&self.config.data_pool).await {
+            Ok(sets) if sets.len() == pg_num as usize => Some(Arc::new(sets)),
+            Ok(sets) => {
+                tracing::debug!(pgs = sets.len(), pg_num, "acting sets for another PG count");
+                None
+            }
+            Err(error) => {
+                tracing::debug!(%error, "no acting sets: packs group by placement group");
+                None
+            }
+        };
+        let mut placement = self
+            .packer
+            .placement
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        placement.asked_ns = Some(now);
+        placement.acting = acting.clone();
+        acting
+    }
+
     /// Whether a PUT of `size_bytes` to `bucket` is packed.
     pub fn packs(&self, bucket: &layout::BucketRecord, size_bytes: u64) -> bool {
         let packing = &self.config.packing;
@@ -205,8 +328,8 @@ impl Store {
     }
 
     /// Writes `data` (a whole small object, key `key` of `bucket`, written under `tag`) into
-    /// a pack with the other small objects bound for the same placement group; returns its
-    /// piece once the pack is written.
+    /// a pack with the other small objects bound for the same OSD; returns its piece once the
+    /// pack is written.
     pub(crate) async fn write_packed(
         &self,
         bucket: &layout::BucketRecord,
@@ -216,6 +339,8 @@ impl Store {
     ) -> Result<Piece> {
         let pg_num = self.data.pool().pg_num;
         let pg = placement_group(&layout::piece_object(&bucket.id, tag, key, 0), pg_num);
+        let acting = self.acting_sets().await;
+        let target = target_of(pg, acting.as_ref().map(|sets| sets.as_slice()));
         let member = PackMember {
             index_oid: layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards)),
             key: key.to_string(),
@@ -226,21 +351,21 @@ impl Store {
         let (done, mut result) = oneshot::channel();
         let packing = &self.config.packing;
         let (generation, full) = self.packer.join(
-            pg,
+            target,
             Pending { member, data, done },
             packing.group_count_max.max(1),
             packing.group_bytes_max,
         );
         let answer = if let Some(group) = full {
-            self.write_pack(pg, pg_num, group).await;
+            self.write_pack(target, pg_num, group).await;
             result.await
         } else {
             let wait = Duration::from_micros(packing.group_wait_us);
             tokio::select! {
                 answer = &mut result => answer,
                 () = tokio::time::sleep(wait) => {
-                    if let Some(group) = self.packer.take(pg, generation) {
-                        self.write_pack(pg, pg_num, group).await;
+                    if let Some(group) = self.packer.take(target, generation) {
+                        self.write_pack(target, pg_num, group).await;
                     }
                     result.await
                 }
@@ -256,24 +381,29 @@ impl Store {
     }
 
     /// Writes one closed group as one pack object and tells every member its piece.
-    async fn write_pack(&self, pg: u32, pg_num: u32, group: Group) {
-        let name = pack_name_in(&self.new_tag(8), pg, pg_num);
+    async fn write_pack(&self, target: Target, pg_num: u32, group: Group) {
+        let acting = self.acting_sets().await;
+        let name = pack_name_for(
+            &self.new_tag(8),
+            target,
+            pg_num,
+            acting.as_ref().map(|sets| sets.as_slice()),
+        );
         let mut body = BytesMut::with_capacity(group.bytes as usize);
-        let mut records = Vec::with_capacity(group.members.len());
+        let mut members = Vec::with_capacity(group.members.len());
         let mut pieces = Vec::with_capacity(group.members.len());
         for pending in &group.members {
             let offset = body.len() as u64;
             body.extend_from_slice(&pending.data);
-            records.push((
-                layout::pack_member_key(offset),
-                layout::encode(&pending.member),
-            ));
+            members.push((offset, &pending.member));
             pieces.push(Piece {
                 oid: name.clone(),
                 size: pending.member.length,
                 pack_offset: Some(offset),
             });
         }
+        let list = layout::PackMemberList::of(members);
+        let records = vec![(layout::PACK_MEMBERS_KEY.to_vec(), layout::encode(&list))];
         let op = WriteOp::new().write_full(body.freeze()).omap_set(records);
         let written = self.data.operate(&name, op).await;
         if written.is_ok() {
@@ -306,6 +436,23 @@ mod tests {
                 assert_eq!(placement_group(&name, pg_num), pg);
             }
         }
+    }
+
+    #[test]
+    fn a_pack_name_lands_on_the_wanted_primary() {
+        let acting: Vec<Vec<i32>> = (0..16).map(|pg| vec![pg % 3, (pg + 1) % 3]).collect();
+        for osd in 0..3 {
+            let name = pack_name_for("0123abcd", Target::Primary(osd), 16, Some(&acting));
+            assert_eq!(acting[placement_group(&name, 16) as usize][0], osd);
+        }
+        // An OSD that is no PG's primary: the first name, wherever it lands.
+        let name = pack_name_for("0123abcd", Target::Primary(7), 16, Some(&acting));
+        assert_eq!(name, layout::pack_object("0123abcd", 0));
+        // Without acting sets, an object groups (and its pack lands) by placement group.
+        assert_eq!(target_of(5, None), Target::PlacementGroup(5));
+        assert_eq!(target_of(5, Some(&acting)), Target::Primary(2));
+        let name = pack_name_for("0123abcd", Target::PlacementGroup(5), 16, None);
+        assert_eq!(placement_group(&name, 16), 5);
     }
 
     #[test]

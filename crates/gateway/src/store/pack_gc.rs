@@ -316,10 +316,16 @@ impl Store {
         Ok(())
     }
 
-    /// The members a pack records, by offset.
+    /// The members a pack records, by offset: its member list, or (a pack written before
+    /// member lists) its records keyed by offset.
     pub(crate) async fn pack_members(&self, pack: &str) -> Result<BTreeMap<u64, PackMember>> {
         let mut members = BTreeMap::new();
         for (key, value) in self.omap_all(&self.data, pack).await? {
+            if key == layout::PACK_MEMBERS_KEY {
+                let list: layout::PackMemberList = layout::decode(&value)?;
+                members.extend(list.members()?);
+                continue;
+            }
             let Some(offset) = std::str::from_utf8(&key).ok().and_then(|k| k.parse().ok()) else {
                 continue;
             };
@@ -341,7 +347,6 @@ impl Store {
         }
         let data = Bytes::from(self.data.read_full(pack).await?);
         let mut body = Vec::new();
-        let mut records = Vec::new();
         let mut copied = BTreeMap::new();
         for (from, member) in members {
             let piece = Piece {
@@ -372,12 +377,13 @@ impl Store {
                 moved_from: Some(from),
                 ..member
             };
-            records.push((layout::pack_member_key(offset), layout::encode(&moved)));
             copied.insert(offset, moved);
         }
         if copied.is_empty() {
             return Ok(copied);
         }
+        let list = layout::PackMemberList::of(copied.iter().map(|(&o, m)| (o, m)));
+        let records = vec![(layout::PACK_MEMBERS_KEY.to_vec(), layout::encode(&list))];
         self.data
             .operate(target, WriteOp::new().write_full(body).omap_set(records))
             .await?;

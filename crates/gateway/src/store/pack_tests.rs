@@ -409,3 +409,155 @@ async fn a_crash_at_any_write_of_packed_puts_loses_no_acknowledged_object() {
         budget += 1;
     }
 }
+
+/// A cluster in memory whose pools name acting sets: placement group `pg`'s primary is OSD
+/// `pg % 2`.
+struct TwoPrimaries(MemoryRados);
+
+#[async_trait]
+impl Rados for TwoPrimaries {
+    async fn pool_create(&self, spec: rados::PoolSpec) -> rados::Result<PoolInfo> {
+        self.0.pool_create(spec).await
+    }
+    async fn pool_delete(&self, name: &str) -> rados::Result<()> {
+        self.0.pool_delete(name).await
+    }
+    async fn pool_list(&self) -> rados::Result<Vec<PoolInfo>> {
+        self.0.pool_list().await
+    }
+    async fn pool_lookup(&self, name: &str) -> rados::Result<PoolInfo> {
+        self.0.pool_lookup(name).await
+    }
+    async fn cluster_stats(&self) -> rados::Result<rados::ClusterStats> {
+        self.0.cluster_stats().await
+    }
+    async fn io_ctx(&self, pool: &str) -> rados::Result<Arc<dyn IoCtx>> {
+        self.0.io_ctx(pool).await
+    }
+    async fn pg_acting_sets(&self, pool: &str) -> rados::Result<Vec<Vec<i32>>> {
+        let pg_num = self.0.pool_lookup(pool).await?.pg_num as i32;
+        Ok((0..pg_num).map(|pg| vec![pg % 2, (pg + 1) % 2]).collect())
+    }
+}
+
+/// 32 concurrent PUTs over 8 placement groups with 2 primaries, groups of 8: they meet in
+/// 2 groups (by PG they would form 8 groups of about 4), and every pack lands in a placement
+/// group whose primary is its members' primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn packs_group_by_primary_osd_and_land_on_it() {
+    let rados = Arc::new(TwoPrimaries(MemoryRados::new()));
+    let mut config = config(30);
+    config.pool_pg_num = 8;
+    config.packing.group_wait_us = 300_000;
+    let store = Store::open(rados.as_ref(), config, system_clock())
+        .await
+        .expect("store")
+        .with_placement_source(rados.clone());
+    store
+        .create_bucket("b", "owner", "", Vec::new(), "")
+        .await
+        .expect("bucket");
+    let bucket = store.bucket("b").await.expect("bucket");
+    let keys: Vec<String> = (0..32).map(|n| format!("k{n}")).collect();
+    let results = futures::future::join_all(
+        keys.iter()
+            .map(|key| put(&store, &bucket, key, body_of(key, 0, 900))),
+    )
+    .await;
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    let stats = store.stats();
+    assert_eq!(stats.objects_packed, 32);
+    // n0 + n1 = 32 objects in groups of at most 8: at most 5 packs, at least 3 closed full.
+    assert!(stats.packs_written <= 5, "{} packs", stats.packs_written);
+    assert!(
+        stats.packs_closed_count >= 3,
+        "{} closed full",
+        stats.packs_closed_count
+    );
+    assert_eq!(
+        stats.packs_closed_count + stats.packs_closed_wait + stats.packs_closed_bytes,
+        stats.packs_written
+    );
+    let primary = |name: &str| super::pack::placement_group(name, 8) % 2;
+    let mut members_seen = 0;
+    for name in store.data.list_all().await.expect("list") {
+        if !layout::is_pack_object(&name) {
+            continue;
+        }
+        for member in store.pack_members(&name).await.expect("members").values() {
+            let head = format!("{}{}", member.writer, member.key);
+            assert_eq!(primary(&head), primary(&name), "{head} in {name}");
+            members_seen += 1;
+        }
+    }
+    assert_eq!(members_seen, 32);
+    for n in 0..32 {
+        let key = format!("k{n}");
+        let got = get(&store, &bucket, &key).await.expect("get");
+        assert_eq!(got, Some(body_of(&key, 0, 900)));
+    }
+}
+
+/// A pack written before member lists (one omap record per member, keyed by offset) is
+/// still read: its members are the same, and the GC rewrites it (into a pack with a list)
+/// without losing a live object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn packs_with_one_record_per_member_are_still_read_and_collected() {
+    let rados = MemoryRados::new();
+    let store = open(&rados, 1, None).await;
+    store
+        .create_bucket("b", "owner", "", Vec::new(), "")
+        .await
+        .expect("bucket");
+    let bucket = store.bucket("b").await.expect("bucket");
+    let keys: Vec<String> = (0..16).map(|n| format!("k{n}")).collect();
+    let results = futures::future::join_all(
+        keys.iter()
+            .map(|key| put(&store, &bucket, key, body_of(key, 0, 700))),
+    )
+    .await;
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    // Every pack back to the old form.
+    let mut packs = 0;
+    for name in store.data.list_all().await.expect("list") {
+        if !layout::is_pack_object(&name) {
+            continue;
+        }
+        let members = store.pack_members(&name).await.expect("members");
+        let records = members
+            .iter()
+            .map(|(&offset, member)| (layout::pack_member_key(offset), layout::encode(member)))
+            .collect();
+        store.data.omap_clear(&name).await.expect("clear");
+        store.data.omap_set(&name, records).await.expect("set");
+        assert_eq!(store.pack_members(&name).await.expect("old form"), members);
+        packs += 1;
+    }
+    assert!(packs > 0);
+    let mut model: BTreeMap<String, Vec<u8>> = keys
+        .iter()
+        .map(|k| (k.clone(), body_of(k, 0, 700)))
+        .collect();
+    for key in keys.iter().step_by(2) {
+        store.delete(&bucket, key).await.expect("delete");
+        model.remove(key);
+    }
+    gc_to_the_end(&store).await;
+    check_model(&store, &bucket, &model, keys.len()).await;
+    assert_eq!(
+        pack_bytes(&store).await.0,
+        8 * 700,
+        "the dead half reclaimed"
+    );
+    let mut listed = 0;
+    for name in store.data.list_all().await.expect("list") {
+        if layout::is_pack_object(&name) {
+            let omap = store.omap_all(&store.data, &name).await.expect("omap");
+            if omap.iter().any(|(key, _)| key == layout::PACK_MEMBERS_KEY) {
+                assert_eq!(omap.len(), 1, "a rewritten pack holds one member list");
+                listed += 1;
+            }
+        }
+    }
+    assert!(listed > 0, "the GC wrote its packs with member lists");
+}

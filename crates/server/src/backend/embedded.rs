@@ -278,4 +278,13 @@ impl Rados for WeakCluster {
     async fn io_ctx(&self, pool: &str) -> rados::Result<Arc<dyn IoCtx>> {
         self.get()?.io_ctx(pool).await
     }
+
+    async fn pg_acting_sets(&self, pool: &str) -> rados::Result<Vec<Vec<i32>>> {
+        let cluster = self.get()?;
+        let info = cluster.pool_lookup(pool).await?;
+        let map = cluster.osd_map();
+        Ok((0..info.pg_num)
+            .map(|seed| cluster::placement(&map, osdmap::pg::PgId::new(info.id, seed)).acting)
+            .collect())
+    }
 }

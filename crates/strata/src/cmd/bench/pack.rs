@@ -7,8 +7,9 @@
 //! - **holes**: allocated device bytes over all replicas minus stored bytes x replicas, in
 //!   the data pool (the allocation unit's padding), per object size, packing off and on;
 //! - **metadata**: onode and omap bytes of the data and index pools at 4 KiB, packing off and
-//!   on at each group count (the members per pack reached are printed: groups form from the
-//!   PUTs in flight together for one placement group, so they are capped by concurrency);
+//!   on at each group count (the members per pack reached are printed, with how many groups
+//!   closed on their count, their bytes or their wait: groups form from the PUTs in flight
+//!   together for one primary OSD, so they are capped by concurrency over the OSDs);
 //! - **GC**: half of the packed 4 KiB objects deleted, then one GC pass (the pack GC and the
 //!   removal of the packs it retired, as the gateway's own loop does each period, with no
 //!   wait), timing GETs of the other half while it runs: the share of the deleted bytes
@@ -73,6 +74,10 @@ struct Space {
     metadata_bytes: u64,
     packs_written: u64,
     objects_packed: u64,
+    /// Packs written because their group reached its count, its bytes, or its wait.
+    closed_count: u64,
+    closed_bytes: u64,
+    closed_wait: u64,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -103,8 +108,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     runtime.block_on(async {
         println!("\nData holes (data pool: allocated minus stored x replicas)");
         println!(
-            "{:>8} {:>8} {:>14} {:>14} {:>14} {:>8} {:>12}",
-            "size", "packing", "stored B", "allocated B", "hole B", "hole %", "objs/pack"
+            "{:>8} {:>8} {:>14} {:>14} {:>14} {:>8} {:>12} {:>20}",
+            "size",
+            "packing",
+            "stored B",
+            "allocated B",
+            "hole B",
+            "hole %",
+            "objs/pack",
+            "closed count/B/wait"
         );
         for &size in &sizes {
             let mut off_hole = 0;
@@ -123,8 +135,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         println!("\nMetadata (onodes and omap of the data and index pools, all replicas), 4 KiB");
         println!(
-            "{:>8} {:>14} {:>12} {:>14}",
-            "groups", "metadata B", "objs/pack", "vs off"
+            "{:>8} {:>14} {:>12} {:>14} {:>20}",
+            "groups", "metadata B", "objs/pack", "vs off", "closed count/B/wait"
         );
         let off = configuration(&args, temp.path(), 4096, None, object_max).await?;
         println!(
@@ -134,17 +146,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for &count in &args.group_counts {
             let space = configuration(&args, temp.path(), 4096, Some(count), object_max).await?;
             println!(
-                "{:>8} {:>14} {:>12.1} {:>13.1}%",
+                "{:>8} {:>14} {:>12.1} {:>13.1}% {:>20}",
                 count,
                 space.metadata_bytes,
                 members_per_pack(&space),
-                100.0 * (space.metadata_bytes as f64 / off.metadata_bytes.max(1) as f64 - 1.0)
+                100.0 * (space.metadata_bytes as f64 / off.metadata_bytes.max(1) as f64 - 1.0),
+                closed_by(&space)
             );
         }
         garbage_collection(&args, temp.path(), object_max).await
     })?;
     println!("\nload average at the end {}", load::load_average());
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many groups closed full (count), full (bytes) and on their wait.
+fn closed_by(space: &Space) -> String {
+    format!(
+        "{}/{}/{}",
+        space.closed_count, space.closed_bytes, space.closed_wait
+    )
 }
 
 fn members_per_pack(space: &Space) -> f64 {
@@ -154,7 +175,7 @@ fn members_per_pack(space: &Space) -> f64 {
 fn print_space(size: u64, packing: Option<usize>, space: &Space) {
     let hole_percent = 100.0 * space.hole_bytes as f64 / space.allocated_bytes.max(1) as f64;
     println!(
-        "{:>8} {:>8} {:>14} {:>14} {:>14} {:>7.1}% {:>12}",
+        "{:>8} {:>8} {:>14} {:>14} {:>14} {:>7.1}% {:>12} {:>20}",
         size,
         if packing.is_some() { "on" } else { "off" },
         space.stored_bytes,
@@ -163,6 +184,11 @@ fn print_space(size: u64, packing: Option<usize>, space: &Space) {
         hole_percent,
         if packing.is_some() {
             format!("{:.1}", members_per_pack(space))
+        } else {
+            "-".into()
+        },
+        if packing.is_some() {
+            closed_by(space)
         } else {
             "-".into()
         }
@@ -197,7 +223,11 @@ async fn configuration(
     let config = super::cluster::cluster_config(args.replicas, &args.osd_size, None, None);
     let cluster = Arc::new(Cluster::create(&dir, config, ClusterOptions::default()).await?);
     let gateway_config = gateway_config(args, packing, object_max);
-    let (server, credentials) = super::s3::serve_gateway(cluster.clone(), &gateway_config).await?;
+    let (server, credentials) = super::s3::serve_gateway(
+        Arc::new(server::WeakCluster::new(&cluster)),
+        &gateway_config,
+    )
+    .await?;
     let credentials = Arc::new(credentials);
     put_all(server.local_addr, &credentials, args, size).await?;
     let space = space_of(&cluster, &server, &gateway_config).await?;
@@ -279,6 +309,9 @@ async fn space_of(
         metadata_bytes: data.metadata_bytes + index.metadata_bytes,
         packs_written: stats.packs_written,
         objects_packed: stats.objects_packed,
+        closed_count: stats.packs_closed_count,
+        closed_bytes: stats.packs_closed_bytes,
+        closed_wait: stats.packs_closed_wait,
     })
 }
 
@@ -290,7 +323,11 @@ async fn garbage_collection(args: &Args, parent: &Path, object_max: u64) -> Resu
     let config = super::cluster::cluster_config(args.replicas, &args.osd_size, None, None);
     let cluster = Arc::new(Cluster::create(&dir, config, ClusterOptions::default()).await?);
     let gateway_config = gateway_config(args, Some(32), object_max);
-    let (server, credentials) = super::s3::serve_gateway(cluster.clone(), &gateway_config).await?;
+    let (server, credentials) = super::s3::serve_gateway(
+        Arc::new(server::WeakCluster::new(&cluster)),
+        &gateway_config,
+    )
+    .await?;
     let credentials = Arc::new(credentials);
     put_all(server.local_addr, &credentials, args, size).await?;
     let before = space_of(&cluster, &server, &gateway_config).await?;

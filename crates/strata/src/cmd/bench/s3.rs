@@ -200,7 +200,8 @@ async fn strata(
         ..ClusterOptions::default()
     };
     let cluster = Arc::new(Cluster::create(dir, config, options).await?);
-    let (server, credentials) = serve_gateway(cluster.clone(), gateway_config).await?;
+    let (server, credentials) =
+        serve_gateway(Arc::new(server::WeakCluster::new(&cluster)), gateway_config).await?;
     let name = match args.packing {
         super::super::serve::OnOff::On => "strata+pack",
         super::super::serve::OnOff::Off => "strata",
@@ -215,6 +216,19 @@ async fn strata(
         None,
     )
     .await;
+    let stats = server.gateway.stats();
+    if stats.packs_written > 0 {
+        eprintln!(
+            "strata packing: {} objects in {} packs ({:.1} per pack); groups closed on \
+             count {}, bytes {}, wait {}",
+            stats.objects_packed,
+            stats.packs_written,
+            stats.objects_packed as f64 / stats.packs_written as f64,
+            stats.packs_closed_count,
+            stats.packs_closed_bytes,
+            stats.packs_closed_wait
+        );
+    }
     server.shutdown().await;
     super::cluster::shutdown(cluster, dir).await?;
     rows.map(|(rows, _)| rows)
