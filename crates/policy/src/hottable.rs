@@ -1,8 +1,11 @@
 //! Seed 000's storage selection: per-object request counts per period, a one-step exponential
 //! smoothing forecast `S_t = a*y_{t-1} + (1-a)*S_{t-1}` (with `S_0 = 0`), and a hot table that an
 //! object enters when its forecast is above `H` and leaves when it is below `H`. A request for a
-//! hot object goes to the cache pool (a hit, or a promotion into an LRU cache pool); any other
-//! request goes straight to the HDD pool.
+//! hot object goes to the cache pool (a hit, or a promotion into an LRU cache pool); a request
+//! for an object the pool holds is a hit whatever its forecast (the cached copy may be the only
+//! current one, so the op must go to the cache: an object leaves the pool only by the pool's
+//! own LRU eviction, as in seed 000, not by leaving the hot table); any other request goes
+//! straight to the HDD pool.
 
 use crate::eviction::{Eviction, Lru};
 use crate::{Cache, Effects, Key, Outcome, Request};
@@ -240,16 +243,18 @@ impl Cache for HotTable {
     fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome {
         self.advance(request);
         self.counts.count(request.key);
+        // A cached object is served from the cache whatever its forecast: its copy there may
+        // be the only current one (a write made while it was hot), so a request for it cannot
+        // go to the HDD pool; only admission depends on the hot table.
+        if self.pool.contains(request.key) {
+            self.pool.on_hit(request, &mut effects.evicted);
+            return Outcome::Hit;
+        }
         if !self.is_hot(request.key) {
             return Outcome::Bypassed;
         }
-        if self.pool.contains(request.key) {
-            self.pool.on_hit(request, &mut effects.evicted);
-            Outcome::Hit
-        } else {
-            self.pool.insert(request, &mut effects.evicted);
-            Outcome::Admitted
-        }
+        self.pool.insert(request, &mut effects.evicted);
+        Outcome::Admitted
     }
     fn len(&self) -> usize {
         self.pool.len()
@@ -312,6 +317,42 @@ mod tests {
             table.on_request(&request(2, seq), &mut effects);
         }
         assert!(!table.is_hot(1), "forecast {}", table.counts.forecast(1));
+    }
+
+    /// An object that leaves the hot table while the pool still holds it is served from the
+    /// pool (a hit), as the live tier must serve it; one the pool does not hold goes around.
+    #[test]
+    fn a_cached_object_is_a_hit_after_it_leaves_the_hot_table() {
+        let config = HotTableConfig {
+            capacity: 4,
+            period: Period::Requests(10),
+            smoothing: 0.5,
+            threshold: 2.0,
+        };
+        let mut table = HotTable::new(config, 8);
+        let mut effects = Effects::default();
+        for seq in 0..10 {
+            table.on_request(&request(1, seq), &mut effects);
+            table.on_request(&request(3, seq), &mut effects);
+        }
+        // Both hot (S = 5); only key 1 is requested, and so admitted.
+        assert_eq!(
+            table.on_request(&request(1, 10), &mut effects),
+            Outcome::Admitted
+        );
+        for seq in 11..60 {
+            table.on_request(&request(2, seq), &mut effects);
+        }
+        assert!(!table.is_hot(1) && !table.is_hot(3));
+        assert!(table.contains(1));
+        assert_eq!(
+            table.on_request(&request(1, 60), &mut effects),
+            Outcome::Hit
+        );
+        assert_eq!(
+            table.on_request(&request(3, 61), &mut effects),
+            Outcome::Bypassed
+        );
     }
 
     fn timed(key: Key, seq: u64, now_ms: u64) -> Request {

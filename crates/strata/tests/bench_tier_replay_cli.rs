@@ -1,9 +1,7 @@
 //! `strata bench tier --scenarios replay` on cloudPhysicsIO (the project's fixture, all of it):
-//! the live tier and the simulator, running Ceph's tier policy on the same trace and cache
-//! size, give hit ratios within 0.02 of each other, and every request's background work
-//! settled before the next was sent. (`predictive` is not asserted: the hot table answers
-//! `Bypassed` for an object it holds that is no longer hot, which the simulator counts as a
-//! miss and the live tier serves from the cache: 0.13 apart on this trace.)
+//! the live tier and the simulator, running Ceph's tier policy and seed 000's hot table
+//! (`predictive`) on the same trace and cache size, give hit ratios within 0.02 of each other,
+//! and every request's background work settled before the next was sent.
 
 use std::process::Command;
 
@@ -22,7 +20,7 @@ fn a_short_replay_hits_as_the_simulator_does() {
             "--scenarios",
             "replay",
             "--configs",
-            "ceph",
+            "ceph,predictive",
         ])
         .args(["--trace", &trace])
         .arg("--dir")
@@ -38,8 +36,8 @@ fn a_short_replay_hits_as_the_simulator_does() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let replays = report["replay"].as_array().expect("replay results");
-    assert_eq!(replays.len(), 1, "{report}");
-    for (replay, config) in replays.iter().zip(["ceph"]) {
+    assert_eq!(replays.len(), 2, "{report}");
+    for (replay, config) in replays.iter().zip(["ceph", "predictive"]) {
         assert_eq!(replay["config"], config);
         assert!(replay["requests"].as_u64().unwrap() > 100_000, "{replay}");
         assert_eq!(replay["unsettled"], 0, "{replay}");

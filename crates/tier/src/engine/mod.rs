@@ -62,6 +62,10 @@ struct PolicyState {
     names: Vec<String>,
     effects: Effects,
     seq: u64,
+    /// The object size the policy is told (`tier_object_bytes`): Ceph's promotion throttle
+    /// counts a promoted object's whole size, and the simulator gives the policy each
+    /// object's size too.
+    object_bytes: u32,
 }
 
 impl PolicyState {
@@ -70,7 +74,7 @@ impl PolicyState {
         let request = Request {
             key: self.key(name),
             size_bytes: size_bytes.clamp(1, u64::from(u32::MAX)) as u32,
-            object_bytes: 0,
+            object_bytes: self.object_bytes,
             now_ms,
             seq: self.seq,
             write,
@@ -183,6 +187,11 @@ pub fn policy_for(settings: &TierSettings, pg_count: u32) -> Box<dyn Cache> {
     build_policy(settings, pg_count, settings.capacity_objects())
 }
 
+/// The object size a tier with `settings` tells its policy.
+fn policy_object_bytes(settings: &TierSettings) -> u32 {
+    settings.tier_object_bytes.clamp(1, u64::from(u32::MAX)) as u32
+}
+
 impl Tier {
     /// Opens the tier of `config` over `base` and `cache`, loading the state of every object
     /// the cache pool holds (a restart finds its dirty objects there).
@@ -195,6 +204,7 @@ impl Tier {
     ) -> Result<Arc<Tier>> {
         let capacity = config.settings.capacity_objects();
         let policy = build_policy(&config.settings, cache.pool().pg_num, capacity);
+        let object_bytes = policy_object_bytes(&config.settings);
         let tier = Arc::new(Tier {
             config: RwLock::new(config),
             base,
@@ -215,6 +225,7 @@ impl Tier {
                 names: Vec::new(),
                 effects: Effects::default(),
                 seq: 0,
+                object_bytes,
             }),
             queues: Mutex::new(Queues::default()),
             promotions_running: AtomicU32::new(0),
@@ -278,6 +289,7 @@ impl Tier {
             let capacity = config.settings.capacity_objects();
             let mut policy = self.policy.lock().expect("policy lock");
             policy.cache = build_policy(&config.settings, self.cache.pool().pg_num, capacity);
+            policy.object_bytes = policy_object_bytes(&config.settings);
             let now_ms = self.clock.now_ms();
             let names: Vec<String> = self
                 .index

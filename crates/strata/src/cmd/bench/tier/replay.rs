@@ -59,7 +59,7 @@ pub struct ReplayResult {
 /// The trace of the replay, as the simulator reads it.
 pub fn load_trace(args: &Args) -> Result<sim::Trace> {
     let object_bytes = super::load::parse_size(&args.replay_object_size)?;
-    let trace = sim::load(
+    let mut trace = sim::load(
         &args.trace,
         None,
         Some(sim::Mapping::Object { object_bytes }),
@@ -69,6 +69,12 @@ pub fn load_trace(args: &Args) -> Result<sim::Trace> {
     if trace.requests.is_empty() {
         bail!("{}: no requests", args.trace.display());
     }
+    // Every object is one of the mapping's objects, as the live tier's policy is told
+    // (`tier_object_bytes`); the reader's own guess is the largest request an object saw,
+    // which made Ceph's promotion throttle (it counts promoted bytes) trip far more often in
+    // the simulation than live.
+    let object_bytes = u32::try_from(object_bytes).context("--replay-object-size over 4G")?;
+    trace.object_bytes.fill(object_bytes);
     Ok(trace)
 }
 
