@@ -410,4 +410,10 @@ impl Rados for TieredRados {
         }
         self.inner.io_ctx(pool).await
     }
+
+    /// The backend's answer for the pool itself (a hint: with an overlay, objects written
+    /// through it land in the cache pool first).
+    async fn pg_acting_sets(&self, pool: &str) -> rados::Result<Vec<Vec<i32>>> {
+        self.inner.pg_acting_sets(pool).await
+    }
 }
