@@ -67,13 +67,8 @@ pub fn balance_bytes(
     max_moves: Option<usize>,
 ) -> Plan {
     // Pools whose rules have several takes are left alone here (see crate::takes).
-    let single_take;
-    let problem = if problem.has_multi_take() {
-        single_take = problem.single_take();
-        &single_take
-    } else {
-        problem
-    };
+    let single_take = problem.single_take_only();
+    let problem: &Problem = &single_take;
     let mut state = State::new(problem, plan, sizes);
     let limit = max_moves.unwrap_or(usize::MAX);
     let step_limit = problem.pgs.len() * 4 + 100;

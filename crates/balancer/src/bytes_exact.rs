@@ -82,13 +82,8 @@ pub fn plan_bytes(
     config: &BytesConfig,
 ) -> BytesPlan {
     // Pools whose rules have several takes are left alone here (see crate::takes).
-    let single_take;
-    let problem = if problem.has_multi_take() {
-        single_take = problem.single_take();
-        &single_take
-    } else {
-        problem
-    };
+    let single_take = problem.single_take_only();
+    let problem: &Problem = &single_take;
     assert!(config.resolution > 0.0, "resolution must be positive");
     let mut search = Search::new(problem, sizes, config);
     let fills_before = search.fills(&search.total_bytes(&search.current));

@@ -166,13 +166,8 @@ pub fn plan_load(
     config: &LoadConfig,
 ) -> LoadPlan {
     // Pools whose rules have several takes are left alone here (see crate::takes).
-    let single_take;
-    let problem = if problem.has_multi_take() {
-        single_take = problem.single_take();
-        &single_take
-    } else {
-        problem
-    };
+    let single_take = problem.single_take_only();
+    let problem: &Problem = &single_take;
     let mut state = State {
         capability,
         load: problem

@@ -244,6 +244,16 @@ impl Problem {
         self.pools.iter().any(|p| !p.rule.takes.is_empty())
     }
 
+    /// This problem, or without its pools whose rules have several `take` blocks if it has
+    /// any ([`Problem::single_take`]): what the modes that balance one take per pool work on.
+    pub fn single_take_only(&self) -> std::borrow::Cow<'_, Problem> {
+        if self.has_multi_take() {
+            std::borrow::Cow::Owned(self.single_take())
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
+    }
+
     /// The problem without the pools whose rules have several `take` blocks (and their PGs),
     /// for the modes that balance one take per pool.
     pub fn single_take(&self) -> Self {

@@ -215,13 +215,8 @@ fn penalty_arcs(network: &mut Network, from: u32, to: u32, bounds: Bounds, unit:
 /// Plans read mode; `max_changes` limits the primaries changed.
 pub fn plan_read(problem: &Problem, max_changes: Option<usize>) -> Result<ReadPlan, BalancerError> {
     // Pools whose rules have several takes are left alone here (see crate::takes).
-    let single_take;
-    let problem = if problem.has_multi_take() {
-        single_take = problem.single_take();
-        &single_take
-    } else {
-        problem
-    };
+    let single_take = problem.single_take_only();
+    let problem: &Problem = &single_take;
     problem.validate()?;
     let pgs = eligible(problem);
     let targets = PrimaryTargets::compute(problem, &pgs);
