@@ -628,8 +628,8 @@ fn defer(
         return Some(buffer);
     };
     if deferred.budget_bytes < length {
-        // Too large to defer: this write and the rest of the transaction copy-on-write.
-        *context.deferred = None;
+        // Beyond what is left to defer: this write copies; the deferred ones already taken
+        // (other objects') stay, their onodes hold the new checksums.
         return Some(buffer);
     }
     let block = context.inner.layout.checksum_block_bytes;

@@ -98,6 +98,44 @@ async fn small_overwrites_keep_the_object_where_it_was() {
     }
 }
 
+/// A transaction that defers a small overwrite of one object and then overwrites another past
+/// what is left to defer keeps both: the first in place, the second copy-on-write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_beyond_the_budget_keeps_the_ones_deferred_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = dir.path().join("m");
+    let device: Arc<dyn Device> = Arc::new(MemoryDevice::new("mem", DEVICE_BYTES).expect("device"));
+    let config = StoreConfig {
+        deferred_write_bytes_max: 8192,
+        ..StoreConfig::default()
+    };
+    let store = Store::create(Arc::clone(&device), &meta, config.clone())
+        .await
+        .expect("create");
+    let (small, large) = (object(1), object(2));
+    let mut contents = [vec![1u8; OBJECT_BYTES], vec![2u8; OBJECT_BYTES]];
+    let mut t = Transaction::new(1);
+    t.write_full(&small, contents[0].clone())
+        .write_full(&large, contents[1].clone());
+    store.apply(t).await.expect("write_full");
+    let mut t = Transaction::new(2);
+    t.write(&small, 4096, vec![3u8; 4096])
+        .write(&large, 0, vec![4u8; 65536]);
+    store.apply(t).await.expect("overwrites");
+    contents[0][4096..8192].fill(3);
+    contents[1][..65536].fill(4);
+    for (id, content) in [&small, &large].into_iter().zip(&contents) {
+        assert_eq!(read_all(&store, id).await.as_deref(), Some(&content[..]));
+    }
+    store.shutdown().await.expect("shutdown");
+    let store = Store::open(device, &meta, config).await.expect("reopen");
+    for (id, content) in [&small, &large].into_iter().zip(&contents) {
+        assert_eq!(read_all(&store, id).await.as_deref(), Some(&content[..]));
+    }
+    store.check_consistency().expect("consistent");
+    store.shutdown().await.expect("shutdown");
+}
+
 /// What a writer task knows of its object: the last acknowledged content (`None`: absent)
 /// and, while a transaction is in flight, the content it would leave.
 #[derive(Default)]
