@@ -134,6 +134,7 @@ mod error;
 mod meta;
 mod onode;
 mod presence;
+mod replay;
 mod store;
 mod types;
 mod wal;
