@@ -108,6 +108,12 @@ struct Inner {
     /// rounds (oldest-first under alru: scattered addresses) do not break the flush's
     /// address-ordered stream into seeks on an HDD core.
     flushes_running: AtomicU64,
+    /// A client write went to the core since the last client flush took this flag: only
+    /// then does a flush reach the core. The core holds no other acknowledged data (the
+    /// cleaner flushes the core itself before it marks lines clean), and a flush on an HDD
+    /// core waits behind the cleaner's queued writes: in write-back, every flush of an OSD's
+    /// commit would pay them.
+    core_unflushed: AtomicBool,
     /// What the cores are, in order (see [`BlockCache::start_labelled`]).
     core_labels: Vec<String>,
 }
@@ -308,6 +314,7 @@ impl BlockCache {
             client_ops: AtomicU64::new(0),
             recorded_mode: loaded.as_ref().map(|superblock| superblock.mode),
             flushes_running: AtomicU64::new(0),
+            core_unflushed: AtomicBool::new(true),
             core_labels: match &loaded {
                 // A load without labels keeps the recorded ones.
                 Some(superblock) if core_labels.is_empty() => superblock.core_labels.clone(),
@@ -969,6 +976,9 @@ impl Inner {
 
     async fn core_write(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         let result = self.core.write_at(offset, data).await;
+        // Set once the write is over (also when it failed: its blocks may have changed), so
+        // a flush that starts after it sees the flag.
+        self.core_unflushed.store(true, Ordering::SeqCst);
         let counters = &self.counters;
         tally(
             result,
@@ -1381,8 +1391,20 @@ impl Device for BlockCache {
 
     async fn flush(&self) -> Result<(), DeviceError> {
         let _op = self.inner.admit()?;
-        let guard = self.inner.recorder.begin(OpKind::Flush);
-        let (cache, core) = tokio::join!(self.inner.cache.flush(), self.inner.core.flush());
+        let inner = &self.inner;
+        let guard = inner.recorder.begin(OpKind::Flush);
+        let core = async {
+            if !inner.core_unflushed.swap(false, Ordering::SeqCst) {
+                return Ok(());
+            }
+            let result = inner.core.flush().await;
+            if result.is_err() {
+                // Still owed: the next flush tries again.
+                inner.core_unflushed.store(true, Ordering::SeqCst);
+            }
+            result
+        };
+        let (cache, core) = tokio::join!(inner.cache.flush(), core);
         guard.finish(0, cache.and(core))
     }
 
