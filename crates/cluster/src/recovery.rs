@@ -22,6 +22,7 @@ use std::time::Duration;
 use osdmap::PgId;
 use rados::RadosError;
 
+use crate::ec::object::parse_shard_collection;
 use crate::error::{store_to_rados, ClusterError, Result};
 use crate::util::{collection_name, join_all, parse_collection};
 use crate::{placement, Inner};
@@ -472,6 +473,9 @@ async fn remove_strays(inner: &Inner) -> Result<u64> {
         }
         for collection in osd.store().list_collections().into_keys() {
             let Some(pg) = parse_collection(&collection) else {
+                if let Some((pg, position)) = parse_shard_collection(&collection) {
+                    found += remove_stray_shards(inner, osd, &collection, pg, position).await?;
+                }
                 continue;
             };
             let _guard = inner.pg_lock(pg).write().await;
@@ -504,6 +508,55 @@ async fn remove_strays(inner: &Inner) -> Result<u64> {
         }
     }
     Ok(found)
+}
+
+/// Removes shard collection `collection` (the shards of `pg` at `position`) from `osd` once
+/// `osd` no longer serves that position and the PG has been recovered whole at its current
+/// positions (until then this copy may be one of the `k` a read or a rebuild needs), or at
+/// once when its pool is gone. Returns 1 when it removed it: the shards an OSD kept from
+/// before a move (it was out, or CRUSH gave it another position) otherwise stay for ever.
+async fn remove_stray_shards(
+    inner: &Inner,
+    osd: &crate::osd::Osd,
+    collection: &str,
+    pg: PgId,
+    position: usize,
+) -> Result<u64> {
+    let serves = |inner: &Inner| {
+        let map = inner.map();
+        map.pool(pg.pool).is_some() && map.pg_to_up_acting(pg).up.get(position) == Some(&osd.id)
+    };
+    if serves(inner) {
+        return Ok(0);
+    }
+    if let Some(profile) = inner.erasure_profile_of(pg.pool) {
+        if !crate::ec::repair::recover_pg(inner, pg, &profile).await? {
+            return Ok(0);
+        }
+    }
+    let _guard = inner.pg_lock(pg).write().await;
+    if serves(inner) {
+        return Ok(0); // the map changed back meanwhile
+    }
+    for name in osd
+        .list_all(collection)
+        .await
+        .map_err(|e| store_to_rados(osd.id, &e))?
+    {
+        osd.install(collection, &name, None)
+            .await
+            .map_err(|e| store_to_rados(osd.id, &e))?;
+        inner
+            .recovery
+            .objects_removed
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    tracing::info!(
+        osd = osd.id,
+        collection,
+        "removed shards left from an old position"
+    );
+    Ok(1)
 }
 
 /// Seconds between passes while work remains, at first and at most (backing off while

@@ -377,6 +377,99 @@ async fn a_lost_osds_shards_are_rebuilt_and_scrub_finds_bad_parity() {
     cluster.shutdown().await.unwrap();
 }
 
+/// The shard collections of pool "ec" on `osd`, by name.
+fn shard_collections_on(cluster: &Cluster, osd: i32) -> Vec<String> {
+    let pool = cluster.locate("ec", "any").unwrap().pg.pool;
+    cluster
+        .osd(osd)
+        .unwrap()
+        .store()
+        .list_collections()
+        .into_keys()
+        .filter(|name| {
+            cluster::ec::object::parse_shard_collection(name).is_some_and(|(pg, _)| pg.pool == pool)
+        })
+        .collect()
+}
+
+/// Every shard collection on every OSD is one its OSD serves now (the PG's up set has that
+/// OSD at that position).
+fn only_served_shards_remain(cluster: &Cluster, osds: &[i32]) {
+    for &osd in osds {
+        for name in shard_collections_on(cluster, osd) {
+            let (pg, position) = cluster::ec::object::parse_shard_collection(&name).unwrap();
+            let up = cluster.osd_map().pg_to_up_acting(pg).up;
+            assert_eq!(
+                up.get(position),
+                Some(&osd),
+                "osd.{osd} still holds {name} (up set {up:?})"
+            );
+        }
+    }
+}
+
+/// An OSD that returns after its shards were rebuilt elsewhere, and the spare that held them
+/// meanwhile, keep no shards of positions they no longer serve once the PGs are whole again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_left_at_old_positions_are_removed_once_the_pg_is_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = six_hosts("mem");
+    config.hosts.push(cluster::HostConfig {
+        name: "host6".into(),
+    });
+    let mut spare = config.osds[0].clone();
+    spare.id = 6;
+    spare.host = "host6".into();
+    config.osds.push(spare);
+    let cluster = Cluster::create(dir.path(), config, options())
+        .await
+        .unwrap();
+    cluster
+        .create_erasure_pool("ec", &profile(4, 2, 4096), 8)
+        .unwrap();
+    let io = cluster.io_ctx("ec").await.unwrap();
+    let names: Vec<String> = (0..40).map(|i| format!("obj{i}")).collect();
+    let content = |i: usize| common::content(i as u64, 10_000 + i * 1000);
+    for (i, name) in names.iter().enumerate() {
+        io.write_full(name, &content(i)).await.unwrap();
+    }
+    let all: Vec<i32> = (0..7).collect();
+    only_served_shards_remain(&cluster, &all);
+    let before = shard_collections_on(&cluster, 2);
+    assert!(!before.is_empty(), "osd.2 holds shards");
+
+    // osd.2 down and out: the spare rebuilds its positions.
+    cluster.mark_down(2).unwrap();
+    cluster.mark_out(2).unwrap();
+    assert!(cluster.recover(20).await.unwrap());
+    assert!(
+        !shard_collections_on(&cluster, 6).is_empty(),
+        "the spare took positions"
+    );
+    // osd.2 back up but still out: what it kept is stale and not needed.
+    cluster.mark_up(2).unwrap();
+    assert!(cluster.recover(20).await.unwrap());
+    assert_eq!(shard_collections_on(&cluster, 2), Vec::<String>::new());
+    only_served_shards_remain(&cluster, &all);
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(io.read_full(name).await.unwrap(), content(i), "{name}");
+    }
+
+    // osd.2 in again: its positions come back to it (rebuilt there), and the spare's copies go.
+    cluster.mark_in(2).unwrap();
+    assert!(cluster.recover(20).await.unwrap());
+    assert_eq!(shard_collections_on(&cluster, 2).len(), before.len());
+    only_served_shards_remain(&cluster, &all);
+    // With every position served and nothing else kept, a read needs the rebuilt shards:
+    // two OSDs down leaves exactly k.
+    cluster.mark_down(0).unwrap();
+    cluster.mark_down(1).unwrap();
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(io.read_full(name).await.unwrap(), content(i), "{name}");
+    }
+    cluster.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_persist_and_come_from_the_config() {
     let dir = tempfile::tempdir().unwrap();

@@ -146,6 +146,17 @@ pub fn shard_collection(pg: PgId, position: usize) -> String {
     format!("{}.{:x}s{position}", pg.pool, pg.seed)
 }
 
+/// The PG and position of shard collection `name` (`<pool>.<seed>s<position>`); `None` for
+/// any other name.
+pub fn parse_shard_collection(name: &str) -> Option<(PgId, usize)> {
+    let (pool, rest) = name.split_once('.')?;
+    let (seed, position) = rest.split_once('s')?;
+    Some((
+        PgId::new(pool.parse().ok()?, u32::from_str_radix(seed, 16).ok()?),
+        position.parse().ok()?,
+    ))
+}
+
 impl<'a> Target<'a> {
     /// The PG of `object` in `map`.
     pub(crate) fn of(

@@ -7,6 +7,7 @@
 //! the data shards and compares; a shard that disagrees is found by leaving each out in turn
 //! and rewritten from the others.
 
+use futures_util::stream::{self, StreamExt};
 use osdmap::PgId;
 use rados::{RadosError, Result};
 
@@ -16,6 +17,12 @@ use crate::ec::ErasureProfile;
 use crate::scrub::{Inconsistency, ScrubReport};
 use crate::Inner;
 
+/// Objects one PG's recovery resolves at once. Each reads `k` shards and writes the missing
+/// ones: one at a time, recovery ran at one object's read-decode-write latency instead of at
+/// the devices' depth. Objects are independent under the PG's exclusive lock. (Ceph's
+/// `osd_recovery_max_active` is 3 per HDD OSD and 10 per SSD one.)
+const OBJECTS_IN_FLIGHT: usize = 8;
+
 /// Makes every available shard of every object of `pg` current. Returns whether the PG is
 /// whole (every position available and every object resolved).
 pub(crate) async fn recover_pg(inner: &Inner, pg: PgId, profile: &ErasureProfile) -> Result<bool> {
@@ -23,13 +30,18 @@ pub(crate) async fn recover_pg(inner: &Inner, pg: PgId, profile: &ErasureProfile
     let map = inner.map();
     let target = Target::of(inner, &map, pg, profile);
     let mut whole = target.available() == profile.size() as usize;
-    for object in list_pg(&target, None).await? {
-        match target.resolve(&object).await {
-            Ok(_) => {}
-            Err(error) => {
-                tracing::warn!(%error, object, pg = %pg, "erasure-coded recovery");
-                whole = false;
-            }
+    let objects = list_pg(&target, None).await?;
+    let target = &target;
+    let mut resolved = stream::iter(objects)
+        .map(|object| async move {
+            let result = target.resolve(&object).await;
+            (object, result)
+        })
+        .buffer_unordered(OBJECTS_IN_FLIGHT);
+    while let Some((object, result)) = resolved.next().await {
+        if let Err(error) = result {
+            tracing::warn!(%error, object, pg = %pg, "erasure-coded recovery");
+            whole = false;
         }
     }
     Ok(whole)
