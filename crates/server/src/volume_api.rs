@@ -15,6 +15,8 @@ struct CreateRequest {
     name: String,
     size_bytes: u64,
     order: Option<u8>,
+    /// The pool of the data objects, when not `pool` (rbd's `--data-pool`).
+    data_pool: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -22,8 +24,18 @@ struct ResizeRequest {
     size_bytes: u64,
 }
 
-/// A volume as the API reports it.
-pub(crate) fn info_json(pool: &str, info: &VolumeInfo) -> Value {
+/// A volume as the API reports it; `data_pool` names the pool of its data objects when
+/// that is not `pool`.
+pub(crate) async fn info_json(volumes: &VolumeExports, pool: &str, info: &VolumeInfo) -> Value {
+    let data_pool = match info.data_pool_id {
+        Some(id) => Some(
+            volumes
+                .pool_name(id)
+                .await
+                .unwrap_or_else(|| format!("pool id {id} (not found)")),
+        ),
+        None => None,
+    };
     json!({
         "pool": pool,
         "name": info.name,
@@ -35,6 +47,7 @@ pub(crate) fn info_json(pool: &str, info: &VolumeInfo) -> Value {
         "features": info.features,
         "object_prefix": info.object_prefix,
         "create_timestamp_ns": info.create_timestamp_ns,
+        "data_pool": data_pool,
         "lease": info.lease.as_ref().map(|lease| json!({
             "holder": lease.holder, "expires_ns": lease.expires_ns })),
     })
@@ -57,7 +70,7 @@ pub(crate) async fn route(
             let mut listed = Vec::new();
             for export in volumes.list_all().await? {
                 if let Some((pool, name)) = crate::volumes::split_export_name(&export) {
-                    listed.push(info_json(pool, &volumes.info(pool, name).await?));
+                    listed.push(info_json(volumes, pool, &volumes.info(pool, name).await?).await);
                 }
             }
             json(listed)
@@ -66,7 +79,7 @@ pub(crate) async fn route(
             let catalogue = volumes.catalogue(pool).await?;
             let mut listed = Vec::new();
             for name in catalogue.list().await? {
-                listed.push(info_json(pool, &catalogue.info(&name).await?));
+                listed.push(info_json(volumes, pool, &catalogue.info(&name).await?).await);
             }
             json(listed)
         }
@@ -74,15 +87,23 @@ pub(crate) async fn route(
             let request: CreateRequest = decode(body)?;
             let order = request.order.unwrap_or(volume::ORDER_DEFAULT);
             let info = volumes
-                .create(pool, &request.name, request.size_bytes, order)
+                .create(
+                    pool,
+                    &request.name,
+                    request.size_bytes,
+                    order,
+                    request.data_pool.as_deref(),
+                )
                 .await?;
-            json(info_json(pool, &info))
+            json(info_json(volumes, pool, &info).await)
         }
-        ("GET", [pool, name]) => json(info_json(pool, &volumes.info(pool, name).await?)),
+        ("GET", [pool, name]) => {
+            json(info_json(volumes, pool, &volumes.info(pool, name).await?).await)
+        }
         ("POST", [pool, name, "resize"]) => {
             let request: ResizeRequest = decode(body)?;
             let info = volumes.resize(pool, name, request.size_bytes).await?;
-            json(info_json(pool, &info))
+            json(info_json(volumes, pool, &info).await)
         }
         ("DELETE", [pool, name]) => {
             volumes.remove(pool, name).await?;

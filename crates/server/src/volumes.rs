@@ -65,7 +65,7 @@ impl VolumeExports {
             return Ok(volumes.clone());
         }
         let io_ctx = self.rados.io_ctx(pool).await?;
-        let volumes = Volumes::new(io_ctx, self.config.clone());
+        let volumes = Volumes::on_cluster(self.rados.clone(), io_ctx, self.config.clone());
         catalogues.insert(pool.to_string(), volumes.clone());
         Ok(volumes)
     }
@@ -120,19 +120,29 @@ impl VolumeExports {
         Ok(names)
     }
 
-    /// Creates a volume.
+    /// Creates a volume, its data objects in `data_pool` when given (rbd's `--data-pool`).
     pub async fn create(
         &self,
         pool: &str,
         name: &str,
         size_bytes: u64,
         order: u8,
+        data_pool: Option<&str>,
     ) -> Result<VolumeInfo> {
         Ok(self
             .catalogue(pool)
             .await?
-            .create(name, size_bytes, order)
+            .create_in(name, size_bytes, order, data_pool)
             .await?)
+    }
+
+    /// The name of the pool of id `id`, if there is one.
+    pub async fn pool_name(&self, id: i64) -> Option<String> {
+        let pools = self.rados.pool_list().await.ok()?;
+        pools
+            .into_iter()
+            .find(|pool| pool.id == id)
+            .map(|pool| pool.name)
     }
 
     /// Describes a volume.
@@ -252,7 +262,10 @@ mod tests {
         let rados = Arc::new(MemoryRados::new());
         rados.pool_create(PoolSpec::new("rbd")).await.unwrap();
         let exports = VolumeExports::new(rados.clone(), VolumesConfig::default());
-        exports.create("rbd", "vm1", 1 << 20, 22).await.unwrap();
+        exports
+            .create("rbd", "vm1", 1 << 20, 22, None)
+            .await
+            .unwrap();
         assert_eq!(exports.list().await.unwrap(), vec!["rbd/vm1".to_string()]);
         assert!(exports.find(b"rbd/missing").await.unwrap().is_none());
         assert!(exports.find(b"nopool/vm1").await.unwrap().is_none());
@@ -286,7 +299,7 @@ mod tests {
         };
         let here = VolumeExports::new(rados.clone(), config("strata-serve:host-a:/data"));
         let there = VolumeExports::new(rados.clone(), config("strata-serve:host-b:/data"));
-        here.create("rbd", "vm1", 1 << 20, 22).await.unwrap();
+        here.create("rbd", "vm1", 1 << 20, 22, None).await.unwrap();
         let held = here.find(b"rbd/vm1").await.unwrap().unwrap();
         match there.find(b"rbd/vm1").await {
             Err(NbdError::Unavailable(message)) => {

@@ -244,6 +244,92 @@ fn volumes_are_managed_and_served_over_nbd_to_real_clients() {
     );
 }
 
+/// A volume whose data objects live on an erasure-coded pool (rbd's `--data-pool`): header
+/// and directory on the replicated pool, data on the EC one; written, partly overwritten
+/// (read-modify-write of EC stripes) and read back over NBD by qemu-io, through a restart of
+/// the server; removed with its data objects.
+#[test]
+fn a_volume_keeps_its_data_on_an_erasure_coded_data_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--no-s3", "--nbd-port", "0"]);
+    server.ok(&["pool", "create", "rbd", "--size", "3"]);
+    server.ok(&["pool", "create", "ecdata", "--erasure", "k=2,m=1"]);
+    let refused = strata(&server.args(&[
+        "volume",
+        "create",
+        "v0",
+        "--size",
+        "8M",
+        "--data-pool",
+        "nosuch",
+    ]));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("nosuch"),
+        "a data pool that does not exist is named: {stderr}"
+    );
+    let created = server.ok(&[
+        "volume",
+        "create",
+        "vm1",
+        "--size",
+        "16M",
+        "--data-pool",
+        "ecdata",
+    ]);
+    assert!(created.contains("data in pool ecdata"), "{created}");
+    let info = server.ok(&["volume", "info", "rbd/vm1"]);
+    assert!(
+        info.contains("data_pool: ecdata") && info.contains("data-pool"),
+        "{info}"
+    );
+    let uri = socket_uri(&server, "rbd/vm1");
+    let commands = [
+        "write -P 0xcd 1M 6M",
+        "write -P 0x11 5M 4k",
+        "write -P 0x22 6146k 3k",
+    ];
+    let verify = [
+        "read -P 0xcd 1M 4M",
+        "read -P 0x11 5M 4k",
+        "read -P 0xcd 5124k 1022k",
+        "read -P 0x22 6146k 3k",
+        "read -P 0xcd 6149k 1019k",
+        "read -P 0 7M 9M",
+    ];
+    let mut arguments = vec!["-f", "raw"];
+    for command in commands.iter().chain(&verify) {
+        arguments.extend(["-c", command]);
+    }
+    arguments.push(&uri);
+    let io = run("qemu-io", &arguments);
+    assert!(!io.contains("Pattern verification failed"), "{io}");
+    let data_objects = server.ok(&["ls", "ecdata"]);
+    assert!(
+        data_objects.contains("rbd_data.") && !server.ok(&["ls", "rbd"]).contains("rbd_data."),
+        "the data objects are in the data pool only: {data_objects}"
+    );
+
+    server.stop();
+    let server = Server::start(dir.path(), &["--no-s3", "--nbd-port", "0"]);
+    let uri = socket_uri(&server, "rbd/vm1");
+    let mut arguments = vec!["-f", "raw"];
+    for command in &verify {
+        arguments.extend(["-c", command]);
+    }
+    arguments.push(&uri);
+    let io = run("qemu-io", &arguments);
+    assert!(
+        !io.contains("Pattern verification failed"),
+        "after a restart: {io}"
+    );
+
+    server.ok(&["volume", "rm", "vm1"]);
+    let left = server.ok(&["ls", "ecdata"]);
+    assert!(!left.contains("rbd_data."), "removed with its data: {left}");
+    server.stop();
+}
+
 #[test]
 fn acknowledged_volume_writes_survive_kill_9_of_serve() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use futures_util::{stream, StreamExt};
-use rados::{IoCtx, RadosError, WriteOp};
+use rados::{IoCtx, Rados, RadosError, WriteOp};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -44,6 +44,9 @@ pub struct VolumeInfo {
     pub object_prefix: String,
     /// When it was made (ns since the epoch), when the header says.
     pub create_timestamp_ns: Option<u64>,
+    /// The pool id of its data objects when they are not in the header's pool (RBD's
+    /// `data-pool` feature).
+    pub data_pool_id: Option<i64>,
     /// The current lease, if any (it may have expired).
     pub lease: Option<LeaseRecord>,
 }
@@ -61,6 +64,11 @@ pub(crate) struct Shared {
     /// Where new volumes put their data objects when not in `io_ctx`'s pool (RBD's
     /// `--data-pool`, e.g. an erasure-coded pool under a replicated one holding the headers).
     pub(crate) data_io: Option<Arc<dyn IoCtx>>,
+    /// The cluster, when the catalogue was given it: a volume's data pool is then any pool
+    /// its header names (opened on first use and kept in `data_pools`), and a new volume
+    /// may name its own.
+    rados: Option<Arc<dyn Rados>>,
+    data_pools: Mutex<BTreeMap<i64, Arc<dyn IoCtx>>>,
     pub(crate) clock: Clock,
     pub(crate) config: VolumesConfig,
     random: Mutex<ChaCha8Rng>,
@@ -108,27 +116,68 @@ impl Shared {
     /// The pool holding the data objects of volume `name` with `header`: the catalogue's
     /// own, or its data pool when the header names that one; a header naming another data
     /// pool is refused (this catalogue cannot reach it).
-    pub(crate) fn data_pool_of(&self, name: &str, header: &Header) -> Result<Arc<dyn IoCtx>> {
+    pub(crate) async fn data_pool_of(&self, name: &str, header: &Header) -> Result<Arc<dyn IoCtx>> {
         let Some(wanted) = header.data_pool_id else {
             return Ok(self.io_ctx.clone());
         };
         if self.io_ctx.pool().id == wanted {
             return Ok(self.io_ctx.clone());
         }
-        match &self.data_io {
-            Some(data) if data.pool().id == wanted => Ok(data.clone()),
-            other => Err(VolumeError::Unsupported {
-                name: name.to_string(),
-                what: format!(
-                    "its data in pool id {wanted}, which this catalogue was not given as its \
-                     data pool ({})",
-                    match other {
-                        Some(data) => format!("it has {:?}", data.pool().name),
-                        None => "it has none".into(),
-                    }
-                ),
-            }),
+        if let Some(data) = self
+            .data_io
+            .as_ref()
+            .filter(|data| data.pool().id == wanted)
+        {
+            return Ok(data.clone());
         }
+        if let Some(rados) = &self.rados {
+            return self.data_pool_by_id(rados.as_ref(), name, wanted).await;
+        }
+        Err(VolumeError::Unsupported {
+            name: name.to_string(),
+            what: format!(
+                "its data in pool id {wanted}, which this catalogue was not given as its data \
+                 pool ({})",
+                match &self.data_io {
+                    Some(data) => format!("it has {:?}", data.pool().name),
+                    None => "it has none".into(),
+                }
+            ),
+        })
+    }
+
+    /// The pool of id `wanted`, through the cluster (kept once opened).
+    async fn data_pool_by_id(
+        &self,
+        rados: &dyn Rados,
+        name: &str,
+        wanted: i64,
+    ) -> Result<Arc<dyn IoCtx>> {
+        if let Some(data) = self.lock_data_pools().get(&wanted) {
+            return Ok(data.clone());
+        }
+        let pools = rados
+            .pool_list()
+            .await
+            .map_err(|error| VolumeError::rados("list the pools", error))?;
+        let Some(pool) = pools.iter().find(|pool| pool.id == wanted) else {
+            return Err(VolumeError::rados(
+                format!("volume {name:?}: its data pool"),
+                RadosError::NotFound(format!("pool id {wanted} (deleted?)")),
+            ));
+        };
+        let data = rados
+            .io_ctx(&pool.name)
+            .await
+            .map_err(|error| VolumeError::rados(format!("open data pool {}", pool.name), error))?;
+        self.lock_data_pools().insert(wanted, data.clone());
+        Ok(data)
+    }
+
+    fn lock_data_pools(&self) -> std::sync::MutexGuard<'_, BTreeMap<i64, Arc<dyn IoCtx>>> {
+        self.data_pools
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Claims `volume` for this catalogue's one writer; refused while it has it open.
@@ -181,6 +230,21 @@ impl Volumes {
         Self::with_data_pool(io_ctx, None, config, clock, random_seed)
     }
 
+    /// The catalogue of `io_ctx`'s pool on `rados`'s cluster (system clock, random seed): a
+    /// volume's data may be in any pool of the cluster its header names, and
+    /// [`Volumes::create_in`] may give a new volume a data pool of its own.
+    pub fn on_cluster(
+        rados: Arc<dyn Rados>,
+        io_ctx: Arc<dyn IoCtx>,
+        config: VolumesConfig,
+    ) -> Self {
+        let mut volumes = Self::with(io_ctx, config, crate::system_clock(), rand::random());
+        Arc::get_mut(&mut volumes.shared)
+            .expect("a new catalogue is not shared")
+            .rados = Some(rados);
+        volumes
+    }
+
     /// [`Volumes::with`] whose new volumes keep their data objects in `data_io`'s pool (an
     /// erasure-coded one, say), their header, id and directory entries in `io_ctx`'s, as
     /// `rbd create --data-pool` does; volumes already there keep whatever their header says.
@@ -205,6 +269,8 @@ impl Volumes {
             shared: Arc::new(Shared {
                 io_ctx,
                 data_io,
+                rados: None,
+                data_pools: Mutex::default(),
                 clock,
                 config,
                 random: Mutex::new(random),
@@ -224,8 +290,38 @@ impl Volumes {
         self.shared.data_io.as_ref().map(|data| &*data.pool().name)
     }
 
+    /// Pool `pool` as the data pool of new volume `name`: it must exist and the catalogue must
+    /// know the cluster.
+    async fn named_data_pool(&self, name: &str, pool: &str) -> Result<Arc<dyn IoCtx>> {
+        let Some(rados) = &self.shared.rados else {
+            return Err(VolumeError::rados(
+                format!("create {name:?} with data pool {pool:?}"),
+                RadosError::NotSupported(
+                    "this catalogue was not given the cluster (Volumes::on_cluster)".into(),
+                ),
+            ));
+        };
+        rados.io_ctx(pool).await.map_err(|error| {
+            VolumeError::rados(format!("create {name:?}: data pool {pool:?}"), error)
+        })
+    }
+
     /// Creates an empty volume of `size_bytes` with objects of `2^order` bytes.
     pub async fn create(&self, name: &str, size_bytes: u64, order: u8) -> Result<VolumeInfo> {
+        self.create_in(name, size_bytes, order, None).await
+    }
+
+    /// [`Volumes::create`] with the data objects in pool `data_pool` (`rbd create
+    /// --data-pool`): an erasure-coded pool, say, under this replicated one, which keeps the
+    /// header, id and directory. `None`: the catalogue's data pool, else its own pool. Naming
+    /// a pool needs a catalogue made [`Volumes::on_cluster`].
+    pub async fn create_in(
+        &self,
+        name: &str,
+        size_bytes: u64,
+        order: u8,
+        data_pool: Option<&str>,
+    ) -> Result<VolumeInfo> {
         validate_name(name)?;
         validate_size(size_bytes)?;
         if !(ORDER_MIN..=ORDER_MAX).contains(&order) {
@@ -240,9 +336,12 @@ impl Volumes {
         }
         // (1) The header under a fresh id.
         let now_ns = self.shared.now_ns();
-        let data_pool = self
-            .shared
-            .data_io
+        let data_io = match data_pool {
+            None => self.shared.data_io.clone(),
+            Some(pool) if pool == io_ctx.pool().name => None,
+            Some(pool) => Some(self.named_data_pool(name, pool).await?),
+        };
+        let data_pool = data_io
             .as_ref()
             .map(|data| (io_ctx.pool().id, data.pool().id));
         let mut id = String::new();
@@ -405,6 +504,7 @@ impl Volumes {
             features: header.features,
             object_prefix: header.object_prefix,
             create_timestamp_ns: header.create_timestamp_ns,
+            data_pool_id: header.data_pool_id,
             lease,
         })
     }
@@ -472,11 +572,23 @@ impl Volumes {
 
     async fn remove_parts(&self, name: &str, id: &str, lease: Option<Vec<u8>>) -> Result<()> {
         let io_ctx = &self.shared.io_ctx;
+        // The data pool the header names (read before anything is removed); a volume whose
+        // header is gone (a leftover) may have used the catalogue's.
+        let header_object = format::header_object(id);
+        let named = match self.read_header_omap(&header_object).await? {
+            Some(omap) => match Header::decode(&header_object, &omap) {
+                Ok(header) if header.data_pool_id.is_some() => {
+                    Some(self.shared.data_pool_of(name, &header).await?)
+                }
+                _ => None,
+            },
+            None => None,
+        };
         self.remove_directory_entries(name, id).await?;
         // The data objects: in this pool (`rbd_data.<id>.`), and in the data pool
         // (`rbd_data.<this pool's id>.<id>.`) when there is one.
         let mut places = vec![(io_ctx.clone(), format!("{}.", format::data_prefix(id)))];
-        if let Some(data) = &self.shared.data_io {
+        if let Some(data) = named.as_ref().or(self.shared.data_io.as_ref()) {
             let pool_id = io_ctx.pool().id;
             places.push((
                 data.clone(),
@@ -493,7 +605,6 @@ impl Volumes {
                 .collect();
             remove_objects(pool.as_ref(), objects, self.shared.config.in_flight_max).await?;
         }
-        let header_object = format::header_object(id);
         let mut op = WriteOp::new();
         if let Some(lease) = lease {
             op = op.compare_xattr(lease::LEASE_XATTR, rados::Comparison::Equal, lease);

@@ -66,7 +66,7 @@ impl Volume {
             None => OpenMode::ReadOnly,
         };
         let holder = shared.holder().to_string();
-        let data = shared.data_pool_of(name, &resolved.header)?;
+        let data = shared.data_pool_of(name, &resolved.header).await?;
         let Resolved {
             id,
             header_object,

@@ -249,3 +249,114 @@ async fn strata_reads_what_rbd_import_and_rbd_bench_write() {
         "rbd ls after remove: {listed}"
     );
 }
+
+/// RBD's `data-pool` feature both ways: a volume strata creates with its data in another pool
+/// is described (`data_pool`) and exported byte-exact by `rbd`, its data objects named
+/// `rbd_data.<header pool id>.<id>.%016x` in that pool as librbd names them; an image `rbd
+/// import --data-pool` writes is read byte-exact by strata and removed with its data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_pool_feature_matches_librbd_both_ways() {
+    const DATA_POOL: &str = "volumes-data";
+    let Some((cluster, _)) = setup().await else {
+        return;
+    };
+    let rados: Arc<dyn Rados> = Arc::new(cluster.connect().await.expect("connect"));
+    static DATA_POOL_MADE: OnceCell<()> = OnceCell::const_new();
+    DATA_POOL_MADE
+        .get_or_init(|| async {
+            let mut spec = PoolSpec::new(DATA_POOL);
+            spec.size = 1;
+            spec.min_size = Some(1);
+            rados.pool_create(spec).await.expect("create the data pool");
+        })
+        .await;
+    let volumes = Volumes::on_cluster(
+        rados.clone(),
+        rados.io_ctx(POOL).await.expect("io_ctx"),
+        VolumesConfig::default(),
+    );
+    let data_io = rados.io_ctx(DATA_POOL).await.expect("data io_ctx");
+    let header_pool_id = rados.pool_lookup(POOL).await.expect("lookup").id;
+
+    // strata -> rbd.
+    let size_bytes: u64 = 6 << 20;
+    let info = volumes
+        .create_in("data-from-strata", size_bytes, 22, Some(DATA_POOL))
+        .await
+        .expect("create with a data pool");
+    assert_eq!(info.data_pool_id, Some(data_io.pool().id));
+    let mut model = vec![0u8; size_bytes as usize];
+    let volume = volumes
+        .open("data-from-strata", OpenMode::ReadWrite)
+        .await
+        .expect("open");
+    let data = pattern(21, 12288);
+    let offset = (4 << 20) - 4096;
+    volume.write_at(offset, &data).await.expect("write");
+    model[offset as usize..offset as usize + data.len()].copy_from_slice(&data);
+    volume.close().await.expect("close");
+    let info_json = rbd(
+        &cluster.conf(),
+        &[
+            "info",
+            "--format",
+            "json",
+            &format!("{POOL}/data-from-strata"),
+        ],
+    );
+    assert!(
+        info_json.contains(&format!("\"data_pool\":\"{DATA_POOL}\"")),
+        "rbd info: {info_json}"
+    );
+    assert!(
+        rbd_export(&cluster.conf(), "data-from-strata") == model,
+        "rbd export differs from what strata wrote into the data pool"
+    );
+    let prefix = format!("rbd_data.{header_pool_id}.{}.", info.id);
+    let names = data_io.list_all().await.expect("list the data pool");
+    let mut ours: Vec<&String> = names
+        .iter()
+        .filter(|name| name.starts_with(&prefix))
+        .collect();
+    ours.sort();
+    assert_eq!(
+        ours,
+        [
+            &format!("{prefix}0000000000000000"),
+            &format!("{prefix}0000000000000001")
+        ],
+        "data objects as librbd names them"
+    );
+
+    // rbd -> strata.
+    let image = pattern(22, (5 << 20) + 8192);
+    let file = tempfile::NamedTempFile::new().expect("tempfile");
+    std::fs::write(file.path(), &image).expect("write the image file");
+    rbd(
+        &cluster.conf(),
+        &[
+            "import",
+            "--no-progress",
+            "--image-feature",
+            "layering",
+            "--data-pool",
+            DATA_POOL,
+            file.path().to_str().expect("utf-8"),
+            &format!("{POOL}/data-from-rbd"),
+        ],
+    );
+    let info = volumes.info("data-from-rbd").await.expect("info");
+    assert_eq!(info.data_pool_id, Some(data_io.pool().id));
+    assert!(
+        read_all(&volumes, "data-from-rbd").await == image,
+        "strata reads what rbd import wrote into the data pool"
+    );
+    let prefix = format!("rbd_data.{header_pool_id}.{}.", info.id);
+    volumes.remove("data-from-rbd").await.expect("remove");
+    let left = data_io.list_all().await.expect("list the data pool");
+    assert!(
+        !left.iter().any(|name| name.starts_with(&prefix)),
+        "removed with its data objects: {left:?}"
+    );
+    volumes.remove("data-from-strata").await.expect("remove");
+}

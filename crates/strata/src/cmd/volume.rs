@@ -55,6 +55,10 @@ pub enum VolumeCommand {
         /// Objects of 2^ORDER bytes (12..=25); 22 = 4 MiB, as rbd's default.
         #[arg(long, default_value_t = volume::ORDER_DEFAULT)]
         order: u8,
+        /// Keep the data objects in this pool (an erasure-coded one, say), the header and
+        /// directory in the volume's own pool, as `rbd create --data-pool`.
+        #[arg(long, value_name = "POOL")]
+        data_pool: Option<String>,
     },
     /// List volumes (of --pool, else of every pool).
     Ls,
@@ -89,6 +93,9 @@ pub enum VolumeCommand {
         /// Objects of 2^ORDER bytes.
         #[arg(long, default_value_t = volume::ORDER_DEFAULT)]
         order: u8,
+        /// Keep the data objects in this pool (see `create --data-pool`).
+        #[arg(long, value_name = "POOL")]
+        data_pool: Option<String>,
     },
     /// Write a volume to a raw image file; zero chunks (holes) become holes of the file.
     Export {
@@ -118,14 +125,30 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| args.admin.data.join(server::NBD_SOCKET_FILE));
     match &args.command {
-        VolumeCommand::Create { name, size, order } => {
+        VolumeCommand::Create {
+            name,
+            size,
+            order,
+            data_pool,
+        } => {
             let (pool, name) = resolve(name);
-            let info = create(&client, &pool, &name, parse_size(size)?, *order)?;
+            let info = create(
+                &client,
+                &pool,
+                &name,
+                parse_size(size)?,
+                *order,
+                data_pool.as_deref(),
+            )?;
             println!(
-                "volume {pool}/{name} created: {} ({} objects of {})",
+                "volume {pool}/{name} created: {} ({} objects of {}{})",
                 human_bytes(info["size_bytes"].as_u64().unwrap_or(0)),
                 info["object_count"],
                 human_bytes(info["object_size_bytes"].as_u64().unwrap_or(0)),
+                match info["data_pool"].as_str() {
+                    Some(data_pool) => format!(", data in pool {data_pool}"),
+                    None => String::new(),
+                }
             );
         }
         VolumeCommand::Ls => {
@@ -185,7 +208,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             client.call("DELETE", &volume_path(&pool, &name), b"")?;
             println!("volume {pool}/{name} removed");
         }
-        VolumeCommand::Import { file, name, order } => {
+        VolumeCommand::Import {
+            file,
+            name,
+            order,
+            data_pool,
+        } => {
             let (pool, name) = resolve(name);
             let length_bytes = std::fs::metadata(file)
                 .with_context(|| format!("reading {}", file.display()))?
@@ -202,6 +230,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 &name,
                 length_bytes.next_multiple_of(512),
                 *order,
+                data_pool.as_deref(),
             )?;
             let written = runtime()?.block_on(import(
                 file,
@@ -263,8 +292,11 @@ fn create(
     name: &str,
     size_bytes: u64,
     order: u8,
+    data_pool: Option<&str>,
 ) -> Result<Value> {
-    let request = serde_json::json!({ "name": name, "size_bytes": size_bytes, "order": order });
+    let request = serde_json::json!({
+        "name": name, "size_bytes": size_bytes, "order": order, "data_pool": data_pool,
+    });
     client
         .json(
             "POST",
@@ -304,6 +336,9 @@ fn print_info(info: &Value) {
         "\tblock_name_prefix: {}",
         info["object_prefix"].as_str().unwrap_or("?")
     );
+    if let Some(data_pool) = info["data_pool"].as_str() {
+        println!("\tdata_pool: {data_pool}");
+    }
     println!("\tformat: 2");
     println!(
         "\tfeatures: {}",
