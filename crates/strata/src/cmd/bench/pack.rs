@@ -62,7 +62,8 @@ pub struct Args {
 
 const BUCKET: &str = "pack";
 
-/// One GC pass running: its report, the old packs removed and how long it took.
+/// One GC pass running: its report, the old packs the GC queue gave back (none with the
+/// bench's wait of 0: the pass removes them itself, `old_packs_removed`) and how long it took.
 type GcPass = tokio::task::JoinHandle<Result<(gateway::PackGcReport, u64, Duration)>>;
 
 /// What one configuration left in the pools.
@@ -376,7 +377,7 @@ async fn garbage_collection(args: &Args, parent: &Path, object_max: u64) -> Resu
     let given_back = before.allocated_bytes.saturating_sub(after.allocated_bytes);
     println!(
         "\nGC: {} packed 4 KiB objects, {} deleted ({} bytes over {} replicas); one pass took {:.2} s: \
-         {} packs rewritten, {} live bytes copied, {} old packs removed",
+         {} packs rewritten, {} live bytes copied, {} old packs removed ({} queued)",
         args.objects,
         deleted,
         deleted_bytes,
@@ -384,7 +385,8 @@ async fn garbage_collection(args: &Args, parent: &Path, object_max: u64) -> Resu
         took.as_secs_f64(),
         report.packs_rewritten,
         report.bytes_copied,
-        removed
+        report.old_packs_removed + removed,
+        report.old_packs_queued.saturating_sub(removed)
     );
     println!(
         "    data pool allocated {} -> {} bytes: {:.1}% of the deleted bytes given back",
