@@ -29,9 +29,9 @@ mod index;
 mod orphans;
 mod pack;
 mod pack_gc;
-pub(crate) mod packed_entry;
 #[cfg(test)]
 mod pack_tests;
+pub(crate) mod packed_entry;
 mod versions;
 
 pub use data::Body;

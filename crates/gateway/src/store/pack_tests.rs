@@ -589,7 +589,10 @@ async fn a_gc_pass_counts_the_old_packs_it_removed_or_queued() {
             assert_eq!(report.old_packs_queued, 0);
             // Each rewritten pack was replaced by one target (or none, all dead): the old
             // ones are gone.
-            assert!(packs_after <= packs_before, "{packs_before} -> {packs_after}");
+            assert!(
+                packs_after <= packs_before,
+                "{packs_before} -> {packs_after}"
+            );
         } else {
             assert_eq!(report.old_packs_removed, 0);
             assert_eq!(report.old_packs_queued, report.packs_rewritten);

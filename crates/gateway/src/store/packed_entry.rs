@@ -176,7 +176,11 @@ mod tests {
             owner: "tester".into(),
             acl: "private".into(),
             grants: Some(crate::acl::canned_grants("private", "tester", "tester")),
-            headers: [("content-type".to_string(), "binary/octet-stream".to_string())].into(),
+            headers: [(
+                "content-type".to_string(),
+                "binary/octet-stream".to_string(),
+            )]
+            .into(),
             pieces: vec![Piece {
                 oid: "3f9a0c11d2e4b5a6_7c8d9e0f1a2b3c4d_pack.0".into(),
                 size: 4096,
