@@ -564,12 +564,29 @@ pub struct PartRecord {
 }
 
 /// Encodes a record.
-pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
+/// An index entry of a packed object is the short binary record of
+/// [`crate::store::packed_entry`] when it fits one; everything else is JSON.
+pub fn encode<T: Serialize + 'static>(record: &T) -> Vec<u8> {
+    let any: &dyn std::any::Any = record;
+    if let Some(short) = any
+        .downcast_ref::<ObjectEntry>()
+        .and_then(crate::store::packed_entry::encode)
+    {
+        return short;
+    }
     serde_json::to_vec(record).expect("gateway records always serialize")
 }
 
-/// Decodes a record.
+/// Decodes a record (JSON, or a packed object's short index entry).
 pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> crate::error::Result<T> {
+    if crate::store::packed_entry::is_short(bytes) {
+        let entry = crate::store::packed_entry::decode(bytes)
+            .ok_or_else(|| crate::GatewayError::Corrupt("a cut short index entry".into()))?;
+        // Through serde's data model, so a caller decoding it as another type gets an error.
+        let value = serde_json::to_value(entry).expect("an entry always serializes");
+        return serde_json::from_value(value)
+            .map_err(|e| crate::GatewayError::Corrupt(e.to_string()));
+    }
     serde_json::from_slice(bytes).map_err(|e| crate::GatewayError::Corrupt(e.to_string()))
 }
 
