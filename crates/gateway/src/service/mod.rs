@@ -2,7 +2,9 @@
 //! each checking the requester against owners and canned ACLs first.
 
 mod acls;
+mod attributes;
 mod buckets;
+mod checksums;
 pub(crate) mod convert;
 mod integrity;
 mod multipart;

@@ -7,6 +7,7 @@ use s3s::S3Request;
 
 use super::acl_request;
 use super::acls::AclRequest;
+use super::checksums::{self, checksum_fields};
 use super::convert::{self, Conditions};
 use super::Gateway;
 use crate::acl::{self, Permission, Requester};
@@ -350,7 +351,7 @@ impl Gateway {
             }
         };
         let (written, prefetched) = futures::join!(write, prefetch);
-        let (pieces, size, md5, checksum_sha256) = written?;
+        let (pieces, size, md5, checksum) = written?;
         let entry = ObjectEntry {
             size,
             etag: hex::encode(md5),
@@ -369,7 +370,7 @@ impl Gateway {
             metadata,
             pieces,
             parts_count: 0,
-            checksum_sha256,
+            checksum,
             tags,
             ..Default::default()
         };
@@ -401,65 +402,15 @@ impl Gateway {
                 return Err(error);
             }
         };
-        Ok(PutObjectOutput {
+        let mut output = PutObjectOutput {
             e_tag: Some(convert::etag(&entry.etag)),
-            checksum_sha256: entry.checksum_sha256.clone(),
             version_id: new_version_id(&entry),
             ..Default::default()
-        })
-    }
-
-    /// The attributes S3 keeps of an object: ETag, size, storage class, the SHA-256 given
-    /// when it was put, and the part count of a multipart object.
-    pub(super) async fn do_get_object_attributes(
-        &self,
-        req: S3Request<GetObjectAttributesInput>,
-    ) -> Result<GetObjectAttributesOutput> {
-        let requester = self.requester(&req).await?;
-        let input = req.input;
-        let (bucket, entry) = self
-            .object_for(
-                &input.bucket,
-                &input.key,
-                input.version_id.as_deref(),
-                &requester,
-                Permission::Read,
-            )
-            .await?;
-        let wanted = |name: &str| {
-            input
-                .object_attributes
-                .iter()
-                // One header may carry them all, comma-separated.
-                .flat_map(|a| a.as_str().split(','))
-                .any(|a| a.trim().eq_ignore_ascii_case(name))
         };
-        let checksum = entry
-            .checksum_sha256
-            .clone()
-            .filter(|_| wanted(ObjectAttributes::CHECKSUM))
-            .map(|sha256| Checksum {
-                checksum_sha256: Some(sha256),
-                ..Default::default()
-            });
-        let object_parts =
-            (wanted(ObjectAttributes::OBJECT_PARTS) && entry.parts_count > 0).then(|| {
-                GetObjectAttributesParts {
-                    total_parts_count: Some(entry.parts_count as i32),
-                    ..Default::default()
-                }
-            });
-        Ok(GetObjectAttributesOutput {
-            e_tag: wanted(ObjectAttributes::ETAG).then(|| convert::etag(&entry.etag)),
-            object_size: wanted(ObjectAttributes::OBJECT_SIZE).then_some(entry.size as i64),
-            storage_class: wanted(ObjectAttributes::STORAGE_CLASS)
-                .then(|| StorageClass::from_static(StorageClass::STANDARD)),
-            last_modified: Some(convert::timestamp(entry.mtime_ns)),
-            checksum,
-            object_parts,
-            version_id: version_header(&bucket, &entry),
-            ..Default::default()
-        })
+        if let Some(checksum) = entry.stored_checksum() {
+            checksum_fields!(output, checksums::stored_dto(&checksum), type);
+        }
+        Ok(output)
     }
 
     /// What GET and HEAD share: the object (or version) the requester may read, its
@@ -525,7 +476,13 @@ impl Gateway {
             .await?;
         let body = ChannelStream::spawn(stream);
         let headers = requested_headers!(input).or_stored(&entry);
-        Ok(GetObjectOutput {
+        let checksum = checksum_answered(
+            &entry,
+            input.checksum_mode.as_ref(),
+            input.range.is_some(),
+            input.part_number,
+        );
+        let mut output = GetObjectOutput {
             accept_ranges: Some("bytes".into()),
             body: Some(StreamingBlob::wrap(body)),
             cache_control: headers.cache_control,
@@ -543,7 +500,11 @@ impl Gateway {
             tag_count: (!entry.tags.is_empty()).then_some(entry.tags.len() as i32),
             version_id: version_header(&bucket, &entry),
             ..Default::default()
-        })
+        };
+        if let Some(checksum) = checksum {
+            checksum_fields!(output, checksum, type);
+        }
+        Ok(output)
     }
 
     pub(super) async fn do_head_object(
@@ -574,7 +535,13 @@ impl Gateway {
             .await?;
         let length = end - start;
         let headers = requested_headers!(input).or_stored(&entry);
-        Ok(HeadObjectOutput {
+        let checksum = checksum_answered(
+            &entry,
+            input.checksum_mode.as_ref(),
+            input.range.is_some(),
+            input.part_number,
+        );
+        let mut output = HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
             cache_control: headers.cache_control,
             content_disposition: headers.content_disposition,
@@ -590,7 +557,11 @@ impl Gateway {
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
             version_id: version_header(&bucket, &entry),
             ..Default::default()
-        })
+        };
+        if let Some(checksum) = checksum {
+            checksum_fields!(output, checksum, type);
+        }
+        Ok(output)
     }
 
     pub(super) async fn do_delete_object(
@@ -860,7 +831,9 @@ impl Gateway {
             metadata,
             pieces,
             parts_count: source.parts_count,
-            checksum_sha256: source.checksum_sha256.clone(),
+            // The data is the same: so are its checksums.
+            checksum: source.stored_checksum(),
+            part_checksums: source.part_checksums.clone(),
             tags,
             ..Default::default()
         };
@@ -1014,6 +987,35 @@ pub(super) fn new_version_id(entry: &ObjectEntry) -> Option<String> {
         .version_id
         .clone()
         .filter(|v| v != crate::versioning::NULL_VERSION_ID)
+}
+
+/// The checksum a GET or HEAD answers with: none unless ChecksumMode is ENABLED, none for a
+/// range (it would not be the range's), a part's own for `partNumber` of a multipart object
+/// that kept them (with the object's checksum type), else the object's.
+fn checksum_answered(
+    entry: &ObjectEntry,
+    mode: Option<&ChecksumMode>,
+    ranged: bool,
+    part_number: Option<i32>,
+) -> Option<Checksum> {
+    if !mode.is_some_and(|mode| mode.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED)) || ranged
+    {
+        return None;
+    }
+    let stored = entry.stored_checksum()?;
+    match part_number {
+        Some(number) if entry.parts_count > 0 => {
+            let value = entry
+                .part_checksums
+                .get(usize::try_from(number).ok()?.checked_sub(1)?)?;
+            Some(checksums::dto(
+                &stored.algorithm,
+                value,
+                Some(checksums::checksum_type(&stored)),
+            ))
+        }
+        _ => Some(checksums::stored_dto(&stored)),
+    }
 }
 
 /// The object a GET or HEAD reads and the byte range `[start, end)` it returns.
