@@ -15,7 +15,7 @@ use crate::error::{GatewayError, Result};
 use crate::layout::{BucketRecord, ObjectEntry};
 use crate::policy::{Context, Decision};
 use crate::server::ChannelStream;
-use crate::store::{Body, Unversioned};
+use crate::store::{Body, DeleteCondition, Unversioned};
 
 /// Standard headers kept with an object, from the request fields.
 pub(super) fn standard_headers(
@@ -569,7 +569,18 @@ impl Gateway {
         req: S3Request<DeleteObjectInput>,
     ) -> Result<DeleteObjectOutput> {
         let requester = self.requester(&req).await?;
-        refuse_delete_conditions(&req.headers, req.input.if_match.is_some())?;
+        let condition = DeleteCondition {
+            if_match: req.input.if_match.as_ref().map(|condition| match condition {
+                ETagCondition::Any => "*".to_string(),
+                ETagCondition::ETag(tag) => tag.value().to_string(),
+            }),
+            mtime_s: req
+                .input
+                .if_match_last_modified_time
+                .as_ref()
+                .map(convert::seconds),
+            size: req.input.if_match_size,
+        };
         let action = super::delete_action(req.input.version_id.as_deref());
         let bucket = self
             .bucket_for_object(&req.input.bucket, &requester, action, &req.input.key)
@@ -581,6 +592,7 @@ impl Gateway {
                 &req.input.key,
                 req.input.version_id.as_deref(),
                 &owner,
+                &condition,
             )
             .await?;
         Ok(DeleteObjectOutput {
@@ -591,27 +603,41 @@ impl Gateway {
     }
 
     /// Deletes `key`: with a version id, that version for good (no error if it is gone);
-    /// without, the object in a bucket without versioning, else a new delete marker.
+    /// without, the object in a bucket without versioning, else a new delete marker. The
+    /// version it acts on (the one named, else the newest, a delete marker included) must
+    /// pass `condition` (412): checked in the guarded write that removes a version or a
+    /// plain entry; for a new delete marker, on the newest version read just before it is
+    /// written (a write between the two is not seen).
     async fn delete_one(
         &self,
         bucket: &BucketRecord,
         key: &str,
         version_id: Option<&str>,
         owner: &str,
+        condition: &DeleteCondition,
     ) -> Result<Deleted> {
+        if condition.is_some() && version_id.is_none() && bucket.versioning.is_some() {
+            condition.check(self.store.newest_version(bucket, key).await?.as_ref())?;
+        }
         match (version_id, bucket.versioning) {
             (Some(version_id), _) => {
-                let removed = self.store.remove_version(bucket, key, version_id).await?;
+                let removed = self
+                    .store
+                    .remove_version_if(bucket, key, version_id, condition)
+                    .await?;
                 Ok(Deleted {
                     delete_marker: removed.is_some_and(|e| e.delete_marker),
                     version_id: Some(version_id.to_string()),
                 })
             }
-            (None, None) => match self.store.delete(bucket, key).await? {
+            (None, None) => match self.store.delete_if(bucket, key, condition).await? {
                 Unversioned::Done => Ok(Deleted::default()),
                 // Versioning was enabled meanwhile: the key gets a delete marker.
                 Unversioned::BucketVersioned => {
                     let bucket = self.store.bucket(&bucket.name).await?;
+                    if condition.is_some() {
+                        condition.check(self.store.newest_version(&bucket, key).await?.as_ref())?;
+                    }
                     let marker = self.store.delete_marker(&bucket, key, owner).await?;
                     Ok(Deleted {
                         delete_marker: true,
@@ -647,13 +673,13 @@ impl Gateway {
         for object in input.delete.objects {
             let version_id = object.version_id.as_deref();
             let action = super::delete_action(version_id);
-            let conditional = object.e_tag.is_some()
-                || object.last_modified_time.is_some()
-                || object.size.is_some();
-            let outcome = if conditional {
-                refuse_delete_conditions(&http::HeaderMap::new(), true).map(|()| Deleted::default())
-            } else if super::may_change_object(&bucket, &requester, action, &object.key) {
-                self.delete_one(&bucket, &object.key, version_id, &owner)
+            let condition = DeleteCondition {
+                if_match: object.e_tag.as_ref().map(|tag| tag.value().to_string()),
+                mtime_s: object.last_modified_time.as_ref().map(convert::seconds),
+                size: object.size,
+            };
+            let outcome = if super::may_change_object(&bucket, &requester, action, &object.key) {
+                self.delete_one(&bucket, &object.key, version_id, &owner, &condition)
                     .await
             } else {
                 Err(GatewayError::AccessDenied)
@@ -932,23 +958,6 @@ impl Gateway {
         ))
         .into())
     }
-}
-
-/// Refuses a conditional delete (If-Match, `x-amz-if-match-last-modified-time`,
-/// `x-amz-if-match-size`, or their DeleteObjects forms): strata cannot yet make a delete
-/// conditional, and ignoring the condition could remove an object the client meant to keep.
-fn refuse_delete_conditions(headers: &http::HeaderMap, if_match: bool) -> Result<()> {
-    let conditional = if_match
-        || headers.contains_key("x-amz-if-match-last-modified-time")
-        || headers.contains_key("x-amz-if-match-size");
-    if conditional {
-        return Err(GatewayError::NotImplemented(
-            "conditional deletes (If-Match, x-amz-if-match-last-modified-time, \
-             x-amz-if-match-size): strata does not make deletes conditional"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// The tag set of a write's `x-amz-tagging` header (none without one).
