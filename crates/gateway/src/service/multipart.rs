@@ -81,8 +81,15 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         super::integrity::refuse_unsupported_write_headers(&req.headers)?;
         let input = req.input;
+        let tags = tags_of(input.tagging.as_deref())?;
         let bucket = self
-            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
+            .bucket_for_object_in(
+                &input.bucket,
+                &requester,
+                "s3:PutObject",
+                &input.key,
+                &crate::tagging::request_tags_context(&tags),
+            )
             .await?;
         convert::validate_key(&input.key)?;
         let owner = Self::owner_of(&requester)?;
@@ -117,7 +124,7 @@ impl Gateway {
                     input.expires.as_ref(),
                 ),
                 metadata: convert::metadata_in(input.metadata)?,
-                tags: tags_of(input.tagging.as_deref())?,
+                tags,
                 ..ObjectEntry::default()
             },
             checksum_algorithm: checksum_algorithm.map(str::to_string),

@@ -175,6 +175,26 @@ impl Gateway {
         permission: Permission,
         action: &str,
     ) -> Result<(BucketRecord, ObjectEntry)> {
+        self.object_for_action_in(
+            bucket_name,
+            (key, version_id),
+            requester,
+            (permission, action),
+            &Context::new(),
+        )
+        .await
+    }
+
+    /// [`Gateway::object_for_action`] with the request's own condition values besides the
+    /// object's tags (the tags PutObjectTagging sets).
+    pub(super) async fn object_for_action_in(
+        &self,
+        bucket_name: &str,
+        (key, version_id): (&str, Option<&str>),
+        requester: &Requester,
+        (permission, action): (Permission, &str),
+        request_context: &Context,
+    ) -> Result<(BucketRecord, ObjectEntry)> {
         // A read may decide on this gateway's copy of the bucket record (ACL and policy as
         // of at most `metadata_cache_ms` ago); a missing entry is looked up again in the
         // record as it is now (the copy may be of a bucket deleted, or deleted and created
@@ -223,7 +243,8 @@ impl Gateway {
             }
             return Err(GatewayError::NoSuchKey(key.to_string()));
         };
-        let context = crate::tagging::existing_tags_context(&entry.tags);
+        let mut context = crate::tagging::existing_tags_context(&entry.tags);
+        context.extend(request_context.clone());
         let allowed = match super::policy_decision(&bucket, requester, action, Some(key), &context)
         {
             Decision::Deny => false,
@@ -276,13 +297,20 @@ impl Gateway {
         // This gateway's copy of the bucket record decides, unless the intent's guard finds
         // it stale (the bucket deleted, its versioning changed): then it is read again and
         // everything it decided is decided again.
+        let tags = tags_of(input.tagging.as_deref())?;
+        let tags_context = crate::tagging::request_tags_context(&tags);
         let (mut bucket, mut fresh) = self
-            .bucket_for_object_cached(&input.bucket, &requester, "s3:PutObject", &input.key)
+            .bucket_for_object_cached(
+                &input.bucket,
+                &requester,
+                "s3:PutObject",
+                &input.key,
+                &tags_context,
+            )
             .await?;
         convert::validate_key(&input.key)?;
         // Everything that can refuse the request is checked before its data is written.
         let metadata = convert::metadata_in(input.metadata.clone())?;
-        let tags = tags_of(input.tagging.as_deref())?;
         let condition =
             convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let owner = Self::owner_of(&requester)?;
@@ -314,7 +342,13 @@ impl Gateway {
             }
             self.store.forget_bucket(&input.bucket);
             bucket = self
-                .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
+                .bucket_for_object_in(
+                    &input.bucket,
+                    &requester,
+                    "s3:PutObject",
+                    &input.key,
+                    &tags_context,
+                )
                 .await?;
             fresh = true;
         };
@@ -807,7 +841,21 @@ impl Gateway {
         };
         let tags = match input.tagging_directive.as_ref().map(|d| d.as_str()) {
             None | Some(TaggingDirective::COPY) => source.tags.clone(),
-            Some(TaggingDirective::REPLACE) => tags_of(input.tagging.as_deref())?,
+            Some(TaggingDirective::REPLACE) => {
+                let tags = tags_of(input.tagging.as_deref())?;
+                // The policy sees the tags the copy sets as the request's.
+                let context = crate::tagging::request_tags_context(&tags);
+                if !super::may_change_object_in(
+                    &bucket,
+                    &requester,
+                    "s3:PutObject",
+                    &input.key,
+                    &context,
+                ) {
+                    return Err(GatewayError::AccessDenied);
+                }
+                tags
+            }
             Some(other) => {
                 return Err(GatewayError::InvalidArgument(format!(
                     "x-amz-tagging-directive {other:?} (valid: COPY, REPLACE)"
