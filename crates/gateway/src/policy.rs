@@ -534,11 +534,20 @@ mod tests {
             policy.evaluate(&user("ann"), "s3:PutObject", "arn:aws:s3:::b/k", &context)
         };
         assert_eq!(decide(&[tag("team", "blue")]), Decision::Allow);
-        assert_eq!(decide(&[tag("team", "blue"), tag("cost", "1")]), Decision::Allow);
+        assert_eq!(
+            decide(&[tag("team", "blue"), tag("cost", "1")]),
+            Decision::Allow
+        );
         assert_eq!(decide(&[tag("team", "red")]), Decision::Unspecified);
         // A key outside the allowed set fails ForAllValues.
-        assert_eq!(decide(&[tag("team", "blue"), tag("x", "1")]), Decision::Unspecified);
-        assert_eq!(decide(&[tag("team", "blue"), tag("secret-a", "1")]), Decision::Deny);
+        assert_eq!(
+            decide(&[tag("team", "blue"), tag("x", "1")]),
+            Decision::Unspecified
+        );
+        assert_eq!(
+            decide(&[tag("team", "blue"), tag("secret-a", "1")]),
+            Decision::Deny
+        );
         assert_eq!(decide(&[]), Decision::Unspecified);
     }
 

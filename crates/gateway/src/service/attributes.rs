@@ -43,8 +43,8 @@ impl Gateway {
             .stored_checksum()
             .filter(|_| wanted(ObjectAttributes::CHECKSUM))
             .map(|stored| checksums::stored_dto(&stored));
-        let object_parts = (wanted(ObjectAttributes::OBJECT_PARTS) && entry.parts_count > 0)
-            .then(|| {
+        let object_parts =
+            (wanted(ObjectAttributes::OBJECT_PARTS) && entry.parts_count > 0).then(|| {
                 object_parts(
                     &entry,
                     input.part_number_marker.unwrap_or(0),
@@ -81,8 +81,7 @@ fn object_parts(entry: &ObjectEntry, marker: i32, max: i32) -> GetObjectAttribut
                 size: Some(*size as i64),
                 ..Default::default()
             };
-            if let (Some(algorithm), Some(value)) = (&algorithm, entry.part_checksums.get(index))
-            {
+            if let (Some(algorithm), Some(value)) = (&algorithm, entry.part_checksums.get(index)) {
                 checksum_fields!(part, checksums::dto(algorithm, value, None));
             }
             part

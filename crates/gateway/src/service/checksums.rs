@@ -155,7 +155,11 @@ pub(super) fn dto(name: &str, value: &str, kind: Option<ChecksumType>) -> Checks
 
 /// `stored` as S3 answers it, with its type.
 pub(super) fn stored_dto(stored: &StoredChecksum) -> Checksum {
-    dto(&stored.algorithm, &stored.value, Some(checksum_type(stored)))
+    dto(
+        &stored.algorithm,
+        &stored.value,
+        Some(checksum_type(stored)),
+    )
 }
 
 /// The value a request gave for algorithm `name` among the five `checksum_*` fields of
@@ -307,7 +311,10 @@ mod tests {
     #[test]
     fn multipart_checksums_are_those_s3_computes() {
         // The values ceph/s3-tests expects (computed with AWS's SDKs).
-        assert_eq!(parts_of("sha256")[0].0, "275VF5loJr1YYawit0XSHREhkFXYkkPKGuoK0x9VKxI=");
+        assert_eq!(
+            parts_of("sha256")[0].0,
+            "275VF5loJr1YYawit0XSHREhkFXYkkPKGuoK0x9VKxI="
+        );
         assert_eq!(
             combined("sha256", false),
             "uWBwpe1dxI4Vw8Gf0X9ynOdw/SS6VBzfWm9giiv1sf4=-3"

@@ -76,7 +76,12 @@ impl ChecksumCheck {
             return None;
         }
         let mut hasher = ChecksumHasher::default();
-        for name in given.iter().map(|(name, _)| *name).chain(trailer).chain(kept) {
+        for name in given
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(trailer)
+            .chain(kept)
+        {
             match name {
                 "crc32" => hasher.crc32 = Some(Crc32::new()),
                 "crc32c" => hasher.crc32c = Some(Crc32c::new()),
@@ -282,13 +287,19 @@ mod tests {
         let check = ChecksumCheck::of(&good).unwrap();
         fed(&check, b"hello");
         let kept = check.verify(None).unwrap().unwrap();
-        assert_eq!((kept.algorithm.as_str(), kept.value.as_str()), ("crc32", "NhCmhg=="));
+        assert_eq!(
+            (kept.algorithm.as_str(), kept.value.as_str()),
+            ("crc32", "NhCmhg==")
+        );
 
         // A part of an upload created with CRC32C keeps one though the request gave none.
         let check = ChecksumCheck::keeping(&headers(&[]), Some("crc32c")).unwrap();
         fed(&check, b"hello");
         let kept = check.verify(None).unwrap().unwrap();
-        assert_eq!((kept.algorithm.as_str(), kept.value.as_str()), ("crc32c", "mnG7TA=="));
+        assert_eq!(
+            (kept.algorithm.as_str(), kept.value.as_str()),
+            ("crc32c", "mnG7TA==")
+        );
 
         let bad = headers(&[("x-amz-checksum-crc32", "AAAAAA==")]);
         let check = ChecksumCheck::of(&bad).unwrap();

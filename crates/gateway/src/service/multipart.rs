@@ -696,7 +696,10 @@ impl Gateway {
             .and_then(checksums::algorithm_name)
         {
             Some(name) => {
-                let parts: Vec<_> = chosen.iter().map(|p| (p.checksum.as_ref(), p.size)).collect();
+                let parts: Vec<_> = chosen
+                    .iter()
+                    .map(|p| (p.checksum.as_ref(), p.size))
+                    .collect();
                 let listed: Vec<_> = listed.iter().map(|p| checksums::checksum_of!(p)).collect();
                 let (checksum, values) = checksums::completed(
                     name,

@@ -604,10 +604,14 @@ impl Gateway {
     ) -> Result<DeleteObjectOutput> {
         let requester = self.requester(&req).await?;
         let condition = DeleteCondition {
-            if_match: req.input.if_match.as_ref().map(|condition| match condition {
-                ETagCondition::Any => "*".to_string(),
-                ETagCondition::ETag(tag) => tag.value().to_string(),
-            }),
+            if_match: req
+                .input
+                .if_match
+                .as_ref()
+                .map(|condition| match condition {
+                    ETagCondition::Any => "*".to_string(),
+                    ETagCondition::ETag(tag) => tag.value().to_string(),
+                }),
             mtime_s: req
                 .input
                 .if_match_last_modified_time
