@@ -36,7 +36,7 @@ mod versions;
 
 pub use data::Body;
 pub use gc::{gc_wait_s, GcBacklog};
-pub use index::WriteCondition;
+pub use index::{DeleteCondition, WriteCondition};
 pub(crate) use index::{OmapChange, Unversioned};
 
 pub(crate) use orphans::Intent;
