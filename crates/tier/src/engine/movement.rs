@@ -1,5 +1,6 @@
-//! Moving data between the pools: promotion (an object's metadata and the blocks an op needs),
-//! flush (the dirty blocks and metadata, guarded by the base object's generation) and eviction.
+//! Moving data between the pools: promotion (an object's metadata and the blocks an op needs,
+//! or the whole object at Ceph's granularity), flush (the dirty blocks, or the whole cached
+//! object, and metadata, guarded by the base object's generation) and eviction.
 //! The `_locked` ones and the installs run with the object's lock held by the caller; the
 //! background flush and promotion take it themselves, only around their cache-side steps.
 
@@ -153,7 +154,12 @@ impl Tier {
         if !omap.is_empty() {
             op = op.omap_set(omap);
         }
-        let (offset, length) = range;
+        // Ceph's granularity copies the whole base object whatever the op touches.
+        let (offset, length) = if settings.promotes_whole_objects() {
+            (0, state.size_bytes)
+        } else {
+            range
+        };
         let end = offset.saturating_add(length).min(state.size_bytes);
         let blocks = blocks_of(state.block_bytes, offset, end.saturating_sub(offset));
         let (op, bytes) = self.add_blocks(name, &mut state, &blocks, op).await?;
@@ -473,7 +479,18 @@ impl Tier {
             op = op.truncate(state.base_valid_bytes.min(state.size_bytes));
         }
         let block_bytes = state.block_bytes;
-        for (first, end) in runs(state.dirty.iter()) {
+        // Ceph's granularity writes the whole cached object back (clean blocks hold the base
+        // object's bytes), strata's only the dirty blocks.
+        let flushed: Vec<u64> = if self.settings().promotes_whole_objects() {
+            let mut blocks = state.present.clone();
+            for block in state.dirty.iter() {
+                blocks.insert(block);
+            }
+            blocks.iter().collect()
+        } else {
+            state.dirty.iter().collect()
+        };
+        for (first, end) in runs(flushed) {
             let start = first * block_bytes;
             let stop = (end * block_bytes).min(state.size_bytes);
             if stop <= start {
