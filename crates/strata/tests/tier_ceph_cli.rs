@@ -93,9 +93,10 @@ fn a_cache_tier_configured_by_the_cli_flushes_to_a_ceph_base_pool() {
     server.ok(&["pool", "create", CACHE, "--size", "3"]);
     server.ok(&["osd", "tier", "add", BASE, CACHE]);
     for (key, value) in [
+        // Ceph's admission without hit sets promotes on the first access (predictive
+        // admission learns over a period first), whole objects (the family's granularity).
+        ("tier_admission", "ceph"),
         ("hit_set_count", "0"),
-        ("tier_admission", "predictive"),
-        ("predictive_threshold", "0"),
         // The agent stays idle until asked: nothing is over target, nothing old enough.
         ("target_max_objects", "1000"),
         ("cache_min_flush_age", "3600"),
