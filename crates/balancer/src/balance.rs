@@ -39,7 +39,7 @@ use crate::tree::DomainTree;
 use crate::BalancerError;
 
 /// Knobs of [`balance`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BalanceConfig {
     /// At most this many shards change OSD in this run, counted from the current up sets
     /// (existing upmaps kept), like Ceph's `--upmap-max` (None = no limit). The best plan's
@@ -49,8 +49,10 @@ pub struct BalanceConfig {
     /// Bounded mode (see [`crate::deviation`]): stop at every OSD of every pool within this
     /// many shards of its target, as Ceph's `--upmap-deviation` / `upmap_max_deviation`, with
     /// the fewest moves that reach it; no total bounds. None = the tightest bounds, per pool
-    /// and in total. At least 1; not combined with `max_moves`. Default: None.
-    pub deviation: Option<u32>,
+    /// and in total. Positive (Ceph's are whole shards, at least 1; a fraction such as the
+    /// deviation another balancer reached is allowed); not combined with `max_moves`.
+    /// Default: None.
+    pub deviation: Option<f64>,
 }
 
 /// What to do with one PG's pg_upmap_items.
@@ -179,10 +181,10 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
     }
     problem.validate()?;
     match (config.deviation, config.max_moves) {
-        (Some(0), _) => {
-            return Err(BalancerError::Invalid(
-                "deviation must be at least 1 shard (as Ceph's)".into(),
-            ))
+        (Some(d), _) if !(d.is_finite() && d > 0.0) => {
+            return Err(BalancerError::Invalid(format!(
+                "deviation {d} must be a positive number of shards"
+            )))
         }
         (Some(_), Some(_)) => {
             return Err(BalancerError::Invalid(

@@ -31,9 +31,9 @@ use crate::tree::DomainTree;
 
 /// Bounds of a count within `deviation` shards of `target`, as Ceph's balancer stops:
 /// `target - N <= count <= target + N`.
-pub fn bounds_within(target: f64, deviation: u32) -> Bounds {
+pub fn bounds_within(target: f64, deviation: f64) -> Bounds {
     const EPSILON: f64 = 1e-9;
-    let n = f64::from(deviation);
+    let n = deviation;
     let low = (target - n - EPSILON).ceil().max(0.0);
     let high = (target + n + EPSILON).floor().max(low);
     Bounds {
@@ -140,7 +140,7 @@ pub(crate) fn violations(
     targets: &Targets,
     trees: &BTreeMap<PoolId, DomainTree>,
     plan: &Plan,
-    deviation: u32,
+    deviation: f64,
 ) -> Vec<Violation> {
     let mut per_pool: BTreeMap<(PoolId, OsdId), usize> = BTreeMap::new();
     for (pg, set) in &plan.up {
@@ -194,7 +194,7 @@ mod tests {
     fn outer_by_pool(
         problem: &Problem,
         up: &BTreeMap<PgId, Vec<OsdId>>,
-        deviation: u32,
+        deviation: f64,
     ) -> BTreeMap<PoolId, u64> {
         let targets = Targets::compute(problem);
         let counts = counts(up);
@@ -214,7 +214,7 @@ mod tests {
     }
 
     /// (outer distance, moves, tight pool + tight total distance) of a plan.
-    fn objective(problem: &Problem, plan: &Plan, deviation: u32) -> (u64, usize, u64) {
+    fn objective(problem: &Problem, plan: &Plan, deviation: f64) -> (u64, usize, u64) {
         let targets = Targets::compute(problem);
         let counts = counts(&plan.up);
         let outer = outer_by_pool(problem, &plan.up, deviation).values().sum();
@@ -287,10 +287,10 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(96))]
         /// The bounded plan is the exhaustive optimum of (distance outside the deviation
         /// bounds, moves, distance from the tight targets); no pool ends further outside its
-        /// deviation bounds than it started; where the tight plan meets every pool's tight
-        /// bounds, the bounded plan moves no more than it.
+        /// deviation bounds than it started; where the bound is at least 1 and the tight plan
+        /// meets every pool's tight bounds, the bounded plan moves no more than it.
         #[test]
-        fn bounded_mode_matches_exhaustive_search(spec in spec(), deviation in 1u32..3) {
+        fn bounded_mode_matches_exhaustive_search(spec in spec(), deviation in prop_oneof![Just(1.0), Just(2.0), 0.3f64..2.5]) {
             let problem = generate(&spec);
             let config = BalanceConfig { deviation: Some(deviation), ..BalanceConfig::default() };
             let plan = balance(&problem, &config).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -306,7 +306,8 @@ mod tests {
                 prop_assert!(after <= before[&pool], "pool {}: {} -> {}", pool, before[&pool], after);
             }
             let tight = balance(&problem, &BalanceConfig::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            if tight.violations.iter().all(|v| v.pool.is_none()) {
+            // A bound of at least 1 contains [floor, ceil]: the tight plan is one of its plans.
+            if deviation >= 1.0 && tight.violations.iter().all(|v| v.pool.is_none()) {
                 prop_assert!(plan.moved_after <= tight.moved_after);
             }
             let reached = objective(&problem, &plan, deviation).0 == 0;
@@ -331,11 +332,11 @@ mod tests {
         });
         for config in [
             BalanceConfig {
-                deviation: Some(0),
+                deviation: Some(0.0),
                 ..BalanceConfig::default()
             },
             BalanceConfig {
-                deviation: Some(1),
+                deviation: Some(1.0),
                 max_moves: Some(3),
             },
         ] {
@@ -345,10 +346,15 @@ mod tests {
 
     #[test]
     fn bounds_within_a_deviation() {
-        assert_eq!(bounds_within(10.4, 1), Bounds { low: 10, high: 11 });
-        assert_eq!(bounds_within(10.0, 1), Bounds { low: 9, high: 11 });
-        assert_eq!(bounds_within(0.6, 1), Bounds { low: 0, high: 1 });
-        assert_eq!(bounds_within(7.3, 5), Bounds { low: 3, high: 12 });
+        assert_eq!(bounds_within(10.4, 1.0), Bounds { low: 10, high: 11 });
+        assert_eq!(bounds_within(10.0, 1.0), Bounds { low: 9, high: 11 });
+        assert_eq!(bounds_within(0.6, 1.0), Bounds { low: 0, high: 1 });
+        assert_eq!(bounds_within(7.3, 5.0), Bounds { low: 3, high: 12 });
+        // A fraction: 9 is 1.05 below 10.05.
+        assert_eq!(bounds_within(10.05, 1.0), Bounds { low: 10, high: 11 });
+        assert_eq!(bounds_within(10.05, 1.1), Bounds { low: 9, high: 11 });
+        // No integer within: the nearest one.
+        assert_eq!(bounds_within(10.5, 0.2), Bounds { low: 11, high: 11 });
     }
 
     #[test]

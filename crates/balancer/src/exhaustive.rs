@@ -27,7 +27,7 @@ pub fn optimum(problem: &Problem) -> (u64, u64, usize) {
 /// The bounded mode's optimum ([`crate::deviation`]): lexicographically the least (distance
 /// outside each pool's `[target - N, target + N]`, shards moved, distance outside the tight
 /// pool bounds plus the tight total bounds).
-pub fn deviation_optimum(problem: &Problem, deviation: u32) -> (u64, usize, u64) {
+pub fn deviation_optimum(problem: &Problem, deviation: f64) -> (u64, usize, u64) {
     let targets = Targets::compute(problem);
     let (osd_ids, states) = reachable(problem);
     let mut best = (u64::MAX, usize::MAX, u64::MAX);

@@ -42,9 +42,9 @@ pub struct Args {
     /// `osdmaptool --upmap-deviation N` and the mgr balancer's `upmap_max_deviation` (bare
     /// `--deviation`: Ceph's default, 5), with the fewest shards moved that reach it; no total
     /// bounds. Without it: the tightest bounds ([floor, ceil] of each target), per pool and in
-    /// total. Not combined with --max-moves.
+    /// total. A fraction is allowed. Not combined with --max-moves.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "5")]
-    pub deviation: Option<u32>,
+    pub deviation: Option<f64>,
     /// Write the ceph commands here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub commands: Option<PathBuf>,

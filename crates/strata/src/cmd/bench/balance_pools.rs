@@ -5,9 +5,12 @@
 //! wide as the hosts, device classes of unequal size, a pool over one rack, a rule with two
 //! takes (first replica from ssd, the rest from hdd). On each map, per pool and in total, the
 //! max deviation from target and the shards moved: raw CRUSH, `osdmaptool --upmap
-//! --upmap-deviation 1 --upmap-max 100000` and strata's plan, both run here on the same map.
-//! Strata's items are written into the map and `osdmaptool --upmap-cleanup` (Ceph's
-//! `verify_upmap`) must keep every one of them.
+//! --upmap-deviation N --upmap-max 100000` and three strata plans, all run here on the same map:
+//! the bounded mode at the same N (moves compared at Ceph's bound), the bounded mode per pool at
+//! the max deviation osdmaptool's plan reached on that pool (moves compared at equal balance),
+//! and the tightest plan. Each plan's items are written into the map; `osdmaptool
+//! --upmap-cleanup` (Ceph's `verify_upmap`) must keep every one of them and `osdmaptool
+//! --test-map-pgs-dump` (Ceph's own mapping, upmaps applied) must map every PG as strata says.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -432,6 +435,9 @@ pub struct MapResult {
     pub peer: Figures,
     /// Strata's bounded mode at osdmaptool's deviation (moves compared like for like).
     pub bounded: Figures,
+    /// Strata's bounded mode per pool at the max deviation osdmaptool reached on that pool
+    /// (moves compared at equal quality).
+    pub iso: Figures,
     /// Strata's tightest plan (its best deviation).
     pub ours: Figures,
     pub upmaps_written: usize,
@@ -440,6 +446,53 @@ pub struct MapResult {
     /// than strata (both plans).
     pub ceph_disagrees: usize,
     pub pgs_checked: usize,
+}
+
+/// Strata's bounded mode, pool by pool, at the max deviation osdmaptool's plan reached on
+/// that pool (where it reached 0, the tightest bounds): the fewest moves for a balance at
+/// least as good as osdmaptool's, pool by pool. One plan for the map.
+fn at_peer_deviation(problem: &Problem, peer: &Figures) -> anyhow::Result<Placement> {
+    let mut up = BTreeMap::new();
+    for pool in &problem.pools {
+        let single = Problem {
+            osds: problem.osds.clone(),
+            pools: vec![pool.clone()],
+            pgs: problem
+                .pgs
+                .iter()
+                .filter(|pg| pg.id.pool == pool.id)
+                .cloned()
+                .collect(),
+        };
+        let reached = peer.get(&Some(pool.id)).map_or(0.0, |f| f.0);
+        let config = BalanceConfig {
+            deviation: (reached > 0.0).then_some(reached),
+            ..BalanceConfig::default()
+        };
+        up.extend(balancer::balance(&single, &config)?.up);
+    }
+    let items = problem
+        .pgs
+        .iter()
+        .map(|pg| {
+            let set = up.get(&pg.id).unwrap_or(&pg.raw);
+            let items = pg
+                .raw
+                .iter()
+                .zip(set)
+                .filter(|(r, n)| r != n)
+                .map(|(&r, &n)| (r, n))
+                .collect();
+            (pg.id, items)
+        })
+        .collect();
+    Ok(Placement { up, items })
+}
+
+/// Up sets and the pg_upmap_items that make them.
+struct Placement {
+    up: BTreeMap<PgId, Vec<i32>>,
+    items: BTreeMap<PgId, Vec<(i32, i32)>>,
 }
 
 /// Build every case, balance it both ways and check strata's upmaps with Ceph.
@@ -463,19 +516,26 @@ pub fn measure(tools: &Tools, deviation: u32) -> anyhow::Result<Vec<MapResult>> 
         let plan = balancer::balance(&problem, &BalanceConfig::default())?;
         balancer::balance::check_plan(&problem, &plan)?;
         let bounded_config = BalanceConfig {
-            deviation: Some(deviation),
+            deviation: Some(f64::from(deviation)),
             ..BalanceConfig::default()
         };
         let bounded = balancer::balance(&problem, &bounded_config)?;
         balancer::balance::check_plan(&problem, &bounded)?;
+        let peer_figures = figures(&problem, &peer);
+        let iso = at_peer_deviation(&problem, &peer_figures)?;
         let (mut upmaps_written, mut upmaps_rejected) = (0, 0);
         let (mut ceph_disagrees, mut pgs_checked) = (0, 0);
-        for chosen in [&plan, &bounded] {
-            let (with_items, written) = write_items(&map, &chosen.items, dir.path())?;
+        let placements = [
+            (&plan.up, &plan.items),
+            (&bounded.up, &bounded.items),
+            (&iso.up, &iso.items),
+        ];
+        for (up, items) in placements {
+            let (with_items, written) = write_items(&map, items, dir.path())?;
             upmaps_written += written;
             upmaps_rejected += cleanup_rejects(&with_items, dir.path(), tools)?;
-            ceph_disagrees += disagreements(&with_items, &chosen.up, tools)?;
-            pgs_checked += chosen.up.len();
+            ceph_disagrees += disagreements(&with_items, up, tools)?;
+            pgs_checked += up.len();
         }
         results.push(MapResult {
             name: case.name.to_string(),
@@ -485,8 +545,9 @@ pub fn measure(tools: &Tools, deviation: u32) -> anyhow::Result<Vec<MapResult>> 
                 .map(|p| (p.id, p.name.to_string()))
                 .collect(),
             raw: figures(&problem, &raw_up),
-            peer: figures(&problem, &peer),
+            peer: peer_figures,
             bounded: figures(&problem, &bounded.up),
+            iso: figures(&problem, &iso.up),
             ours: figures(&problem, &plan.up),
             upmaps_written,
             upmaps_rejected,
@@ -497,14 +558,14 @@ pub fn measure(tools: &Tools, deviation: u32) -> anyhow::Result<Vec<MapResult>> 
     Ok(results)
 }
 
-/// The table: per map, per pool and total, with the verdict against osdmaptool.
+/// The table: per map, per pool and total.
 pub fn table(results: &[MapResult], deviation: u32) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| map | pool | raw max dev | osdmaptool max dev | strata dev {deviation} max dev | strata best max dev | osdmaptool moved | strata dev {deviation} moved | strata best moved |"
+        "| map | pool | raw max dev | osdmaptool max dev | strata dev {deviation} max dev | strata at osdmaptool's dev max dev | strata best max dev | osdmaptool moved | strata dev {deviation} moved | strata at osdmaptool's dev moved | strata best moved |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for result in results {
         for (key, ours) in &result.ours {
             let name = key.map_or_else(
@@ -516,54 +577,78 @@ pub fn table(results: &[MapResult], deviation: u32) -> String {
                     )
                 },
             );
-            let raw = result.raw.get(key).copied().unwrap_or_default();
-            let peer = result.peer.get(key).copied().unwrap_or_default();
-            let bounded = result.bounded.get(key).copied().unwrap_or_default();
+            let get = |f: &Figures| f.get(key).copied().unwrap_or_default();
+            let (raw, peer, bounded, iso) = (
+                get(&result.raw),
+                get(&result.peer),
+                get(&result.bounded),
+                get(&result.iso),
+            );
             let _ = writeln!(
                 out,
-                "| {} | {name} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
-                result.name, raw.0, peer.0, bounded.0, ours.0, peer.1, bounded.1, ours.1
+                "| {} | {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |",
+                result.name,
+                raw.0,
+                peer.0,
+                bounded.0,
+                iso.0,
+                ours.0,
+                peer.1,
+                bounded.1,
+                iso.1,
+                ours.1
             );
         }
-        let _ = writeln!(
-            out,
-            "| {} | upmaps kept by `osdmaptool --upmap-cleanup` (both plans) | | | {} of {} | | | | |",
-            result.name,
-            result.upmaps_written - result.upmaps_rejected,
-            result.upmaps_written
-        );
-        let _ = writeln!(
-            out,
-            "| {} | PGs mapped as strata says by `osdmaptool --test-map-pgs-dump` (both plans) | | | {} of {} | | | | |",
-            result.name,
-            result.pgs_checked - result.ceph_disagrees,
-            result.pgs_checked
-        );
+        for (what, count, of) in [
+            (
+                "upmaps kept by `osdmaptool --upmap-cleanup` (three plans)",
+                result.upmaps_written - result.upmaps_rejected,
+                result.upmaps_written,
+            ),
+            (
+                "PGs mapped as strata says by `osdmaptool --test-map-pgs-dump` (three plans)",
+                result.pgs_checked - result.ceph_disagrees,
+                result.pgs_checked,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "| {} | {what} | | | {count} of {of} | | | | | | |",
+                result.name
+            );
+        }
     }
     out
 }
 
-/// Where strata's plans are worse than osdmaptool's: per row, the bounded plan's moves and
-/// the best plan's max deviation (1e-9 slack for equal figures).
-pub fn worse(results: &[MapResult]) -> Vec<String> {
+/// Per strata plan, the rows where it is worse than osdmaptool in max deviation or in moves
+/// (1e-9 slack for equal deviations).
+pub fn worse(results: &[MapResult], deviation: u32) -> Vec<String> {
     let mut out = Vec::new();
     for result in results {
-        for (key, ours) in &result.ours {
+        for key in result.ours.keys() {
             let peer = result.peer.get(key).copied().unwrap_or_default();
-            let bounded = result.bounded.get(key).copied().unwrap_or_default();
             let row = format!(
                 "{} {}",
                 result.name,
                 key.map_or_else(|| "total".to_string(), |id| format!("pool {id}"))
             );
-            if bounded.1 > peer.1 {
-                out.push(format!("{row}: moves {} > {}", bounded.1, peer.1));
-            }
-            if ours.0 > peer.0 + 1e-9 {
-                out.push(format!(
-                    "{row}: max deviation {:.2} > {:.2}",
-                    ours.0, peer.0
-                ));
+            let plans = [
+                (format!("strata dev {deviation}"), &result.bounded),
+                ("strata at osdmaptool's dev".to_string(), &result.iso),
+                ("strata best".to_string(), &result.ours),
+            ];
+            for (who, figures) in plans {
+                let ours = figures.get(key).copied().unwrap_or_default();
+                if ours.1 > peer.1 {
+                    out.push(format!("{who}, {row}: moves {} > {}", ours.1, peer.1));
+                }
+                if ours.0 > peer.0 + 1e-9 {
+                    out.push(format!(
+                        "{who}, {row}: max deviation {:.2} > {:.2}",
+                        ours.0, peer.0
+                    ));
+                }
             }
         }
     }
@@ -571,14 +656,15 @@ pub fn worse(results: &[MapResult]) -> Vec<String> {
 }
 
 /// Two panels of grouped bars per map, pool and total: max deviation, then shards moved;
-/// osdmaptool (red), strata at the same deviation bound (green), strata's best (blue).
+/// osdmaptool (red), strata at the same deviation bound (green), strata at the deviation
+/// osdmaptool reached (orange), strata's best (blue).
 pub fn chart(results: &[MapResult], deviation: u32) -> String {
     type Pick = fn(&(f64, usize)) -> f64;
     let panels: [(&str, Pick); 2] = [
         ("max deviation from target (shards)", |f| f.0),
         ("shards moved from raw CRUSH", |f| f.1 as f64),
     ];
-    let labels: Vec<(String, [(f64, usize); 3])> = results
+    let labels: Vec<(String, [(f64, usize); 4])> = results
         .iter()
         .flat_map(|r| {
             r.ours.iter().map(move |(key, ours)| {
@@ -589,12 +675,13 @@ pub fn chart(results: &[MapResult], deviation: u32) -> String {
                 );
                 let peer = r.peer.get(key).copied().unwrap_or_default();
                 let bounded = r.bounded.get(key).copied().unwrap_or_default();
-                (label, [peer, bounded, *ours])
+                let iso = r.iso.get(key).copied().unwrap_or_default();
+                (label, [peer, bounded, iso, *ours])
             })
         })
         .collect();
     let (left, top, bar, gap, width) = (220.0, 50.0, 7.0, 8.0, 700.0);
-    let panel_height = labels.len() as f64 * (3.0 * bar + gap) + 60.0;
+    let panel_height = labels.len() as f64 * (4.0 * bar + gap) + 60.0;
     let height = top + 2.0 * panel_height;
     let mut svg = String::new();
     let _ = writeln!(
@@ -604,9 +691,9 @@ pub fn chart(results: &[MapResult], deviation: u32) -> String {
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         svg,
-        r##"<text x="500" y="20" text-anchor="middle" font-size="14">osdmaptool --upmap-deviation {deviation} (red), strata --deviation {deviation} (green), strata best (blue)</text>"##
+        r##"<text x="500" y="20" text-anchor="middle" font-size="14">osdmaptool --upmap-deviation {deviation} (red), strata --deviation {deviation} (green), strata at osdmaptool's deviation (orange), strata best (blue)</text>"##
     );
-    let colors = ["#c0504d", "#9bbb59", "#4f81bd"];
+    let colors = ["#c0504d", "#9bbb59", "#f79646", "#4f81bd"];
     for (panel, (title, pick)) in panels.iter().enumerate() {
         let origin = top + panel as f64 * panel_height;
         let limit = labels
@@ -620,12 +707,12 @@ pub fn chart(results: &[MapResult], deviation: u32) -> String {
             origin - 8.0
         );
         for (index, (label, figures)) in labels.iter().enumerate() {
-            let y = origin + index as f64 * (3.0 * bar + gap);
+            let y = origin + index as f64 * (4.0 * bar + gap);
             let _ = writeln!(
                 svg,
                 r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
                 left - 6.0,
-                y + 1.5 * bar + 3.0
+                y + 2.0 * bar + 3.0
             );
             for (k, (figure, color)) in figures.iter().zip(colors).enumerate() {
                 let value = pick(figure);
@@ -644,7 +731,7 @@ pub fn chart(results: &[MapResult], deviation: u32) -> String {
                 );
             }
         }
-        let axis = origin + labels.len() as f64 * (3.0 * bar + gap) + 4.0;
+        let axis = origin + labels.len() as f64 * (4.0 * bar + gap) + 4.0;
         let _ = writeln!(
             svg,
             r#"<line x1="{left}" y1="{axis}" x2="{}" y2="{axis}" stroke="black"/><text x="{left}" y="{}">0</text><text x="{}" y="{}" text-anchor="end">{limit:.0}</text>"#,
@@ -662,11 +749,7 @@ pub fn chart(results: &[MapResult], deviation: u32) -> String {
 pub fn run(tools: &Tools, svg: Option<&Path>, deviation: u32) -> anyhow::Result<ExitCode> {
     let results = measure(tools, deviation)?;
     print!("{}", table(&results, deviation));
-    let worse = worse(&results);
-    if worse.is_empty() {
-        println!("strata is nowhere worse than osdmaptool (moves at deviation {deviation}, max deviation at its best)");
-    }
-    for line in &worse {
+    for line in worse(&results, deviation) {
         println!("worse than osdmaptool: {line}");
     }
     if let Some(path) = svg {
