@@ -417,7 +417,7 @@ fn cleanup_rejects(with_items: &Path, dir: &Path, tools: &Tools) -> anyhow::Resu
     let path = |p: &Path| p.to_string_lossy().into_owned();
     run_tool(
         &tools.osdmaptool,
-        &[&path(&with_items), "--upmap-cleanup", &path(&out)],
+        &[&path(with_items), "--upmap-cleanup", &path(&out)],
     )?;
     let text = std::fs::read_to_string(&out).unwrap_or_default();
     let rejected = text
