@@ -1143,17 +1143,150 @@ def test_a_repeated_complete_answers_as_the_first():
         nuke(b)
 
 
-def test_conditional_deletes_are_refused_not_ignored():
-    """A delete with a condition is refused (501) rather than carried out unconditionally:
-    the object stays."""
+def test_conditional_deletes_are_honoured():
+    """A delete with a condition (If-Match, x-amz-if-match-last-modified-time and -size; the
+    ETag, LastModifiedTime and Size of DeleteObjects) deletes only when the version it acts
+    on passes it: 412 (or a PreconditionFailed entry) otherwise, and the object stays; a key
+    that does not exist is no error, as an unconditional delete."""
+    for versioned in [False, True]:
+        b = new_bucket()
+        if versioned:
+            s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        etag = s3.put_object(Bucket=b, Key="k", Body=b"xyz")["ETag"]
+        mtime = s3.head_object(Bucket=b, Key="k")["LastModified"]
+        old = datetime.datetime(2015, 1, 1, tzinfo=datetime.timezone.utc)
+        for wrong in [dict(IfMatch='"0123"'), dict(IfMatchSize=4), dict(IfMatchLastModifiedTime=old),
+                      dict(IfMatch=etag, IfMatchSize=2)]:
+            got = error_of(s3.delete_object, Bucket=b, Key="k", **wrong)
+            check(got == ("PreconditionFailed", 412), (versioned, wrong, got))
+        got = s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "k", "ETag": '"0123"'}]})
+        check([e["Code"] for e in got.get("Errors", [])] == ["PreconditionFailed"], got)
+        check(s3.head_object(Bucket=b, Key="k")["ETag"] == etag, "the object stays")
+        s3.delete_object(Bucket=b, Key="k", IfMatch=etag, IfMatchSize=3, IfMatchLastModifiedTime=mtime)
+        check(error_of(s3.head_object, Bucket=b, Key="k")[1] == 404, "deleted")
+        if versioned:
+            # The newest version is now a delete marker: its ETag is no object's.
+            got = error_of(s3.delete_object, Bucket=b, Key="k", IfMatch=etag)
+            check(got == ("PreconditionFailed", 412), got)
+            s3.delete_object(Bucket=b, Key="k", IfMatch="*")
+            # A named version is tested itself.
+            v = s3.put_object(Bucket=b, Key="v", Body=b"1")
+            got = error_of(s3.delete_object, Bucket=b, Key="v", VersionId=v["VersionId"], IfMatch='"0123"')
+            check(got == ("PreconditionFailed", 412), got)
+            s3.delete_object(Bucket=b, Key="v", VersionId=v["VersionId"], IfMatch=v["ETag"])
+            for version in s3.list_object_versions(Bucket=b).get("Versions", []) + \
+                    s3.list_object_versions(Bucket=b).get("DeleteMarkers", []):
+                s3.delete_object(Bucket=b, Key=version["Key"], VersionId=version["VersionId"])
+        else:
+            s3.delete_object(Bucket=b, Key="k", IfMatch='"0123"')  # nothing there: no error
+            etag = s3.put_object(Bucket=b, Key="d", Body=b"1")["ETag"]
+            got = s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "d", "ETag": etag, "Size": 1}]})
+            check([d["Key"] for d in got.get("Deleted", [])] == ["d"], got)
+        nuke(b)
+
+
+def test_checksums_are_kept_and_returned():
+    """The checksum a PUT or a part gives is kept with the object: returned on HEAD and GET
+    with ChecksumMode (not on a range), by GetObjectAttributes with its parts, and for
+    multipart as S3 computes it (COMPOSITE: the checksum of the parts' checksums, -N;
+    FULL_OBJECT: the CRC of the whole data)."""
+    import base64
+    import zlib
     b = new_bucket()
-    etag = s3.put_object(Bucket=b, Key="k", Body=b"x")["ETag"]
-    for wrong in [etag, '"0123"']:
-        got = error_of(s3.delete_object, Bucket=b, Key="k", IfMatch=wrong)
-        check(got == ("NotImplemented", 501), got)
-    got = s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "k", "ETag": '"0123"'}]})
-    check([e["Code"] for e in got.get("Errors", [])] == ["NotImplemented"], got)
-    check(s3.head_object(Bucket=b, Key="k")["ETag"] == etag)
+    data = b"checksummed data"
+    crc = base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+    sha = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    put = s3.put_object(Bucket=b, Key="s", Body=data, ChecksumSHA256=sha)
+    check(put.get("ChecksumSHA256") == sha, put)
+    check("ChecksumSHA256" not in s3.head_object(Bucket=b, Key="s"))
+    head = s3.head_object(Bucket=b, Key="s", ChecksumMode="ENABLED")
+    check(head.get("ChecksumSHA256") == sha and head.get("ChecksumType") == "FULL_OBJECT", head)
+    got = s3.get_object(Bucket=b, Key="s", ChecksumMode="ENABLED")
+    check(got.get("ChecksumSHA256") == sha and got["Body"].read() == data, got)
+    ranged = s3.get_object(Bucket=b, Key="s", ChecksumMode="ENABLED", Range="bytes=0-3")
+    check("ChecksumSHA256" not in ranged and ranged["Body"].read() == b"chec", ranged)
+    attributes = s3.get_object_attributes(Bucket=b, Key="s", ObjectAttributes=["Checksum"])
+    check(attributes["Checksum"].get("ChecksumSHA256") == sha, attributes)
+    s3.put_object(Bucket=b, Key="c", Body=data, ChecksumCRC32=crc)
+    check(s3.head_object(Bucket=b, Key="c", ChecksumMode="ENABLED").get("ChecksumCRC32") == crc)
+    got = error_of(s3.put_object, Bucket=b, Key="bad", Body=data, ChecksumCRC32="AAAAAA==")
+    check(got == ("BadDigest", 400), got)
+    # Multipart: SHA-256 COMPOSITE, CRC32 FULL_OBJECT.
+    size = 5 * 1024 * 1024
+    bodies = [bytes([65 + n]) * size for n in range(2)] + [b"tail"]
+    for algorithm, kind in [("SHA256", "COMPOSITE"), ("CRC32", "FULL_OBJECT")]:
+        key = f"mp-{algorithm}"
+        up = s3.create_multipart_upload(Bucket=b, Key=key, ChecksumAlgorithm=algorithm, ChecksumType=kind)
+        check(up.get("ChecksumAlgorithm") == algorithm and up.get("ChecksumType") == kind, up)
+        parts, values = [], []
+        for n, body in enumerate(bodies, 1):
+            if algorithm == "SHA256":
+                value = base64.b64encode(hashlib.sha256(body).digest()).decode()
+            else:
+                value = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+            answer = s3.upload_part(Bucket=b, Key=key, UploadId=up["UploadId"], PartNumber=n, Body=body,
+                                    **{f"Checksum{algorithm}": value})
+            check(answer.get(f"Checksum{algorithm}") == value, answer)
+            parts.append({"PartNumber": n, "ETag": answer["ETag"], f"Checksum{algorithm}": value})
+            values.append(value)
+        listed = s3.list_parts(Bucket=b, Key=key, UploadId=up["UploadId"])
+        check([p.get(f"Checksum{algorithm}") for p in listed["Parts"]] == values, listed)
+        if algorithm == "SHA256":
+            digests = b"".join(base64.b64decode(v) for v in values)
+            expected = base64.b64encode(hashlib.sha256(digests).digest()).decode() + "-3"
+        else:
+            expected = base64.b64encode(zlib.crc32(b"".join(bodies)).to_bytes(4, "big")).decode()
+        wrong = dict(parts[0], **{f"Checksum{algorithm}": values[1]})
+        got = error_of(s3.complete_multipart_upload, Bucket=b, Key=key, UploadId=up["UploadId"],
+                       MultipartUpload={"Parts": [wrong] + parts[1:]})
+        check(got == ("BadDigest", 400), got)
+        done = s3.complete_multipart_upload(Bucket=b, Key=key, UploadId=up["UploadId"],
+                                            MultipartUpload={"Parts": parts})
+        check(done.get(f"Checksum{algorithm}") == expected and done.get("ChecksumType") == kind, done)
+        head = s3.head_object(Bucket=b, Key=key, ChecksumMode="ENABLED")
+        check(head.get(f"Checksum{algorithm}") == expected, head)
+        part = s3.get_object(Bucket=b, Key=key, PartNumber=2, ChecksumMode="ENABLED")
+        check(part.get(f"Checksum{algorithm}") == values[1] and part["Body"].read() == bodies[1])
+        # boto3 checks a full-object checksum against what it reads.
+        check(s3.get_object(Bucket=b, Key=key, ChecksumMode="ENABLED")["Body"].read() == b"".join(bodies))
+        attributes = s3.get_object_attributes(Bucket=b, Key=key, ObjectAttributes=["Checksum", "ObjectParts"])
+        check(attributes["Checksum"].get(f"Checksum{algorithm}") == expected, attributes)
+        check(attributes["Checksum"].get("ChecksumType") == kind, attributes)
+        got = [(p["PartNumber"], p["Size"], p.get(f"Checksum{algorithm}"))
+               for p in attributes["ObjectParts"]["Parts"]]
+        check(got == [(n, len(body), value) for n, (body, value) in enumerate(zip(bodies, values), 1)], got)
+    got = error_of(s3.create_multipart_upload, Bucket=b, Key="x", ChecksumAlgorithm="SHA1",
+                   ChecksumType="FULL_OBJECT")
+    check(got == ("InvalidRequest", 400), got)
+    nuke(b)
+
+
+def test_request_tags_in_policies():
+    """A bucket policy may test the tags a write sets (s3:RequestObjectTag/<key>,
+    s3:RequestObjectTagKeys with ForAnyValue/ForAllValues)."""
+    import json
+    b = new_bucket()
+    s3.put_bucket_policy(Bucket=b, Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": "*", "Action": ["s3:PutObject", "s3:PutObjectTagging"],
+         "Resource": f"arn:aws:s3:::{b}/*",
+         "Condition": {"StringEquals": {"s3:RequestObjectTag/team": "blue"}}},
+        {"Effect": "Deny", "Principal": "*", "Action": ["s3:PutObject", "s3:PutObjectTagging"],
+         "Resource": f"arn:aws:s3:::{b}/*",
+         "Condition": {"ForAnyValue:StringLike": {"s3:RequestObjectTagKeys": "secret*"}}}]}))
+    alt.put_object(Bucket=b, Key="ok", Body=b"1", Tagging="team=blue")
+    check(error_of(alt.put_object, Bucket=b, Key="no", Body=b"1", Tagging="team=red")[0] == "AccessDenied")
+    check(error_of(alt.put_object, Bucket=b, Key="no", Body=b"1")[0] == "AccessDenied")
+    got = error_of(s3.put_object, Bucket=b, Key="no", Body=b"1", Tagging="team=blue&secret1=x")
+    check(got[0] == "AccessDenied", got)
+    got = error_of(alt.put_object_tagging, Bucket=b, Key="ok",
+                   Tagging={"TagSet": [{"Key": "secret", "Value": "x"}]})
+    check(got[0] == "AccessDenied", got)
+    alt.put_object_tagging(Bucket=b, Key="ok", Tagging={"TagSet": [{"Key": "team", "Value": "blue"},
+                                                                   {"Key": "n", "Value": "1"}]})
+    up = alt.create_multipart_upload(Bucket=b, Key="mp", Tagging="team=blue")
+    s3.abort_multipart_upload(Bucket=b, Key="mp", UploadId=up["UploadId"])
+    check(error_of(alt.create_multipart_upload, Bucket=b, Key="mp", Tagging="team=green")[0] == "AccessDenied")
+    s3.delete_bucket_policy(Bucket=b)
     nuke(b)
 
 

@@ -39,13 +39,20 @@ use crate::tree::DomainTree;
 use crate::BalancerError;
 
 /// Knobs of [`balance`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BalanceConfig {
     /// At most this many shards change OSD in this run, counted from the current up sets
     /// (existing upmaps kept), like Ceph's `--upmap-max` (None = no limit). The best plan's
     /// per-PG changes are applied best first while each strictly improves the balance (see
     /// [`crate::limit`]), so the result is never worse than the current state. Default: None.
     pub max_moves: Option<usize>,
+    /// Bounded mode (see [`crate::deviation`]): stop at every OSD of every pool within this
+    /// many shards of its target, as Ceph's `--upmap-deviation` / `upmap_max_deviation`, with
+    /// the fewest moves that reach it; no total bounds. None = the tightest bounds, per pool
+    /// and in total. Positive (Ceph's are whole shards, at least 1; a fraction such as the
+    /// deviation another balancer reached is allowed); not combined with `max_moves`.
+    /// Default: None.
+    pub deviation: Option<f64>,
 }
 
 /// What to do with one PG's pg_upmap_items.
@@ -173,9 +180,35 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
         )));
     }
     problem.validate()?;
+    match (config.deviation, config.max_moves) {
+        (Some(d), _) if !(d.is_finite() && d > 0.0) => {
+            return Err(BalancerError::Invalid(format!(
+                "deviation {d} must be a positive number of shards"
+            )))
+        }
+        (Some(_), Some(_)) => {
+            return Err(BalancerError::Invalid(
+                "deviation and max_moves are not combined".into(),
+            ))
+        }
+        _ => {}
+    }
     let targets = Targets::compute(problem);
     let total_shards: usize = problem.pgs.iter().map(Pg::shard_count).sum();
-    let costs = Costs::new(total_shards, problem.osds.len(), problem.pgs.len());
+    let tiers = config.deviation.map(|_| {
+        let bounded_nodes = problem.osds.len() * (problem.pools.len() + 1);
+        crate::deviation::Tiers::new(total_shards, bounded_nodes)
+    });
+    let costs = match tiers {
+        Some(t) => Costs {
+            pool_penalty: t.outer,
+            total_penalty: t.inner,
+            move_kept: t.move_kept,
+            move_new: t.move_new,
+            change: t.change,
+        },
+        None => Costs::new(total_shards, problem.osds.len(), problem.pgs.len()),
+    };
     let osds: BTreeMap<OsdId, &crate::problem::Osd> =
         problem.osds.iter().map(|o| (o.id, o)).collect();
 
@@ -187,7 +220,16 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
         let node = network.add_node();
         total_node.insert(osd.id, node);
         let bounds = Bounds::of_target(targets.total_target(osd.id));
-        add_bounded(&mut network, node, sink, bounds, costs.total_penalty);
+        if tiers.is_some() {
+            crate::deviation::add_convex(
+                &mut network,
+                node,
+                sink,
+                &[(bounds, costs.total_penalty)],
+            );
+        } else {
+            add_bounded(&mut network, node, sink, bounds, costs.total_penalty);
+        }
     }
 
     let mut raw_osds: BTreeMap<PoolId, BTreeSet<OsdId>> = BTreeMap::new();
@@ -207,11 +249,19 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
             let node = network.add_node();
             osd_node.insert(osd, node);
             node_osd.insert(node, osd);
-            let bounds = Bounds::of_target(targets.pool_target(pool.id, osd));
+            let target = targets.pool_target(pool.id, osd);
+            let bounds = Bounds::of_target(target);
             let Some(&total) = total_node.get(&osd) else {
                 return Err(BalancerError::Invalid(format!("unknown osd.{osd}")));
             };
-            add_bounded(&mut network, node, total, bounds, costs.pool_penalty);
+            match (config.deviation, tiers) {
+                (Some(deviation), Some(t)) => {
+                    let within = crate::deviation::bounds_within(target, deviation);
+                    let terms = [(within, t.outer), (bounds, t.inner)];
+                    crate::deviation::add_convex(&mut network, node, total, &terms);
+                }
+                _ => add_bounded(&mut network, node, total, bounds, costs.pool_penalty),
+            }
         }
         let mut aggregate = BTreeMap::new();
         for (index, domain) in tree.domains.iter().enumerate() {
@@ -263,7 +313,11 @@ pub fn balance(problem: &Problem, config: &BalanceConfig) -> Result<Plan, Balanc
         .into_iter()
         .map(|(id, part)| (id, part.tree))
         .collect();
-    Ok(finish(problem, &targets, &trees, up, stats))
+    let mut plan = finish(problem, &targets, &trees, up, stats);
+    if let Some(deviation) = config.deviation {
+        plan.violations = crate::deviation::violations(problem, &targets, &trees, &plan, deviation);
+    }
+    Ok(plan)
 }
 
 /// Arcs `from -> to` enforcing `bounds` softly with a convex penalty (see the module doc and
@@ -1036,7 +1090,14 @@ mod tests {
             seed: 9,
         };
         let problem = generate(&spec);
-        let plan = balance(&problem, &BalanceConfig { max_moves: Some(5) }).expect("balance");
+        let plan = balance(
+            &problem,
+            &BalanceConfig {
+                max_moves: Some(5),
+                ..BalanceConfig::default()
+            },
+        )
+        .expect("balance");
         check_plan(&problem, &plan).expect("valid plan");
         assert!(plan.moved_after <= 5);
         assert!(plan
@@ -1088,7 +1149,10 @@ mod tests {
         for pg in &mut problem.pgs {
             pg.upmap_items = best.items.get(&pg.id).cloned().unwrap_or_default();
         }
-        let limited = BalanceConfig { max_moves: Some(5) };
+        let limited = BalanceConfig {
+            max_moves: Some(5),
+            ..BalanceConfig::default()
+        };
         let again = balance(&problem, &limited).expect("balance");
         assert!(again.changes.is_empty(), "{:?}", again.changes);
         assert_eq!(again.moved_after, best.moved_after);

@@ -13,6 +13,62 @@ use crate::targets::{Bounds, Targets};
 /// placement.
 pub fn optimum(problem: &Problem) -> (u64, u64, usize) {
     let targets = Targets::compute(problem);
+    let (osd_ids, states) = reachable(problem);
+    let mut best = (u64::MAX, u64::MAX, usize::MAX);
+    for (state, moves) in states {
+        let (pool_distance, total_distance) = distances(problem, &targets, &osd_ids, &state, |t| {
+            Bounds::of_target(t)
+        });
+        best = best.min((pool_distance, total_distance, moves));
+    }
+    best
+}
+
+/// The bounded mode's optimum ([`crate::deviation`]): lexicographically the least (distance
+/// outside each pool's `[target - N, target + N]`, shards moved, distance outside the tight
+/// pool bounds plus the tight total bounds).
+pub fn deviation_optimum(problem: &Problem, deviation: f64) -> (u64, usize, u64) {
+    let targets = Targets::compute(problem);
+    let (osd_ids, states) = reachable(problem);
+    let mut best = (u64::MAX, usize::MAX, u64::MAX);
+    for (state, moves) in states {
+        let (outer, _) = distances(problem, &targets, &osd_ids, &state, |t| {
+            crate::deviation::bounds_within(t, deviation)
+        });
+        let (pool, total) = distances(problem, &targets, &osd_ids, &state, |t| {
+            Bounds::of_target(t)
+        });
+        best = best.min((outer, moves, pool + total));
+    }
+    best
+}
+
+/// (Distance outside the pool bounds, outside the tight total bounds) of one state; `pool
+/// bounds` maps a pool target to its bounds.
+fn distances(
+    problem: &Problem,
+    targets: &Targets,
+    osd_ids: &[OsdId],
+    state: &[u8],
+    pool_bounds: impl Fn(f64) -> Bounds,
+) -> (u64, u64) {
+    let n = osd_ids.len();
+    let (mut pool_distance, mut total_distance) = (0, 0);
+    for (i, &osd) in osd_ids.iter().enumerate() {
+        let mut total = 0;
+        for (p, pool) in problem.pools.iter().enumerate() {
+            let count = state[p * n + i] as usize;
+            total += count;
+            pool_distance += pool_bounds(targets.pool_target(pool.id, osd)).penalty(count);
+        }
+        total_distance += Bounds::of_target(targets.total_target(osd)).penalty(total);
+    }
+    (pool_distance, total_distance)
+}
+
+/// Every reachable vector of per-(pool, OSD) counts with the fewest shards moved from raw
+/// CRUSH that reaches it, over every legal set of every PG.
+fn reachable(problem: &Problem) -> (Vec<OsdId>, HashMap<Vec<u8>, usize>) {
     let osd_ids: Vec<OsdId> = problem.osds.iter().map(|o| o.id).collect();
     let osd_index: HashMap<OsdId, usize> =
         osd_ids.iter().enumerate().map(|(i, &o)| (o, i)).collect();
@@ -49,22 +105,7 @@ pub fn optimum(problem: &Problem) -> (u64, u64, usize) {
         }
         states = next;
     }
-    let mut best = (u64::MAX, u64::MAX, usize::MAX);
-    for (state, moves) in states {
-        let (mut pool_distance, mut total_distance) = (0, 0);
-        for (i, &osd) in osd_ids.iter().enumerate() {
-            let mut total = 0;
-            for (p, pool) in problem.pools.iter().enumerate() {
-                let count = state[p * n + i] as usize;
-                total += count;
-                pool_distance +=
-                    Bounds::of_target(targets.pool_target(pool.id, osd)).penalty(count);
-            }
-            total_distance += Bounds::of_target(targets.total_target(osd)).penalty(total);
-        }
-        best = best.min((pool_distance, total_distance, moves));
-    }
-    best
+    (osd_ids, states)
 }
 
 /// Every OSD set PG `pg` may have: the raw set's size, from its raw OSDs and the pool's

@@ -9,6 +9,8 @@
 //! - [`flow`]: an exact min-cost flow solver;
 //! - [`aside`]: PGs whose raw set (a hand-made `pg_upmap`) the balancer cannot move safely;
 //! - [`balance`]: the count balancer, one min-cost flow over all pools at once;
+//! - [`deviation`]: the count balancer's bounded mode, as Ceph's `--upmap-deviation N`: every
+//!   OSD of every pool within N shards of its target with the fewest moves;
 //! - [`takes`]: rules with several `take` blocks, each balanced as a pool of its own;
 //! - [`limit`]: `max_moves`, at most N shard changes per run, never worse than before;
 //! - [`period`]: the continuous balancer's decision for one period (wait for recovery, a
@@ -34,6 +36,7 @@ pub mod balance;
 pub mod bytes;
 pub mod bytes_exact;
 pub mod cluster;
+pub mod deviation;
 pub mod error;
 pub mod flow;
 pub mod generate;

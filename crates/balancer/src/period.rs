@@ -71,6 +71,7 @@ pub fn decide(
         problem,
         &BalanceConfig {
             max_moves: Some(budget_shards),
+            ..BalanceConfig::default()
         },
     )?;
     if plan.changes.is_empty() {

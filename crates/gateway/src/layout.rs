@@ -524,6 +524,14 @@ pub struct ObjectEntry {
     /// were kept, which decode with none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<crate::tagging::Tag>,
+    /// The checksum the version was written with (`x-amz-checksum-*`); absent in entries
+    /// written before checksums were kept (those have at most `checksum_sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<StoredChecksum>,
+    /// Of a multipart object with a checksum: each part's checksum (base64, in the
+    /// algorithm of `checksum`), in part order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_checksums: Vec<String>,
 }
 
 impl ObjectEntry {
@@ -531,6 +539,31 @@ impl ObjectEntry {
     pub fn grants(&self, bucket_owner: &str) -> Vec<crate::acl::Grant> {
         effective_grants(&self.grants, &self.acl, &self.owner, bucket_owner)
     }
+
+    /// The checksum the version was written with: `checksum`, or in an entry written
+    /// before it existed the SHA-256 the PUT gave.
+    pub fn stored_checksum(&self) -> Option<StoredChecksum> {
+        self.checksum.clone().or_else(|| {
+            self.checksum_sha256.clone().map(|value| StoredChecksum {
+                algorithm: "sha256".into(),
+                value,
+                composite: false,
+            })
+        })
+    }
+}
+
+/// A checksum kept with an object version or a part, as S3 answers it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoredChecksum {
+    /// The algorithm, lower case: `crc32`, `crc32c`, `crc64nvme`, `sha1` or `sha256`.
+    pub algorithm: String,
+    /// The value in base64; a composite one ends in `-<parts>`.
+    pub value: String,
+    /// Whether it is S3's COMPOSITE checksum of a multipart object (the checksum of its
+    /// parts' checksums) rather than one of the whole data (FULL_OBJECT).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub composite: bool,
 }
 
 /// A multipart upload in progress ([`uploads_object`]).
@@ -546,6 +579,14 @@ pub struct UploadRecord {
     pub initiated_ns: u64,
     /// The object's headers, metadata and ACL, applied at completion.
     pub template: ObjectEntry,
+    /// The checksum algorithm the upload was created with (`crc32`, ...; see
+    /// [`StoredChecksum`]): every part keeps one, and the object gets one at completion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_algorithm: Option<String>,
+    /// Whether the object's checksum is to be of the whole data (FULL_OBJECT) rather than
+    /// COMPOSITE.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checksum_full_object: bool,
 }
 
 /// One uploaded part ([`upload_object`]).
@@ -561,15 +602,35 @@ pub struct PartRecord {
     pub mtime_ns: u64,
     /// Its data pieces.
     pub pieces: Vec<Piece>,
+    /// The part's checksum (full, never composite), when its upload gave or asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<StoredChecksum>,
 }
 
 /// Encodes a record.
-pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
+/// An index entry of a packed object is the short binary record of
+/// [`crate::store::packed_entry`] when it fits one; everything else is JSON.
+pub fn encode<T: Serialize + 'static>(record: &T) -> Vec<u8> {
+    let any: &dyn std::any::Any = record;
+    if let Some(short) = any
+        .downcast_ref::<ObjectEntry>()
+        .and_then(crate::store::packed_entry::encode)
+    {
+        return short;
+    }
     serde_json::to_vec(record).expect("gateway records always serialize")
 }
 
-/// Decodes a record.
+/// Decodes a record (JSON, or a packed object's short index entry).
 pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> crate::error::Result<T> {
+    if crate::store::packed_entry::is_short(bytes) {
+        let entry = crate::store::packed_entry::decode(bytes)
+            .ok_or_else(|| crate::GatewayError::Corrupt("a cut short index entry".into()))?;
+        // Through serde's data model, so a caller decoding it as another type gets an error.
+        let value = serde_json::to_value(entry).expect("an entry always serializes");
+        return serde_json::from_value(value)
+            .map_err(|e| crate::GatewayError::Corrupt(e.to_string()));
+    }
     serde_json::from_slice(bytes).map_err(|e| crate::GatewayError::Corrupt(e.to_string()))
 }
 
@@ -660,5 +721,35 @@ mod tests {
         // An entry without tags is written as before.
         let plain = String::from_utf8(encode(&ObjectEntry::default())).unwrap();
         assert!(!plain.contains("tags"), "{plain}");
+    }
+
+    #[test]
+    fn checksums_round_trip_and_old_entries_decode_with_their_sha256() {
+        let entry = ObjectEntry {
+            size: 1,
+            checksum: Some(StoredChecksum {
+                algorithm: "sha1".into(),
+                value: "c2hh-2".into(),
+                composite: true,
+            }),
+            part_checksums: vec!["YQ==".into(), "Yg==".into()],
+            ..ObjectEntry::default()
+        };
+        let back: ObjectEntry = decode(&encode(&entry)).unwrap();
+        assert_eq!(back, entry);
+        let old = br#"{"size":1,"etag":"e","mtime_ns":2,"owner":"o","acl":"","headers":{},"metadata":{},"pieces":[],"checksum_sha256":"c2hh"}"#;
+        let back: ObjectEntry = decode(old).unwrap();
+        assert_eq!(
+            back.stored_checksum(),
+            Some(StoredChecksum {
+                algorithm: "sha256".into(),
+                value: "c2hh".into(),
+                composite: false,
+            })
+        );
+        let part = br#"{"number":1,"etag":"e","size":1,"mtime_ns":2,"pieces":[]}"#;
+        assert_eq!(decode::<PartRecord>(part).unwrap().checksum, None);
+        let plain = String::from_utf8(encode(&ObjectEntry::default())).unwrap();
+        assert!(!plain.contains("checksum"), "{plain}");
     }
 }

@@ -9,9 +9,10 @@
 //! Supported: `Effect` Allow/Deny, `Principal` (`"*"`, `{"AWS": "*"}`, user ARNs or uids),
 //! `Action`/`NotAction` and `Resource`/`NotResource` with `*` and `?` wildcards, and the
 //! condition operators `StringEquals`, `StringNotEquals`, `StringLike`, `StringNotLike` (with
-//! `...IgnoreCase` forms), `IpAddress`/`NotIpAddress` and `Bool`, on the keys the gateway
-//! fills in ([`CONDITION_KEYS`]: the client's address, the transport, `Referer`,
-//! `User-Agent`, the listing's prefix). A document with any other operator or key is refused
+//! `...IgnoreCase` forms), `IpAddress`/`NotIpAddress` and `Bool` (each also with the set
+//! qualifiers `ForAnyValue:` / `ForAllValues:` for multi-valued keys), on the keys the
+//! gateway fills in ([`CONDITION_KEYS`]: the client's address, the transport, `Referer`,
+//! `User-Agent`, the listing's prefix; the object's tags and the tags a write sets). A document with any other operator or key is refused
 //! when it is put: a condition that can never hold would make a Deny do nothing, which is
 //! wider access than its author wrote.
 
@@ -33,6 +34,13 @@ pub enum Decision {
     Unspecified,
 }
 
+/// What separates the values of a multi-valued condition key in a [`Context`] value
+/// (`s3:RequestObjectTagKeys`; tag keys never contain it).
+pub const MULTI_VALUE_SEPARATOR: char = '\n';
+
+/// The set qualifiers a condition operator may carry, for multi-valued keys.
+const SET_QUALIFIERS: [&str; 2] = ["ForAnyValue:", "ForAllValues:"];
+
 /// Values of the request that conditions test (`s3:prefix`, `aws:Referer`, ...), by key.
 pub type Context = BTreeMap<String, String>;
 
@@ -53,7 +61,8 @@ const CONDITION_OPERATORS: [&str; 9] = [
 /// `aws:SecureTransport` (`false`: plain HTTP), `aws:Referer` and `aws:UserAgent` (the
 /// request's headers, when it has them) for every request, `s3:prefix` for listings (empty
 /// when none is given) and object requests on a missing key; besides these, object
-/// requests carry the object's tags as `s3:ExistingObjectTag/<key>`
+/// requests carry the object's tags as `s3:ExistingObjectTag/<key>` and writes the tags
+/// they set as `s3:RequestObjectTag/<key>` and `s3:RequestObjectTagKeys`
 /// ([`crate::tagging::EXISTING_TAG_KEY_PREFIX`]).
 pub const CONDITION_KEYS: [&str; 5] = [
     "aws:SourceIp",
@@ -176,18 +185,24 @@ impl Policy {
                     let Value::Object(tests) = tests else {
                         return Err(malformed(format!("condition {operator} is not an object")));
                     };
-                    if !CONDITION_OPERATORS.contains(&operator.as_str()) {
+                    let bare = SET_QUALIFIERS
+                        .iter()
+                        .find_map(|qualifier| operator.strip_prefix(*qualifier))
+                        .unwrap_or(operator.as_str());
+                    if !CONDITION_OPERATORS.contains(&bare) {
                         return Err(malformed(format!(
                             "condition operator {operator} is not supported (supported: {})",
                             CONDITION_OPERATORS.join(", ")
                         )));
                     }
                     for (key, values) in tests {
-                        let tag_key = key
-                            .get(..crate::tagging::EXISTING_TAG_KEY_PREFIX.len())
-                            .is_some_and(|prefix| {
-                                prefix.eq_ignore_ascii_case(crate::tagging::EXISTING_TAG_KEY_PREFIX)
-                            });
+                        let has_prefix = |wanted: &str| {
+                            key.get(..wanted.len())
+                                .is_some_and(|prefix| prefix.eq_ignore_ascii_case(wanted))
+                        };
+                        let tag_key = has_prefix(crate::tagging::EXISTING_TAG_KEY_PREFIX)
+                            || has_prefix(crate::tagging::REQUEST_TAG_KEY_PREFIX)
+                            || key.eq_ignore_ascii_case(crate::tagging::REQUEST_TAG_KEYS);
                         if !tag_key && !CONDITION_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key)) {
                             return Err(malformed(format!(
                                 "condition key {key} is not supported (supported: {})",
@@ -307,10 +322,29 @@ fn condition_holds(operator: &str, key: &str, values: &[String], context: &Conte
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(key))
         .map(|(_, v)| v.as_str());
+    // A set operator tests each of a multi-valued key's values (AWS: ForAllValues holds
+    // for no values at all, ForAnyValue does not).
+    if let Some(bare) = operator.strip_prefix("ForAnyValue:") {
+        return lookup.is_some_and(|all| {
+            all.split(MULTI_VALUE_SEPARATOR)
+                .any(|one| value_holds(bare, one, values))
+        });
+    }
+    if let Some(bare) = operator.strip_prefix("ForAllValues:") {
+        return lookup.is_none_or(|all| {
+            all.split(MULTI_VALUE_SEPARATOR)
+                .all(|one| value_holds(bare, one, values))
+        });
+    }
     let Some(actual) = lookup else {
         // A key the request does not carry: only the negated operators hold.
         return matches!(operator, "StringNotEquals" | "StringNotLike");
     };
+    value_holds(operator, actual, values)
+}
+
+/// Whether `operator` holds between the request's value `actual` and the policy's `values`.
+fn value_holds(operator: &str, actual: &str, values: &[String]) -> bool {
     let lower = actual.to_ascii_lowercase();
     match operator {
         "StringEquals" => values.iter().any(|v| v == actual),
@@ -478,6 +512,43 @@ mod tests {
             ),
             Decision::Deny
         );
+    }
+
+    #[test]
+    fn request_tags_and_their_keys_are_tested() {
+        let policy = Policy::parse(
+            r#"{"Version":"2012-10-17","Statement":[
+              {"Effect":"Allow","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
+               "Condition":{"StringEquals":{"s3:RequestObjectTag/team":"blue"},
+                            "ForAllValues:StringEquals":{"s3:RequestObjectTagKeys":["team","cost"]}}},
+              {"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
+               "Condition":{"ForAnyValue:StringLike":{"s3:RequestObjectTagKeys":"secret*"}}}]}"#,
+        )
+        .unwrap();
+        let tag = |key: &str, value: &str| crate::tagging::Tag {
+            key: key.into(),
+            value: value.into(),
+        };
+        let decide = |tags: &[crate::tagging::Tag]| {
+            let context = crate::tagging::request_tags_context(tags);
+            policy.evaluate(&user("ann"), "s3:PutObject", "arn:aws:s3:::b/k", &context)
+        };
+        assert_eq!(decide(&[tag("team", "blue")]), Decision::Allow);
+        assert_eq!(
+            decide(&[tag("team", "blue"), tag("cost", "1")]),
+            Decision::Allow
+        );
+        assert_eq!(decide(&[tag("team", "red")]), Decision::Unspecified);
+        // A key outside the allowed set fails ForAllValues.
+        assert_eq!(
+            decide(&[tag("team", "blue"), tag("x", "1")]),
+            Decision::Unspecified
+        );
+        assert_eq!(
+            decide(&[tag("team", "blue"), tag("secret-a", "1")]),
+            Decision::Deny
+        );
+        assert_eq!(decide(&[]), Decision::Unspecified);
     }
 
     #[test]

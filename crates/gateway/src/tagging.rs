@@ -118,6 +118,37 @@ pub fn existing_tags_context(tags: &[Tag]) -> crate::policy::Context {
         .collect()
 }
 
+/// Prefix of the policy condition keys of the tags a request sets (`s3:RequestObjectTag/<key>`).
+pub const REQUEST_TAG_KEY_PREFIX: &str = "s3:RequestObjectTag/";
+
+/// The policy condition key of the keys of the tags a request sets (multi-valued: tested
+/// with `ForAnyValue:` / `ForAllValues:`).
+pub const REQUEST_TAG_KEYS: &str = "s3:RequestObjectTagKeys";
+
+/// The policy condition values of the tags a write sets (PutObject's and
+/// CreateMultipartUpload's `x-amz-tagging`, a copy's replacing tags, PutObjectTagging's
+/// set): `s3:RequestObjectTag/<key>` each, and their keys as `s3:RequestObjectTagKeys`
+/// (one value per line, [`crate::policy::MULTI_VALUE_SEPARATOR`]). None when it sets none.
+pub fn request_tags_context(tags: &[Tag]) -> crate::policy::Context {
+    let mut context: crate::policy::Context = tags
+        .iter()
+        .map(|tag| {
+            (
+                format!("{REQUEST_TAG_KEY_PREFIX}{}", tag.key),
+                tag.value.clone(),
+            )
+        })
+        .collect();
+    if !tags.is_empty() {
+        let keys: Vec<&str> = tags.iter().map(|tag| tag.key.as_str()).collect();
+        context.insert(
+            REQUEST_TAG_KEYS.to_string(),
+            keys.join(&crate::policy::MULTI_VALUE_SEPARATOR.to_string()),
+        );
+    }
+    context
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! Smoke test of `strata bench balance --multi-pool` (issue 38's figure): the maps are built
 //! with crushtool and osdmaptool, both balancers run, and the program fails unless
-//! `osdmaptool --upmap-cleanup` (Ceph's verify_upmap) keeps every upmap strata wrote. Skips
+//! `osdmaptool --upmap-cleanup` (Ceph's verify_upmap) keeps every upmap strata wrote and
+//! `osdmaptool --test-map-pgs-dump` maps every PG as strata's plan says. Skips
 //! when Ceph's tools are not installed. No assertion on speed; on the figures only that the
 //! two-take pool is balanced and no total ends further from target than raw CRUSH.
 
@@ -45,8 +46,20 @@ fn multi_pool_figure_runs_and_every_upmap_is_valid_for_ceph() {
         assert_eq!(left, right, "{line}");
         assert!(left.parse::<usize>().is_ok_and(|n| n > 0), "{line}");
     }
-    // Rows: map, pool, raw, osdmaptool, strata max deviations. The two-take pool is
-    // balanced (it used to be skipped), and no total is worse than raw CRUSH.
+    // Every PG maps as strata says in osdmaptool --test-map-pgs-dump (Ceph's own mapping of
+    // the map with strata's items), for both plans.
+    let mapped: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("--test-map-pgs-dump"))
+        .collect();
+    assert_eq!(mapped.len(), 2, "{stdout}");
+    for line in mapped {
+        let cell = line.split('|').nth(5).unwrap_or("").trim();
+        let (left, right) = cell.split_once(" of ").unwrap_or(("", "x"));
+        assert_eq!(left, right, "{line}");
+    }
+    // Rows: map, pool, raw, osdmaptool, strata bounded, at osdmaptool's, best max deviations. The
+    // two-take pool is balanced (it used to be skipped), and no total is worse than raw CRUSH.
     for line in stdout
         .lines()
         .filter(|l| l.contains("ssd-first") || l.contains("| total |"))
@@ -54,10 +67,11 @@ fn multi_pool_figure_runs_and_every_upmap_is_valid_for_ceph() {
         let cells: Vec<f64> = line
             .split('|')
             .skip(3)
-            .take(3)
+            .take(5)
             .map(|c| c.trim().parse().unwrap_or(f64::NAN))
             .collect();
-        assert!(cells.len() == 3 && cells[2] <= cells[0], "{line}");
+        assert!(cells.len() == 5 && cells[4] <= cells[0], "{line}");
+        assert!(cells[2] <= cells[0], "{line}");
     }
     assert!(stdout.contains("ssd-first"), "{stdout}");
     let chart = std::fs::read_to_string(&svg).expect("svg written");

@@ -107,6 +107,47 @@ impl AdmissionFamily {
     }
 }
 
+/// How much of an object a promotion copies into the cache (`tier_promote_granularity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromoteGranularity {
+    /// The admission family's own: whole objects for `ceph` and `ceph-corrected`, extents
+    /// for `predictive`.
+    Family,
+    /// Ceph 16.2's: a promotion copies the whole base object, a flush writes the whole
+    /// object back.
+    WholeObject,
+    /// strata's: a promotion copies the `tier_block_bytes` blocks the op touches, a flush
+    /// writes the dirty blocks.
+    Extents,
+}
+
+impl PromoteGranularity {
+    /// Parses the setting's value.
+    pub fn parse(name: &str) -> Result<Self> {
+        Ok(match name {
+            "family" => PromoteGranularity::Family,
+            "whole-object" => PromoteGranularity::WholeObject,
+            "extents" => PromoteGranularity::Extents,
+            other => {
+                return Err(TierError::Invalid(format!(
+                    "unknown tier_promote_granularity {other:?}: expected family, whole-object \
+                     or extents"
+                )))
+            }
+        })
+    }
+
+    /// The setting's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            PromoteGranularity::Family => "family",
+            PromoteGranularity::WholeObject => "whole-object",
+            PromoteGranularity::Extents => "extents",
+        }
+    }
+}
+
 /// `hit_set_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -171,6 +212,9 @@ pub struct TierSettings {
     pub predictive_threshold: f64,
     /// strata: bytes of a promotion block (a 4 KiB miss on a 4 MiB object copies one block).
     pub tier_block_bytes: u64,
+    /// strata: whole objects or extents per promotion and flush (`family`: whole objects for
+    /// the ceph families, extents for predictive).
+    pub tier_promote_granularity: PromoteGranularity,
     /// strata: the object size assumed to turn `target_max_bytes` into a count of objects for
     /// the admission policy.
     pub tier_object_bytes: u64,
@@ -199,6 +243,7 @@ impl Default for TierSettings {
             predictive_smoothing: 0.5,
             predictive_threshold: 2.0,
             tier_block_bytes: 64 << 10,
+            tier_promote_granularity: PromoteGranularity::Family,
             tier_object_bytes: 4 << 20,
             tier_promote_max_inflight: 8,
         }
@@ -225,6 +270,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "predictive_smoothing",
     "predictive_threshold",
     "tier_block_bytes",
+    "tier_promote_granularity",
     "tier_object_bytes",
     "tier_promote_max_inflight",
 ];
@@ -333,6 +379,9 @@ impl TierSettings {
                 }
                 next.tier_block_bytes = bytes;
             }
+            "tier_promote_granularity" => {
+                next.tier_promote_granularity = PromoteGranularity::parse(value)?
+            }
             "tier_object_bytes" => {
                 next.tier_object_bytes = number(key, value)?;
                 if next.tier_object_bytes == 0 {
@@ -366,6 +415,19 @@ impl TierSettings {
             None => Err(TierError::Invalid(format!(
                 "unknown cache pool setting {key:?}"
             ))),
+        }
+    }
+
+    /// Whether promotions copy whole objects and flushes write whole objects back (Ceph's
+    /// data path) rather than the blocks an op touches.
+    pub fn promotes_whole_objects(&self) -> bool {
+        match self.tier_promote_granularity {
+            PromoteGranularity::WholeObject => true,
+            PromoteGranularity::Extents => false,
+            PromoteGranularity::Family => matches!(
+                self.tier_admission,
+                AdmissionFamily::Ceph | AdmissionFamily::CephCorrected
+            ),
         }
     }
 
@@ -478,6 +540,29 @@ mod tests {
         assert_eq!(settings.get("hit_set_count").unwrap(), "12");
         settings.set("hit_set_type", "explicit_hash").unwrap();
         assert!(settings.set("hit_set_fpp", "0.1").is_err());
+    }
+
+    #[test]
+    fn promotion_granularity_follows_the_family_unless_set() {
+        let mut settings = TierSettings::default();
+        assert_eq!(settings.get("tier_promote_granularity").unwrap(), "family");
+        assert!(settings.promotes_whole_objects());
+        settings.set("tier_admission", "ceph-corrected").unwrap();
+        assert!(settings.promotes_whole_objects());
+        settings.set("tier_admission", "predictive").unwrap();
+        assert!(!settings.promotes_whole_objects());
+        settings
+            .set("tier_promote_granularity", "whole-object")
+            .unwrap();
+        assert!(settings.promotes_whole_objects());
+        settings.set("tier_admission", "ceph").unwrap();
+        settings.set("tier_promote_granularity", "extents").unwrap();
+        assert!(!settings.promotes_whole_objects());
+        assert!(settings.set("tier_promote_granularity", "blocks").is_err());
+        assert_eq!(
+            settings.tier_promote_granularity,
+            PromoteGranularity::Extents
+        );
     }
 
     #[test]

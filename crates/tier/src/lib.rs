@@ -11,8 +11,8 @@
 //! tier or seed 000's hot table, the code the simulator runs) and goes to the cache when the
 //! object is cached (always: so no read returns older data than the last acknowledged write,
 //! whatever the policy now thinks), is promoted (its metadata and the blocks the op touches,
-//! never the whole object), or is proxied to the base pool (and maybe promoted in the
-//! background, throttled). A cached object's state (present and dirty blocks, whiteout, the
+//! or the whole object at Ceph's granularity, `tier_promote_granularity whole-object`), or
+//! is proxied to the base pool (and maybe promoted in the background, throttled). A cached object's state (present and dirty blocks, whiteout, the
 //! base object's flush generation) is an xattr written in the same atomic op as its data;
 //! flushes write the dirty blocks and metadata back guarded by that generation, so an older
 //! copy never overwrites a newer one, and a restart finds every dirty object in the cache pool.
@@ -32,7 +32,7 @@ pub mod registry;
 pub mod state;
 pub mod stats;
 
-pub use config::{AdmissionFamily, CacheMode, TierConfig, TierSettings};
+pub use config::{AdmissionFamily, CacheMode, PromoteGranularity, TierConfig, TierSettings};
 pub use engine::{policy_for, system_wall_clock, Tier, WallClock};
 pub use error::{Result, TierError};
 pub use overlay::OverlayIoCtx;

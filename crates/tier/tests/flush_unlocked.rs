@@ -194,3 +194,82 @@ async fn a_write_during_a_flush_neither_waits_for_it_nor_is_lost() {
     );
     tiered.shutdown().await;
 }
+
+/// An eviction of a dirty object flushes it without the object's lock, and so does the flush
+/// again when a write landed during the first one: client writes never wait for the base
+/// pool's writes, and the eviction still carries every write to the base pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_never_flushes_under_the_lock() {
+    let memory: Arc<dyn Rados> = Arc::new(MemoryRados::new());
+    for name in ["base", "cache"] {
+        memory
+            .pool_create(PoolSpec::new(name).with_size(1).with_pg_num(8))
+            .await
+            .expect("pool");
+    }
+    let gate = Arc::new(Gate::default());
+    let gated: Arc<dyn Rados> = Arc::new(Gated {
+        inner: memory.clone(),
+        gate: gate.clone(),
+    });
+    let tiered = TieredRados::open(
+        gated,
+        Arc::new(worker::SystemClock::new()),
+        tier::system_wall_clock(),
+    )
+    .await
+    .expect("open");
+    tiered.tier_add("base", "cache", false).await.expect("add");
+    for (key, value) in [
+        ("hit_set_count", "0"),
+        ("tier_promote_granularity", "extents"),
+    ] {
+        tiered.pool_set("cache", key, value).await.expect("set");
+    }
+    tiered
+        .cache_mode("cache", CacheMode::Writeback, false)
+        .await
+        .expect("mode");
+    tiered.set_overlay("base", "cache").await.expect("overlay");
+    let io = tiered.io_ctx("base").await.expect("io");
+    let tier = tiered.overlay_of("base").expect("tier");
+    io.write_full("object", &[1u8; 8192]).await.expect("write");
+
+    gate.armed.store(true, Ordering::SeqCst);
+    let blocked = gate.blocked.notified();
+    let evicting = {
+        let tier = tier.clone();
+        tokio::spawn(async move { tier.evict("object").await })
+    };
+    blocked.await;
+    tokio::time::timeout(Duration::from_secs(5), io.write("object", 0, &[2u8; 10]))
+        .await
+        .expect("a write during the eviction's first flush waited")
+        .expect("write");
+    // The gate stays armed: the eviction's next flush (the object is dirty again) blocks too.
+    let blocked = gate.blocked.notified();
+    gate.release.notify_one();
+    blocked.await;
+    tokio::time::timeout(Duration::from_secs(5), io.write("object", 20, &[3u8; 10]))
+        .await
+        .expect("a write during the eviction's second flush waited: it held the lock")
+        .expect("write");
+    gate.armed.store(false, Ordering::SeqCst);
+    gate.release.notify_one();
+    evicting.await.expect("join").expect("evict");
+    assert_eq!(tier.cached_objects(), 0, "evicted");
+
+    let mut expected = vec![1u8; 8192];
+    expected[0..10].fill(2);
+    expected[20..30].fill(3);
+    let base = memory.io_ctx("base").await.expect("base");
+    assert_eq!(
+        base.read("object", 0, 8192).await.expect("base read"),
+        expected
+    );
+    assert_eq!(
+        io.read("object", 0, 8192).await.expect("overlay read"),
+        expected
+    );
+    tiered.shutdown().await;
+}

@@ -17,6 +17,7 @@ use s3s::dto::Checksum;
 use s3s::TrailingHeaders;
 
 use crate::error::{GatewayError, Result};
+use crate::layout::StoredChecksum;
 
 /// The checksum algorithms S3 defines, by header name and display name.
 const ALGORITHMS: [(&str, &str); 5] = [
@@ -33,12 +34,24 @@ pub(super) struct ChecksumCheck {
     given: Vec<(&'static str, String)>,
     /// The algorithm whose value the body's trailer carries.
     trailer: Option<&'static str>,
+    /// The algorithm whose checksum is kept (computed when the request gave none).
+    kept: Option<&'static str>,
     hasher: Arc<Mutex<ChecksumHasher>>,
 }
 
 impl ChecksumCheck {
     /// The checks `headers` ask for; `None` when they ask for none.
     pub(super) fn of(headers: &http::HeaderMap) -> Option<ChecksumCheck> {
+        Self::keeping(headers, None)
+    }
+
+    /// [`ChecksumCheck::of`], also computing the checksum of algorithm `kept` (a stored
+    /// name, see [`super::checksums`]) when the request gives none of it: a part of an
+    /// upload created with a checksum algorithm keeps that one.
+    pub(super) fn keeping(
+        headers: &http::HeaderMap,
+        kept: Option<&'static str>,
+    ) -> Option<ChecksumCheck> {
         let given: Vec<(&'static str, String)> = ALGORITHMS
             .iter()
             .filter_map(|&(header, name)| {
@@ -59,11 +72,16 @@ impl ChecksumCheck {
                     .find(|(header, _)| *header == value)
                     .map(|&(_, name)| name)
             });
-        if given.is_empty() && trailer.is_none() {
+        if given.is_empty() && trailer.is_none() && kept.is_none() {
             return None;
         }
         let mut hasher = ChecksumHasher::default();
-        for name in given.iter().map(|(name, _)| *name).chain(trailer) {
+        for name in given
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(trailer)
+            .chain(kept)
+        {
             match name {
                 "crc32" => hasher.crc32 = Some(Crc32::new()),
                 "crc32c" => hasher.crc32c = Some(Crc32c::new()),
@@ -75,6 +93,7 @@ impl ChecksumCheck {
         Some(ChecksumCheck {
             given,
             trailer,
+            kept,
             hasher: Arc::new(Mutex::new(hasher)),
         })
     }
@@ -84,9 +103,13 @@ impl ChecksumCheck {
         Arc::clone(&self.hasher)
     }
 
-    /// Compares what the body hashed to with every value given; the SHA-256, when one was
-    /// given and matched, is returned to be kept with the object.
-    pub(super) fn verify(self, trailers: Option<&TrailingHeaders>) -> Result<Option<String>> {
+    /// Compares what the body hashed to with every value given; returns the checksum to
+    /// keep with the object or part: of the algorithm it was to keep, else the first one
+    /// given (in header order, then the trailer's).
+    pub(super) fn verify(
+        self,
+        trailers: Option<&TrailingHeaders>,
+    ) -> Result<Option<StoredChecksum>> {
         let hasher = std::mem::take(&mut *self.hasher.lock().unwrap_or_else(|p| p.into_inner()));
         let computed = hasher.finalize();
         let mut expected = self.given;
@@ -108,16 +131,20 @@ impl ChecksumCheck {
                 })?;
             expected.push((name, value));
         }
-        let mut sha256 = None;
-        for (name, value) in expected {
-            if computed_value(&computed, name) != Some(&value) {
+        for (name, value) in &expected {
+            if computed_value(&computed, name) != Some(value) {
                 return Err(GatewayError::ChecksumMismatch(name));
             }
-            if name == "sha256" {
-                sha256 = Some(value);
-            }
         }
-        Ok(sha256)
+        let kept = match self.kept {
+            Some(name) => computed_value(&computed, name).map(|value| (name, value.clone())),
+            None => expected.into_iter().next(),
+        };
+        Ok(kept.map(|(name, value)| StoredChecksum {
+            algorithm: name.to_string(),
+            value,
+            composite: false,
+        }))
     }
 }
 
@@ -149,6 +176,25 @@ pub(super) fn request_body(
     })
     .map_err(|error| GatewayError::from_request_body(&*error))
     .boxed()
+}
+
+/// `stream` (a copy's source data) with every byte fed in order to `checksums`' hasher.
+pub(super) fn hashed<S>(
+    stream: S,
+    checksums: Option<&ChecksumCheck>,
+) -> futures::stream::BoxStream<'static, Result<bytes::Bytes>>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes>> + Send + 'static,
+{
+    use futures::StreamExt;
+    let hasher = checksums.map(ChecksumCheck::hasher);
+    stream
+        .inspect(move |item| {
+            if let (Some(feed), Ok(bytes)) = (&hasher, item) {
+                feed.lock().unwrap_or_else(|p| p.into_inner()).update(bytes);
+            }
+        })
+        .boxed()
 }
 
 /// Refuses what a write asks for that strata does not have, as S3 answers where the feature
@@ -240,7 +286,20 @@ mod tests {
         ]);
         let check = ChecksumCheck::of(&good).unwrap();
         fed(&check, b"hello");
-        assert_eq!(check.verify(None).unwrap(), None);
+        let kept = check.verify(None).unwrap().unwrap();
+        assert_eq!(
+            (kept.algorithm.as_str(), kept.value.as_str()),
+            ("crc32", "NhCmhg==")
+        );
+
+        // A part of an upload created with CRC32C keeps one though the request gave none.
+        let check = ChecksumCheck::keeping(&headers(&[]), Some("crc32c")).unwrap();
+        fed(&check, b"hello");
+        let kept = check.verify(None).unwrap().unwrap();
+        assert_eq!(
+            (kept.algorithm.as_str(), kept.value.as_str()),
+            ("crc32c", "mnG7TA==")
+        );
 
         let bad = headers(&[("x-amz-checksum-crc32", "AAAAAA==")]);
         let check = ChecksumCheck::of(&bad).unwrap();

@@ -2,7 +2,9 @@
 //! each checking the requester against owners and canned ACLs first.
 
 mod acls;
+mod attributes;
 mod buckets;
+mod checksums;
 pub(crate) mod convert;
 mod integrity;
 mod multipart;
@@ -187,24 +189,39 @@ impl Gateway {
         action: &str,
         key: &str,
     ) -> Result<BucketRecord> {
+        self.bucket_for_object_in(name, requester, action, key, &Context::new())
+            .await
+    }
+
+    /// [`Gateway::bucket_for_object`] with the request's own condition values (the tags a
+    /// write sets: [`crate::tagging::request_tags_context`]).
+    async fn bucket_for_object_in(
+        &self,
+        name: &str,
+        requester: &Requester,
+        action: &str,
+        key: &str,
+        context: &Context,
+    ) -> Result<BucketRecord> {
         let bucket = self.store.bucket(name).await?;
-        if !may_change_object(&bucket, requester, action, key) {
+        if !may_change_object_in(&bucket, requester, action, key, context) {
             return Err(GatewayError::AccessDenied);
         }
         Ok(bucket)
     }
 
-    /// [`Gateway::bucket_for_object`] from this gateway's copy of the bucket record when it
-    /// has a recent one ([`Store::bucket_cached`]); `true` when read from the cluster.
+    /// [`Gateway::bucket_for_object_in`] from this gateway's copy of the bucket record when
+    /// it has a recent one ([`Store::bucket_cached`]); `true` when read from the cluster.
     async fn bucket_for_object_cached(
         &self,
         name: &str,
         requester: &Requester,
         action: &str,
         key: &str,
+        context: &Context,
     ) -> Result<(BucketRecord, bool)> {
         let (bucket, copy) = self.store.bucket_cached(name).await?;
-        if !may_change_object(&bucket, requester, action, key) {
+        if !may_change_object_in(&bucket, requester, action, key, context) {
             return Err(GatewayError::AccessDenied);
         }
         Ok((bucket, !copy))
@@ -274,13 +291,23 @@ pub(crate) fn may_change_object(
     action: &str,
     key: &str,
 ) -> bool {
-    let context = Context::new();
+    may_change_object_in(bucket, requester, action, key, &Context::new())
+}
+
+/// [`may_change_object`] with the request's own condition values.
+pub(crate) fn may_change_object_in(
+    bucket: &BucketRecord,
+    requester: &Requester,
+    action: &str,
+    key: &str,
+    context: &Context,
+) -> bool {
     bucket_allows(
         bucket,
         requester,
         action,
         Some(key),
-        &context,
+        context,
         Permission::Write,
     )
 }

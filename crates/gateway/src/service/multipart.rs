@@ -6,6 +6,7 @@ use rados::{RadosError, WriteOp};
 use s3s::dto::*;
 use s3s::S3Request;
 
+use super::checksums::{self, checksum_fields};
 use super::convert::{self, Conditions};
 use super::objects::{check_content_md5, standard_headers, tags_of};
 use super::Gateway;
@@ -80,8 +81,15 @@ impl Gateway {
         let requester = self.requester(&req).await?;
         super::integrity::refuse_unsupported_write_headers(&req.headers)?;
         let input = req.input;
+        let tags = tags_of(input.tagging.as_deref())?;
         let bucket = self
-            .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
+            .bucket_for_object_in(
+                &input.bucket,
+                &requester,
+                "s3:PutObject",
+                &input.key,
+                &crate::tagging::request_tags_context(&tags),
+            )
             .await?;
         convert::validate_key(&input.key)?;
         let owner = Self::owner_of(&requester)?;
@@ -89,6 +97,10 @@ impl Gateway {
             .grants_from_request(super::acl_request!(input), &owner, &bucket.owner)
             .await?;
         super::check_public_block(&bucket, &grants)?;
+        let (checksum_algorithm, checksum_full_object) = checksums::upload_checksum(
+            input.checksum_algorithm.as_ref(),
+            input.checksum_type.as_ref(),
+        )?;
         let upload_id = format!("2~{}", self.store.new_tag(12));
         let record = UploadRecord {
             key: input.key.clone(),
@@ -112,9 +124,11 @@ impl Gateway {
                     input.expires.as_ref(),
                 ),
                 metadata: convert::metadata_in(input.metadata)?,
-                tags: tags_of(input.tagging.as_deref())?,
+                tags,
                 ..ObjectEntry::default()
             },
+            checksum_algorithm: checksum_algorithm.map(str::to_string),
+            checksum_full_object,
         };
         // The parts object first: parts write their intents only into an existing one, so
         // one racing Abort or Complete (which remove it) cannot bring it back.
@@ -148,6 +162,8 @@ impl Gateway {
             bucket: Some(input.bucket),
             key: Some(input.key),
             upload_id: Some(upload_id),
+            checksum_algorithm: checksum_algorithm.map(checksums::algorithm_dto),
+            checksum_type: checksum_algorithm.map(|_| upload_checksum_type(&record)),
             ..Default::default()
         })
     }
@@ -247,14 +263,21 @@ impl Gateway {
     ) -> Result<UploadPartOutput> {
         let requester = self.requester(&req).await?;
         super::integrity::refuse_customer_keys(&req.headers)?;
-        let checksums = super::integrity::ChecksumCheck::of(&req.headers);
         let trailers = req.trailing_headers.clone();
         let input = req.input;
         let bucket = self
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         Self::check_part_number(input.part_number)?;
-        self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        // A part of an upload created with a checksum algorithm keeps that checksum.
+        let checksums = super::integrity::ChecksumCheck::keeping(
+            &req.headers,
+            upload
+                .checksum_algorithm
+                .as_deref()
+                .and_then(checksums::algorithm_name),
+        );
         let tag = format!(
             "{}.{}.{}",
             input.upload_id,
@@ -269,7 +292,7 @@ impl Gateway {
             super::integrity::request_body(input.body, checksums.as_ref()),
             length,
         );
-        let (pieces, size, md5, _sha256) = self
+        let (pieces, size, md5, checksum) = self
             .store
             .write_checked(&intent, &bucket.id, &tag, &input.key, body, |md5| {
                 check_content_md5(input.content_md5.as_deref(), md5)?;
@@ -283,13 +306,21 @@ impl Gateway {
             size,
             mtime_ns: self.store.now_ns(),
             pieces,
+            checksum: checksum.clone(),
         };
         self.save_part(&bucket, &input.key, &input.upload_id, part, &intent)
             .await?;
-        Ok(UploadPartOutput {
+        let mut output = UploadPartOutput {
             e_tag: Some(convert::etag(&etag)),
             ..Default::default()
-        })
+        };
+        if let Some(checksum) = checksum {
+            checksum_fields!(
+                output,
+                checksums::dto(&checksum.algorithm, &checksum.value, None)
+            );
+        }
+        Ok(output)
     }
 
     pub(super) async fn do_upload_part_copy(
@@ -315,7 +346,14 @@ impl Gateway {
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         Self::check_part_number(input.part_number)?;
-        self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let kept = upload
+            .checksum_algorithm
+            .as_deref()
+            .and_then(checksums::algorithm_name);
+        let checksums = kept.and_then(|name| {
+            super::integrity::ChecksumCheck::keeping(&http::HeaderMap::new(), Some(name))
+        });
         let (start, end) = match &input.copy_source_range {
             None => (0, source.size),
             Some(range) => parse_copy_range(range, source.size)?,
@@ -329,8 +367,11 @@ impl Gateway {
         let intent = self
             .begin_part_intent(&bucket, &input.key, &input.upload_id, &tag)
             .await?;
-        let stream = Box::pin(self.store.read_range(&source.pieces, start, end));
-        let (pieces, size, md5, ()) = self
+        let stream = super::integrity::hashed(
+            self.store.read_range(&source.pieces, start, end),
+            checksums.as_ref(),
+        );
+        let (pieces, size, md5, checksum) = self
             .store
             .write_checked(
                 &intent,
@@ -338,7 +379,7 @@ impl Gateway {
                 &tag,
                 &input.key,
                 Body::new(stream, Some(end - start)),
-                |_| Ok(()),
+                |_| checksums.map_or(Ok(None), |check| check.verify(None)),
             )
             .await?;
         let etag = hex::encode(md5);
@@ -349,6 +390,7 @@ impl Gateway {
             size,
             mtime_ns,
             pieces,
+            checksum,
         };
         self.save_part(&bucket, &input.key, &input.upload_id, part, &intent)
             .await?;
@@ -410,15 +452,32 @@ impl Gateway {
             parts: Some(
                 shown
                     .into_iter()
-                    .map(|p| Part {
-                        e_tag: Some(convert::etag(&p.etag)),
-                        last_modified: Some(convert::timestamp(p.mtime_ns)),
-                        part_number: Some(p.number),
-                        size: Some(p.size as i64),
-                        ..Default::default()
+                    .map(|p| {
+                        let mut part = Part {
+                            e_tag: Some(convert::etag(&p.etag)),
+                            last_modified: Some(convert::timestamp(p.mtime_ns)),
+                            part_number: Some(p.number),
+                            size: Some(p.size as i64),
+                            ..Default::default()
+                        };
+                        if let Some(checksum) = &p.checksum {
+                            checksum_fields!(
+                                part,
+                                checksums::dto(&checksum.algorithm, &checksum.value, None)
+                            );
+                        }
+                        part
                     })
                     .collect(),
             ),
+            checksum_algorithm: upload
+                .checksum_algorithm
+                .as_deref()
+                .map(checksums::algorithm_dto),
+            checksum_type: upload
+                .checksum_algorithm
+                .is_some()
+                .then(|| upload_checksum_type(&upload)),
             ..Default::default()
         })
     }
@@ -552,6 +611,7 @@ impl Gateway {
     ) -> Result<CompleteMultipartUploadOutput> {
         let requester = self.requester(&req).await?;
         let input = req.input;
+        let given_checksum = checksums::checksum_of!(input);
         let bucket = self
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
@@ -568,14 +628,7 @@ impl Gateway {
                     .completed_by(&bucket, &input.key, &input.upload_id)
                     .await?
                     .ok_or(GatewayError::NoSuchUpload(missing))?;
-                return Ok(CompleteMultipartUploadOutput {
-                    bucket: Some(input.bucket.clone()),
-                    key: Some(input.key.clone()),
-                    e_tag: Some(convert::etag(&done.etag)),
-                    location: Some(format!("/{}/{}", input.bucket, input.key)),
-                    version_id: super::objects::new_version_id(&done),
-                    ..Default::default()
-                });
+                return Ok(completed_output(&input.bucket, &input.key, &done));
             }
             found => found?,
         };
@@ -589,14 +642,7 @@ impl Gateway {
             // a second object sharing the first one's pieces, which deleting either frees).
             self.forget_completed_upload(&bucket, &input.key, &input.upload_id)
                 .await?;
-            return Ok(CompleteMultipartUploadOutput {
-                bucket: Some(input.bucket.clone()),
-                key: Some(input.key.clone()),
-                e_tag: Some(convert::etag(&done.etag)),
-                location: Some(format!("/{}/{}", input.bucket, input.key)),
-                version_id: super::objects::new_version_id(&done),
-                ..Default::default()
-            });
+            return Ok(completed_output(&input.bucket, &input.key, &done));
         }
         let mut listed: Vec<CompletedPart> = input
             .multipart_upload
@@ -644,6 +690,28 @@ impl Gateway {
             md5.update(&digest);
         }
         let etag = format!("{}-{}", hex::encode(md5.finalize()), chosen.len());
+        let (checksum, part_checksums) = match upload
+            .checksum_algorithm
+            .as_deref()
+            .and_then(checksums::algorithm_name)
+        {
+            Some(name) => {
+                let parts: Vec<_> = chosen
+                    .iter()
+                    .map(|p| (p.checksum.as_ref(), p.size))
+                    .collect();
+                let listed: Vec<_> = listed.iter().map(|p| checksums::checksum_of!(p)).collect();
+                let (checksum, values) = checksums::completed(
+                    name,
+                    upload.checksum_full_object,
+                    &parts,
+                    &listed,
+                    &given_checksum,
+                )?;
+                (Some(checksum), values)
+            }
+            None => (None, Vec::new()),
+        };
         let entry = ObjectEntry {
             size: chosen.iter().map(|p| p.size).sum(),
             etag: etag.clone(),
@@ -655,6 +723,8 @@ impl Gateway {
             parts_count: chosen.len() as u32,
             part_sizes: chosen.iter().map(|p| p.size).collect(),
             upload_id: Some(input.upload_id.clone()),
+            checksum,
+            part_checksums,
             ..upload.template
         };
         // A precondition that fails leaves the upload as it was, for another Complete.
@@ -671,14 +741,7 @@ impl Gateway {
         self.store.remove_pieces(unused).await;
         self.forget_upload(&bucket, &input.key, &input.upload_id)
             .await?;
-        Ok(CompleteMultipartUploadOutput {
-            bucket: Some(input.bucket.clone()),
-            key: Some(input.key.clone()),
-            e_tag: Some(convert::etag(&etag)),
-            location: Some(format!("/{}/{}", input.bucket, input.key)),
-            version_id: super::objects::new_version_id(&entry),
-            ..Default::default()
-        })
+        Ok(completed_output(&input.bucket, &input.key, &entry))
     }
 
     /// Aborts every multipart upload of `bucket` (DeleteBucket does, as radosgw): removes
@@ -756,6 +819,32 @@ impl Gateway {
             .await;
         self.forget_upload(bucket, key, upload_id).await
     }
+}
+
+/// What a CompleteMultipartUpload answers for the object `entry` it made (or made before,
+/// when repeated).
+fn completed_output(bucket: &str, key: &str, entry: &ObjectEntry) -> CompleteMultipartUploadOutput {
+    let mut output = CompleteMultipartUploadOutput {
+        bucket: Some(bucket.to_string()),
+        key: Some(key.to_string()),
+        e_tag: Some(convert::etag(&entry.etag)),
+        location: Some(format!("/{bucket}/{key}")),
+        version_id: super::objects::new_version_id(entry),
+        ..Default::default()
+    };
+    if let Some(checksum) = entry.stored_checksum() {
+        checksum_fields!(output, checksums::stored_dto(&checksum), type);
+    }
+    output
+}
+
+/// The checksum type of an upload created with a checksum algorithm.
+fn upload_checksum_type(upload: &UploadRecord) -> ChecksumType {
+    ChecksumType::from_static(if upload.checksum_full_object {
+        ChecksumType::FULL_OBJECT
+    } else {
+        ChecksumType::COMPOSITE
+    })
 }
 
 /// `bytes=a-b` of a copy source of `size` bytes, as `[start, end)`.

@@ -7,6 +7,7 @@ use s3s::S3Request;
 
 use super::acl_request;
 use super::acls::AclRequest;
+use super::checksums::{self, checksum_fields};
 use super::convert::{self, Conditions};
 use super::Gateway;
 use crate::acl::{self, Permission, Requester};
@@ -14,7 +15,7 @@ use crate::error::{GatewayError, Result};
 use crate::layout::{BucketRecord, ObjectEntry};
 use crate::policy::{Context, Decision};
 use crate::server::ChannelStream;
-use crate::store::{Body, Unversioned};
+use crate::store::{Body, DeleteCondition, Unversioned};
 
 /// Standard headers kept with an object, from the request fields.
 pub(super) fn standard_headers(
@@ -174,6 +175,26 @@ impl Gateway {
         permission: Permission,
         action: &str,
     ) -> Result<(BucketRecord, ObjectEntry)> {
+        self.object_for_action_in(
+            bucket_name,
+            (key, version_id),
+            requester,
+            (permission, action),
+            &Context::new(),
+        )
+        .await
+    }
+
+    /// [`Gateway::object_for_action`] with the request's own condition values besides the
+    /// object's tags (the tags PutObjectTagging sets).
+    pub(super) async fn object_for_action_in(
+        &self,
+        bucket_name: &str,
+        (key, version_id): (&str, Option<&str>),
+        requester: &Requester,
+        (permission, action): (Permission, &str),
+        request_context: &Context,
+    ) -> Result<(BucketRecord, ObjectEntry)> {
         // A read may decide on this gateway's copy of the bucket record (ACL and policy as
         // of at most `metadata_cache_ms` ago); a missing entry is looked up again in the
         // record as it is now (the copy may be of a bucket deleted, or deleted and created
@@ -222,7 +243,8 @@ impl Gateway {
             }
             return Err(GatewayError::NoSuchKey(key.to_string()));
         };
-        let context = crate::tagging::existing_tags_context(&entry.tags);
+        let mut context = crate::tagging::existing_tags_context(&entry.tags);
+        context.extend(request_context.clone());
         let allowed = match super::policy_decision(&bucket, requester, action, Some(key), &context)
         {
             Decision::Deny => false,
@@ -275,13 +297,20 @@ impl Gateway {
         // This gateway's copy of the bucket record decides, unless the intent's guard finds
         // it stale (the bucket deleted, its versioning changed): then it is read again and
         // everything it decided is decided again.
+        let tags = tags_of(input.tagging.as_deref())?;
+        let tags_context = crate::tagging::request_tags_context(&tags);
         let (mut bucket, mut fresh) = self
-            .bucket_for_object_cached(&input.bucket, &requester, "s3:PutObject", &input.key)
+            .bucket_for_object_cached(
+                &input.bucket,
+                &requester,
+                "s3:PutObject",
+                &input.key,
+                &tags_context,
+            )
             .await?;
         convert::validate_key(&input.key)?;
         // Everything that can refuse the request is checked before its data is written.
         let metadata = convert::metadata_in(input.metadata.clone())?;
-        let tags = tags_of(input.tagging.as_deref())?;
         let condition =
             convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let owner = Self::owner_of(&requester)?;
@@ -313,7 +342,13 @@ impl Gateway {
             }
             self.store.forget_bucket(&input.bucket);
             bucket = self
-                .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
+                .bucket_for_object_in(
+                    &input.bucket,
+                    &requester,
+                    "s3:PutObject",
+                    &input.key,
+                    &tags_context,
+                )
                 .await?;
             fresh = true;
         };
@@ -350,7 +385,7 @@ impl Gateway {
             }
         };
         let (written, prefetched) = futures::join!(write, prefetch);
-        let (pieces, size, md5, checksum_sha256) = written?;
+        let (pieces, size, md5, checksum) = written?;
         let entry = ObjectEntry {
             size,
             etag: hex::encode(md5),
@@ -369,7 +404,7 @@ impl Gateway {
             metadata,
             pieces,
             parts_count: 0,
-            checksum_sha256,
+            checksum,
             tags,
             ..Default::default()
         };
@@ -401,65 +436,15 @@ impl Gateway {
                 return Err(error);
             }
         };
-        Ok(PutObjectOutput {
+        let mut output = PutObjectOutput {
             e_tag: Some(convert::etag(&entry.etag)),
-            checksum_sha256: entry.checksum_sha256.clone(),
             version_id: new_version_id(&entry),
             ..Default::default()
-        })
-    }
-
-    /// The attributes S3 keeps of an object: ETag, size, storage class, the SHA-256 given
-    /// when it was put, and the part count of a multipart object.
-    pub(super) async fn do_get_object_attributes(
-        &self,
-        req: S3Request<GetObjectAttributesInput>,
-    ) -> Result<GetObjectAttributesOutput> {
-        let requester = self.requester(&req).await?;
-        let input = req.input;
-        let (bucket, entry) = self
-            .object_for(
-                &input.bucket,
-                &input.key,
-                input.version_id.as_deref(),
-                &requester,
-                Permission::Read,
-            )
-            .await?;
-        let wanted = |name: &str| {
-            input
-                .object_attributes
-                .iter()
-                // One header may carry them all, comma-separated.
-                .flat_map(|a| a.as_str().split(','))
-                .any(|a| a.trim().eq_ignore_ascii_case(name))
         };
-        let checksum = entry
-            .checksum_sha256
-            .clone()
-            .filter(|_| wanted(ObjectAttributes::CHECKSUM))
-            .map(|sha256| Checksum {
-                checksum_sha256: Some(sha256),
-                ..Default::default()
-            });
-        let object_parts =
-            (wanted(ObjectAttributes::OBJECT_PARTS) && entry.parts_count > 0).then(|| {
-                GetObjectAttributesParts {
-                    total_parts_count: Some(entry.parts_count as i32),
-                    ..Default::default()
-                }
-            });
-        Ok(GetObjectAttributesOutput {
-            e_tag: wanted(ObjectAttributes::ETAG).then(|| convert::etag(&entry.etag)),
-            object_size: wanted(ObjectAttributes::OBJECT_SIZE).then_some(entry.size as i64),
-            storage_class: wanted(ObjectAttributes::STORAGE_CLASS)
-                .then(|| StorageClass::from_static(StorageClass::STANDARD)),
-            last_modified: Some(convert::timestamp(entry.mtime_ns)),
-            checksum,
-            object_parts,
-            version_id: version_header(&bucket, &entry),
-            ..Default::default()
-        })
+        if let Some(checksum) = entry.stored_checksum() {
+            checksum_fields!(output, checksums::stored_dto(&checksum), type);
+        }
+        Ok(output)
     }
 
     /// What GET and HEAD share: the object (or version) the requester may read, its
@@ -525,7 +510,13 @@ impl Gateway {
             .await?;
         let body = ChannelStream::spawn(stream);
         let headers = requested_headers!(input).or_stored(&entry);
-        Ok(GetObjectOutput {
+        let checksum = checksum_answered(
+            &entry,
+            input.checksum_mode.as_ref(),
+            input.range.is_some(),
+            input.part_number,
+        );
+        let mut output = GetObjectOutput {
             accept_ranges: Some("bytes".into()),
             body: Some(StreamingBlob::wrap(body)),
             cache_control: headers.cache_control,
@@ -543,7 +534,11 @@ impl Gateway {
             tag_count: (!entry.tags.is_empty()).then_some(entry.tags.len() as i32),
             version_id: version_header(&bucket, &entry),
             ..Default::default()
-        })
+        };
+        if let Some(checksum) = checksum {
+            checksum_fields!(output, checksum, type);
+        }
+        Ok(output)
     }
 
     pub(super) async fn do_head_object(
@@ -574,7 +569,13 @@ impl Gateway {
             .await?;
         let length = end - start;
         let headers = requested_headers!(input).or_stored(&entry);
-        Ok(HeadObjectOutput {
+        let checksum = checksum_answered(
+            &entry,
+            input.checksum_mode.as_ref(),
+            input.range.is_some(),
+            input.part_number,
+        );
+        let mut output = HeadObjectOutput {
             accept_ranges: Some("bytes".into()),
             cache_control: headers.cache_control,
             content_disposition: headers.content_disposition,
@@ -590,7 +591,11 @@ impl Gateway {
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
             version_id: version_header(&bucket, &entry),
             ..Default::default()
-        })
+        };
+        if let Some(checksum) = checksum {
+            checksum_fields!(output, checksum, type);
+        }
+        Ok(output)
     }
 
     pub(super) async fn do_delete_object(
@@ -598,7 +603,22 @@ impl Gateway {
         req: S3Request<DeleteObjectInput>,
     ) -> Result<DeleteObjectOutput> {
         let requester = self.requester(&req).await?;
-        refuse_delete_conditions(&req.headers, req.input.if_match.is_some())?;
+        let condition = DeleteCondition {
+            if_match: req
+                .input
+                .if_match
+                .as_ref()
+                .map(|condition| match condition {
+                    ETagCondition::Any => "*".to_string(),
+                    ETagCondition::ETag(tag) => tag.value().to_string(),
+                }),
+            mtime_s: req
+                .input
+                .if_match_last_modified_time
+                .as_ref()
+                .map(convert::seconds),
+            size: req.input.if_match_size,
+        };
         let action = super::delete_action(req.input.version_id.as_deref());
         let bucket = self
             .bucket_for_object(&req.input.bucket, &requester, action, &req.input.key)
@@ -610,6 +630,7 @@ impl Gateway {
                 &req.input.key,
                 req.input.version_id.as_deref(),
                 &owner,
+                &condition,
             )
             .await?;
         Ok(DeleteObjectOutput {
@@ -620,27 +641,41 @@ impl Gateway {
     }
 
     /// Deletes `key`: with a version id, that version for good (no error if it is gone);
-    /// without, the object in a bucket without versioning, else a new delete marker.
+    /// without, the object in a bucket without versioning, else a new delete marker. The
+    /// version it acts on (the one named, else the newest, a delete marker included) must
+    /// pass `condition` (412): checked in the guarded write that removes a version or a
+    /// plain entry; for a new delete marker, on the newest version read just before it is
+    /// written (a write between the two is not seen).
     async fn delete_one(
         &self,
         bucket: &BucketRecord,
         key: &str,
         version_id: Option<&str>,
         owner: &str,
+        condition: &DeleteCondition,
     ) -> Result<Deleted> {
+        if condition.is_some() && version_id.is_none() && bucket.versioning.is_some() {
+            condition.check(self.store.newest_version(bucket, key).await?.as_ref())?;
+        }
         match (version_id, bucket.versioning) {
             (Some(version_id), _) => {
-                let removed = self.store.remove_version(bucket, key, version_id).await?;
+                let removed = self
+                    .store
+                    .remove_version_if(bucket, key, version_id, condition)
+                    .await?;
                 Ok(Deleted {
                     delete_marker: removed.is_some_and(|e| e.delete_marker),
                     version_id: Some(version_id.to_string()),
                 })
             }
-            (None, None) => match self.store.delete(bucket, key).await? {
+            (None, None) => match self.store.delete_if(bucket, key, condition).await? {
                 Unversioned::Done => Ok(Deleted::default()),
                 // Versioning was enabled meanwhile: the key gets a delete marker.
                 Unversioned::BucketVersioned => {
                     let bucket = self.store.bucket(&bucket.name).await?;
+                    if condition.is_some() {
+                        condition.check(self.store.newest_version(&bucket, key).await?.as_ref())?;
+                    }
                     let marker = self.store.delete_marker(&bucket, key, owner).await?;
                     Ok(Deleted {
                         delete_marker: true,
@@ -676,13 +711,13 @@ impl Gateway {
         for object in input.delete.objects {
             let version_id = object.version_id.as_deref();
             let action = super::delete_action(version_id);
-            let conditional = object.e_tag.is_some()
-                || object.last_modified_time.is_some()
-                || object.size.is_some();
-            let outcome = if conditional {
-                refuse_delete_conditions(&http::HeaderMap::new(), true).map(|()| Deleted::default())
-            } else if super::may_change_object(&bucket, &requester, action, &object.key) {
-                self.delete_one(&bucket, &object.key, version_id, &owner)
+            let condition = DeleteCondition {
+                if_match: object.e_tag.as_ref().map(|tag| tag.value().to_string()),
+                mtime_s: object.last_modified_time.as_ref().map(convert::seconds),
+                size: object.size,
+            };
+            let outcome = if super::may_change_object(&bucket, &requester, action, &object.key) {
+                self.delete_one(&bucket, &object.key, version_id, &owner, &condition)
                     .await
             } else {
                 Err(GatewayError::AccessDenied)
@@ -810,7 +845,21 @@ impl Gateway {
         };
         let tags = match input.tagging_directive.as_ref().map(|d| d.as_str()) {
             None | Some(TaggingDirective::COPY) => source.tags.clone(),
-            Some(TaggingDirective::REPLACE) => tags_of(input.tagging.as_deref())?,
+            Some(TaggingDirective::REPLACE) => {
+                let tags = tags_of(input.tagging.as_deref())?;
+                // The policy sees the tags the copy sets as the request's.
+                let context = crate::tagging::request_tags_context(&tags);
+                if !super::may_change_object_in(
+                    &bucket,
+                    &requester,
+                    "s3:PutObject",
+                    &input.key,
+                    &context,
+                ) {
+                    return Err(GatewayError::AccessDenied);
+                }
+                tags
+            }
             Some(other) => {
                 return Err(GatewayError::InvalidArgument(format!(
                     "x-amz-tagging-directive {other:?} (valid: COPY, REPLACE)"
@@ -860,7 +909,9 @@ impl Gateway {
             metadata,
             pieces,
             parts_count: source.parts_count,
-            checksum_sha256: source.checksum_sha256.clone(),
+            // The data is the same: so are its checksums.
+            checksum: source.stored_checksum(),
+            part_checksums: source.part_checksums.clone(),
             tags,
             ..Default::default()
         };
@@ -961,23 +1012,6 @@ impl Gateway {
     }
 }
 
-/// Refuses a conditional delete (If-Match, `x-amz-if-match-last-modified-time`,
-/// `x-amz-if-match-size`, or their DeleteObjects forms): strata cannot yet make a delete
-/// conditional, and ignoring the condition could remove an object the client meant to keep.
-fn refuse_delete_conditions(headers: &http::HeaderMap, if_match: bool) -> Result<()> {
-    let conditional = if_match
-        || headers.contains_key("x-amz-if-match-last-modified-time")
-        || headers.contains_key("x-amz-if-match-size");
-    if conditional {
-        return Err(GatewayError::NotImplemented(
-            "conditional deletes (If-Match, x-amz-if-match-last-modified-time, \
-             x-amz-if-match-size): strata does not make deletes conditional"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
 /// The tag set of a write's `x-amz-tagging` header (none without one).
 pub(super) fn tags_of(header: Option<&str>) -> Result<Vec<crate::tagging::Tag>> {
     header.map_or(Ok(Vec::new()), crate::tagging::parse_header)
@@ -1014,6 +1048,35 @@ pub(super) fn new_version_id(entry: &ObjectEntry) -> Option<String> {
         .version_id
         .clone()
         .filter(|v| v != crate::versioning::NULL_VERSION_ID)
+}
+
+/// The checksum a GET or HEAD answers with: none unless ChecksumMode is ENABLED, none for a
+/// range (it would not be the range's), a part's own for `partNumber` of a multipart object
+/// that kept them (with the object's checksum type), else the object's.
+fn checksum_answered(
+    entry: &ObjectEntry,
+    mode: Option<&ChecksumMode>,
+    ranged: bool,
+    part_number: Option<i32>,
+) -> Option<Checksum> {
+    if !mode.is_some_and(|mode| mode.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED)) || ranged
+    {
+        return None;
+    }
+    let stored = entry.stored_checksum()?;
+    match part_number {
+        Some(number) if entry.parts_count > 0 => {
+            let value = entry
+                .part_checksums
+                .get(usize::try_from(number).ok()?.checked_sub(1)?)?;
+            Some(checksums::dto(
+                &stored.algorithm,
+                value,
+                Some(checksums::checksum_type(&stored)),
+            ))
+        }
+        _ => Some(checksums::stored_dto(&stored)),
+    }
 }
 
 /// The object a GET or HEAD reads and the byte range `[start, end)` it returns.

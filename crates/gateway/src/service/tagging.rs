@@ -27,12 +27,12 @@ impl Gateway {
         let requester = self.requester(req).await?;
         for _ in 0..TAG_RACE_RETRIES {
             let (bucket, read) = self
-                .object_for_action(
+                .object_for_action_in(
                     bucket_name,
                     (key, version_id),
                     &requester,
-                    Permission::Write,
-                    action,
+                    (Permission::Write, action),
+                    &tagging::request_tags_context(&tags),
                 )
                 .await?;
             let mut entry = read.clone();

@@ -40,12 +40,13 @@ impl Store {
     /// `gc_min_wait_s` has passed, so reads that started on the old version finish (removed
     /// now when the wait is 0, or when it cannot be queued).
     /// Ranges of pack objects are logged for the pack GC instead (`pack_gc.rs`).
-    pub async fn retire_pieces(&self, pieces: Vec<Piece>) {
+    /// Returns how many whole pieces were removed now (the others are queued).
+    pub async fn retire_pieces(&self, pieces: Vec<Piece>) -> u64 {
         let (packed, pieces): (Vec<Piece>, Vec<Piece>) =
             pieces.into_iter().partition(|p| p.pack_offset.is_some());
         self.log_dead_ranges(&packed).await;
         if pieces.is_empty() {
-            return;
+            return 0;
         }
         if self.config.gc_min_wait_s == 0 {
             return self.remove_pieces(pieces).await;
@@ -60,24 +61,28 @@ impl Store {
                 self.counters
                     .pieces_retired
                     .fetch_add(pieces.len() as u64, Ordering::Relaxed);
+                0
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot queue replaced data for the GC; removing it now");
-                self.remove_pieces(pieces).await;
+                self.remove_pieces(pieces).await
             }
         }
     }
 
     /// Removes data pieces; a failed removal goes to the GC queue. Ranges of pack objects
-    /// are logged for the pack GC instead (`pack_gc.rs`).
-    pub async fn remove_pieces(&self, pieces: Vec<Piece>) {
+    /// are logged for the pack GC instead (`pack_gc.rs`). Returns how many whole pieces are
+    /// gone (removed, or already missing).
+    pub async fn remove_pieces(&self, pieces: Vec<Piece>) -> u64 {
         let (packed, pieces): (Vec<Piece>, Vec<Piece>) =
             pieces.into_iter().partition(|p| p.pack_offset.is_some());
         self.log_dead_ranges(&packed).await;
+        let mut removed = 0;
         for piece in pieces {
             match self.data.remove(&piece.oid).await {
                 Ok(()) | Err(RadosError::NotFound(_)) => {
                     self.counters.pieces_removed.fetch_add(1, Ordering::Relaxed);
+                    removed += 1;
                 }
                 Err(error) => {
                     tracing::warn!(oid = %piece.oid, %error, "removal failed; queued for GC");
@@ -96,6 +101,7 @@ impl Store {
                 }
             }
         }
+        removed
     }
 
     /// One GC pass: removes the queued data objects that have waited `gc_min_wait_s`;

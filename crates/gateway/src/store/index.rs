@@ -41,6 +41,47 @@ impl WriteCondition {
     }
 }
 
+/// The preconditions of a delete (DeleteObject's `If-Match`, `x-amz-if-match-last-modified-time`
+/// and `x-amz-if-match-size`; DeleteObjects' `ETag`, `LastModifiedTime` and `Size`), checked
+/// against the version the delete would act on.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteCondition {
+    /// Its ETag must be this (without quotes; `*`: anything that exists).
+    pub if_match: Option<String>,
+    /// Its modification time must be this, in whole seconds since the epoch.
+    pub mtime_s: Option<i64>,
+    /// Its size must be this.
+    pub size: Option<i64>,
+}
+
+impl DeleteCondition {
+    /// Whether it tests anything.
+    pub fn is_some(&self) -> bool {
+        self.if_match.is_some() || self.mtime_s.is_some() || self.size.is_some()
+    }
+
+    /// Checks the condition against `found`, the version (a delete marker included) the
+    /// delete acts on: 412 when it fails; a key or version that does not exist passes (a
+    /// delete of nothing is no error, conditional or not, as in S3).
+    pub fn check(&self, found: Option<&ObjectEntry>) -> Result<()> {
+        let Some(found) = found else {
+            return Ok(());
+        };
+        let etag_fails = self
+            .if_match
+            .as_deref()
+            .is_some_and(|wanted| wanted != "*" && wanted.trim_matches('"') != found.etag);
+        let mtime_fails = self
+            .mtime_s
+            .is_some_and(|wanted| wanted != (found.mtime_ns / 1_000_000_000) as i64);
+        let size_fails = self.size.is_some_and(|wanted| wanted != found.size as i64);
+        if etag_fails || mtime_fails || size_fails {
+            return Err(GatewayError::PreconditionFailed);
+        }
+        Ok(())
+    }
+}
+
 /// The stored bytes of an omap value (`None`: not set) read a moment ago, for a guarded
 /// update to start from instead of reading it.
 pub(crate) struct Prefetched(Option<Vec<u8>>);
@@ -336,12 +377,30 @@ impl Store {
 
     /// Removes object `key` of a bucket without versioning (done if it was not there);
     /// removes nothing if the key has a version entry (as [`Store::commit_unversioned`]).
+    #[cfg(test)]
     pub async fn delete(&self, bucket: &BucketRecord, key: &str) -> Result<Unversioned> {
+        self.delete_if(bucket, key, &DeleteCondition::default())
+            .await
+    }
+
+    /// [`Store::delete`] if the entry passes `condition`, decided in the same guarded write
+    /// (412 when it does not).
+    pub async fn delete_if(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        condition: &DeleteCondition,
+    ) -> Result<Unversioned> {
         self.update_plain(bucket, key, None, |old| match old {
-            None => OmapChange::Keep(Unversioned::Done),
-            Some(old) if old.version_id.is_some() => OmapChange::Keep(Unversioned::BucketVersioned),
-            Some(old) => OmapChange::Remove(old.pieces, Unversioned::Done),
+            None => OmapChange::Keep(Ok(Unversioned::Done)),
+            Some(old) if old.version_id.is_some() => {
+                OmapChange::Keep(Ok(Unversioned::BucketVersioned))
+            }
+            Some(old) => match condition.check(Some(&old)) {
+                Ok(()) => OmapChange::Remove(old.pieces, Ok(Unversioned::Done)),
+                Err(refusal) => OmapChange::Keep(Err(refusal)),
+            },
         })
-        .await
+        .await?
     }
 }

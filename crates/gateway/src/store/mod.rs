@@ -6,7 +6,8 @@
 //! omap value), [`versions`] (a key's versions, planned by [`crate::versioning`]), [`data`]
 //! (data pieces: a body written, extents of it read), [`gc`] (replaced data and the GC
 //! queue), [`orphans`] (write intents and orphan collection), [`pack`] (small PUTs grouped
-//! into pack objects) and [`pack_gc`] (dead pack ranges logged, packs rewritten).
+//! into pack objects), [`pack_gc`] (dead pack ranges logged, packs rewritten) and
+//! [`packed_entry`] (the short index entry of a packed object).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,11 +31,12 @@ mod pack;
 mod pack_gc;
 #[cfg(test)]
 mod pack_tests;
+pub(crate) mod packed_entry;
 mod versions;
 
 pub use data::Body;
 pub use gc::{gc_wait_s, GcBacklog};
-pub use index::WriteCondition;
+pub use index::{DeleteCondition, WriteCondition};
 pub(crate) use index::{OmapChange, Unversioned};
 
 pub(crate) use orphans::Intent;

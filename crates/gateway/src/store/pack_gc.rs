@@ -70,6 +70,12 @@ pub struct PackGcReport {
     pub jobs_failed: u64,
     /// Log entries of packs that no longer exist, removed.
     pub stale_entries_removed: u64,
+    /// Old packs of completed rewrites removed in the pass (`gc_min_wait_s` 0) ...
+    #[serde(default)]
+    pub old_packs_removed: u64,
+    /// ... or queued for the GC, which removes them once `gc_min_wait_s` has passed.
+    #[serde(default)]
+    pub old_packs_queued: u64,
 }
 
 /// One pack's entries in the log.
@@ -305,8 +311,12 @@ impl Store {
                 .operate(&layout::pack_gc_log_object(pack), op)
                 .await?;
         }
-        // The old pack waits in the GC queue like replaced data.
-        self.retire_whole(vec![pack.to_string()]).await?;
+        // The old pack waits in the GC queue like replaced data (removed now with no wait).
+        let removed = self.retire_whole(vec![pack.to_string()]).await;
+        match removed {
+            0 => report.old_packs_queued += 1,
+            _ => report.old_packs_removed += removed,
+        }
         self.meta
             .omap_remove_keys(
                 &layout::pack_gc_log_object(pack),
@@ -473,11 +483,11 @@ impl Store {
         Ok(named)
     }
 
-    /// Queues whole data objects for the GC (removed after `gc_min_wait_s`).
-    async fn retire_whole(&self, oids: Vec<String>) -> Result<()> {
+    /// Queues whole data objects for the GC (removed after `gc_min_wait_s`, or now when it
+    /// is 0); returns how many were removed now.
+    async fn retire_whole(&self, oids: Vec<String>) -> u64 {
         let pieces = oids.into_iter().map(|oid| Piece::whole(oid, 0)).collect();
-        self.retire_pieces(pieces).await;
-        Ok(())
+        self.retire_pieces(pieces).await
     }
 }
 

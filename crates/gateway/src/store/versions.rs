@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use rados::{RadosError, WriteOp};
 
 use super::{races_exhausted, same_version, Intent, Store, Stored, INDEX_RACE_RETRIES};
-use super::{OmapChange, WriteCondition};
+use super::{DeleteCondition, OmapChange, WriteCondition};
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, BucketRecord, ObjectEntry, Versioning};
 use crate::versioning::{self, Found, KeyState, Plan, Version};
@@ -280,6 +280,19 @@ impl Store {
             .await
     }
 
+    /// The newest version of `key`, a delete marker included (`None`: no version).
+    pub async fn newest_version(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> Result<Option<ObjectEntry>> {
+        let state = self.key_state(bucket, key, 1).await?;
+        Ok(match state.versions.first() {
+            Some(newest) => Some(newest.entry.clone()),
+            None => state.legacy().cloned(),
+        })
+    }
+
     /// The newest version of `key` if it is a delete marker (why a GET finds no object).
     pub async fn latest_delete_marker(
         &self,
@@ -296,11 +309,14 @@ impl Store {
 
     /// Removes version `version_id` of `key` for good, with its data; returns it, or `None`
     /// when there is no such version (removing it again is no error, as in S3).
-    pub async fn remove_version(
+    /// The version must pass `condition`, checked on the state the guarded removal is
+    /// decided on (412 when it fails).
+    pub async fn remove_version_if(
         &self,
         bucket: &BucketRecord,
         key: &str,
         version_id: &str,
+        condition: &DeleteCondition,
     ) -> Result<Option<ObjectEntry>> {
         Self::check_version_id(version_id)?;
         let _guard = self.locks.lock(&bucket.id, key).await;
@@ -310,6 +326,7 @@ impl Store {
                 return Ok(None);
             };
             let removed = state.get(found).cloned();
+            condition.check(removed.as_ref())?;
             let plan = versioning::plan_remove(key, &state, found);
             if self.carry_out(bucket, key, plan, &stored, None).await? {
                 return Ok(removed);

@@ -38,6 +38,13 @@ pub struct Args {
     /// the current state; run again to continue.
     #[arg(long, value_name = "N")]
     pub max_moves: Option<usize>,
+    /// Stop where every OSD of every pool is within N shards of its target, as Ceph's
+    /// `osdmaptool --upmap-deviation N` and the mgr balancer's `upmap_max_deviation` (bare
+    /// `--deviation`: Ceph's default, 5), with the fewest shards moved that reach it; no total
+    /// bounds. Without it: the tightest bounds ([floor, ceil] of each target), per pool and in
+    /// total. A fraction is allowed. Not combined with --max-moves.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "5")]
+    pub deviation: Option<f64>,
     /// Write the ceph commands here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub commands: Option<PathBuf>,
@@ -113,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let config = BalanceConfig {
         max_moves: args.max_moves,
+        deviation: args.deviation,
     };
     let started = Instant::now();
     let mut plan = balancer::balance(&problem, &config)?;

@@ -514,7 +514,6 @@ impl Tier {
         stats
     }
 
-    /// Dirty objects now.
     /// Whether the base pool keeps omap: an erasure-coded pool refuses it for every object
     /// (`NotSupported`), so flushes then write no omap and refuse objects that have some.
     pub(crate) async fn base_keeps_omap(&self) -> Result<bool> {
@@ -533,6 +532,7 @@ impl Tier {
         Ok(*self.base_omap.get_or_init(|| keeps))
     }
 
+    /// Dirty objects now.
     pub fn dirty_objects(&self) -> u64 {
         self.dirty_count.load(Ordering::SeqCst)
     }

@@ -1,5 +1,6 @@
-//! Moving data between the pools: promotion (an object's metadata and the blocks an op needs),
-//! flush (the dirty blocks and metadata, guarded by the base object's generation) and eviction.
+//! Moving data between the pools: promotion (an object's metadata and the blocks an op needs,
+//! or the whole object at Ceph's granularity), flush (the dirty blocks, or the whole cached
+//! object, and metadata, guarded by the base object's generation) and eviction.
 //! The `_locked` ones and the installs run with the object's lock held by the caller; the
 //! background flush and promotion take it themselves, only around their cache-side steps.
 
@@ -35,6 +36,15 @@ pub(crate) struct PreparedFlush {
     written: u64,
 }
 
+/// What a flush reads of the base pool before it takes the object's lock (an HDD read under
+/// load can take over 100 ms, and client ops on the object would wait for it).
+pub(crate) struct Prefetched {
+    /// The base object's generation (`None`: no base object).
+    generation: Option<u64>,
+    /// The base object's user xattrs, read when the copy's metadata is dirty.
+    base_xattrs: Option<BTreeMap<String, Vec<u8>>>,
+}
+
 pub(crate) enum Prepared {
     Clean,
     Whiteout(ObjectState),
@@ -56,6 +66,9 @@ impl Drop for FlushingMark<'_> {
             .remove(self.name);
     }
 }
+
+/// Unlocked flushes an eviction tries before it leaves an object that keeps being written.
+const EVICT_FLUSH_ATTEMPTS: usize = 3;
 
 /// Runs of consecutive blocks, as (first, end) pairs.
 pub(crate) fn runs(blocks: impl IntoIterator<Item = u64>) -> Vec<(u64, u64)> {
@@ -153,7 +166,12 @@ impl Tier {
         if !omap.is_empty() {
             op = op.omap_set(omap);
         }
-        let (offset, length) = range;
+        // Ceph's granularity copies the whole base object whatever the op touches.
+        let (offset, length) = if settings.promotes_whole_objects() {
+            (0, state.size_bytes)
+        } else {
+            range
+        };
         let end = offset.saturating_add(length).min(state.size_bytes);
         let blocks = blocks_of(state.block_bytes, offset, end.saturating_sub(offset));
         let (op, bytes) = self.add_blocks(name, &mut state, &blocks, op).await?;
@@ -340,22 +358,41 @@ impl Tier {
     /// held to read what to write (from the cache, fast) and to record the result, not for
     /// the slow write to the base pool, so client ops on the object do not wait for it.
     /// Writes that land meanwhile keep the object dirty (their blocks are flushed next time).
-    /// The base object's generation is read before the lock is taken too (an HDD read under
-    /// load can take over 100 ms); it is read again under the lock only when it does not fit
-    /// the copy's (a flush landed meanwhile), and the write is guarded by it either way.
+    /// The base object's generation, and its xattrs when the copy's metadata is dirty, are
+    /// read before the lock is taken too (an HDD read under load can take over 100 ms); they
+    /// are read again under the lock only when the generation does not fit the copy's (a flush
+    /// landed meanwhile), and the write is guarded by the generation either way.
     pub async fn flush(&self, name: &str) -> Result<u64> {
-        if !self
-            .cached_state(name)
-            .is_some_and(|s| s.is_dirty() && s.exists)
-        {
+        let Some(state) = self.cached_state(name).filter(|s| s.is_dirty() && s.exists) else {
             // Nothing to read ahead: a clean object or a whiteout is decided under the lock.
             return self.flush_prefetched(name, None).await;
-        }
-        let found = self.base_generation(name).await?;
-        self.flush_prefetched(name, Some(found)).await
+        };
+        let generation = self.base_generation(name).await?;
+        let base_xattrs = if state.meta_dirty {
+            self.base_keeps_omap().await?;
+            Some(self.base_user_xattrs(name).await?)
+        } else {
+            None
+        };
+        self.flush_prefetched(
+            name,
+            Some(Prefetched {
+                generation,
+                base_xattrs,
+            }),
+        )
+        .await
     }
 
-    async fn flush_prefetched(&self, name: &str, found: Option<Option<u64>>) -> Result<u64> {
+    async fn base_user_xattrs(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        match self.base.get_xattrs(name).await {
+            Ok(xattrs) => Ok(user_xattrs(xattrs)),
+            Err(RadosError::NotFound(_)) => Ok(BTreeMap::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn flush_prefetched(&self, name: &str, found: Option<Prefetched>) -> Result<u64> {
         let prepared = {
             let _guard = self.lock_for_background(name).await;
             if self.is_flushing(name) {
@@ -415,9 +452,11 @@ impl Tier {
         })
     }
 
-    /// What a flush of the object would write, read under its lock; `prefetched` is the base
-    /// generation read before the lock was taken, used when it fits the copy's.
-    async fn prepare_flush(&self, name: &str, prefetched: Option<Option<u64>>) -> Result<Prepared> {
+    /// What a flush of the object would write, read under its lock; `prefetched` is what was
+    /// read of the base object before the lock was taken: its generation, used when it fits
+    /// the copy's, and its xattrs, used when the generation is the copy's own (no flush landed
+    /// since they were read, so they are the base object's now).
+    async fn prepare_flush(&self, name: &str, prefetched: Option<Prefetched>) -> Result<Prepared> {
         let Some(state) = self.cached_state(name) else {
             return Ok(Prepared::Clean);
         };
@@ -436,10 +475,19 @@ impl Tier {
             (false, None) => true,
             (true, None) => false,
         };
-        let found = match prefetched {
+        let (prefetched_generation, prefetched_xattrs) = match prefetched {
+            Some(Prefetched {
+                generation,
+                base_xattrs,
+            }) => (Some(generation), base_xattrs),
+            None => (None, None),
+        };
+        let found = match prefetched_generation {
             Some(found) if fits(found) => found,
             _ => self.base_generation(name).await?,
         };
+        let xattrs_current =
+            state.base_exists && prefetched_generation == Some(found) && found == Some(expected);
         let mut op = WriteOp::new();
         let generation = match (state.base_exists, found) {
             (true, Some(g)) if g == expected || g == expected + 1 => {
@@ -473,7 +521,18 @@ impl Tier {
             op = op.truncate(state.base_valid_bytes.min(state.size_bytes));
         }
         let block_bytes = state.block_bytes;
-        for (first, end) in runs(state.dirty.iter()) {
+        // Ceph's granularity writes the whole cached object back (clean blocks hold the base
+        // object's bytes), strata's only the dirty blocks.
+        let flushed: Vec<u64> = if self.settings().promotes_whole_objects() {
+            let mut blocks = state.present.clone();
+            for block in state.dirty.iter() {
+                blocks.insert(block);
+            }
+            blocks.iter().collect()
+        } else {
+            state.dirty.iter().collect()
+        };
+        for (first, end) in runs(flushed) {
             let start = first * block_bytes;
             let stop = (end * block_bytes).min(state.size_bytes);
             if stop <= start {
@@ -487,10 +546,9 @@ impl Tier {
         op = op.truncate(state.size_bytes);
         if state.meta_dirty {
             let cache_xattrs = user_xattrs(self.cache.get_xattrs(name).await?);
-            let base_xattrs = match self.base.get_xattrs(name).await {
-                Ok(xattrs) => user_xattrs(xattrs),
-                Err(RadosError::NotFound(_)) => BTreeMap::new(),
-                Err(e) => return Err(e.into()),
+            let base_xattrs = match prefetched_xattrs {
+                Some(xattrs) if xattrs_current => xattrs,
+                _ => self.base_user_xattrs(name).await?,
             };
             for stale in base_xattrs
                 .keys()
@@ -602,15 +660,31 @@ impl Tier {
     }
 
     /// Flushes and evicts an object, taking its lock. A dirty object is flushed first without
-    /// holding its lock over the base pool's write ([`Tier::flush`]); only one written again
-    /// meanwhile is flushed under the lock.
+    /// holding its lock over the base pool's write ([`Tier::flush`]); one written again
+    /// meanwhile is flushed again the same way (never under the lock, so no client op waits
+    /// for the HDDs), and left for a later pass (`Busy`) if it keeps being written.
     pub async fn evict(&self, name: &str) -> Result<()> {
-        if self.cached_state(name).is_some_and(|s| s.is_dirty()) {
-            self.flush(name).await?;
+        for _ in 0..EVICT_FLUSH_ATTEMPTS {
+            if self.is_flushing(name) {
+                return Err(TierError::Busy(format!(
+                    "{name}: a flush of this object is in flight"
+                )));
+            }
+            if self.cached_state(name).is_some_and(|s| s.is_dirty()) {
+                self.flush(name).await?;
+            }
+            let _guard = self.lock_for_background(name).await;
+            if self.cached_state(name).is_some_and(|s| s.is_dirty()) && !self.is_flushing(name) {
+                // Written while it was flushed: flush again, unlocked.
+                continue;
+            }
+            self.evict_locked(name).await?;
+            self.policy_forget(name);
+            return Ok(());
         }
-        let _guard = self.lock_for_background(name).await;
-        self.evict_locked(name).await?;
-        self.policy_forget(name);
-        Ok(())
+        Err(TierError::Busy(format!(
+            "{name}: written during each of {EVICT_FLUSH_ATTEMPTS} flushes ahead of its eviction; \
+             left for a later pass"
+        )))
     }
 }

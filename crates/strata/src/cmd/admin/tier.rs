@@ -78,6 +78,13 @@ pub enum TierCommand {
 pub enum PoolCommand {
     /// Set a cache pool setting (hit_set_count, target_max_bytes, cache_target_dirty_ratio,
     /// tier_admission ceph|ceph-corrected|predictive, predictive_threshold, ...).
+    ///
+    /// tier_promote_granularity family|whole-object|extents: how much of an object a
+    /// promotion copies into the cache and a flush writes back. whole-object is Ceph 16.2's
+    /// (the whole base object, whatever the op touched); extents copies only the
+    /// tier_block_bytes blocks the op touches and flushes only dirty blocks; family (the
+    /// default) is whole-object for tier_admission ceph and ceph-corrected, extents for
+    /// predictive.
     Set {
         /// The cache pool.
         pool: String,
@@ -327,7 +334,7 @@ fn pool_ls(client: &Client, detail: Option<&str>) -> Result<()> {
         if let Some(tier) = tiers.iter().find(|t| t.config.cache_pool == pool.name) {
             let c = &tier.config.settings;
             line.push_str(&format!(
-                " tier_of '{}' cache_mode {} target_bytes {} target_objects {} hit_set {}{{fpp {}}} {}s x{} min_read_recency_for_promote {} min_write_recency_for_promote {} cache_target_dirty_ratio {} cache_target_dirty_high_ratio {} cache_target_full_ratio {} cache_min_flush_age {} cache_min_evict_age {} tier_admission {} predictive_period {} predictive_smoothing {} predictive_threshold {} tier_block_bytes {}",
+                " tier_of '{}' cache_mode {} target_bytes {} target_objects {} hit_set {}{{fpp {}}} {}s x{} min_read_recency_for_promote {} min_write_recency_for_promote {} cache_target_dirty_ratio {} cache_target_dirty_high_ratio {} cache_target_full_ratio {} cache_min_flush_age {} cache_min_evict_age {} tier_admission {} predictive_period {} predictive_smoothing {} predictive_threshold {} tier_block_bytes {} tier_promote_granularity {}",
                 tier.config.base_pool,
                 tier.config.mode.name(),
                 c.target_max_bytes,
@@ -347,7 +354,8 @@ fn pool_ls(client: &Client, detail: Option<&str>) -> Result<()> {
                 c.predictive_period,
                 c.predictive_smoothing,
                 c.predictive_threshold,
-                c.tier_block_bytes
+                c.tier_block_bytes,
+                c.tier_promote_granularity.name()
             ));
         }
         println!("{line}");

@@ -44,6 +44,10 @@ pub struct Args {
     /// crushtool binary (with --multi-pool).
     #[arg(long, default_value = "crushtool")]
     pub crushtool: PathBuf,
+    /// With --multi-pool: osdmaptool's --upmap-deviation and strata's bounded mode at the
+    /// same N (moves compared like for like), beside strata's tightest plan.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub deviation: u32,
     /// Write a chart of the multi-pool figure's max deviations to this SVG file.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -69,7 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             osdmaptool: args.osdmaptool.clone(),
             crushtool: args.crushtool.clone(),
         };
-        return super::balance_pools::run(&tools, args.svg.as_deref());
+        return super::balance_pools::run(&tools, args.svg.as_deref(), args.deviation);
     }
     if let Some(shape) = &args.generate {
         return run_generated(shape, args.seed);

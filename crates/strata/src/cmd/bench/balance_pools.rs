@@ -5,9 +5,12 @@
 //! wide as the hosts, device classes of unequal size, a pool over one rack, a rule with two
 //! takes (first replica from ssd, the rest from hdd). On each map, per pool and in total, the
 //! max deviation from target and the shards moved: raw CRUSH, `osdmaptool --upmap
-//! --upmap-deviation 1 --upmap-max 100000` and strata's plan, both run here on the same map.
-//! Strata's items are written into the map and `osdmaptool --upmap-cleanup` (Ceph's
-//! `verify_upmap`) must keep every one of them.
+//! --upmap-deviation N --upmap-max 100000` and three strata plans, all run here on the same map:
+//! the bounded mode at the same N (moves compared at Ceph's bound), the bounded mode per pool at
+//! the max deviation osdmaptool's plan reached on that pool (moves compared at equal balance),
+//! and the tightest plan. Each plan's items are written into the map; `osdmaptool
+//! --upmap-cleanup` (Ceph's `verify_upmap`) must keep every one of them and `osdmaptool
+//! --test-map-pgs-dump` (Ceph's own mapping, upmaps applied) must map every PG as strata says.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -285,6 +288,7 @@ fn peer_up(
     map: &Path,
     dir: &Path,
     tools: &Tools,
+    deviation: u32,
 ) -> anyhow::Result<BTreeMap<PgId, Vec<i32>>> {
     let out = dir.join("peer-upmaps.txt");
     let path = |p: &Path| p.to_string_lossy().into_owned();
@@ -295,7 +299,7 @@ fn peer_up(
             "--upmap",
             &path(&out),
             "--upmap-deviation",
-            "1",
+            &deviation.to_string(),
             "--upmap-max",
             "100000",
         ],
@@ -324,14 +328,76 @@ fn parse_commands(text: &str) -> anyhow::Result<BTreeMap<PgId, Vec<(i32, i32)>>>
     Ok(items)
 }
 
-/// Write strata's items into a copy of `map` and count the ones `osdmaptool --upmap-cleanup`
-/// would remove or change (Ceph's verify_upmap); 0 means every upmap is valid for Ceph.
-fn cleanup_rejects(
+/// Ceph's own mapping of `map` (upmaps applied): `osdmaptool --test-map-pgs-dump`, one line
+/// `POOL.SEED\t[OSD,...]\tPRIMARY` per PG, parsed into up sets.
+pub fn ceph_up_sets(map: &Path, osdmaptool: &Path) -> anyhow::Result<BTreeMap<PgId, Vec<i32>>> {
+    let path = map.to_string_lossy().into_owned();
+    let text = run_tool(osdmaptool, &[&path, "--test-map-pgs-dump"])?;
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let mut fields = line.split('\t');
+        let (Some(pg), Some(set)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let (Ok(pg), Some(set)) = (
+            pg.parse::<PgId>(),
+            set.strip_prefix('[').and_then(|s| s.strip_suffix(']')),
+        ) else {
+            continue;
+        };
+        let osds = set
+            .split(',')
+            .filter(|w| !w.is_empty())
+            .map(str::parse)
+            .collect::<Result<Vec<i32>, _>>()
+            .with_context(|| format!("osdmaptool --test-map-pgs-dump line {line:?}"))?;
+        out.insert(pg, osds);
+    }
+    Ok(out)
+}
+
+/// Per OSD, the shards of `up` on it (holes left out).
+pub fn osd_counts(up: &BTreeMap<PgId, Vec<i32>>) -> BTreeMap<i32, usize> {
+    let mut out = BTreeMap::new();
+    for &osd in up.values().flatten() {
+        if osd != balancer::ITEM_NONE {
+            *out.entry(osd).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Strata's up sets against Ceph's mapping of the map with strata's items: the PGs whose up
+/// set differs (0 = osdmaptool agrees with strata on every PG and so on every OSD's count).
+fn disagreements(
+    with_items: &Path,
+    up: &BTreeMap<PgId, Vec<i32>>,
+    tools: &Tools,
+) -> anyhow::Result<usize> {
+    let ceph = ceph_up_sets(with_items, &tools.osdmaptool)?;
+    anyhow::ensure!(
+        ceph.len() == up.len(),
+        "osdmaptool mapped {} PGs, strata {}",
+        ceph.len(),
+        up.len()
+    );
+    let differ = up
+        .iter()
+        .filter(|(pg, set)| ceph.get(pg) != Some(set))
+        .count();
+    if differ == 0 {
+        anyhow::ensure!(osd_counts(&ceph) == osd_counts(up), "per-OSD counts differ");
+    }
+    Ok(differ)
+}
+
+/// Write strata's items into a copy of `map`; returns its path and the number of PGs with
+/// items.
+fn write_items(
     map: &Path,
     items: &BTreeMap<PgId, Vec<(i32, i32)>>,
     dir: &Path,
-    tools: &Tools,
-) -> anyhow::Result<(usize, usize)> {
+) -> anyhow::Result<(PathBuf, usize)> {
     let mut osdmap = osdmap::OsdMap::decode(&std::fs::read(map)?)?;
     let mut written = 0;
     for (pg, list) in items.iter().filter(|(_, l)| !l.is_empty()) {
@@ -341,18 +407,24 @@ fn cleanup_rejects(
     }
     let with_items = dir.join("strata-upmaps.osdmap.bin");
     std::fs::write(&with_items, osdmap.encode())?;
+    Ok((with_items, written))
+}
+
+/// Count strata's items in `with_items` that `osdmaptool --upmap-cleanup` would remove or
+/// change (Ceph's verify_upmap); 0 means every upmap is valid for Ceph.
+fn cleanup_rejects(with_items: &Path, dir: &Path, tools: &Tools) -> anyhow::Result<usize> {
     let out = dir.join("cleanup.txt");
     let path = |p: &Path| p.to_string_lossy().into_owned();
     run_tool(
         &tools.osdmaptool,
-        &[&path(&with_items), "--upmap-cleanup", &path(&out)],
+        &[&path(with_items), "--upmap-cleanup", &path(&out)],
     )?;
     let text = std::fs::read_to_string(&out).unwrap_or_default();
     let rejected = text
         .lines()
         .filter(|l| l.contains("rm-pg-upmap-items") || l.contains("pg-upmap-items"))
         .count();
-    Ok((written, rejected))
+    Ok(rejected)
 }
 
 /// One map's results, for the table and the chart.
@@ -361,13 +433,70 @@ pub struct MapResult {
     pub pool_names: BTreeMap<i64, String>,
     pub raw: Figures,
     pub peer: Figures,
+    /// Strata's bounded mode at osdmaptool's deviation (moves compared like for like).
+    pub bounded: Figures,
+    /// Strata's bounded mode per pool at the max deviation osdmaptool reached on that pool
+    /// (moves compared at equal quality).
+    pub iso: Figures,
+    /// Strata's tightest plan (its best deviation).
     pub ours: Figures,
     pub upmaps_written: usize,
     pub upmaps_rejected: usize,
+    /// PGs whose up set under strata's items `osdmaptool --test-map-pgs-dump` maps otherwise
+    /// than strata (both plans).
+    pub ceph_disagrees: usize,
+    pub pgs_checked: usize,
+}
+
+/// Strata's bounded mode, pool by pool, at the max deviation osdmaptool's plan reached on
+/// that pool (where it reached 0, the tightest bounds): the fewest moves for a balance at
+/// least as good as osdmaptool's, pool by pool. One plan for the map.
+fn at_peer_deviation(problem: &Problem, peer: &Figures) -> anyhow::Result<Placement> {
+    let mut up = BTreeMap::new();
+    for pool in &problem.pools {
+        let single = Problem {
+            osds: problem.osds.clone(),
+            pools: vec![pool.clone()],
+            pgs: problem
+                .pgs
+                .iter()
+                .filter(|pg| pg.id.pool == pool.id)
+                .cloned()
+                .collect(),
+        };
+        let reached = peer.get(&Some(pool.id)).map_or(0.0, |f| f.0);
+        let config = BalanceConfig {
+            deviation: (reached > 0.0).then_some(reached),
+            ..BalanceConfig::default()
+        };
+        up.extend(balancer::balance(&single, &config)?.up);
+    }
+    let items = problem
+        .pgs
+        .iter()
+        .map(|pg| {
+            let set = up.get(&pg.id).unwrap_or(&pg.raw);
+            let items = pg
+                .raw
+                .iter()
+                .zip(set)
+                .filter(|(r, n)| r != n)
+                .map(|(&r, &n)| (r, n))
+                .collect();
+            (pg.id, items)
+        })
+        .collect();
+    Ok(Placement { up, items })
+}
+
+/// Up sets and the pg_upmap_items that make them.
+struct Placement {
+    up: BTreeMap<PgId, Vec<i32>>,
+    items: BTreeMap<PgId, Vec<(i32, i32)>>,
 }
 
 /// Build every case, balance it both ways and check strata's upmaps with Ceph.
-pub fn measure(tools: &Tools) -> anyhow::Result<Vec<MapResult>> {
+pub fn measure(tools: &Tools, deviation: u32) -> anyhow::Result<Vec<MapResult>> {
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     let mut results = Vec::new();
     for case in cases() {
@@ -383,11 +512,31 @@ pub fn measure(tools: &Tools) -> anyhow::Result<Vec<MapResult>> {
             .iter()
             .map(|pg| (pg.id, pg.raw.clone()))
             .collect();
-        let peer = peer_up(&problem, &map, dir.path(), tools)?;
+        let peer = peer_up(&problem, &map, dir.path(), tools, deviation)?;
         let plan = balancer::balance(&problem, &BalanceConfig::default())?;
         balancer::balance::check_plan(&problem, &plan)?;
-        let (upmaps_written, upmaps_rejected) =
-            cleanup_rejects(&map, &plan.items, dir.path(), tools)?;
+        let bounded_config = BalanceConfig {
+            deviation: Some(f64::from(deviation)),
+            ..BalanceConfig::default()
+        };
+        let bounded = balancer::balance(&problem, &bounded_config)?;
+        balancer::balance::check_plan(&problem, &bounded)?;
+        let peer_figures = figures(&problem, &peer);
+        let iso = at_peer_deviation(&problem, &peer_figures)?;
+        let (mut upmaps_written, mut upmaps_rejected) = (0, 0);
+        let (mut ceph_disagrees, mut pgs_checked) = (0, 0);
+        let placements = [
+            (&plan.up, &plan.items),
+            (&bounded.up, &bounded.items),
+            (&iso.up, &iso.items),
+        ];
+        for (up, items) in placements {
+            let (with_items, written) = write_items(&map, items, dir.path())?;
+            upmaps_written += written;
+            upmaps_rejected += cleanup_rejects(&with_items, dir.path(), tools)?;
+            ceph_disagrees += disagreements(&with_items, up, tools)?;
+            pgs_checked += up.len();
+        }
         results.push(MapResult {
             name: case.name.to_string(),
             pool_names: case
@@ -396,23 +545,27 @@ pub fn measure(tools: &Tools) -> anyhow::Result<Vec<MapResult>> {
                 .map(|p| (p.id, p.name.to_string()))
                 .collect(),
             raw: figures(&problem, &raw_up),
-            peer: figures(&problem, &peer),
+            peer: peer_figures,
+            bounded: figures(&problem, &bounded.up),
+            iso: figures(&problem, &iso.up),
             ours: figures(&problem, &plan.up),
             upmaps_written,
             upmaps_rejected,
+            ceph_disagrees,
+            pgs_checked,
         });
     }
     Ok(results)
 }
 
 /// The table: per map, per pool and total.
-pub fn table(results: &[MapResult]) -> String {
+pub fn table(results: &[MapResult], deviation: u32) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| map | pool | raw max dev | osdmaptool max dev | strata max dev | osdmaptool moved | strata moved |"
+        "| map | pool | raw max dev | osdmaptool max dev | strata dev {deviation} max dev | strata at osdmaptool's dev max dev | strata best max dev | osdmaptool moved | strata dev {deviation} moved | strata at osdmaptool's dev moved | strata best moved |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for result in results {
         for (key, ours) in &result.ours {
             let name = key.map_or_else(
@@ -424,28 +577,94 @@ pub fn table(results: &[MapResult]) -> String {
                     )
                 },
             );
-            let raw = result.raw.get(key).copied().unwrap_or_default();
-            let peer = result.peer.get(key).copied().unwrap_or_default();
+            let get = |f: &Figures| f.get(key).copied().unwrap_or_default();
+            let (raw, peer, bounded, iso) = (
+                get(&result.raw),
+                get(&result.peer),
+                get(&result.bounded),
+                get(&result.iso),
+            );
             let _ = writeln!(
                 out,
-                "| {} | {name} | {:.2} | {:.2} | {:.2} | {} | {} |",
-                result.name, raw.0, peer.0, ours.0, peer.1, ours.1
+                "| {} | {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |",
+                result.name,
+                raw.0,
+                peer.0,
+                bounded.0,
+                iso.0,
+                ours.0,
+                peer.1,
+                bounded.1,
+                iso.1,
+                ours.1
             );
         }
-        let _ = writeln!(
-            out,
-            "| {} | upmaps kept by `osdmaptool --upmap-cleanup` | | | {} of {} | | |",
-            result.name,
-            result.upmaps_written - result.upmaps_rejected,
-            result.upmaps_written
-        );
+        for (what, count, of) in [
+            (
+                "upmaps kept by `osdmaptool --upmap-cleanup` (three plans)",
+                result.upmaps_written - result.upmaps_rejected,
+                result.upmaps_written,
+            ),
+            (
+                "PGs mapped as strata says by `osdmaptool --test-map-pgs-dump` (three plans)",
+                result.pgs_checked - result.ceph_disagrees,
+                result.pgs_checked,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "| {} | {what} | | | {count} of {of} | | | | | | |",
+                result.name
+            );
+        }
     }
     out
 }
 
-/// Grouped bars: max deviation per pool and total, osdmaptool against strata, per map.
-pub fn chart(results: &[MapResult]) -> String {
-    let rows: Vec<(String, f64, f64)> = results
+/// Per strata plan, the rows where it is worse than osdmaptool in max deviation or in moves
+/// (1e-9 slack for equal deviations).
+pub fn worse(results: &[MapResult], deviation: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for result in results {
+        for key in result.ours.keys() {
+            let peer = result.peer.get(key).copied().unwrap_or_default();
+            let row = format!(
+                "{} {}",
+                result.name,
+                key.map_or_else(|| "total".to_string(), |id| format!("pool {id}"))
+            );
+            let plans = [
+                (format!("strata dev {deviation}"), &result.bounded),
+                ("strata at osdmaptool's dev".to_string(), &result.iso),
+                ("strata best".to_string(), &result.ours),
+            ];
+            for (who, figures) in plans {
+                let ours = figures.get(key).copied().unwrap_or_default();
+                if ours.1 > peer.1 {
+                    out.push(format!("{who}, {row}: moves {} > {}", ours.1, peer.1));
+                }
+                if ours.0 > peer.0 + 1e-9 {
+                    out.push(format!(
+                        "{who}, {row}: max deviation {:.2} > {:.2}",
+                        ours.0, peer.0
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Two panels of grouped bars per map, pool and total: max deviation, then shards moved;
+/// osdmaptool (red), strata at the same deviation bound (green), strata at the deviation
+/// osdmaptool reached (orange), strata's best (blue).
+pub fn chart(results: &[MapResult], deviation: u32) -> String {
+    type Pick = fn(&(f64, usize)) -> f64;
+    let panels: [(&str, Pick); 2] = [
+        ("max deviation from target (shards)", |f| f.0),
+        ("shards moved from raw CRUSH", |f| f.1 as f64),
+    ];
+    let labels: Vec<(String, [(f64, usize); 4])> = results
         .iter()
         .flat_map(|r| {
             r.ours.iter().map(move |(key, ours)| {
@@ -454,18 +673,16 @@ pub fn chart(results: &[MapResult]) -> String {
                     r.name,
                     key.map_or_else(|| "total".to_string(), |id| format!("pool {id}"))
                 );
-                let peer = r.peer.get(key).map_or(0.0, |p| p.0);
-                (label, peer, ours.0)
+                let peer = r.peer.get(key).copied().unwrap_or_default();
+                let bounded = r.bounded.get(key).copied().unwrap_or_default();
+                let iso = r.iso.get(key).copied().unwrap_or_default();
+                (label, [peer, bounded, iso, *ours])
             })
         })
         .collect();
-    let limit = rows
-        .iter()
-        .map(|r| r.1.max(r.2))
-        .fold(1.0_f64, f64::max)
-        .ceil();
-    let (left, top, bar, gap, width) = (220.0, 40.0, 9.0, 8.0, 760.0);
-    let height = top + rows.len() as f64 * (2.0 * bar + gap) + 50.0;
+    let (left, top, bar, gap, width) = (220.0, 50.0, 7.0, 8.0, 700.0);
+    let panel_height = labels.len() as f64 * (4.0 * bar + gap) + 60.0;
+    let height = top + 2.0 * panel_height;
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -474,48 +691,76 @@ pub fn chart(results: &[MapResult]) -> String {
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         svg,
-        r##"<text x="500" y="20" text-anchor="middle" font-size="14">Max deviation from target (shards): osdmaptool --upmap-deviation 1 (red) and strata (blue)</text>"##
+        r##"<text x="500" y="20" text-anchor="middle" font-size="14">osdmaptool --upmap-deviation {deviation} (red), strata --deviation {deviation} (green), strata at osdmaptool's deviation (orange), strata best (blue)</text>"##
     );
-    for (index, (label, peer, ours)) in rows.iter().enumerate() {
-        let y = top + index as f64 * (2.0 * bar + gap);
+    let colors = ["#c0504d", "#9bbb59", "#f79646", "#4f81bd"];
+    for (panel, (title, pick)) in panels.iter().enumerate() {
+        let origin = top + panel as f64 * panel_height;
+        let limit = labels
+            .iter()
+            .flat_map(|(_, f)| f.iter().map(pick))
+            .fold(1.0_f64, f64::max)
+            .ceil();
         let _ = writeln!(
             svg,
-            r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
-            left - 6.0,
-            y + bar + 3.0
+            r#"<text x="{left}" y="{}" font-size="13">{title}</text>"#,
+            origin - 8.0
         );
-        for (offset, value, color) in [(0.0, peer, "#c0504d"), (bar, ours, "#4f81bd")] {
+        for (index, (label, figures)) in labels.iter().enumerate() {
+            let y = origin + index as f64 * (4.0 * bar + gap);
             let _ = writeln!(
                 svg,
-                r#"<rect x="{left}" y="{}" width="{:.1}" height="{bar}" fill="{color}"/><text x="{:.1}" y="{}">{value:.2}</text>"#,
-                y + offset,
-                value / limit * width,
-                left + value / limit * width + 4.0,
-                y + offset + bar - 1.0
+                r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
+                left - 6.0,
+                y + 2.0 * bar + 3.0
             );
+            for (k, (figure, color)) in figures.iter().zip(colors).enumerate() {
+                let value = pick(figure);
+                let shown = if panel == 0 {
+                    format!("{value:.2}")
+                } else {
+                    format!("{value:.0}")
+                };
+                let _ = writeln!(
+                    svg,
+                    r#"<rect x="{left}" y="{}" width="{:.1}" height="{bar}" fill="{color}"/><text x="{:.1}" y="{}" font-size="9">{shown}</text>"#,
+                    y + k as f64 * bar,
+                    value / limit * width,
+                    left + value / limit * width + 4.0,
+                    y + k as f64 * bar + bar - 1.0
+                );
+            }
         }
+        let axis = origin + labels.len() as f64 * (4.0 * bar + gap) + 4.0;
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{left}" y1="{axis}" x2="{}" y2="{axis}" stroke="black"/><text x="{left}" y="{}">0</text><text x="{}" y="{}" text-anchor="end">{limit:.0}</text>"#,
+            left + width,
+            axis + 14.0,
+            left + width,
+            axis + 14.0
+        );
     }
-    let axis = top + rows.len() as f64 * (2.0 * bar + gap) + 10.0;
-    let _ = writeln!(
-        svg,
-        r#"<line x1="{left}" y1="{axis}" x2="{}" y2="{axis}" stroke="black"/><text x="{left}" y="{}">0</text><text x="{}" y="{}" text-anchor="end">{limit:.0} shards</text>"#,
-        left + width,
-        axis + 14.0,
-        left + width,
-        axis + 14.0
-    );
     svg.push_str("</svg>\n");
     svg
 }
 
-/// `strata bench balance --multi-pool [--svg FILE]`.
-pub fn run(tools: &Tools, svg: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let results = measure(tools)?;
-    print!("{}", table(&results));
+/// `strata bench balance --multi-pool [--deviation N] [--svg FILE]`.
+pub fn run(tools: &Tools, svg: Option<&Path>, deviation: u32) -> anyhow::Result<ExitCode> {
+    let results = measure(tools, deviation)?;
+    print!("{}", table(&results, deviation));
+    for line in worse(&results, deviation) {
+        println!("worse than osdmaptool: {line}");
+    }
     if let Some(path) = svg {
-        std::fs::write(path, chart(&results))
+        std::fs::write(path, chart(&results, deviation))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    let disagree: usize = results.iter().map(|r| r.ceph_disagrees).sum();
+    anyhow::ensure!(
+        disagree == 0,
+        "osdmaptool --test-map-pgs-dump maps {disagree} PGs otherwise than strata"
+    );
     let rejected: usize = results.iter().map(|r| r.upmaps_rejected).sum();
     anyhow::ensure!(
         rejected == 0,

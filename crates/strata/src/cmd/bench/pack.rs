@@ -51,6 +51,17 @@ pub struct Args {
     /// How long a group waits for more members, in microseconds.
     #[arg(long, default_value_t = 2000)]
     pub group_wait_us: u64,
+    /// Group waits of the sweep (5 KiB objects, packing on, one configuration each; none:
+    /// no sweep), in microseconds, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_waits_us: Vec<u64>,
+    /// Objects per pack (group_count_max) of the sweep, comma separated: every wait is
+    /// run with each.
+    #[arg(long, value_delimiter = ',', default_value = "32")]
+    pub sweep_counts: Vec<usize>,
+    /// Only the sweep (no hole, metadata or GC figures).
+    #[arg(long)]
+    pub sweep_only: bool,
     /// Size of each OSD's sparse file (only what is written takes disk space: 20,000
     /// objects of 210 KiB are 4.2 GB per replica).
     #[arg(long, default_value = "12G")]
@@ -62,7 +73,8 @@ pub struct Args {
 
 const BUCKET: &str = "pack";
 
-/// One GC pass running: its report, the old packs removed and how long it took.
+/// One GC pass running: its report, the old packs the GC queue gave back (none with the
+/// bench's wait of 0: the pass removes them itself, `old_packs_removed`) and how long it took.
 type GcPass = tokio::task::JoinHandle<Result<(gateway::PackGcReport, u64, Duration)>>;
 
 /// What one configuration left in the pools.
@@ -78,6 +90,10 @@ struct Space {
     closed_count: u64,
     closed_bytes: u64,
     closed_wait: u64,
+    /// The PUTs: ops/s over the whole load, p50 and p99 latency.
+    put_ops_per_s: f64,
+    put_p50_ms: f64,
+    put_p99_ms: f64,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -106,6 +122,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         load::load_average()
     );
     runtime.block_on(async {
+        if !args.sweep_waits_us.is_empty() {
+            sweep(&args, temp.path(), object_max).await?;
+        }
+        if args.sweep_only {
+            return Ok(());
+        }
         println!("\nData holes (data pool: allocated minus stored x replicas)");
         println!(
             "{:>8} {:>8} {:>14} {:>14} {:>14} {:>8} {:>12} {:>20}",
@@ -121,7 +143,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for &size in &sizes {
             let mut off_hole = 0;
             for packing in [None, Some(32)] {
-                let space = configuration(&args, temp.path(), size, packing, object_max).await?;
+                let wait_us = args.group_wait_us;
+                let space =
+                    configuration(&args, temp.path(), size, packing, wait_us, object_max).await?;
                 print_space(size, packing, &space);
                 match packing {
                     None => off_hole = space.hole_bytes,
@@ -138,13 +162,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "{:>8} {:>14} {:>12} {:>14} {:>20}",
             "groups", "metadata B", "objs/pack", "vs off", "closed count/B/wait"
         );
-        let off = configuration(&args, temp.path(), 4096, None, object_max).await?;
+        let wait_us = args.group_wait_us;
+        let off = configuration(&args, temp.path(), 4096, None, wait_us, object_max).await?;
         println!(
             "{:>8} {:>14} {:>12} {:>14}",
             "off", off.metadata_bytes, "-", "-"
         );
         for &count in &args.group_counts {
-            let space = configuration(&args, temp.path(), 4096, Some(count), object_max).await?;
+            let space =
+                configuration(&args, temp.path(), 4096, Some(count), wait_us, object_max).await?;
             println!(
                 "{:>8} {:>14} {:>12.1} {:>13.1}% {:>20}",
                 count,
@@ -195,7 +221,12 @@ fn print_space(size: u64, packing: Option<usize>, space: &Space) {
     );
 }
 
-fn gateway_config(args: &Args, packing: Option<usize>, object_max: u64) -> gateway::GatewayConfig {
+fn gateway_config(
+    args: &Args,
+    packing: Option<usize>,
+    wait_us: u64,
+    object_max: u64,
+) -> gateway::GatewayConfig {
     gateway::GatewayConfig {
         pool_size: args.replicas,
         gc_min_wait_s: 0,
@@ -204,7 +235,7 @@ fn gateway_config(args: &Args, packing: Option<usize>, object_max: u64) -> gatew
             enabled: packing.is_some(),
             object_size_max_bytes: object_max,
             group_count_max: packing.unwrap_or(32),
-            group_wait_us: args.group_wait_us,
+            group_wait_us: wait_us,
             ..gateway::PackingConfig::default()
         },
         ..gateway::GatewayConfig::default()
@@ -217,20 +248,26 @@ async fn configuration(
     parent: &Path,
     size: u64,
     packing: Option<usize>,
+    wait_us: u64,
     object_max: u64,
 ) -> Result<Space> {
     let dir = parent.join("cluster");
     let config = super::cluster::cluster_config(args.replicas, &args.osd_size, None, None);
     let cluster = Arc::new(Cluster::create(&dir, config, ClusterOptions::default()).await?);
-    let gateway_config = gateway_config(args, packing, object_max);
+    let gateway_config = gateway_config(args, packing, wait_us, object_max);
     let (server, credentials) = super::s3::serve_gateway(
         Arc::new(server::WeakCluster::new(&cluster)),
         &gateway_config,
     )
     .await?;
     let credentials = Arc::new(credentials);
-    put_all(server.local_addr, &credentials, args, size).await?;
-    let space = space_of(&cluster, &server, &gateway_config).await?;
+    let puts = put_all(server.local_addr, &credentials, args, size).await?;
+    let space = Space {
+        put_ops_per_s: puts.0,
+        put_p50_ms: puts.1,
+        put_p99_ms: puts.2,
+        ..space_of(&cluster, &server, &gateway_config).await?
+    };
     server.shutdown().await;
     super::cluster::shutdown(cluster, &dir).await?;
     Ok(space)
@@ -240,13 +277,14 @@ fn key_of(index: u64) -> String {
     format!("obj-{index:08}")
 }
 
-/// PUTs objects 0..args.objects of `size` bytes from `args.concurrency` connections.
+/// PUTs objects 0..args.objects of `size` bytes from `args.concurrency` connections:
+/// (ops/s, p50 ms, p99 ms).
 async fn put_all(
     address: std::net::SocketAddr,
     credentials: &Arc<super::s3_client::Credentials>,
     args: &Args,
     size: u64,
-) -> Result<()> {
+) -> Result<(f64, f64, f64)> {
     let mut first = S3Connection::connect(address, credentials.clone()).await?;
     first.create_bucket(BUCKET).await?;
     let body = Bytes::from(vec![0x5au8; size as usize]);
@@ -254,6 +292,7 @@ async fn put_all(
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let progress = indicatif::ProgressBar::new(args.objects);
     let mut tasks = tokio::task::JoinSet::new();
+    let started = Instant::now();
     for _ in 0..args.concurrency {
         let (credentials, body, sha, next, progress) = (
             credentials.clone(),
@@ -265,22 +304,91 @@ async fn put_all(
         let objects = args.objects;
         tasks.spawn(async move {
             let mut connection = S3Connection::connect(address, credentials).await?;
+            let mut latencies_ms = Vec::new();
             loop {
                 let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if index >= objects {
-                    return anyhow::Ok(());
+                    return anyhow::Ok(latencies_ms);
                 }
+                let put_started = Instant::now();
                 connection
                     .put(BUCKET, &key_of(index), body.clone(), &sha)
                     .await?;
+                latencies_ms.push(put_started.elapsed().as_secs_f64() * 1e3);
                 progress.inc(1);
             }
         });
     }
+    let mut all = Vec::new();
     while let Some(done) = tasks.join_next().await {
-        done.context("a client task")??;
+        all.extend(done.context("a client task")??);
     }
+    let took = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
+    let (p50, p99) = percentiles(all);
+    Ok((args.objects as f64 / took.max(1e-9), p50, p99))
+}
+
+/// p50 and p99 of `latencies` (0 when empty).
+fn percentiles(mut latencies: Vec<f64>) -> (f64, f64) {
+    if latencies.is_empty() {
+        return (0.0, 0.0);
+    }
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    (at(0.5), at(0.99))
+}
+
+/// The group-wait sweep: 5 KiB objects, packing off once, then on at each wait and count
+/// target; objects per pack, holes and the PUTs' rate and latency per setting.
+async fn sweep(args: &Args, parent: &Path, object_max: u64) -> Result<()> {
+    let size = 5120;
+    println!(
+        "\nGroup wait sweep, 5 KiB objects (PUT ops/s over the whole load of {} objects)",
+        args.objects
+    );
+    println!(
+        "{:>8} {:>6} {:>10} {:>14} {:>8} {:>10} {:>9} {:>9} {:>20}",
+        "wait us",
+        "count",
+        "objs/pack",
+        "hole B",
+        "fewer",
+        "PUT ops/s",
+        "p50 ms",
+        "p99 ms",
+        "closed count/B/wait"
+    );
+    let off = configuration(args, parent, size, None, 0, object_max).await?;
+    println!(
+        "{:>8} {:>6} {:>10} {:>14} {:>8} {:>10.0} {:>9.2} {:>9.2} {:>20}",
+        "off",
+        "-",
+        "-",
+        off.hole_bytes,
+        "-",
+        off.put_ops_per_s,
+        off.put_p50_ms,
+        off.put_p99_ms,
+        "-"
+    );
+    for &wait_us in &args.sweep_waits_us {
+        for &count in &args.sweep_counts {
+            let on = configuration(args, parent, size, Some(count), wait_us, object_max).await?;
+            println!(
+                "{:>8} {:>6} {:>10.1} {:>14} {:>7.1}% {:>10.0} {:>9.2} {:>9.2} {:>20}",
+                wait_us,
+                count,
+                members_per_pack(&on),
+                on.hole_bytes,
+                100.0 * (1.0 - on.hole_bytes as f64 / off.hole_bytes.max(1) as f64),
+                on.put_ops_per_s,
+                on.put_p50_ms,
+                on.put_p99_ms,
+                closed_by(&on)
+            );
+        }
+    }
     Ok(())
 }
 
@@ -312,6 +420,7 @@ async fn space_of(
         closed_count: stats.packs_closed_count,
         closed_bytes: stats.packs_closed_bytes,
         closed_wait: stats.packs_closed_wait,
+        ..Space::default()
     })
 }
 
@@ -322,7 +431,7 @@ async fn garbage_collection(args: &Args, parent: &Path, object_max: u64) -> Resu
     let dir = parent.join("cluster");
     let config = super::cluster::cluster_config(args.replicas, &args.osd_size, None, None);
     let cluster = Arc::new(Cluster::create(&dir, config, ClusterOptions::default()).await?);
-    let gateway_config = gateway_config(args, Some(32), object_max);
+    let gateway_config = gateway_config(args, Some(32), args.group_wait_us, object_max);
     let (server, credentials) = super::s3::serve_gateway(
         Arc::new(server::WeakCluster::new(&cluster)),
         &gateway_config,
@@ -376,7 +485,7 @@ async fn garbage_collection(args: &Args, parent: &Path, object_max: u64) -> Resu
     let given_back = before.allocated_bytes.saturating_sub(after.allocated_bytes);
     println!(
         "\nGC: {} packed 4 KiB objects, {} deleted ({} bytes over {} replicas); one pass took {:.2} s: \
-         {} packs rewritten, {} live bytes copied, {} old packs removed",
+         {} packs rewritten, {} live bytes copied, {} old packs removed ({} queued)",
         args.objects,
         deleted,
         deleted_bytes,
@@ -384,7 +493,8 @@ async fn garbage_collection(args: &Args, parent: &Path, object_max: u64) -> Resu
         took.as_secs_f64(),
         report.packs_rewritten,
         report.bytes_copied,
-        removed
+        report.old_packs_removed + removed,
+        report.old_packs_queued.saturating_sub(removed)
     );
     println!(
         "    data pool allocated {} -> {} bytes: {:.1}% of the deleted bytes given back",

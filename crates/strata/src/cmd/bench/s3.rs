@@ -91,6 +91,13 @@ pub struct Args {
     /// default limits; strata's rows are named `strata+pack` when on.
     #[arg(long, value_enum, default_value = "off")]
     pub packing: super::super::serve::OnOff,
+    /// With --packing on: how long a group waits for more members, in microseconds
+    /// (`strata serve --packing-group-wait-us`; default the gateway's).
+    #[arg(long)]
+    pub packing_group_wait_us: Option<u64>,
+    /// With --packing on: objects per pack at most (default the gateway's).
+    #[arg(long)]
+    pub packing_group_count: Option<usize>,
 }
 
 const RADOSGW: &str = "radosgw";
@@ -150,6 +157,12 @@ async fn run_all(args: &Args, sizes: &[u64], dir: &Path) -> Result<(Vec<Row>, Ve
         pool_size: args.replicas,
         packing: gateway::PackingConfig {
             enabled: args.packing == super::super::serve::OnOff::On,
+            group_wait_us: args
+                .packing_group_wait_us
+                .unwrap_or(gateway::PackingConfig::default().group_wait_us),
+            group_count_max: args
+                .packing_group_count
+                .unwrap_or(gateway::PackingConfig::default().group_count_max),
             ..gateway::PackingConfig::default()
         },
         ..gateway::GatewayConfig::default()

@@ -24,8 +24,9 @@
 //!   (`replay`: its own small cluster on a virtual clock, see there).
 //!
 //! Configurations alternate their order over `--rounds`; the tables give medians and the
-//! spread. Ceph's tunables are seed 003's (hit_set_count 12, recency 2/2, dirty 0.4/0.6, full
-//! 0.8) with its times (hit_set_period 14400 s, min flush age 600 s, min evict age 1800 s)
+//! spread. `ceph` promotes and flushes whole objects as Ceph 16.2 does (the ceph family's
+//! `tier_promote_granularity`), `predictive` the 64 KiB blocks ops touch. Ceph's tunables
+//! are seed 003's (hit_set_count 12, recency 2/2, dirty 0.4/0.6, full 0.8) with its times (hit_set_period 14400 s, min flush age 600 s, min evict age 1800 s)
 //! divided by `--time-scale` (1440: its 4-hour hit set period becomes the predictive tier's
 //! 10 s period), as the bench's seconds stand for the seed's hours.
 //!

@@ -25,8 +25,11 @@ pub(super) fn cluster_config(config: &str, args: &Args) -> Result<ClusterConfig>
     let working_set_bytes =
         load::parse_size(&args.volume_size)? * *args.clients.last().expect("checked") as u64;
     let mib = |bytes: u64| format!("{}M", bytes.div_ceil(1 << 20).max(256));
-    // Replica 3 over 6 HDD OSDs (or 3 NVMe ones), twice the room the data needs.
-    let hdd_bytes = working_set_bytes;
+    // Replica 3 over 6 HDD OSDs (or 3 NVMe ones), twice the room the data needs; the HDDs
+    // get three times the working set each: the ceph tier's whole-object flushes rewrite 4 MiB
+    // objects faster than the stores reclaim the space they replace (with one working set
+    // each, an HDD OSD reached its full ratio within a minute of the ceph ramp).
+    let hdd_bytes = working_set_bytes * 3;
     let nvme_bytes = if config == "nvme" {
         working_set_bytes * 2
     } else {
