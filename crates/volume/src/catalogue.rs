@@ -578,7 +578,15 @@ impl Volumes {
         let named = match self.read_header_omap(&header_object).await? {
             Some(omap) => match Header::decode(&header_object, &omap) {
                 Ok(header) if header.data_pool_id.is_some() => {
-                    Some(self.shared.data_pool_of(name, &header).await?)
+                    match self.shared.data_pool_of(name, &header).await {
+                        Ok(data) => Some(data),
+                        // Its data pool was deleted, and its data with it: the rest still goes.
+                        Err(VolumeError::Rados {
+                            source: RadosError::NotFound(_),
+                            ..
+                        }) => None,
+                        Err(error) => return Err(error),
+                    }
                 }
                 _ => None,
             },
