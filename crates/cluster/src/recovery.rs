@@ -492,22 +492,29 @@ async fn remove_strays(inner: &Inner) -> Result<u64> {
                 continue;
             }
             found += 1;
-            for name in osd
-                .list_all(&collection)
-                .await
-                .map_err(|e| store_to_rados(osd.id, &e))?
-            {
-                osd.install(&collection, &name, None)
-                    .await
-                    .map_err(|e| store_to_rados(osd.id, &e))?;
-                inner
-                    .recovery
-                    .objects_removed
-                    .fetch_add(1, Ordering::Relaxed);
-            }
+            empty_collection(inner, osd, &collection).await?;
         }
     }
     Ok(found)
+}
+
+/// Removes every object of `collection` from `osd` (a collection it no longer holds), each
+/// counted among recovery's removals.
+async fn empty_collection(inner: &Inner, osd: &crate::osd::Osd, collection: &str) -> Result<()> {
+    for name in osd
+        .list_all(collection)
+        .await
+        .map_err(|e| store_to_rados(osd.id, &e))?
+    {
+        osd.install(collection, &name, None)
+            .await
+            .map_err(|e| store_to_rados(osd.id, &e))?;
+        inner
+            .recovery
+            .objects_removed
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// Removes shard collection `collection` (the shards of `pg` at `position`) from `osd` once
@@ -538,19 +545,7 @@ async fn remove_stray_shards(
     if serves(inner) {
         return Ok(0); // the map changed back meanwhile
     }
-    for name in osd
-        .list_all(collection)
-        .await
-        .map_err(|e| store_to_rados(osd.id, &e))?
-    {
-        osd.install(collection, &name, None)
-            .await
-            .map_err(|e| store_to_rados(osd.id, &e))?;
-        inner
-            .recovery
-            .objects_removed
-            .fetch_add(1, Ordering::Relaxed);
-    }
+    empty_collection(inner, osd, collection).await?;
     tracing::info!(
         osd = osd.id,
         collection,

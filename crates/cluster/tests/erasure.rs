@@ -26,6 +26,20 @@ fn six_hosts(backing: &str) -> cluster::ClusterConfig {
     config
 }
 
+/// [`six_hosts`] on memory and a seventh host of one OSD (osd.6), so CRUSH has somewhere to put
+/// the shards of an OSD marked out.
+fn six_hosts_and_a_spare() -> cluster::ClusterConfig {
+    let mut config = six_hosts("mem");
+    config.hosts.push(cluster::HostConfig {
+        name: "host6".into(),
+    });
+    let mut spare = config.osds[0].clone();
+    spare.id = 6;
+    spare.host = "host6".into();
+    config.osds.push(spare);
+    config
+}
+
 fn profile(k: u32, m: u32, unit: u64) -> ErasureProfile {
     ErasureProfile {
         stripe_unit_bytes: unit,
@@ -306,16 +320,7 @@ async fn torn_writes_roll_back_or_forward_never_mix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_osds_shards_are_rebuilt_and_scrub_finds_bad_parity() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = six_hosts("mem");
-    // A seventh host, so CRUSH has somewhere to put the shards of an OSD marked out.
-    config.hosts.push(cluster::HostConfig {
-        name: "host6".into(),
-    });
-    let mut spare = config.osds[0].clone();
-    spare.id = 6;
-    spare.host = "host6".into();
-    config.osds.push(spare);
-    let cluster = Cluster::create(dir.path(), config, options())
+    let cluster = Cluster::create(dir.path(), six_hosts_and_a_spare(), options())
         .await
         .unwrap();
     cluster
@@ -413,15 +418,7 @@ fn only_served_shards_remain(cluster: &Cluster, osds: &[i32]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_left_at_old_positions_are_removed_once_the_pg_is_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = six_hosts("mem");
-    config.hosts.push(cluster::HostConfig {
-        name: "host6".into(),
-    });
-    let mut spare = config.osds[0].clone();
-    spare.id = 6;
-    spare.host = "host6".into();
-    config.osds.push(spare);
-    let cluster = Cluster::create(dir.path(), config, options())
+    let cluster = Cluster::create(dir.path(), six_hosts_and_a_spare(), options())
         .await
         .unwrap();
     cluster
