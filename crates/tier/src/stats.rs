@@ -21,6 +21,7 @@ pub struct Counters {
     pub(crate) flush_conflicts: AtomicU64,
     pub(crate) evictions: AtomicU64,
     pub(crate) writes_around_full: AtomicU64,
+    pub(crate) cache_refusals_full: AtomicU64,
     pub(crate) agent_waits: AtomicU64,
     pub(crate) agent_wait_us_max: AtomicU64,
     pub(crate) agent_waits_over_100ms: AtomicU64,
@@ -73,6 +74,10 @@ pub struct TierStats {
     pub evictions: u64,
     /// Writes sent around a full cache to the base pool.
     pub writes_around_full: u64,
+    /// Writes the cache pool refused for space (its OSDs at their full ratio); the op then
+    /// went to the base pool.
+    #[serde(default)]
+    pub cache_refusals_full: u64,
     /// Client ops that waited for an object held by background work (agent, promotion).
     pub agent_waits: u64,
     /// The longest of those waits, in µs.
@@ -115,6 +120,7 @@ impl TierStats {
         self.flush_conflicts = load(&counters.flush_conflicts);
         self.evictions = load(&counters.evictions);
         self.writes_around_full = load(&counters.writes_around_full);
+        self.cache_refusals_full = load(&counters.cache_refusals_full);
         self.agent_waits = load(&counters.agent_waits);
         self.agent_wait_us_max = load(&counters.agent_wait_us_max);
         self.agent_waits_over_100ms = load(&counters.agent_waits_over_100ms);

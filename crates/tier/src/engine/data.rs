@@ -49,6 +49,9 @@ impl Tier {
         tokio::spawn(async move {
             let _slot = slot;
             if let Err(error) = tier.promote_in_background(&name, range).await {
+                if super::is_no_space(&error) {
+                    tier.note_cache_refusal();
+                }
                 tracing::debug!(object = %name, %error, "background promotion failed");
             }
         });
@@ -83,47 +86,69 @@ impl Tier {
                 Ok(data)
             }
             Route::Cache | Route::Promote => {
-                let hit = route == Route::Cache;
-                let mut state = match route {
-                    Route::Cache => self.cached_state(name).ok_or_else(|| missing(name))?,
-                    _ => {
-                        match self
-                            .promote_object(name, (offset_bytes, length_bytes))
-                            .await?
-                        {
-                            Some(state) => state,
-                            None => return Err(missing(name)),
-                        }
+                match self
+                    .read_in_cache(name, route, offset_bytes, length_bytes)
+                    .await
+                {
+                    Err(error) if super::is_no_space(&error) => {
+                        // The cache pool refused the promotion for space: read around it.
+                        self.go_around_full_cache(name).await?;
+                        Counters::bump(&self.counters.proxied);
+                        Ok(self.base.read(name, offset_bytes, length_bytes).await?)
                     }
-                };
-                if !state.exists {
-                    return Err(missing(name));
+                    other => other,
                 }
-                let end = offset_bytes
-                    .saturating_add(length_bytes)
-                    .min(state.size_bytes);
-                if offset_bytes >= end {
-                    return Ok(Vec::new());
-                }
-                let blocks = blocks_of(state.block_bytes, offset_bytes, end - offset_bytes);
-                let complete = blocks.iter().all(|b| state.present.contains(*b));
-                if !complete {
-                    self.promote_blocks(name, &mut state, &blocks).await?;
-                }
-                // A cached object whose blocks had to be read from the base pool is a miss.
-                match (hit, complete) {
-                    (true, true) => Counters::bump(&self.counters.hits),
-                    (true, false) => Counters::bump(&self.counters.misses),
-                    _ => {}
-                }
-                let mut data = self
-                    .cache
-                    .read(name, offset_bytes, end - offset_bytes)
-                    .await?;
-                data.resize((end - offset_bytes) as usize, 0);
-                Ok(data)
             }
         }
+    }
+
+    /// A read the route sends to the cache (promoting what it needs first).
+    async fn read_in_cache(
+        self: &Arc<Self>,
+        name: &str,
+        route: Route,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<u8>> {
+        let hit = route == Route::Cache;
+        let mut state = match route {
+            Route::Cache => self.cached_state(name).ok_or_else(|| missing(name))?,
+            _ => {
+                match self
+                    .promote_object(name, (offset_bytes, length_bytes))
+                    .await?
+                {
+                    Some(state) => state,
+                    None => return Err(missing(name)),
+                }
+            }
+        };
+        if !state.exists {
+            return Err(missing(name));
+        }
+        let end = offset_bytes
+            .saturating_add(length_bytes)
+            .min(state.size_bytes);
+        if offset_bytes >= end {
+            return Ok(Vec::new());
+        }
+        let blocks = blocks_of(state.block_bytes, offset_bytes, end - offset_bytes);
+        let complete = blocks.iter().all(|b| state.present.contains(*b));
+        if !complete {
+            self.promote_blocks(name, &mut state, &blocks).await?;
+        }
+        // A cached object whose blocks had to be read from the base pool is a miss.
+        match (hit, complete) {
+            (true, true) => Counters::bump(&self.counters.hits),
+            (true, false) => Counters::bump(&self.counters.misses),
+            _ => {}
+        }
+        let mut data = self
+            .cache
+            .read(name, offset_bytes, end - offset_bytes)
+            .await?;
+        data.resize((end - offset_bytes) as usize, 0);
+        Ok(data)
     }
 
     /// Where metadata reads go: the cached state, or `None` to read the base pool.
@@ -144,9 +169,16 @@ impl Tier {
                 if route == Route::Cache {
                     Counters::bump(&self.counters.hits);
                 }
-                match self.state_for(name, route).await? {
-                    Some(state) if state.exists => Ok(Some(state)),
-                    _ => Err(missing(name)),
+                match self.state_for(name, route).await {
+                    Ok(Some(state)) if state.exists => Ok(Some(state)),
+                    Ok(_) => Err(missing(name)),
+                    Err(error) if super::is_no_space(&error) => {
+                        // The cache pool refused the promotion for space: read around it.
+                        self.go_around_full_cache(name).await?;
+                        Counters::bump(&self.counters.proxied);
+                        Ok(None)
+                    }
+                    Err(error) => Err(error),
                 }
             }
         }
@@ -279,28 +311,43 @@ impl Tier {
                 Ok(())
             }
             Route::Cache | Route::Promote => {
-                let state = match self.state_for(name, route).await? {
-                    Some(state) => state,
-                    None => ObjectState {
-                        exists: false,
-                        base_exists: false,
-                        block_bytes: self.settings().tier_block_bytes,
-                        version: (self.wall)() / 1000,
-                        ..Default::default()
-                    },
-                };
-                let promoted = self.apply_in_cache(name, state, op).await?;
-                // A write to a cached object that needed blocks from the base pool is a miss.
-                if route == Route::Cache {
-                    if promoted {
-                        Counters::bump(&self.counters.misses);
-                    } else {
-                        Counters::bump(&self.counters.hits);
+                match self.write_in_cache(name, route, op.clone()).await {
+                    Err(error) if super::is_no_space(&error) => {
+                        // The cache pool refused the write (or the promotion ahead of it) for
+                        // space, before applying it: the op goes around it to the base pool.
+                        self.go_around_full_cache(name).await?;
+                        Counters::bump(&self.counters.writes_around_full);
+                        Counters::bump(&self.counters.proxied);
+                        Ok(self.base.operate(name, op).await?)
                     }
+                    other => other,
                 }
-                Ok(())
             }
         }
+    }
+
+    /// A write the route sends to the cache (promoting what it needs first).
+    async fn write_in_cache(&self, name: &str, route: Route, op: WriteOp) -> Result<()> {
+        let state = match self.state_for(name, route).await? {
+            Some(state) => state,
+            None => ObjectState {
+                exists: false,
+                base_exists: false,
+                block_bytes: self.settings().tier_block_bytes,
+                version: (self.wall)() / 1000,
+                ..Default::default()
+            },
+        };
+        let promoted = self.apply_in_cache(name, state, op).await?;
+        // A write to a cached object that needed blocks from the base pool is a miss.
+        if route == Route::Cache {
+            if promoted {
+                Counters::bump(&self.counters.misses);
+            } else {
+                Counters::bump(&self.counters.hits);
+            }
+        }
+        Ok(())
     }
 
     /// Applies a write in the cache; returns whether blocks had to be promoted for it.

@@ -133,6 +133,21 @@ pub struct Tier {
     pub(crate) agent_wake: Arc<tokio::sync::Notify>,
     /// Whether the base pool keeps omap (an erasure-coded one does not), once asked.
     base_omap: std::sync::OnceLock<bool>,
+    /// Until when (the clock's ms) the cache pool counts as full after it refused a write for
+    /// space: new objects go around it meanwhile instead of each trying it again.
+    cache_refused_until_ms: AtomicU64,
+}
+
+/// How long a cache pool that refused a write for space counts as full before a new object
+/// tries it again.
+const CACHE_REFUSED_RETRY_MS: u64 = 1000;
+
+/// Whether an error is the cache pool refusing a write for space.
+pub(crate) fn is_no_space(error: &crate::error::TierError) -> bool {
+    matches!(
+        error,
+        crate::error::TierError::Rados(RadosError::NoSpace(_))
+    )
 }
 
 fn build_policy(settings: &TierSettings, pg_count: u32, capacity: usize) -> Box<dyn Cache> {
@@ -233,6 +248,7 @@ impl Tier {
             counters: Counters::default(),
             agent_wake: Arc::new(tokio::sync::Notify::new()),
             base_omap: std::sync::OnceLock::new(),
+            cache_refused_until_ms: AtomicU64::new(0),
         });
         tier.load_index().await?;
         Ok(tier)
@@ -467,12 +483,38 @@ impl Tier {
     }
 
     /// Whether the cache holds as many objects as its hard capacity (the policy's capacity
-    /// over the full ratio): new objects then go around it.
+    /// over the full ratio), or its pool refused a write for space within the last
+    /// [`CACHE_REFUSED_RETRY_MS`]: new objects then go around it.
     pub(crate) fn is_full(&self) -> bool {
+        if self.clock.now_ms() < self.cache_refused_until_ms.load(Ordering::Acquire) {
+            return true;
+        }
         let settings = self.settings();
         let capacity = settings.capacity_objects() as f64;
         let objects = self.index.lock().expect("index lock").len() as f64;
         objects >= capacity.max(1.0) / settings.cache_target_full_ratio.max(0.01)
+    }
+
+    /// Records that the cache pool refused a write for space (its OSDs at their full ratio):
+    /// new objects go around it for a while.
+    pub(crate) fn note_cache_refusal(&self) {
+        Counters::bump(&self.counters.cache_refusals_full);
+        self.cache_refused_until_ms.store(
+            self.clock.now_ms().saturating_add(CACHE_REFUSED_RETRY_MS),
+            Ordering::Release,
+        );
+        self.agent_wake.notify_one();
+    }
+
+    /// After the cache pool refused an op's write for space: the object leaves the cache
+    /// (flushed first when dirty, so the base pool holds its newest data) and the policy
+    /// forgets it, so the op can run on the base pool instead of failing. Removals are
+    /// allowed in a full pool. Call with the object's lock held.
+    pub(crate) async fn go_around_full_cache(&self, name: &str) -> Result<()> {
+        self.note_cache_refusal();
+        self.evict_locked(name).await?;
+        self.policy_forget(name);
+        Ok(())
     }
 
     /// Tells the policy an object left the cache for reasons of the executor's own.
