@@ -185,6 +185,10 @@ pub struct Step {
     /// Objects in the cache and bytes of their present blocks at the step's end.
     cached_objects: u64,
     cached_bytes: u64,
+    /// The fullest NVMe OSD's share of its data region in use at the step's end, and the
+    /// cache pool's refusals of writes for space in the step (the ops then went around it).
+    cache_osd_used_max: f64,
+    cache_refusals_full: u64,
 }
 
 /// One step to run.
@@ -381,9 +385,12 @@ async fn run_config(config: &str, round: u32, dir: &Path, args: &Args) -> Result
             agent_waits_over_100ms: tier_after.as_ref().map_or(0, |s| s.agent_waits_over_100ms),
             cached_objects: tier_after.as_ref().map_or(0, |s| s.objects),
             cached_bytes: tier_after.as_ref().map_or(0, |s| s.cached_bytes),
+            cache_osd_used_max: testbed.nvme_used_max(),
+            cache_refusals_full: delta(|s| s.cache_refusals_full),
         };
         eprintln!(
-            "   {:<9} {:<10} x={:<6} {:>8.0} IOPS  p99 {:>8.1} ms  hit {}  cached {} objects, {} MB",
+            "   {:<9} {:<10} x={:<6} {:>8.0} IOPS  p99 {:>8.1} ms  hit {}  cached {} objects, {} MB, \
+             fullest NVMe OSD {:.0}% used, {} refused for space",
             step.scenario,
             config,
             step.x,
@@ -393,6 +400,8 @@ async fn run_config(config: &str, round: u32, dir: &Path, args: &Args) -> Result
                 .map_or("-".to_string(), |h| format!("{h:.3}")),
             step.cached_objects,
             step.cached_bytes >> 20,
+            step.cache_osd_used_max * 100.0,
+            step.cache_refusals_full,
         );
         steps.push(step);
     }

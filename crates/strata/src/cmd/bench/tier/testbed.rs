@@ -245,6 +245,16 @@ impl Testbed {
             .sum()
     }
 
+    /// The fullest NVMe OSD's share of its data region in use.
+    pub(super) fn nvme_used_max(&self) -> f64 {
+        self.cluster
+            .osd_stats()
+            .iter()
+            .filter(|osd| osd.class == "nvme" && osd.statfs.total_bytes > 0)
+            .map(|osd| osd.statfs.allocated_bytes as f64 / osd.statfs.total_bytes as f64)
+            .fold(0.0, f64::max)
+    }
+
     pub(super) async fn apply(&self, plan: &Plan) -> Result<()> {
         let Some(tiered) = &self.tiered else {
             return Ok(());
