@@ -71,8 +71,8 @@ pub const DEFAULT_CANDIDATES: &[&str] = &[
 /// Sampled requests replayed on the miniatures together.
 const BATCH: usize = 64;
 
-/// No sampled id yet.
-const UNSAMPLED: u32 = u32::MAX;
+/// No sampled id yet (a key's entry holds 1 + its sampled id, so a fresh array is zeroed).
+const UNSAMPLED: u32 = 0;
 
 /// Settings of [`Miniature`]; `mini:KNOB=VALUE/...` on the command line.
 #[derive(Clone, Debug, PartialEq)]
@@ -289,7 +289,14 @@ impl Miniature {
             scratch: Effects::default(),
             mini_capacity,
             rate,
-            sampled_ids: Vec::new(),
+            // Presized to the expected keys (zeroed pages from the allocator): grown by
+            // doubling a request at a time they cost a copy and a page fault per page, a
+            // quarter of the selector's time on a 114,000-request trace.
+            sampled_ids: if full {
+                Vec::new()
+            } else {
+                vec![UNSAMPLED; key_space]
+            },
             sampled_keys: 0,
             window_misses: vec![0; count],
             scores: vec![0.0; count],
@@ -300,7 +307,7 @@ impl Miniature {
             hit_bits: Vec::with_capacity(BATCH),
             window_len,
             window_left: window_len,
-            last_seen: Vec::new(),
+            last_seen: vec![0; key_space],
             pending: None,
             writes: 0,
             mini_writes: vec![0; count],
@@ -331,10 +338,10 @@ impl Miniature {
                 .resize((index + 1).next_power_of_two(), UNSAMPLED);
         }
         if self.sampled_ids[index] == UNSAMPLED {
-            self.sampled_ids[index] = self.sampled_keys;
             self.sampled_keys += 1;
+            self.sampled_ids[index] = self.sampled_keys;
         }
-        Some(self.sampled_ids[index])
+        Some(self.sampled_ids[index] - 1)
     }
 
     /// Queues a sampled request for the miniatures; at a window's end replays the queue and
