@@ -122,6 +122,22 @@ impl Effects {
 pub trait Cache: Send {
     /// Handles one request; evictions and flushes go to `effects`.
     fn on_request(&mut self, request: &Request, effects: &mut Effects) -> Outcome;
+    /// Handles `requests` in order, exactly as one [`Cache::on_request`] each, appending one
+    /// outcome a request to `outcomes`; the effects of all of them accumulate in `effects`.
+    /// One dynamic call for a whole batch: the loop inside is compiled per policy, so an owner
+    /// replaying the same requests on many policies (the miniature-simulation selector) pays
+    /// no dynamic dispatch a request.
+    fn on_requests(
+        &mut self,
+        requests: &[Request],
+        effects: &mut Effects,
+        outcomes: &mut Vec<Outcome>,
+    ) {
+        for request in requests {
+            let outcome = self.on_request(request, effects);
+            outcomes.push(outcome);
+        }
+    }
     /// Objects cached now.
     fn len(&self) -> usize;
     /// Whether no object is cached.

@@ -194,3 +194,53 @@ fn full_replicas_are_decided_within_a_short_trace() {
     assert_eq!(mini.leader(), "lirs");
     assert!(misses < 500, "{misses} misses of 1,000");
 }
+
+/// A batch through [`Cache::on_requests`] is the same requests one by one, for every
+/// candidate: the miniatures replay batches, the live cache single requests.
+#[test]
+fn a_batch_is_the_same_requests_one_by_one() {
+    let keys = phases(300);
+    let requests: Vec<Request> = keys
+        .iter()
+        .enumerate()
+        .map(|(seq, &key)| request(key, seq as u64))
+        .collect();
+    for name in DEFAULT_CANDIDATES.iter().chain(&["lru+budget"]) {
+        let mut single = build_named(name, 300);
+        let mut batched = build_named(name, 300);
+        let (mut one_effects, mut batch_effects) = (Effects::default(), Effects::default());
+        let mut one_outcomes = Vec::new();
+        for request in &requests {
+            one_outcomes.push(single.on_request(request, &mut one_effects));
+        }
+        let mut batch_outcomes = Vec::new();
+        for chunk in requests.chunks(BATCH) {
+            batched.on_requests(chunk, &mut batch_effects, &mut batch_outcomes);
+        }
+        assert_eq!(one_outcomes, batch_outcomes, "{name}");
+        assert_eq!(one_effects.evicted, batch_effects.evicted, "{name}");
+        assert_eq!(one_effects.promoted, batch_effects.promoted, "{name}");
+    }
+}
+
+/// Windows that end in the middle of a batch are scored on every request up to their end:
+/// the selector with a 100-request window (not a multiple of the batch) on full replicas makes
+/// the same decisions whatever the batch boundaries, so it switches to the loop-resistant
+/// candidate within the loop as before.
+#[test]
+fn a_window_ending_inside_a_batch_is_decided_on_all_its_requests() {
+    let mut config = MiniatureConfig::new(300);
+    config.full_window_min = 100;
+    config.full_window = 0.1;
+    let mut mini = Miniature::new(config, 4_096).expect("builds");
+    let keys = phases(300);
+    run(&mut mini, &keys[..20_000 + 100]);
+    // 201 windows of 100 ended: every sampled request was replayed and scored.
+    assert_eq!(mini.sampled_requests, 20_100);
+    assert!(mini.batch.is_empty(), "{} queued", mini.batch.len());
+    run(&mut mini, &keys[20_100..20_150]);
+    assert_eq!(mini.batch.len(), 50);
+    run(&mut mini, &keys[20_150..]);
+    assert!(mini.switches >= 1);
+    assert_ne!(mini.leader(), "lru");
+}
