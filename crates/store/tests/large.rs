@@ -22,7 +22,7 @@ fn pattern(seed: u8, length: usize) -> Vec<u8> {
 fn unaligned(data: &[u8]) -> Bytes {
     let aligned = aligned_copy(&Bytes::copy_from_slice(&[&[0u8][..], data].concat()), 4096);
     let shifted = aligned.slice(1..);
-    assert_ne!(shifted.as_ptr() as usize % 4096, 0);
+    assert!(!(shifted.as_ptr() as usize).is_multiple_of(4096));
     shifted
 }
 
@@ -44,7 +44,7 @@ async fn large_writes_read_back(device: Arc<dyn Device>, meta: std::path::PathBu
             } else {
                 unaligned(&content)
             };
-            assert_eq!(payload.as_ptr() as usize % 4096 == 0, aligned);
+            assert_eq!((payload.as_ptr() as usize).is_multiple_of(4096), aligned);
             let mut transaction = Transaction::new(1);
             transaction.write_full(&id, payload);
             store.apply(transaction).await.expect("write_full");
@@ -117,7 +117,7 @@ async fn large_writes_from_shared_buffers_on_a_memory_device() {
 fn an_aligned_copy_is_aligned_equal_and_made_once() {
     let data = Bytes::from(pattern(7, 3 * 4096 + 17));
     let aligned = aligned_copy(&data, 4096);
-    assert_eq!(aligned.as_ptr() as usize % 4096, 0);
+    assert!((aligned.as_ptr() as usize).is_multiple_of(4096));
     assert_eq!(aligned, data);
     // Already aligned: the same memory, no copy.
     let again = aligned_copy(&aligned, 4096);

@@ -3,7 +3,8 @@
 //! range needs from one data object.
 //!
 //! ## Pipelining and memory per request
-//! A PUT's pieces after the head are written while the body streams in, at most
+//! A PUT's pieces after the head are written (each as a task of its own) while the body
+//! streams in, at most
 //! [`PIECE_WRITES_IN_FLIGHT`] at once; the body is not read further while that many are in
 //! flight, so a PUT holds at most `PIECE_WRITES_IN_FLIGHT + 2` chunks (`chunk_size_bytes`,
 //! 4 MiB by default: the pieces in flight, the piece filling and the head, written last once
@@ -171,9 +172,20 @@ impl Store {
         // Every piece whose write was started (removed again if the body fails).
         let mut written: Vec<String> = Vec::new();
         let mut in_flight = futures::stream::FuturesUnordered::new();
-        let data = &self.data;
-        let write_piece = |oid: String, bytes: Bytes| async move {
-            data.operate(&oid, WriteOp::new().write_full(bytes)).await
+        // Each piece write is a task of its own, so it goes on while the body streams in.
+        let write_piece = |oid: String, bytes: Bytes| {
+            let data = Arc::clone(&self.data);
+            let task =
+                tokio::spawn(
+                    async move { data.operate(&oid, WriteOp::new().write_full(bytes)).await },
+                );
+            async move {
+                match task.await {
+                    Ok(written) => written,
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    Err(error) => Err(RadosError::Io(format!("piece write: {error}"))),
+                }
+            }
         };
         let result: Result<()> = async {
             while let Some(item) = body.next().await {
@@ -416,7 +428,10 @@ mod tests {
         for capacity in [1usize, 4096, 5000, 1 << 20] {
             let mut buffer = PieceBuffer::with_capacity(capacity);
             let start = buffer.storage.as_ptr() as usize + buffer.start;
-            assert_eq!(start % PIECE_ALIGNMENT_BYTES, 0, "capacity {capacity}");
+            assert!(
+                start.is_multiple_of(PIECE_ALIGNMENT_BYTES),
+                "capacity {capacity}"
+            );
             let data: Vec<u8> = (0..capacity).map(|i| (i % 251) as u8).collect();
             for part in data.chunks(777) {
                 buffer.extend_from_slice(part);
