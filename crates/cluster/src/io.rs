@@ -25,6 +25,26 @@ pub struct PoolHandle {
     info: PoolInfo,
 }
 
+/// Payloads larger than this are copied once into memory aligned for O_DIRECT before they go
+/// to the replicas (see [`for_devices`]); smaller ones are left to the stores' committers,
+/// which gather a batch's small writes into aligned memory anyway (the stores' default
+/// `write_behind_bytes_max`).
+const ALIGNED_PAYLOAD_BYTES_MIN: usize = 64 * 1024;
+
+/// Alignment of the copy [`for_devices`] makes: a multiple of every device block size.
+const PAYLOAD_ALIGNMENT_BYTES: usize = 4096;
+
+/// A write's payload as the replicas' stores take it: a large one in memory aligned for
+/// O_DIRECT, copied there once for all replicas unless it already is (so no device makes a
+/// bounce copy of its own), a small one as it is.
+fn for_devices(data: rados::Bytes) -> store::Bytes {
+    if data.len() > ALIGNED_PAYLOAD_BYTES_MIN {
+        store::aligned_copy(&data, PAYLOAD_ALIGNMENT_BYTES)
+    } else {
+        data
+    }
+}
+
 /// What a [`WriteOp`] becomes after its guards were checked against the primary's copy.
 struct Plan {
     ops: Vec<store::Op>,
@@ -260,7 +280,7 @@ impl PoolHandle {
                     plan.data_bytes += size_bytes;
                     plan.data_steps += 1;
                     plan.ops.push(store::Op::WriteFull {
-                        data: Vec::from(data),
+                        data: for_devices(data),
                     });
                 }
                 Op::Write { offset_bytes, data } => {
@@ -270,7 +290,7 @@ impl PoolHandle {
                     plan.data_steps += 1;
                     plan.ops.push(store::Op::Write {
                         offset_bytes,
-                        data: Vec::from(data),
+                        data: for_devices(data),
                     });
                 }
                 Op::Append(data) => {
@@ -281,7 +301,7 @@ impl PoolHandle {
                     plan.data_steps += 1;
                     plan.ops.push(store::Op::Write {
                         offset_bytes,
-                        data: Vec::from(data),
+                        data: for_devices(data),
                     });
                 }
                 Op::Truncate { size_bytes: size } => {
@@ -473,8 +493,8 @@ impl PoolHandle {
             .iter()
             .filter_map(|osd_id| inner.osds.get(osd_id))
             .collect();
-        // Copies for all but the last replica, which takes the transaction itself: a
-        // replica-1 write copies its data no more.
+        // One transaction per replica: the clones share the payload's buffers (`Bytes`),
+        // so no replica copies the data.
         let mut copies: Vec<Transaction> = (1..osds.len()).map(|_| transaction.clone()).collect();
         copies.push(transaction);
         let writes = osds

@@ -136,7 +136,7 @@ pub(crate) struct Pending {
     /// empty otherwise.
     pub deferred: Vec<(u64, Vec<u8>)>,
     /// (device offset, data) of the extents it left to the writer stage (write-behind).
-    pub writes: Vec<(u64, Vec<u8>)>,
+    pub writes: Vec<(u64, bytes::Bytes)>,
     /// Digests of the ranges it wrote and still references, for its record (see `wal`).
     pub digests: Vec<wal::DataDigest>,
     pub deltas: Deltas,

@@ -25,6 +25,10 @@
 //!    deferred overwrite (below).
 //!    A small transaction (at most `write_behind_bytes_max` data bytes) only allocates and
 //!    checksums here and leaves its device writes to the committer (**write-behind**).
+//!    A larger one writes its units here, straight from its payload (`Bytes`, shared with
+//!    the other replicas' transactions, never copied): one device write per allocated
+//!    piece, all of them at once; a payload in memory aligned for O_DIRECT
+//!    ([`aligned_copy`]) goes to a file device without its bounce copy.
 //! 2. The prepared transaction goes to a bounded queue. The committer's writer thread takes
 //!    every queued transaction (a batch) and writes, all at once, the batch's write-behind
 //!    data (neighbouring extents as one write) and all their metadata as **one log record**
@@ -142,6 +146,7 @@ mod write;
 
 pub use allocator::{Allocator, DeviceExtent};
 pub use buffer::DATA_CACHE_READ_BYTES_MAX;
+pub use bytes::Bytes;
 pub use config::StoreConfig;
 pub use error::{Result, StoreError};
 pub use store::Store;
@@ -149,4 +154,4 @@ pub use types::{
     CollectionUsage, CommitStages, CommitStats, DataCacheStats, ObjectId, ObjectStat, Op, Statfs,
     Transaction, NAME_BYTES_MAX,
 };
-pub use write::OBJECT_BYTES_MAX;
+pub use write::{aligned_copy, OBJECT_BYTES_MAX};

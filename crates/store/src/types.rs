@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use crate::error::{Result, StoreError};
 
 /// Longest collection or object name, in bytes.
@@ -62,15 +64,15 @@ pub enum Op {
     },
     /// Replaces the whole data with `data` (size becomes its length). Xattrs and omap stay.
     WriteFull {
-        /// The new content.
-        data: Vec<u8>,
+        /// The new content (shared, never copied: the replicas of a write hold one buffer).
+        data: Bytes,
     },
     /// Writes `data` at `offset_bytes`, extending the object if it ends beyond it.
     Write {
         /// Where in the object.
         offset_bytes: u64,
-        /// What.
-        data: Vec<u8>,
+        /// What (shared, never copied).
+        data: Bytes,
     },
     /// Sets the size; bytes beyond the new size are dropped, and read as zeros if it grows.
     Truncate {
@@ -171,7 +173,7 @@ impl Transaction {
     }
 
     /// Appends `WriteFull`.
-    pub fn write_full(&mut self, object: &ObjectId, data: impl Into<Vec<u8>>) -> &mut Self {
+    pub fn write_full(&mut self, object: &ObjectId, data: impl Into<Bytes>) -> &mut Self {
         self.push(object, Op::WriteFull { data: data.into() })
     }
 
@@ -180,7 +182,7 @@ impl Transaction {
         &mut self,
         object: &ObjectId,
         offset_bytes: u64,
-        data: impl Into<Vec<u8>>,
+        data: impl Into<Bytes>,
     ) -> &mut Self {
         self.push(
             object,

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use tokio::sync::OwnedRwLockWriteGuard;
 
 use crate::allocator::DeviceExtent;
@@ -27,6 +28,11 @@ const INDEXED_OBJECTS_MIN: usize = 16;
 
 /// Largest object offset the store accepts (1 TiB).
 pub const OBJECT_BYTES_MAX: u64 = 1 << 40;
+
+/// Whole units of a write that ends inside a unit, from which the write places them from the
+/// caller's buffer as they are and copies only its partial last unit (into a padded unit of
+/// its own extent); a smaller write is copied into one padded buffer (one extent).
+const SPLIT_WRITE_BYTES_MIN: usize = 64 * 1024;
 
 /// An object being changed by a transaction.
 struct Work {
@@ -354,8 +360,8 @@ struct Context<'a> {
 /// The device writes of a small transaction, made by the committer's writer before its batch's flush.
 struct Behind {
     budget_bytes: u64,
-    /// (device offset, data), not yet on the device.
-    writes: Vec<(u64, Vec<u8>)>,
+    /// (device offset, data), not yet on the device (slices of the transaction's buffers).
+    writes: Vec<(u64, Bytes)>,
 }
 
 /// Reads `[start, end)` of an object being changed: the writes this transaction left to the
@@ -487,13 +493,14 @@ async fn apply_op(context: &mut Context<'_>, work: &mut Work, op: Op) -> Result<
 /// buffer (old bytes of partially covered units are read and verified first) and written to
 /// fresh extents; the old extents are unmapped and queued to be freed after the commit.
 /// A write that starts on a unit and needs no old bytes after its end (it ends on a unit, or
-/// at or beyond the object's last unit) is written from `data` itself, padded with zeros: no
-/// zeroed buffer and no copy (every aligned write, every `write_full`).
+/// at or beyond the object's last unit) is written from `data` itself: its whole units are
+/// slices of the caller's buffer (no copy), and only a partial last unit is copied into a
+/// unit padded with zeros (every aligned write, every `write_full`).
 async fn write_range(
     context: &mut Context<'_>,
     onode: &mut Onode,
     offset: u64,
-    data: Vec<u8>,
+    data: Bytes,
 ) -> Result<()> {
     if data.is_empty() {
         return Ok(());
@@ -506,9 +513,24 @@ async fn write_range(
     let tail_needed = end < end_unit && (last_unit > start_unit || offset == start_unit);
     let tail_old = tail_needed && last_unit < onode.size_bytes;
     if offset == start_unit && !tail_old {
-        let mut buffer = data;
-        buffer.resize((end_unit - start_unit) as usize, 0);
-        place(context, onode, start_unit, buffer).await?;
+        let whole = (data.len() as u64 / unit * unit) as usize;
+        let padded = |from: usize| {
+            let mut tail = Vec::with_capacity((end_unit - start_unit) as usize - from);
+            tail.extend_from_slice(&data[from..]);
+            tail.resize(tail.capacity(), 0);
+            Bytes::from(tail)
+        };
+        if whole == data.len() {
+            place(context, onode, start_unit, data).await?;
+        } else if whole < SPLIT_WRITE_BYTES_MIN {
+            // Small: one padded copy, one extent.
+            place(context, onode, start_unit, padded(0)).await?;
+        } else {
+            // Large: the whole units as they are, the partial last one padded.
+            let tail = padded(whole);
+            place(context, onode, start_unit, data.slice(..whole)).await?;
+            place(context, onode, start_unit + whole as u64, tail).await?;
+        }
         onode.size_bytes = onode.size_bytes.max(end);
         return Ok(());
     }
@@ -524,18 +546,20 @@ async fn write_range(
     }
     let at = (offset - start_unit) as usize;
     buffer[at..at + data.len()].copy_from_slice(&data);
-    place(context, onode, start_unit, buffer).await?;
+    place(context, onode, start_unit, Bytes::from(buffer)).await?;
     onode.size_bytes = onode.size_bytes.max(end);
     Ok(())
 }
 
 /// Writes `buffer` (whole units) to fresh extents and maps it at `logical` in the onode, in
-/// place of whatever was mapped there.
+/// place of whatever was mapped there. A small transaction's pieces are left to the
+/// committer (slices of `buffer`, not copies); a large one's go to the device here, every
+/// piece at once, each as one write of its whole length (see [`write_piece`]).
 async fn place(
     context: &mut Context<'_>,
     onode: &mut Onode,
     logical: u64,
-    buffer: Vec<u8>,
+    buffer: Bytes,
 ) -> Result<()> {
     let length = buffer.len() as u64;
     let block = context.inner.layout.checksum_block_bytes;
@@ -562,13 +586,9 @@ async fn place(
     };
     let mut at = 0u64;
     let mut placed = Vec::with_capacity(pieces.len());
-    let single = pieces.len() == 1;
-    let mut buffer = Some(buffer);
+    let mut direct = Vec::new();
     for piece in pieces {
-        let Some(data) = buffer.as_ref() else {
-            unreachable!("the buffer is taken only with the last piece");
-        };
-        let slice = &data[at as usize..(at + piece.length_bytes) as usize];
+        let slice = buffer.slice(at as usize..(at + piece.length_bytes) as usize);
         // One pass over the data for both: the crc32c each read checks, the hash the record's
         // digest is built from.
         let (crcs, hashes): (Vec<u32>, Vec<u64>) = slice
@@ -579,19 +599,9 @@ async fn place(
         let behind = &mut *context.behind;
         if behind.budget_bytes >= piece.length_bytes {
             behind.budget_bytes -= piece.length_bytes;
-            // A single piece is the whole buffer: the writer takes it as it is.
-            let write = if single {
-                buffer.take().unwrap_or_default()
-            } else {
-                slice.to_vec()
-            };
-            behind.writes.push((piece.offset_bytes, write));
+            behind.writes.push((piece.offset_bytes, slice));
         } else {
-            context
-                .inner
-                .device
-                .write_at(piece.offset_bytes, slice)
-                .await?;
+            direct.push(write_piece(context.inner, piece.offset_bytes, slice));
         }
         placed.push((
             logical + at,
@@ -603,11 +613,54 @@ async fn place(
         ));
         at += piece.length_bytes;
     }
+    for result in futures_util::future::join_all(direct).await {
+        result?;
+    }
     context
         .freed
         .extend(onode.unmap(logical, logical + length, block));
     onode.extents.extend(placed);
     Ok(())
+}
+
+/// One piece of a large write, to the device as one write of its whole length. A piece in
+/// memory aligned for O_DIRECT (see [`aligned_copy`]) is written from that memory on a
+/// blocking thread, a reference to the shared buffer moved there, so the device makes no
+/// bounce copy; any other piece goes through the device's one copy into aligned memory.
+async fn write_piece(inner: &Inner, offset_bytes: u64, data: Bytes) -> Result<()> {
+    let alignment = inner.device.block_size_bytes() as usize;
+    if !is_aligned(&data, alignment) {
+        inner.device.write_at(offset_bytes, &data).await?;
+        return Ok(());
+    }
+    let device = Arc::clone(&inner.device);
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || device.write_blocking(offset_bytes, &data, &runtime))
+        .await
+        .map_err(|error| {
+            device::DeviceError::io("write task", std::io::Error::other(error.to_string()))
+        })??;
+    Ok(())
+}
+
+/// Whether `data` starts at a multiple of `alignment` in memory.
+fn is_aligned(data: &[u8], alignment: usize) -> bool {
+    alignment > 0 && (data.as_ptr() as usize).is_multiple_of(alignment)
+}
+
+/// `data` copied once into memory that starts at a multiple of `alignment` (a power of two),
+/// as a [`Bytes`] (no copy when it is already there): what a caller holding a large payload
+/// for several stores does once, so that none of their devices copies it again for O_DIRECT.
+pub fn aligned_copy(data: &Bytes, alignment: usize) -> Bytes {
+    if is_aligned(data, alignment) || data.is_empty() {
+        return data.clone();
+    }
+    let mut storage: Vec<u8> = Vec::with_capacity(data.len() + alignment);
+    let start = storage.as_ptr().align_offset(alignment);
+    // Within the capacity, so the heap block (and with it the alignment) never moves.
+    storage.resize(start, 0);
+    storage.extend_from_slice(data);
+    Bytes::from(storage).slice(start..)
 }
 
 /// Defers the write of `buffer` (whole units at `logical`) if it may be (see
@@ -618,8 +671,8 @@ fn defer(
     context: &mut Context<'_>,
     onode: &mut Onode,
     logical: u64,
-    buffer: Vec<u8>,
-) -> Option<Vec<u8>> {
+    buffer: Bytes,
+) -> Option<Bytes> {
     let length = buffer.len() as u64;
     if !context.deferrable {
         return Some(buffer);
@@ -644,9 +697,10 @@ fn defer(
         extent.crcs[first + index] = crc32c::crc32c(chunk);
     }
     deferred.budget_bytes -= length;
-    deferred
-        .records
-        .push((extent.device_offset_bytes + (logical - start), buffer));
+    deferred.records.push((
+        extent.device_offset_bytes + (logical - start),
+        buffer.to_vec(),
+    ));
     None
 }
 
@@ -665,7 +719,7 @@ async fn truncate(context: &mut Context<'_>, onode: &mut Onode, size: u64) -> Re
         {
             let mut old = read_for_write(context, onode, partial_unit, partial_unit + unit).await?;
             old[(size - partial_unit) as usize..].fill(0);
-            place(context, onode, partial_unit, old).await?;
+            place(context, onode, partial_unit, Bytes::from(old)).await?;
             wrote = true;
         }
         context
@@ -715,7 +769,13 @@ async fn zero(
             .extend(onode.unmap(inner_start, inner_end, block));
     }
     for (from, to) in partial {
-        write_range(context, onode, from, vec![0u8; (to - from) as usize]).await?;
+        write_range(
+            context,
+            onode,
+            from,
+            Bytes::from(vec![0u8; (to - from) as usize]),
+        )
+        .await?;
         wrote = true;
     }
     onode.size_bytes = onode.size_bytes.max(end);
@@ -759,7 +819,7 @@ async fn defragment(
             continue;
         }
         let data = read_for_write(context, onode, from, to).await?;
-        place(context, onode, from, data).await?;
+        place(context, onode, from, Bytes::from(data)).await?;
         wrote = true;
     }
     Ok(wrote)

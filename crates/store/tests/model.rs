@@ -39,11 +39,11 @@ fn random_op(rng: &mut ChaCha8Rng) -> Op {
             exclusive: rng.gen(),
         },
         1 | 2 => Op::WriteFull {
-            data: bytes(rng, 20_000),
+            data: bytes(rng, 20_000).into(),
         },
         3..=5 => Op::Write {
             offset_bytes: rng.gen_range(0..30_000),
-            data: bytes(rng, 9_000),
+            data: bytes(rng, 9_000).into(),
         },
         6 => Op::Truncate {
             size_bytes: rng.gen_range(0..30_000),
@@ -94,7 +94,7 @@ fn model_apply(model: &mut Model, id: &ObjectId, op: &Op) -> Result<(), i32> {
     }
     let object = model.entry(id.clone()).or_default();
     match op {
-        Op::WriteFull { data } => object.data = data.clone(),
+        Op::WriteFull { data } => object.data = data.to_vec(),
         Op::Write { offset_bytes, data } => {
             let end = *offset_bytes as usize + data.len();
             if object.data.len() < end && !data.is_empty() {

@@ -1,6 +1,20 @@
 //! Data pieces: a body written as a new version's pieces (the head last), and extents of
 //! them read back. An [`Extent`] (object, offset, length) is what a read of an object's byte
 //! range needs from one data object.
+//!
+//! ## Pipelining and memory per request
+//! A PUT's pieces after the head are written (each as a task of its own) while the body
+//! streams in, at most
+//! [`PIECE_WRITES_IN_FLIGHT`] at once; the body is not read further while that many are in
+//! flight, so a PUT holds at most `PIECE_WRITES_IN_FLIGHT + 2` chunks (`chunk_size_bytes`,
+//! 4 MiB by default: the pieces in flight, the piece filling and the head, written last once
+//! every other piece is durable). A GET reads up to [`PIECE_READS_AHEAD`] pieces ahead of
+//! the one being sent (each read runs as its own task, so it progresses while the client
+//! receives the current piece): at most `PIECE_READS_AHEAD + 1` chunks per GET.
+//!
+//! Each piece is gathered from the body straight into memory aligned for O_DIRECT
+//! ([`PieceBuffer`]) and handed to the object API as it is (`Bytes`, shared by the
+//! replicas), so the body's bytes are copied once on their way to the devices.
 
 use std::sync::Arc;
 
@@ -12,6 +26,67 @@ use rados::{IoCtx, RadosError, WriteOp};
 use super::{Intent, Store};
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, Piece};
+
+/// Piece writes of one PUT in flight at once (see the module docs for the memory it bounds).
+pub const PIECE_WRITES_IN_FLIGHT: usize = 4;
+
+/// Pieces a GET reads ahead of the one it is sending.
+pub const PIECE_READS_AHEAD: usize = 2;
+
+/// Alignment of a piece's buffer in memory: a multiple of every device's block size, so a
+/// store writing the piece with O_DIRECT needs no copy of its own.
+const PIECE_ALIGNMENT_BYTES: usize = 4096;
+
+/// A piece being gathered from a body, in memory that starts at a multiple of
+/// [`PIECE_ALIGNMENT_BYTES`] (the storage over-allocates by that much and skips its first
+/// bytes), never reallocated while it fills up to the capacity it was made with.
+struct PieceBuffer {
+    storage: Vec<u8>,
+    start: usize,
+}
+
+impl PieceBuffer {
+    /// An empty buffer with room for `capacity_bytes` (none allocated for 0).
+    fn with_capacity(capacity_bytes: usize) -> Self {
+        if capacity_bytes == 0 {
+            return Self::empty();
+        }
+        let mut storage: Vec<u8> = Vec::with_capacity(capacity_bytes + PIECE_ALIGNMENT_BYTES);
+        let start = storage.as_ptr().align_offset(PIECE_ALIGNMENT_BYTES);
+        // Within the capacity: the heap block, and with it the alignment, stays.
+        storage.resize(start.min(PIECE_ALIGNMENT_BYTES), 0);
+        Self { storage, start }
+    }
+
+    fn empty() -> Self {
+        Self {
+            storage: Vec::new(),
+            start: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.storage.len() - self.start
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn capacity(&self) -> usize {
+        self.storage.capacity().saturating_sub(self.start)
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.storage.extend_from_slice(bytes);
+    }
+
+    /// The gathered bytes (no copy), leaving this buffer empty.
+    fn take(&mut self) -> Bytes {
+        let taken = std::mem::replace(self, Self::empty());
+        Bytes::from(taken.storage).slice(taken.start..)
+    }
+}
 
 /// A body to store and the length it announced (Content-Length, a copy's source size), if
 /// any. The length sizes each piece's buffer once, so a piece is not copied again as its
@@ -81,16 +156,37 @@ impl Store {
         } = body;
         let chunk = self.config.chunk_size_bytes;
         // The buffer of the piece that starts after `size` bytes: the piece's expected length.
-        let buffer_at = |size: u64| match size_hint_bytes {
-            Some(hint) => Vec::with_capacity(hint.saturating_sub(size).min(chunk as u64) as usize),
-            None => Vec::new(),
+        // Without a hint, a whole chunk: the buffer never grows (a growing buffer would copy
+        // and lose its alignment).
+        let buffer_at = |size: u64| {
+            PieceBuffer::with_capacity(match size_hint_bytes {
+                Some(hint) => hint.saturating_sub(size).min(chunk as u64) as usize,
+                None => chunk,
+            })
         };
         let mut md5 = Md5::new();
-        let mut head: Vec<u8> = buffer_at(0);
-        let mut current: Vec<u8> = Vec::new();
+        let mut head = buffer_at(0);
+        let mut current = PieceBuffer::empty();
         let mut pieces: Vec<Piece> = Vec::new();
         let mut size: u64 = 0;
+        // Every piece whose write was started (removed again if the body fails).
         let mut written: Vec<String> = Vec::new();
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        // Each piece write is a task of its own, so it goes on while the body streams in.
+        let write_piece = |oid: String, bytes: Bytes| {
+            let data = Arc::clone(&self.data);
+            let task =
+                tokio::spawn(
+                    async move { data.operate(&oid, WriteOp::new().write_full(bytes)).await },
+                );
+            async move {
+                match task.await {
+                    Ok(written) => written,
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    Err(error) => Err(RadosError::Io(format!("piece write: {error}"))),
+                }
+            }
+        };
         let result: Result<()> = async {
             while let Some(item) = body.next().await {
                 let bytes = item?;
@@ -106,6 +202,13 @@ impl Store {
                     if target.capacity() == 0 {
                         *target = buffer_at(size - rest.len() as u64);
                     }
+                    if target.capacity() == target.len() {
+                        // A body longer than its hint: a chunk's room, so that the piece
+                        // is copied once, as any other.
+                        let mut grown = PieceBuffer::with_capacity(chunk);
+                        grown.extend_from_slice(&target.take());
+                        *target = grown;
+                    }
                     let take = (chunk - target.len()).min(rest.len());
                     target.extend_from_slice(&rest[..take]);
                     rest = &rest[take..];
@@ -118,12 +221,15 @@ impl Store {
                     if current.len() == chunk {
                         let oid = layout::piece_object(bucket_id, tag, key, pieces.len());
                         // The chunk moves into the op (no copy); the next one gets its buffer
-                        // when its first byte arrives.
-                        let full = std::mem::take(&mut current);
-                        self.data
-                            .operate(&oid, WriteOp::new().write_full(full))
-                            .await?;
+                        // when its first byte arrives. At most PIECE_WRITES_IN_FLIGHT run:
+                        // the body waits for one of them first.
+                        if in_flight.len() >= PIECE_WRITES_IN_FLIGHT {
+                            if let Some(done) = in_flight.next().await {
+                                done?;
+                            }
+                        }
                         written.push(oid.clone());
+                        in_flight.push(write_piece(oid.clone(), current.take()));
                         pieces.push(Piece::whole(oid, chunk as u64));
                     }
                 }
@@ -131,14 +237,13 @@ impl Store {
             if !current.is_empty() {
                 let oid = layout::piece_object(bucket_id, tag, key, pieces.len());
                 let size = current.len() as u64;
-                self.data
-                    .operate(
-                        &oid,
-                        WriteOp::new().write_full(std::mem::take(&mut current)),
-                    )
-                    .await?;
                 written.push(oid.clone());
+                in_flight.push(write_piece(oid.clone(), current.take()));
                 pieces.push(Piece::whole(oid, size));
+            }
+            // Every piece durable before the head, which makes the version readable.
+            while let Some(done) = in_flight.next().await {
+                done?;
             }
             if !head.is_empty() {
                 if pieces.is_empty() {
@@ -148,7 +253,7 @@ impl Store {
                     ));
                 }
                 let op = WriteOp::new()
-                    .write_full(std::mem::take(&mut head))
+                    .write_full(head.take())
                     .set_xattr(layout::HEAD_META_XATTR, tag.as_bytes().to_vec());
                 self.data.operate(&pieces[0].oid, op).await?;
             }
@@ -156,6 +261,8 @@ impl Store {
         }
         .await;
         if let Err(error) = result {
+            // The writes still running finish (or fail) before their pieces are removed.
+            while in_flight.next().await.is_some() {}
             let orphans = written
                 .into_iter()
                 .map(|oid| Piece::whole(oid, 0))
@@ -174,9 +281,7 @@ impl Store {
         start: u64,
         end: u64,
     ) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
-        let data = self.data.clone();
-        futures::stream::iter(extents(pieces, start, end))
-            .then(move |extent| read_extent(data.clone(), extent))
+        read_ahead(self.data.clone(), extents(pieces, start, end))
     }
 
     /// [`Self::read_range`] for an answer whose status is not sent yet (GET): the first
@@ -218,12 +323,31 @@ impl Store {
         };
         let (first_bytes, checked) = futures::join!(read_first, checks);
         checked.into_iter().collect::<Result<Vec<()>>>()?;
-        let data = self.data.clone();
         let first_bytes = futures::stream::iter(first_bytes?.map(Ok));
-        Ok(first_bytes.chain(
-            futures::stream::iter(rest).then(move |extent| read_extent(data.clone(), extent)),
-        ))
+        Ok(first_bytes.chain(read_ahead(self.data.clone(), rest)))
     }
+}
+
+/// The extents' bytes in order, each read as its own task up to [`PIECE_READS_AHEAD`] ahead
+/// of the one the caller is sending (a task runs whether or not the stream is polled, so the
+/// next piece is read while the current one goes to the client). Nothing starts before the
+/// stream is first polled.
+fn read_ahead(
+    data: Arc<dyn IoCtx>,
+    extents: Vec<Extent>,
+) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
+    futures::stream::iter(extents)
+        .map(move |extent| {
+            let task = tokio::spawn(read_extent(data.clone(), extent));
+            async move {
+                match task.await {
+                    Ok(read) => read,
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    Err(error) => Err(RadosError::Io(format!("piece read: {error}")).into()),
+                }
+            }
+        })
+        .buffered(PIECE_READS_AHEAD + 1)
 }
 
 /// The bytes `[offset, offset + length)` of data object `object`: what a read of an
@@ -294,8 +418,36 @@ mod tests {
     use rados::Rados;
 
     use super::super::{system_clock, Store};
-    use super::Body;
+    use super::{Body, PieceBuffer, PIECE_ALIGNMENT_BYTES};
     use crate::GatewayConfig;
+
+    /// A piece buffer starts aligned, fills to its capacity without moving (so a piece is
+    /// copied once, from the body), and hands its bytes over without a copy.
+    #[test]
+    fn a_piece_buffer_is_aligned_and_never_moves() {
+        for capacity in [1usize, 4096, 5000, 1 << 20] {
+            let mut buffer = PieceBuffer::with_capacity(capacity);
+            let start = buffer.storage.as_ptr() as usize + buffer.start;
+            assert!(
+                start.is_multiple_of(PIECE_ALIGNMENT_BYTES),
+                "capacity {capacity}"
+            );
+            let data: Vec<u8> = (0..capacity).map(|i| (i % 251) as u8).collect();
+            for part in data.chunks(777) {
+                buffer.extend_from_slice(part);
+            }
+            assert_eq!(buffer.len(), capacity);
+            assert_eq!(buffer.storage.as_ptr() as usize + buffer.start, start);
+            let bytes = buffer.take();
+            assert_eq!(
+                bytes.as_ptr() as usize,
+                start,
+                "capacity {capacity}: copied"
+            );
+            assert_eq!(&bytes[..], &data[..]);
+            assert!(buffer.is_empty() && buffer.capacity() == 0);
+        }
+    }
 
     /// A body split at uneven places, stored with every kind of size hint (none, exact, too
     /// small, too large, zero): the same pieces, the same md5, the same bytes read back.
