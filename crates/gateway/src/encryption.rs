@@ -289,7 +289,8 @@ pub fn sealed_range(segments: &[Segment], start: u64, end: u64) -> (u64, u64) {
     let (mut sealed_start, mut sealed_end) = (None, 0u64);
     for segment in segments {
         let plain_end = plain_offset + segment.plain_bytes;
-        if start < plain_end && end > plain_offset {
+        // An empty segment (a part of no bytes) has no chunk.
+        if segment.plain_bytes > 0 && start < plain_end && end > plain_offset {
             let first = (start.max(plain_offset) - plain_offset) / CHUNK_BYTES;
             let last = (end.min(plain_end) - plain_offset - 1) / CHUNK_BYTES;
             sealed_start.get_or_insert(sealed_offset + first * (CHUNK_BYTES + TAG_BYTES));
@@ -320,7 +321,8 @@ fn frames(segments: &[Segment], start: u64, end: u64) -> (VecDeque<Frame>, u64) 
     let mut plain_offset = 0u64;
     for (number, segment) in segments.iter().enumerate() {
         let plain_end = plain_offset + segment.plain_bytes;
-        if start < plain_end && end > plain_offset {
+        // An empty segment (a part of no bytes) has no chunk.
+        if segment.plain_bytes > 0 && start < plain_end && end > plain_offset {
             let first = (start.max(plain_offset) - plain_offset) / CHUNK_BYTES;
             let last = (end.min(plain_end) - plain_offset - 1) / CHUNK_BYTES;
             if out.is_empty() {

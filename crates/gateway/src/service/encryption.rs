@@ -367,6 +367,26 @@ impl Gateway {
     }
 }
 
+/// The policy condition values of the encryption a write asks for in its headers.
+pub(super) fn request_context(headers: &HeaderMap) -> crate::policy::Context {
+    let mut context = crate::policy::Context::new();
+    for (key, header) in [
+        (
+            "s3:x-amz-server-side-encryption",
+            "x-amz-server-side-encryption",
+        ),
+        (
+            "s3:x-amz-server-side-encryption-customer-algorithm",
+            "x-amz-server-side-encryption-customer-algorithm",
+        ),
+    ] {
+        if let Some(value) = header_text(headers, header) {
+            context.insert(key.to_string(), value);
+        }
+    }
+    context
+}
+
 /// The SSE fields of an answer about an object encrypted by `encryption` (SSE-C's key MD5 as
 /// the request gave it).
 pub(super) fn answer_fields(

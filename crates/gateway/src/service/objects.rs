@@ -299,14 +299,15 @@ impl Gateway {
         // it stale (the bucket deleted, its versioning changed): then it is read again and
         // everything it decided is decided again.
         let tags = tags_of(input.tagging.as_deref())?;
-        let tags_context = crate::tagging::request_tags_context(&tags);
+        let mut write_context = crate::tagging::request_tags_context(&tags);
+        write_context.extend(super::encryption::request_context(&req.headers));
         let (mut bucket, mut fresh) = self
             .bucket_for_object_cached(
                 &input.bucket,
                 &requester,
                 "s3:PutObject",
                 &input.key,
-                &tags_context,
+                &write_context,
             )
             .await?;
         convert::validate_key(&input.key)?;
@@ -349,7 +350,7 @@ impl Gateway {
                     &requester,
                     "s3:PutObject",
                     &input.key,
-                    &tags_context,
+                    &write_context,
                 )
                 .await?;
             fresh = true;
