@@ -105,7 +105,9 @@ impl SecretKey {
     /// Reads 64 hexadecimal digits (surrounding whitespace ignored): the form of a master
     /// key file (`openssl rand -hex 32`).
     pub fn from_hex(text: &str) -> Result<Self> {
-        let bytes = hex::decode(text.trim()).ok().and_then(|b| b.try_into().ok());
+        let bytes = hex::decode(text.trim())
+            .ok()
+            .and_then(|b| b.try_into().ok());
         bytes.map(Self).ok_or_else(|| {
             GatewayError::InvalidArgument(format!(
                 "an SSE master key is {} hexadecimal digits ({KEY_BYTES} bytes)",
@@ -385,8 +387,7 @@ pub fn decrypt_range(
                     state.failed = true;
                     return Some((
                         Err(GatewayError::Corrupt(
-                            "an encrypted chunk does not open: the stored data was altered"
-                                .into(),
+                            "an encrypted chunk does not open: the stored data was altered".into(),
                         )),
                         state,
                     ));
@@ -491,7 +492,11 @@ mod tests {
             let plain = collect(decrypt_range(read, segments.clone(), start, end))
                 .await
                 .unwrap();
-            assert_eq!(plain, &whole[start as usize..end as usize], "{start}..{end}");
+            assert_eq!(
+                plain,
+                &whole[start as usize..end as usize],
+                "{start}..{end}"
+            );
         }
     }
 
@@ -528,7 +533,10 @@ mod tests {
         let wrapped = master.wrap(SseMode::Managed, &data_key);
         assert_eq!(master.unwrap(SseMode::Managed, &wrapped), Some(data_key));
         assert_eq!(master.unwrap(SseMode::Customer, &wrapped), None);
-        assert_eq!(SecretKey::generate().unwrap(SseMode::Managed, &wrapped), None);
+        assert_eq!(
+            SecretKey::generate().unwrap(SseMode::Managed, &wrapped),
+            None
+        );
     }
 
     #[test]

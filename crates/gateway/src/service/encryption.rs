@@ -157,22 +157,21 @@ impl Gateway {
             }
             return Ok(None);
         };
-        let key = match (encryption.mode, customer) {
-            (SseMode::Customer, Some((key, _))) => key,
-            (SseMode::Customer, None) => {
-                return Err(GatewayError::InvalidRequest(
+        let key =
+            match (encryption.mode, customer) {
+                (SseMode::Customer, Some((key, _))) => key,
+                (SseMode::Customer, None) => return Err(GatewayError::InvalidRequest(
                     "the object is encrypted with a customer key (SSE-C): the request must give \
                      it (x-amz-server-side-encryption-customer-algorithm, -key, -key-MD5)"
                         .into(),
-                ))
-            }
-            (SseMode::Managed, Some(_)) => {
-                return Err(GatewayError::InvalidRequest(
-                    "the object is encrypted with SSE-S3, not with a customer key".into(),
-                ))
-            }
-            (SseMode::Managed, None) => self.master_key()?,
-        };
+                )),
+                (SseMode::Managed, Some(_)) => {
+                    return Err(GatewayError::InvalidRequest(
+                        "the object is encrypted with SSE-S3, not with a customer key".into(),
+                    ))
+                }
+                (SseMode::Managed, None) => self.master_key()?,
+            };
         if let Some(wrapped) = check.or(encryption.keys.first()) {
             if key.unwrap(encryption.mode, wrapped).is_none() {
                 return Err(match encryption.mode {
@@ -200,7 +199,9 @@ impl Gateway {
         let Some((mode, key)) = self.opening_key(headers, copy_source, encryption, None)? else {
             return Ok(None);
         };
-        let keys = &encryption.expect("an opening key is of an encrypted entry").keys;
+        let keys = &encryption
+            .expect("an opening key is of an encrypted entry")
+            .keys;
         // One key seals the whole (a PUT, a copy, a multipart object of one part).
         let sizes: Vec<u64> = if keys.len() == 1 {
             vec![entry.size]
@@ -332,7 +333,11 @@ impl Gateway {
     ) -> Result<GetBucketEncryptionOutput> {
         let requester = self.requester(&req).await?;
         let bucket = self
-            .owned_bucket(&req.input.bucket, &requester, "s3:GetEncryptionConfiguration")
+            .owned_bucket(
+                &req.input.bucket,
+                &requester,
+                "s3:GetEncryptionConfiguration",
+            )
             .await?;
         let algorithm = bucket
             .encryption
@@ -340,12 +345,10 @@ impl Gateway {
         Ok(GetBucketEncryptionOutput {
             server_side_encryption_configuration: Some(ServerSideEncryptionConfiguration {
                 rules: vec![ServerSideEncryptionRule {
-                    apply_server_side_encryption_by_default: Some(
-                        ServerSideEncryptionByDefault {
-                            sse_algorithm: ServerSideEncryption::from(algorithm),
-                            kms_master_key_id: None,
-                        },
-                    ),
+                    apply_server_side_encryption_by_default: Some(ServerSideEncryptionByDefault {
+                        sse_algorithm: ServerSideEncryption::from(algorithm),
+                        kms_master_key_id: None,
+                    }),
                     bucket_key_enabled: Some(false),
                 }],
             }),
@@ -358,7 +361,11 @@ impl Gateway {
     ) -> Result<DeleteBucketEncryptionOutput> {
         let requester = self.requester(&req).await?;
         let mut bucket = self
-            .owned_bucket(&req.input.bucket, &requester, "s3:PutEncryptionConfiguration")
+            .owned_bucket(
+                &req.input.bucket,
+                &requester,
+                "s3:PutEncryptionConfiguration",
+            )
             .await?;
         if bucket.encryption.take().is_some() {
             self.store.save_bucket(&bucket).await?;
@@ -399,7 +406,11 @@ pub(super) fn answer_fields(
 ) {
     match encryption {
         None => (None, None, None),
-        Some(SseMode::Managed) => (Some(ServerSideEncryption::from(AES256.to_string())), None, None),
+        Some(SseMode::Managed) => (
+            Some(ServerSideEncryption::from(AES256.to_string())),
+            None,
+            None,
+        ),
         Some(SseMode::Customer) => (
             None,
             Some(AES256.to_string()),
