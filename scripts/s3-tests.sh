@@ -57,8 +57,12 @@ if [[ $backend == ceph ]]; then
         >"$work/ceph-start.log" 2>&1 || { cat "$work/ceph-start.log" >&2; exit 1; }
     backend_args=(--backend ceph --ceph-conf "$work/ceph/ceph.conf")
 fi
+# The suite speaks plain HTTP and sends SSE-C keys (as radosgw with rgw_crypt_require_ssl
+# false) and SSE-S3 requests: a master key for this run only.
+od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/sse.key"
 RUST_LOG=${RUST_LOG:-warn} "$strata" serve --data "$work/data" \
     --admin "127.0.0.1:$admin_port" --s3 "127.0.0.1:$s3_port" "${backend_args[@]}" \
+    --sse-master-key-file "$work/sse.key" --sse-c-allow-insecure \
     ${STRATA_SERVE_ARGS:-} >"$work/serve.log" 2>&1 &
 serve_pid=$!
 stop() {

@@ -1000,9 +1000,10 @@ def test_acl_changes_racing_writes_undo_nothing():
 
 
 def test_unsupported_features_are_refused_not_dropped():
-    """What strata does not have is refused with S3's codes rather than accepted and dropped:
-    SSE-C (the data would be stored in the clear and served without the key), server-side
-    encryption, object lock, other storage classes, other regions."""
+    """What strata does not have, or is not configured for, is refused with S3's codes rather
+    than accepted and dropped: SSE-C over plain HTTP (unless the operator allows it), SSE-S3
+    without a master key (tests/s3/encryption.py runs a gateway with both), object lock, other
+    storage classes, other regions."""
     import base64
     b = new_bucket()
     key = os.urandom(32)

@@ -137,6 +137,9 @@ pub enum GatewayError {
     /// A bucket policy that does not parse or uses what strata cannot evaluate.
     #[error("malformed policy: {0}")]
     MalformedPolicy(String),
+    /// The bucket has no default encryption.
+    #[error("the bucket has no server-side encryption configuration")]
+    NoSuchEncryptionConfiguration,
     /// The bucket has no policy.
     #[error("the bucket has no policy")]
     NoSuchBucketPolicy,
@@ -241,6 +244,9 @@ impl GatewayError {
             GatewayError::NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,
             GatewayError::InvalidTag(_) => S3ErrorCode::InvalidTag,
             GatewayError::NoSuchTagSet => S3ErrorCode::NoSuchTagSet,
+            GatewayError::NoSuchEncryptionConfiguration => {
+                S3ErrorCode::Custom("ServerSideEncryptionConfigurationNotFoundError".into())
+            }
             GatewayError::MalformedPolicy(_) => S3ErrorCode::MalformedPolicy,
             GatewayError::NoSuchBucketPolicy => S3ErrorCode::NoSuchBucketPolicy,
             GatewayError::NoSuchPublicAccessBlockConfiguration => {
@@ -287,6 +293,7 @@ impl GatewayError {
             | GatewayError::NoSuchPublicAccessBlockConfiguration
             | GatewayError::NoSuchBucketPolicy
             | GatewayError::NoSuchTagSet
+            | GatewayError::NoSuchEncryptionConfiguration
             | GatewayError::NoSuchCorsConfiguration => S::NOT_FOUND,
             GatewayError::BucketAlreadyExists
             | GatewayError::BucketAlreadyOwnedByYou

@@ -239,6 +239,10 @@ pub struct BucketRecord {
     /// The bucket's tag set, if one was put ([`crate::tagging`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<crate::tagging::Tag>>,
+    /// The bucket's default encryption (`AES256`: SSE-S3), applied to writes that ask for
+    /// none ([`crate::encryption`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<String>,
 }
 
 /// A bucket's versioning state once versioning was configured (S3 never goes back to
@@ -532,6 +536,10 @@ pub struct ObjectEntry {
     /// algorithm of `checksum`), in part order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub part_checksums: Vec<String>,
+    /// How the data is encrypted, if it is ([`crate::encryption`]): `size` and `part_sizes`
+    /// stay the plaintext's, the pieces hold the sealed chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<crate::encryption::ObjectEncryption>,
 }
 
 impl ObjectEntry {
@@ -605,6 +613,9 @@ pub struct PartRecord {
     /// The part's checksum (full, never composite), when its upload gave or asked for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<StoredChecksum>,
+    /// The part's wrapped data key, in an encrypted upload (`size` is the plaintext's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<crate::encryption::WrappedKey>,
 }
 
 /// Encodes a record.

@@ -62,6 +62,7 @@ pub mod acl;
 mod auth;
 mod cache;
 pub mod cors;
+pub mod encryption;
 pub mod error;
 pub mod layout;
 mod list;
@@ -143,6 +144,14 @@ pub struct GatewayConfig {
     pub metadata_cache_ms: u64,
     /// Small-object packing ([`PackingConfig`]). Default off.
     pub packing: PackingConfig,
+    /// The master key wrapping the data keys of SSE-S3 objects (`x-amz-server-side-encryption:
+    /// AES256`, bucket default encryption; see [`encryption`]). Default `None`: such writes
+    /// are refused (501) and such objects cannot be read.
+    pub sse_master_key: Option<encryption::SecretKey>,
+    /// Serve SSE-C (customer keys) over plain HTTP, which is all this gateway speaks. S3 and
+    /// radosgw (`rgw_crypt_require_ssl`) refuse customer keys sent in the clear; so does
+    /// strata unless this is set. Default false.
+    pub sse_c_allow_insecure: bool,
 }
 
 /// Small-object packing: PUTs of small objects to a bucket without versioning that arrive
@@ -199,6 +208,8 @@ impl Default for GatewayConfig {
             secret_keys: None,
             metadata_cache_ms: 1000,
             packing: PackingConfig::default(),
+            sse_master_key: None,
+            sse_c_allow_insecure: false,
         }
     }
 }

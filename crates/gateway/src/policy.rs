@@ -9,7 +9,7 @@
 //! Supported: `Effect` Allow/Deny, `Principal` (`"*"`, `{"AWS": "*"}`, user ARNs or uids),
 //! `Action`/`NotAction` and `Resource`/`NotResource` with `*` and `?` wildcards, and the
 //! condition operators `StringEquals`, `StringNotEquals`, `StringLike`, `StringNotLike` (with
-//! `...IgnoreCase` forms), `IpAddress`/`NotIpAddress` and `Bool` (each also with the set
+//! `...IgnoreCase` forms), `IpAddress`/`NotIpAddress`, `Bool` and `Null` (each also with the set
 //! qualifiers `ForAnyValue:` / `ForAllValues:` for multi-valued keys), on the keys the
 //! gateway fills in ([`CONDITION_KEYS`]: the client's address, the transport, `Referer`,
 //! `User-Agent`, the listing's prefix; the object's tags and the tags a write sets). A document with any other operator or key is refused
@@ -45,7 +45,7 @@ const SET_QUALIFIERS: [&str; 2] = ["ForAnyValue:", "ForAllValues:"];
 pub type Context = BTreeMap<String, String>;
 
 /// The condition operators evaluated.
-const CONDITION_OPERATORS: [&str; 9] = [
+const CONDITION_OPERATORS: [&str; 10] = [
     "StringEquals",
     "StringNotEquals",
     "StringEqualsIgnoreCase",
@@ -55,6 +55,7 @@ const CONDITION_OPERATORS: [&str; 9] = [
     "IpAddress",
     "NotIpAddress",
     "Bool",
+    "Null",
 ];
 
 /// The condition keys the gateway fills in: `aws:SourceIp` (the client's address),
@@ -63,13 +64,17 @@ const CONDITION_OPERATORS: [&str; 9] = [
 /// when none is given) and object requests on a missing key; besides these, object
 /// requests carry the object's tags as `s3:ExistingObjectTag/<key>` and writes the tags
 /// they set as `s3:RequestObjectTag/<key>` and `s3:RequestObjectTagKeys`
-/// ([`crate::tagging::EXISTING_TAG_KEY_PREFIX`]).
-pub const CONDITION_KEYS: [&str; 5] = [
+/// ([`crate::tagging::EXISTING_TAG_KEY_PREFIX`]), and PutObject the encryption it asks for
+/// (`s3:x-amz-server-side-encryption`, `s3:x-amz-server-side-encryption-customer-algorithm`:
+/// the request's headers, when it has them).
+pub const CONDITION_KEYS: [&str; 7] = [
     "aws:SourceIp",
     "aws:SecureTransport",
     "aws:Referer",
     "aws:UserAgent",
     "s3:prefix",
+    "s3:x-amz-server-side-encryption",
+    "s3:x-amz-server-side-encryption-customer-algorithm",
 ];
 
 /// One statement of a parsed policy.
@@ -322,6 +327,13 @@ fn condition_holds(operator: &str, key: &str, values: &[String], context: &Conte
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(key))
         .map(|(_, v)| v.as_str());
+    // `Null: true` holds where the request does not carry the key, `Null: false` where it
+    // does.
+    if operator == "Null" {
+        return values
+            .iter()
+            .any(|v| v.eq_ignore_ascii_case("true") == lookup.is_none());
+    }
     // A set operator tests each of a multi-valued key's values (AWS: ForAllValues holds
     // for no values at all, ForAnyValue does not).
     if let Some(bare) = operator.strip_prefix("ForAnyValue:") {
@@ -512,6 +524,25 @@ mod tests {
             ),
             Decision::Deny
         );
+    }
+
+    #[test]
+    fn null_tests_whether_the_request_carries_a_key() {
+        let policy = Policy::parse(
+            r#"{"Statement":[
+              {"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
+               "Condition":{"Null":{"s3:x-amz-server-side-encryption":"true"}}}]}"#,
+        )
+        .unwrap();
+        let put = |context: &Context| {
+            policy.evaluate(&user("ann"), "s3:PutObject", "arn:aws:s3:::b/k", context)
+        };
+        assert_eq!(put(&Context::new()), Decision::Deny);
+        let encrypted = Context::from([(
+            "s3:x-amz-server-side-encryption".to_string(),
+            "AES256".to_string(),
+        )]);
+        assert_eq!(put(&encrypted), Decision::Unspecified);
     }
 
     #[test]

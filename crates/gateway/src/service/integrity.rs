@@ -1,13 +1,12 @@
 //! What a PUT or a part upload asks the gateway to check or keep beyond its bytes: the
 //! `x-amz-checksum-*` values it gives (in headers, or announced by `x-amz-trailer` and sent
 //! after an aws-chunked body), and the features it asks for that strata does not have
-//! (server-side encryption, object lock, storage classes, website redirects), which
-//! are refused rather than silently dropped.
+//! (object lock, storage classes, website redirects), which are refused rather than
+//! silently dropped.
 //!
 //! Why: s3s 0.14.1 parses these headers but checks none of them. A client that sends a
 //! CRC32 (boto3 from 1.36 on does by default, as a trailer) expects a corrupted upload to be
-//! refused with BadDigest; a client that asks for SSE-C expects the data encrypted with its
-//! key and a GET without the key refused. Answering 200 to either tells it something false.
+//! refused with BadDigest. Answering 200 tells it something false.
 
 use std::sync::{Arc, Mutex};
 
@@ -198,22 +197,10 @@ where
 }
 
 /// Refuses what a write asks for that strata does not have, as S3 answers where the feature
-/// is missing: SSE-C (S3 refuses it over plain HTTP, which is all this gateway speaks),
-/// server-side encryption (501: the data would be stored in the clear), object lock headers
-/// (no bucket here has object lock), a storage class other than STANDARD and website
-/// redirects (501: they would be dropped).
+/// is missing: object lock headers (no bucket here has object lock), a storage class other
+/// than STANDARD and website redirects (501: they would be dropped). Encryption headers are
+/// the business of `service/encryption.rs`.
 pub(super) fn refuse_unsupported_write_headers(headers: &http::HeaderMap) -> Result<()> {
-    refuse_customer_keys(headers)?;
-    if let Some(value) = header_text(headers, "x-amz-server-side-encryption") {
-        return Err(match value.as_str() {
-            "AES256" | "aws:kms" | "aws:kms:dsse" => GatewayError::NotImplemented(format!(
-                "server-side encryption ({value}): strata does not encrypt data at rest"
-            )),
-            _ => GatewayError::InvalidArgument(format!(
-                "x-amz-server-side-encryption {value:?} (valid: AES256, aws:kms, aws:kms:dsse)"
-            )),
-        });
-    }
     for lock in [
         "x-amz-object-lock-mode",
         "x-amz-object-lock-retain-until-date",
@@ -233,23 +220,6 @@ pub(super) fn refuse_unsupported_write_headers(headers: &http::HeaderMap) -> Res
     if headers.contains_key("x-amz-website-redirect-location") {
         return Err(GatewayError::NotImplemented(
             "x-amz-website-redirect-location: strata does not keep website redirects".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Refuses SSE-C headers (on writes, reads and copies alike).
-pub(super) fn refuse_customer_keys(headers: &http::HeaderMap) -> Result<()> {
-    let customer = headers.keys().any(|name| {
-        let name = name.as_str();
-        name.starts_with("x-amz-server-side-encryption-customer-")
-            || name.starts_with("x-amz-copy-source-server-side-encryption-customer-")
-    });
-    if customer {
-        return Err(GatewayError::InvalidRequest(
-            "server-side encryption with customer-provided keys (SSE-C) is not supported: \
-             strata would store the data in the clear"
-                .into(),
         ));
     }
     Ok(())

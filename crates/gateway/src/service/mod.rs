@@ -6,6 +6,7 @@ mod attributes;
 mod buckets;
 mod checksums;
 pub(crate) mod convert;
+mod encryption;
 mod integrity;
 mod multipart;
 mod objects;
@@ -812,5 +813,26 @@ impl S3 for Gateway {
         req: S3Request<DeleteBucketTaggingInput>,
     ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
         route!(self.do_delete_bucket_tagging(req))
+    }
+
+    async fn put_bucket_encryption(
+        &self,
+        req: S3Request<PutBucketEncryptionInput>,
+    ) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
+        route!(self.do_put_bucket_encryption(req))
+    }
+
+    async fn get_bucket_encryption(
+        &self,
+        req: S3Request<GetBucketEncryptionInput>,
+    ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
+        route!(self.do_get_bucket_encryption(req))
+    }
+
+    async fn delete_bucket_encryption(
+        &self,
+        req: S3Request<DeleteBucketEncryptionInput>,
+    ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
+        route!(self.do_delete_bucket_encryption(req))
     }
 }

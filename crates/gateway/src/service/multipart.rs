@@ -8,9 +8,11 @@ use s3s::S3Request;
 
 use super::checksums::{self, checksum_fields};
 use super::convert::{self, Conditions};
+use super::encryption::{answer_fields, SealedBody};
 use super::objects::{check_content_md5, standard_headers, tags_of};
 use super::Gateway;
 use crate::acl::{Permission, Requester};
+use crate::encryption::ObjectEncryption;
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, BucketRecord, ObjectEntry, PartRecord, UploadRecord};
 use crate::list::past_prefix;
@@ -97,6 +99,13 @@ impl Gateway {
             .grants_from_request(super::acl_request!(input), &owner, &bucket.owner)
             .await?;
         super::check_public_block(&bucket, &grants)?;
+        // The parts are sealed each with a data key of its own, wrapped by the key the
+        // upload names here; a key wrapped now lets each part check it is the same.
+        let sealing = self.write_sealing(&req.headers, bucket.encryption.as_deref())?;
+        let encryption = sealing.as_ref().map(|sealing| ObjectEncryption {
+            mode: sealing.mode,
+            keys: vec![sealing.new_data_key().1],
+        });
         let (checksum_algorithm, checksum_full_object) = checksums::upload_checksum(
             input.checksum_algorithm.as_ref(),
             input.checksum_type.as_ref(),
@@ -125,6 +134,7 @@ impl Gateway {
                 ),
                 metadata: convert::metadata_in(input.metadata)?,
                 tags,
+                encryption,
                 ..ObjectEntry::default()
             },
             checksum_algorithm: checksum_algorithm.map(str::to_string),
@@ -158,12 +168,17 @@ impl Gateway {
             }
             return Err(error.into());
         }
+        let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+            answer_fields(sealing.map(|s| s.mode), &req.headers);
         Ok(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
             upload_id: Some(upload_id),
             checksum_algorithm: checksum_algorithm.map(checksums::algorithm_dto),
             checksum_type: checksum_algorithm.map(|_| upload_checksum_type(&record)),
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             ..Default::default()
         })
     }
@@ -262,7 +277,6 @@ impl Gateway {
         req: S3Request<UploadPartInput>,
     ) -> Result<UploadPartOutput> {
         let requester = self.requester(&req).await?;
-        super::integrity::refuse_customer_keys(&req.headers)?;
         let trailers = req.trailing_headers.clone();
         let input = req.input;
         let bucket = self
@@ -270,6 +284,7 @@ impl Gateway {
             .await?;
         Self::check_part_number(input.part_number)?;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let sealing = self.upload_sealing(&req.headers, &upload.template)?;
         // A part of an upload created with a checksum algorithm keeps that checksum.
         let checksums = super::integrity::ChecksumCheck::keeping(
             &req.headers,
@@ -288,17 +303,32 @@ impl Gateway {
             .begin_part_intent(&bucket, &input.key, &input.upload_id, &tag)
             .await?;
         let length = input.content_length.map(|length| length.max(0) as u64);
-        let body = Body::new(
+        let SealedBody {
+            stream,
+            length,
+            sealed,
+        } = SealedBody::new(
             super::integrity::request_body(input.body, checksums.as_ref()),
             length,
+            sealing.as_ref(),
         );
+        let (tally, wrapped) = sealed.unzip();
         let (pieces, size, md5, checksum) = self
             .store
-            .write_checked(&intent, &bucket.id, &tag, &input.key, body, |md5| {
-                check_content_md5(input.content_md5.as_deref(), md5)?;
-                checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref()))
-            })
+            .write_checked(
+                &intent,
+                &bucket.id,
+                &tag,
+                &input.key,
+                Body::new(stream, length),
+                |md5| {
+                    let (md5, _) = SealedBody::plain(tally.as_ref(), (*md5, 0));
+                    check_content_md5(input.content_md5.as_deref(), &md5)?;
+                    checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref()))
+                },
+            )
             .await?;
+        let (md5, size) = SealedBody::plain(tally.as_ref(), (md5, size));
         let etag = hex::encode(md5);
         let part = PartRecord {
             number: input.part_number,
@@ -307,11 +337,17 @@ impl Gateway {
             mtime_ns: self.store.now_ns(),
             pieces,
             checksum: checksum.clone(),
+            encryption: wrapped,
         };
         self.save_part(&bucket, &input.key, &input.upload_id, part, &intent)
             .await?;
+        let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+            answer_fields(sealing.map(|s| s.mode), &req.headers);
         let mut output = UploadPartOutput {
             e_tag: Some(convert::etag(&etag)),
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             ..Default::default()
         };
         if let Some(checksum) = checksum {
@@ -328,7 +364,6 @@ impl Gateway {
         req: S3Request<UploadPartCopyInput>,
     ) -> Result<UploadPartCopyOutput> {
         let requester = self.requester(&req).await?;
-        super::integrity::refuse_customer_keys(&req.headers)?;
         let input = req.input;
         let (_source_bucket, _source_key, source) = self
             .copy_source(
@@ -347,6 +382,8 @@ impl Gateway {
             .await?;
         Self::check_part_number(input.part_number)?;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let source_segments = self.read_segments(&req.headers, true, &source)?;
+        let sealing = self.upload_sealing(&req.headers, &upload.template)?;
         let kept = upload
             .checksum_algorithm
             .as_deref()
@@ -367,10 +404,16 @@ impl Gateway {
         let intent = self
             .begin_part_intent(&bucket, &input.key, &input.upload_id, &tag)
             .await?;
-        let stream = super::integrity::hashed(
-            self.store.read_range(&source.pieces, start, end),
-            checksums.as_ref(),
-        );
+        let plain = self
+            .read_plain(&source, source_segments, (start, end), false)
+            .await?;
+        let stream = super::integrity::hashed(plain, checksums.as_ref());
+        let SealedBody {
+            stream,
+            length,
+            sealed,
+        } = SealedBody::new(stream, Some(end - start), sealing.as_ref());
+        let (tally, wrapped) = sealed.unzip();
         let (pieces, size, md5, checksum) = self
             .store
             .write_checked(
@@ -378,10 +421,11 @@ impl Gateway {
                 &bucket.id,
                 &tag,
                 &input.key,
-                Body::new(stream, Some(end - start)),
+                Body::new(stream, length),
                 |_| checksums.map_or(Ok(None), |check| check.verify(None)),
             )
             .await?;
+        let (md5, size) = SealedBody::plain(tally.as_ref(), (md5, size));
         let etag = hex::encode(md5);
         let mtime_ns = self.store.now_ns();
         let part = PartRecord {
@@ -391,6 +435,7 @@ impl Gateway {
             mtime_ns,
             pieces,
             checksum,
+            encryption: wrapped,
         };
         self.save_part(&bucket, &input.key, &input.upload_id, part, &intent)
             .await?;
@@ -712,6 +757,24 @@ impl Gateway {
             }
             None => (None, Vec::new()),
         };
+        // An encrypted upload's object keeps each part's wrapped data key, in part order.
+        let encryption = match &upload.template.encryption {
+            None => None,
+            Some(template) => Some(ObjectEncryption {
+                mode: template.mode,
+                keys: chosen
+                    .iter()
+                    .map(|p| {
+                        p.encryption.clone().ok_or_else(|| {
+                            GatewayError::Corrupt(format!(
+                                "part {} of an encrypted upload has no data key",
+                                p.number
+                            ))
+                        })
+                    })
+                    .collect::<Result<_>>()?,
+            }),
+        };
         let entry = ObjectEntry {
             size: chosen.iter().map(|p| p.size).sum(),
             etag: etag.clone(),
@@ -725,6 +788,7 @@ impl Gateway {
             upload_id: Some(input.upload_id.clone()),
             checksum,
             part_checksums,
+            encryption,
             ..upload.template
         };
         // A precondition that fails leaves the upload as it was, for another Complete.

@@ -9,6 +9,7 @@ use super::acl_request;
 use super::acls::AclRequest;
 use super::checksums::{self, checksum_fields};
 use super::convert::{self, Conditions};
+use super::encryption::{answer_fields, SealedBody};
 use super::Gateway;
 use crate::acl::{self, Permission, Requester};
 use crate::error::{GatewayError, Result};
@@ -298,18 +299,20 @@ impl Gateway {
         // it stale (the bucket deleted, its versioning changed): then it is read again and
         // everything it decided is decided again.
         let tags = tags_of(input.tagging.as_deref())?;
-        let tags_context = crate::tagging::request_tags_context(&tags);
+        let mut write_context = crate::tagging::request_tags_context(&tags);
+        write_context.extend(super::encryption::request_context(&req.headers));
         let (mut bucket, mut fresh) = self
             .bucket_for_object_cached(
                 &input.bucket,
                 &requester,
                 "s3:PutObject",
                 &input.key,
-                &tags_context,
+                &write_context,
             )
             .await?;
         convert::validate_key(&input.key)?;
         // Everything that can refuse the request is checked before its data is written.
+        let sealing = self.write_sealing(&req.headers, bucket.encryption.as_deref())?;
         let metadata = convert::metadata_in(input.metadata.clone())?;
         let condition =
             convert::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
@@ -347,22 +350,28 @@ impl Gateway {
                     &requester,
                     "s3:PutObject",
                     &input.key,
-                    &tags_context,
+                    &write_context,
                 )
                 .await?;
             fresh = true;
         };
-        // The checksums the client gave are checked against the data as it streams in.
+        // The checksums the client gave are checked against the data as it streams in,
+        // before it is sealed (when it is).
         let body = super::integrity::request_body(input.body, checksums.as_ref());
+        let length = input.content_length.map(|length| length.max(0) as u64);
+        let SealedBody {
+            stream: body,
+            length,
+            sealed,
+        } = SealedBody::new(body, length, sealing.as_ref());
+        let tally = sealed.as_ref().map(|(tally, _)| tally.clone());
         let check = |md5: &[u8; 16]| {
-            check_content_md5(content_md5.as_deref(), md5)?;
+            let (md5, _) = SealedBody::plain(tally.as_ref(), (*md5, 0));
+            check_content_md5(content_md5.as_deref(), &md5)?;
             checksums.map_or(Ok(None), |check| check.verify(trailers.as_ref()))
         };
         // A small object announced as such goes into a pack with others (`store/pack.rs`).
-        let packed = input
-            .content_length
-            .is_some_and(|length| self.store.packs(&bucket, length.max(0) as u64));
-        let length = input.content_length.map(|length| length.max(0) as u64);
+        let packed = length.is_some_and(|length| self.store.packs(&bucket, length));
         let body = Body::new(body, length);
         let write = async {
             if packed {
@@ -386,6 +395,13 @@ impl Gateway {
         };
         let (written, prefetched) = futures::join!(write, prefetch);
         let (pieces, size, md5, checksum) = written?;
+        let (md5, size) = SealedBody::plain(tally.as_ref(), (md5, size));
+        let encryption = sealing.as_ref().zip(sealed).map(|(sealing, (_, key))| {
+            crate::encryption::ObjectEncryption {
+                mode: sealing.mode,
+                keys: vec![key],
+            }
+        });
         let entry = ObjectEntry {
             size,
             etag: hex::encode(md5),
@@ -406,6 +422,7 @@ impl Gateway {
             parts_count: 0,
             checksum,
             tags,
+            encryption,
             ..Default::default()
         };
         let pieces = entry.pieces.clone();
@@ -436,9 +453,14 @@ impl Gateway {
                 return Err(error);
             }
         };
+        let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+            answer_fields(sealing.map(|s| s.mode), &req.headers);
         let mut output = PutObjectOutput {
             e_tag: Some(convert::etag(&entry.etag)),
             version_id: new_version_id(&entry),
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             ..Default::default()
         };
         if let Some(checksum) = entry.stored_checksum() {
@@ -483,7 +505,6 @@ impl Gateway {
         req: S3Request<GetObjectInput>,
     ) -> Result<GetObjectOutput> {
         let requester = self.requester(&req).await?;
-        super::integrity::refuse_customer_keys(&req.headers)?;
         let input = req.input;
         let ObjectRead {
             bucket,
@@ -504,11 +525,13 @@ impl Gateway {
                 (input.range, input.part_number),
             )
             .await?;
+        let segments = self.read_segments(&req.headers, false, &entry)?;
         let stream = self
-            .store
-            .read_range_checked(&entry.pieces, start, end)
+            .read_plain(&entry, segments, (start, end), true)
             .await?;
         let body = ChannelStream::spawn(stream);
+        let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+            answer_fields(entry.encryption.as_ref().map(|e| e.mode), &req.headers);
         let headers = requested_headers!(input).or_stored(&entry);
         let checksum = checksum_answered(
             &entry,
@@ -533,6 +556,9 @@ impl Gateway {
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
             tag_count: (!entry.tags.is_empty()).then_some(entry.tags.len() as i32),
             version_id: version_header(&bucket, &entry),
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             ..Default::default()
         };
         if let Some(checksum) = checksum {
@@ -546,7 +572,6 @@ impl Gateway {
         req: S3Request<HeadObjectInput>,
     ) -> Result<HeadObjectOutput> {
         let requester = self.requester(&req).await?;
-        super::integrity::refuse_customer_keys(&req.headers)?;
         let input = req.input;
         let ObjectRead {
             bucket,
@@ -568,6 +593,10 @@ impl Gateway {
             )
             .await?;
         let length = end - start;
+        // The key is checked as a GET checks it.
+        self.read_segments(&req.headers, false, &entry)?;
+        let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+            answer_fields(entry.encryption.as_ref().map(|e| e.mode), &req.headers);
         let headers = requested_headers!(input).or_stored(&entry);
         let checksum = checksum_answered(
             &entry,
@@ -590,6 +619,9 @@ impl Gateway {
             metadata: convert::metadata_out(&entry),
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
             version_id: version_header(&bucket, &entry),
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             ..Default::default()
         };
         if let Some(checksum) = checksum {
@@ -806,6 +838,10 @@ impl Gateway {
             .bucket_for_object(&input.bucket, &requester, "s3:PutObject", &input.key)
             .await?;
         convert::validate_key(&input.key)?;
+        // The source is read with its key (SSE-C: the x-amz-copy-source-…-customer-*
+        // headers), the copy sealed as the request or the bucket's default says.
+        let source_segments = self.read_segments(&req.headers, true, &source)?;
+        let sealing = self.write_sealing(&req.headers, bucket.encryption.as_deref())?;
         let replace = match input.metadata_directive.as_ref().map(|d| d.as_str()) {
             None | Some(MetadataDirective::COPY) => false,
             Some(MetadataDirective::REPLACE) => true,
@@ -823,7 +859,15 @@ impl Gateway {
                 ..
             }
         );
-        if source_bucket.id == bucket.id && source_key == input.key && !replace && !names_version {
+        // Sealing the object anew (SSE headers, or the bucket's default) is a change, as S3
+        // counts it.
+        let reencrypts = sealing.is_some();
+        if source_bucket.id == bucket.id
+            && source_key == input.key
+            && !replace
+            && !names_version
+            && !reencrypts
+        {
             return Err(GatewayError::InvalidRequest(
                 "copying an object to itself without changing its metadata".into(),
             ));
@@ -881,7 +925,15 @@ impl Gateway {
             .store
             .begin_object_write(&bucket, &input.key, &tag)
             .await?;
-        let stream = Box::pin(self.store.read_range(&source.pieces, 0, source.size));
+        let plain = self
+            .read_plain(&source, source_segments, (0, source.size), false)
+            .await?;
+        let SealedBody {
+            stream,
+            length,
+            sealed,
+        } = SealedBody::new(plain, Some(source.size), sealing.as_ref());
+        let (tally, wrapped) = sealed.unzip();
         let (pieces, size, md5, ()) = self
             .store
             .write_checked(
@@ -889,10 +941,18 @@ impl Gateway {
                 &bucket.id,
                 &tag,
                 &input.key,
-                Body::new(stream, Some(source.size)),
+                Body::new(stream, length),
                 |_| Ok(()),
             )
             .await?;
+        let (md5, size) = SealedBody::plain(tally.as_ref(), (md5, size));
+        let encryption = sealing.as_ref().zip(wrapped).map(|(sealing, key)| {
+            crate::encryption::ObjectEncryption {
+                mode: sealing.mode,
+                keys: vec![key],
+            }
+        });
+        // Sealed anew as one segment, a multipart source's parts are no longer segments.
         let etag = if source.parts_count > 0 {
             source.etag.clone()
         } else {
@@ -913,6 +973,7 @@ impl Gateway {
             checksum: source.stored_checksum(),
             part_checksums: source.part_checksums.clone(),
             tags,
+            encryption,
             ..Default::default()
         };
         let pieces = entry.pieces.clone();
@@ -929,6 +990,8 @@ impl Gateway {
                 return Err(error);
             }
         };
+        let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+            answer_fields(sealing.map(|s| s.mode), &req.headers);
         Ok(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(convert::etag(&entry.etag)),
@@ -937,6 +1000,9 @@ impl Gateway {
             }),
             copy_source_version_id: version_header(&source_bucket, &source),
             version_id: new_version_id(&entry),
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             ..Default::default()
         })
     }

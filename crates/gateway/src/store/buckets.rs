@@ -112,6 +112,7 @@ impl Store {
             policy: None,
             versioning: None,
             tags: None,
+            encryption: None,
         };
         // Every shard exists, stamped, before the bucket does: a PUT guarded by the stamp
         // then fails only on a changed or deleted bucket.

@@ -102,6 +102,17 @@ pub struct Args {
     /// the data pool and is refused with it.
     #[arg(long, value_name = "PROFILE")]
     pub s3_data_erasure: Option<String>,
+    /// File holding the master key of SSE-S3 (64 hexadecimal digits, e.g. from `openssl rand
+    /// -hex 32`): it wraps the data key of every object written with
+    /// `x-amz-server-side-encryption: AES256` or to a bucket with default encryption. Without
+    /// it such writes are refused (501); lose it and those objects cannot be read.
+    #[arg(long, env = "STRATA_SSE_MASTER_KEY_FILE", value_name = "PATH")]
+    pub sse_master_key_file: Option<PathBuf>,
+    /// Accept SSE-C (customer-provided keys) over plain HTTP, which is all the gateway speaks:
+    /// the keys then cross the network in the clear. Refused otherwise, as S3 and radosgw
+    /// (`rgw_crypt_require_ssl`) refuse them. For tests, or behind a TLS proxy on the host.
+    #[arg(long)]
+    pub sse_c_allow_insecure: bool,
     /// Small-object packing in the S3 gateway: PUTs smaller than --packing-object-max to
     /// buckets without versioning that arrive together for one placement group are written
     /// as one pack object; deletes log ranges that the pack GC reclaims (see BENCHMARKS.md).
@@ -196,6 +207,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         config.cluster_config = Some(server::sizing::default_cluster_sized(size_bytes));
     }
     config.gateway.secret_keys = keyring(&args)?;
+    config.gateway.sse_c_allow_insecure = args.sse_c_allow_insecure;
+    if let Some(path) = &args.sse_master_key_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the SSE master key file {}", path.display()))?;
+        let key = gateway::encryption::SecretKey::from_hex(&text)
+            .with_context(|| format!("the SSE master key file {}", path.display()))?;
+        config.gateway.sse_master_key = Some(key);
+    }
     let serving = cluster::runtime::serving_runtime(&args.data, args.poll_while_busy)
         .context("starting the async runtime")?;
     config.poll_while_busy = serving.poll_while_busy();
