@@ -320,6 +320,13 @@ impl Gateway {
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         let tag = self.store.new_tag(8);
+        // A small PUT tells its pack group it is coming before its intent write, so the
+        // group waits for it and for no one else (`store/pack_close.rs`).
+        let length = input.content_length.map(|length| length.max(0) as u64);
+        let arrival = self
+            .store
+            .announce_packed(&bucket, &tag, &input.key, length)
+            .await;
         let (grants, intent) = loop {
             let grants = self
                 .grants_from_request(acl_request!(input), &owner, &bucket.owner)
@@ -362,12 +369,11 @@ impl Gateway {
         let packed = input
             .content_length
             .is_some_and(|length| self.store.packs(&bucket, length.max(0) as u64));
-        let length = input.content_length.map(|length| length.max(0) as u64);
         let body = Body::new(body, length);
         let write = async {
             if packed {
                 self.store
-                    .write_checked_packed(&intent, &bucket, &tag, &input.key, body, check)
+                    .write_checked_packed(arrival, &intent, &bucket, &tag, &input.key, body, check)
                     .await
             } else {
                 self.store
