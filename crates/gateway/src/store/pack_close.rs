@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn a_group_nobody_else_is_coming_to_closes_at_once() {
         assert_eq!(
-            decide(&group(1, 0), &LIMITS, 1_000),
+            decide(&group(1, 0), &LIMITS, 2_000),
             GroupDecision::Close(Closed::Idle)
         );
         assert_eq!(
