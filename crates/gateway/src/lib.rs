@@ -168,8 +168,16 @@ pub struct PackingConfig {
     pub group_bytes_max: u64,
     /// A group closes when it holds this many objects. Default 32.
     pub group_count_max: usize,
-    /// A group closes this long after its first object arrived. Default 2000 us.
+    /// A group closes this long after its first object arrived at the latest (with
+    /// `adaptive_close`, the cap; without, the rule). Default 5000 us.
     pub group_wait_us: u64,
+    /// Whether a group closes as soon as no other PUT bound for its OSD is on its way (see
+    /// `store/pack_close.rs`), its count, bytes and wait only bounding it; without, it
+    /// closes on them alone. Default true.
+    pub adaptive_close: bool,
+    /// With `adaptive_close`: how long a group nobody else is coming to stays open after its
+    /// last member joined, in case one arrives unannounced. Default 0 us.
+    pub group_linger_us: u64,
     /// A pack is rewritten without its dead ranges once they are this share of it, in
     /// percent. Default 30.
     pub gc_dead_percent_min: u64,
@@ -182,7 +190,9 @@ impl Default for PackingConfig {
             object_size_max_bytes: 64 << 10,
             group_bytes_max: 4 << 20,
             group_count_max: 32,
-            group_wait_us: 2000,
+            group_wait_us: 5000,
+            adaptive_close: true,
+            group_linger_us: 0,
             gc_dead_percent_min: 30,
         }
     }

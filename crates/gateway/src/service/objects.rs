@@ -323,6 +323,20 @@ impl Gateway {
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
         let tag = self.store.new_tag(8);
+        // A small PUT tells its pack group it is coming before its intent write, so the
+        // group waits for it and for no one else (`store/pack_close.rs`).
+        // The size it announces is the stored one (sealed, when encrypted), as decides below.
+        let stored_length = input.content_length.map(|length| {
+            let length = length.max(0) as u64;
+            match sealing {
+                Some(_) => crate::encryption::sealed_len(length),
+                None => length,
+            }
+        });
+        let arrival = self
+            .store
+            .announce_packed(&bucket, &tag, &input.key, stored_length)
+            .await;
         let (grants, intent) = loop {
             let grants = self
                 .grants_from_request(acl_request!(input), &owner, &bucket.owner)
@@ -376,7 +390,7 @@ impl Gateway {
         let write = async {
             if packed {
                 self.store
-                    .write_checked_packed(&intent, &bucket, &tag, &input.key, body, check)
+                    .write_checked_packed(arrival, &intent, &bucket, &tag, &input.key, body, check)
                     .await
             } else {
                 self.store

@@ -122,7 +122,10 @@ impl Store {
     where
         S: Stream<Item = Result<Bytes>> + Unpin,
     {
-        let (pieces, size, md5) = match self.write_body(bucket_id, tag, key, body).await {
+        let counters = &self.counters;
+        let write = self.write_body(bucket_id, tag, key, body);
+        let written = super::timed(&counters.data_writes, &counters.data_write_ns, write).await;
+        let (pieces, size, md5) = match written {
             Ok(written) => written,
             Err(error) => {
                 self.abandon_write(intent, Vec::new()).await;

@@ -320,9 +320,12 @@ impl Store {
     ) -> Result<ObjectEntry> {
         let bucket = match bucket.versioning {
             Some(_) => bucket.clone(),
-            None => match self
-                .commit_unversioned(bucket, key, &entry, condition, intent, prefetched)
-                .await?
+            None => match super::timed(
+                &self.counters.commits,
+                &self.counters.commit_ns,
+                self.commit_unversioned(bucket, key, &entry, condition, intent, prefetched),
+            )
+            .await?
             {
                 Unversioned::Done => return Ok(entry),
                 Unversioned::BucketVersioned => self.bucket(&bucket.name).await?,

@@ -28,6 +28,7 @@ mod gc;
 mod index;
 mod orphans;
 mod pack;
+mod pack_close;
 mod pack_gc;
 #[cfg(test)]
 mod pack_tests;
@@ -75,8 +76,24 @@ pub struct GatewayStats {
     pub packs_closed_count: u64,
     /// Packs written because their group reached `group_bytes_max` bytes.
     pub packs_closed_bytes: u64,
-    /// Packs written because a member waited `group_wait_us`.
+    /// Packs written because no other PUT was on its way to their group
+    /// (`adaptive_close`).
+    pub packs_closed_idle: u64,
+    /// Packs written because their group reached `group_wait_us`.
     pub packs_closed_wait: u64,
+    /// The time packed objects spent in their group before it closed, summed, in ns.
+    pub pack_member_wait_ns: u64,
+    /// The time pack writes took, summed, in ns.
+    pub pack_write_ns: u64,
+    /// Write intents recorded (PUTs, copies, parts) and the time they took, summed, in ns.
+    pub intents_written: u64,
+    pub intent_write_ns: u64,
+    /// Unpacked data writes of PUTs and the time they took, summed, in ns.
+    pub data_writes: u64,
+    pub data_write_ns: u64,
+    /// Index commits of unversioned writes and the time they took, summed, in ns.
+    pub commits: u64,
+    pub commit_ns: u64,
 }
 
 #[derive(Default)]
@@ -87,6 +104,12 @@ struct Counters {
     gc_reclaimed: AtomicU64,
     index_races: AtomicU64,
     orphans_removed: AtomicU64,
+    intents_written: AtomicU64,
+    intent_write_ns: AtomicU64,
+    data_writes: AtomicU64,
+    data_write_ns: AtomicU64,
+    commits: AtomicU64,
+    commit_ns: AtomicU64,
 }
 
 /// How many times one index update is decided again after losing a race before the request
@@ -172,7 +195,7 @@ pub(crate) struct Store {
     /// get strictly increasing times, which the wall clock alone does not promise).
     version_time_ns_last: AtomicU64,
     /// Open groups of small PUTs ([`pack`]).
-    packer: pack::Packer,
+    packer: Arc<pack::Packer>,
 }
 
 /// Opens pool `name`, creating it with the gateway's defaults when missing.
@@ -263,7 +286,7 @@ impl Store {
             counters: Counters::default(),
             bucket_copies,
             version_time_ns_last: AtomicU64::new(0),
-            packer: pack::Packer::default(),
+            packer: Arc::new(pack::Packer::default()),
         })
     }
 
@@ -303,7 +326,16 @@ impl Store {
             pack_bytes_reclaimed: self.packer.counters.bytes_reclaimed.load(Ordering::Relaxed),
             packs_closed_count: self.packer.counters.closed_count.load(Ordering::Relaxed),
             packs_closed_bytes: self.packer.counters.closed_bytes.load(Ordering::Relaxed),
+            packs_closed_idle: self.packer.counters.closed_idle.load(Ordering::Relaxed),
             packs_closed_wait: self.packer.counters.closed_wait.load(Ordering::Relaxed),
+            pack_member_wait_ns: self.packer.counters.member_wait_ns.load(Ordering::Relaxed),
+            pack_write_ns: self.packer.counters.pack_write_ns.load(Ordering::Relaxed),
+            intents_written: self.counters.intents_written.load(Ordering::Relaxed),
+            intent_write_ns: self.counters.intent_write_ns.load(Ordering::Relaxed),
+            data_writes: self.counters.data_writes.load(Ordering::Relaxed),
+            data_write_ns: self.counters.data_write_ns.load(Ordering::Relaxed),
+            commits: self.counters.commits.load(Ordering::Relaxed),
+            commit_ns: self.counters.commit_ns.load(Ordering::Relaxed),
         }
     }
 
@@ -329,6 +361,20 @@ impl Store {
     pub async fn lock_upload(&self, upload_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
         self.upload_locks.lock(upload_id, "").await
     }
+}
+
+/// Runs `work`, adding one to `count` and the time it took to `total_ns` (the stage timings
+/// of [`GatewayStats`]; tokio's clock, which tests may pause).
+async fn timed<F: std::future::Future>(
+    count: &AtomicU64,
+    total_ns: &AtomicU64,
+    work: F,
+) -> F::Output {
+    let started = tokio::time::Instant::now();
+    let output = work.await;
+    count.fetch_add(1, Ordering::Relaxed);
+    total_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    output
 }
 
 /// `Ok(())` for a missing object.

@@ -221,7 +221,9 @@ impl Store {
         let oid = layout::index_shard_object(&bucket.id, shard);
         let intent = self.intent(oid, tag);
         let op = op.omap_set(vec![(intent.key.clone(), intent.value.clone())]);
-        self.index.operate(&intent.oid, op).await?;
+        let counters = &self.counters;
+        let write = self.index.operate(&intent.oid, op);
+        super::timed(&counters.intents_written, &counters.intent_write_ns, write).await?;
         Ok(intent)
     }
 
@@ -255,7 +257,9 @@ impl Store {
             op = op.assert_exists();
         }
         let op = op.omap_set(vec![(intent.key.clone(), intent.value.clone())]);
-        self.index.operate(&intent.oid, op).await?;
+        let counters = &self.counters;
+        let write = self.index.operate(&intent.oid, op);
+        super::timed(&counters.intents_written, &counters.intent_write_ns, write).await?;
         Ok(intent)
     }
 

@@ -10,10 +10,15 @@
 //! [`rados::Rados::pg_acting_sets`], fetched again every [`PLACEMENT_REFRESH_NS`]). A
 //! backend that cannot name acting sets groups by that placement group instead. Grouping by
 //! OSD rather than PG is what lets packs fill: there are far fewer primaries than PGs, so
-//! the PUTs in flight together meet in few groups. The group closes when
-//! it holds `group_count_max` objects or `group_bytes_max` bytes (the member that filled it
-//! writes it at once), or `group_wait_us` after a member joined (that member writes it: every
-//! member waits on its own deadline, so a member whose request went away never strands the
+//! the PUTs in flight together meet in few groups. A small PUT announces itself to its
+//! target before its write intent (an [`Arrival`]), so the packer knows which PUTs are on
+//! their way; the group closes as soon as none is and no member joined within
+//! `group_linger_us` (batching would gain nothing more), when it holds `group_count_max`
+//! objects or `group_bytes_max` bytes, or `group_wait_us` after it opened at the latest (the
+//! rule is [`super::pack_close`]; with `adaptive_close` off only the last three). Whoever
+//! decides it closed (the member that joined last, or a waiting member woken by its
+//! deadline or by an announced PUT giving up) writes it: every member waits on the group's
+//! deadline, so a member whose request went away never strands the
 //! others). The write is one [`WriteOp`]: the members' bytes back to back and one omap value
 //! listing them all ([`layout::PackMemberList`]), so a pack always records whom it holds, at
 //! the cost of one record per pack rather than one per member. The
@@ -32,14 +37,15 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
 
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 
+use super::pack_close::{decide, CloseLimits, Closed, GroupDecision, GroupState};
 use super::{Body, Intent, Store};
 use crate::error::{GatewayError, Result};
 use crate::layout::{self, PackMember, Piece};
@@ -125,14 +131,33 @@ pub(super) struct PackCounters {
     pub closed_count: AtomicU64,
     /// Groups closed by `group_bytes_max`.
     pub closed_bytes: AtomicU64,
+    /// Groups closed because no other PUT was on its way to them (`adaptive_close`).
+    pub closed_idle: AtomicU64,
     /// Groups closed by `group_wait_us`.
     pub closed_wait: AtomicU64,
+    /// The time members spent in their group, from joining to its close, summed, in ns.
+    pub member_wait_ns: AtomicU64,
+    /// The time pack writes took, summed, in ns.
+    pub pack_write_ns: AtomicU64,
+}
+
+impl PackCounters {
+    fn count_close(&self, closed: Closed) {
+        let counter = match closed {
+            Closed::Count => &self.closed_count,
+            Closed::Bytes => &self.closed_bytes,
+            Closed::Idle => &self.closed_idle,
+            Closed::Wait => &self.closed_wait,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// One member waiting in a group.
 struct Pending {
     member: PackMember,
     data: Bytes,
+    joined_ns: u64,
     done: oneshot::Sender<std::result::Result<Piece, String>>,
 }
 
@@ -141,6 +166,85 @@ struct Group {
     generation: u64,
     bytes: u64,
     members: Vec<Pending>,
+    opened_ns: u64,
+    joined_last_ns: u64,
+    /// Wakes one waiting member to decide again (an expected PUT gave up).
+    wake: Arc<Notify>,
+}
+
+/// The open groups, and the PUTs announced to each target that have not joined yet.
+#[derive(Default)]
+struct Groups {
+    open: HashMap<Target, Group>,
+    expected: HashMap<Target, usize>,
+}
+
+impl Groups {
+    /// One PUT less expected for `target`.
+    fn forget(&mut self, target: Target) {
+        if let Some(expected) = self.expected.get_mut(&target) {
+            *expected = expected.saturating_sub(1);
+            if *expected == 0 {
+                self.expected.remove(&target);
+            }
+        }
+    }
+
+    fn state(&self, target: Target, group: &Group) -> GroupState {
+        GroupState {
+            members: group.members.len(),
+            bytes: group.bytes,
+            opened_ns: group.opened_ns,
+            joined_last_ns: group.joined_last_ns,
+            expected: self.expected.get(&target).copied().unwrap_or(0),
+        }
+    }
+
+    /// `target`'s open group decided at `now_ns`: removed and returned when it closes.
+    fn settle(
+        &mut self,
+        target: Target,
+        limits: &CloseLimits,
+        now_ns: u64,
+        counters: &PackCounters,
+    ) -> Settled {
+        let Some(group) = self.open.get(&target) else {
+            return Settled::Gone;
+        };
+        let state = self.state(target, group);
+        match decide(&state, limits, now_ns) {
+            GroupDecision::Hold { deadline_ns } => Settled::Hold {
+                generation: group.generation,
+                deadline_ns,
+                wake: group.wake.clone(),
+            },
+            GroupDecision::Close(closed) => {
+                counters.count_close(closed);
+                let group = self.open.remove(&target).expect("the group is open");
+                let waited: u64 = group
+                    .members
+                    .iter()
+                    .map(|pending| now_ns.saturating_sub(pending.joined_ns))
+                    .sum();
+                counters.member_wait_ns.fetch_add(waited, Ordering::Relaxed);
+                Settled::Write(group)
+            }
+        }
+    }
+}
+
+/// A group after a decision.
+enum Settled {
+    /// Closed: the caller writes it.
+    Write(Group),
+    /// Still open (generation `generation`) until `deadline_ns` at the latest.
+    Hold {
+        generation: u64,
+        deadline_ns: u64,
+        wake: Arc<Notify>,
+    },
+    /// Not open any more (another member closed it).
+    Gone,
 }
 
 /// The data pool's acting sets by PG as last fetched, and when they were asked for.
@@ -151,53 +255,108 @@ struct Placement {
 }
 
 /// The open groups, one per target with a member waiting.
-#[derive(Default)]
 pub(super) struct Packer {
-    groups: Mutex<HashMap<Target, Group>>,
+    groups: Mutex<Groups>,
     generations: AtomicU64,
     placement: Mutex<Placement>,
+    /// The origin of the packer's own time: groups are timed by tokio's clock (a test may
+    /// pause it), not the store's wall clock, which a test may pin.
+    epoch: Instant,
     pub counters: PackCounters,
 }
 
+impl Default for Packer {
+    fn default() -> Self {
+        Self {
+            groups: Mutex::default(),
+            generations: AtomicU64::new(0),
+            placement: Mutex::default(),
+            epoch: Instant::now(),
+            counters: PackCounters::default(),
+        }
+    }
+}
+
+/// A small PUT on its way to a group (announced before its write intent): the group of its
+/// target holds while it is expected. Dropped without joining (the PUT failed, or turned
+/// out not to be packed), it stops being expected and the group decides again.
+pub(crate) struct Arrival {
+    packer: Arc<Packer>,
+    target: Target,
+    joined: bool,
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        if self.joined {
+            return;
+        }
+        let mut groups = self.packer.lock_groups();
+        groups.forget(self.target);
+        if let Some(group) = groups.open.get(&self.target) {
+            group.wake.notify_one();
+        }
+    }
+}
+
 impl Packer {
-    /// Adds a member to `pg`'s group; returns its generation and, when the member filled the
-    /// group, the group to write now.
+    fn lock_groups(&self) -> std::sync::MutexGuard<'_, Groups> {
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The packer's time, in ns.
+    fn now_ns(&self) -> u64 {
+        Instant::now().duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// Announces a PUT bound for `target`.
+    fn expect(self: &Arc<Self>, target: Target) -> Arrival {
+        *self.lock_groups().expected.entry(target).or_insert(0) += 1;
+        Arrival {
+            packer: self.clone(),
+            target,
+            joined: false,
+        }
+    }
+
+    /// Adds a member to `target`'s group (its arrival, if it announced itself, ends) and
+    /// decides the group.
     fn join(
         &self,
         target: Target,
-        pending: Pending,
-        count_max: usize,
-        bytes_max: u64,
-    ) -> (u64, Option<Group>) {
-        let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        let group = groups.entry(target).or_insert_with(|| Group {
+        arrival: Option<Arrival>,
+        mut pending: Pending,
+        limits: &CloseLimits,
+    ) -> Settled {
+        let mut groups = self.lock_groups();
+        if let Some(mut arrival) = arrival {
+            arrival.joined = true;
+            groups.forget(arrival.target);
+        }
+        let now_ns = self.now_ns();
+        pending.joined_ns = now_ns;
+        let group = groups.open.entry(target).or_insert_with(|| Group {
             generation: self.generations.fetch_add(1, Ordering::Relaxed),
             bytes: 0,
             members: Vec::new(),
+            opened_ns: now_ns,
+            joined_last_ns: now_ns,
+            wake: Arc::new(Notify::new()),
         });
         group.bytes += pending.data.len() as u64;
+        group.joined_last_ns = now_ns;
         group.members.push(pending);
-        let generation = group.generation;
-        let counter = if group.members.len() >= count_max {
-            &self.counters.closed_count
-        } else if group.bytes >= bytes_max {
-            &self.counters.closed_bytes
-        } else {
-            return (generation, None);
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        (generation, groups.remove(&target))
+        groups.settle(target, limits, now_ns, &self.counters)
     }
 
-    /// `target`'s group if it is still generation `generation` (nobody wrote it yet).
-    fn take(&self, target: Target, generation: u64) -> Option<Group> {
-        let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        match groups.get(&target) {
+    /// Decides `target`'s group again if it is still generation `generation`.
+    fn recheck(&self, target: Target, generation: u64, limits: &CloseLimits) -> Settled {
+        let mut groups = self.lock_groups();
+        match groups.open.get(&target) {
             Some(group) if group.generation == generation => {
-                self.counters.closed_wait.fetch_add(1, Ordering::Relaxed);
-                groups.remove(&target)
+                groups.settle(target, limits, self.now_ns(), &self.counters)
             }
-            _ => None,
+            _ => Settled::Gone,
         }
     }
 }
@@ -264,8 +423,10 @@ impl Store {
     /// announced smaller than `packing.object_size_max_bytes`), `check`ed, and written into
     /// a pack ([`Store::write_packed`]); a body that turns out empty or too large is written
     /// as usual.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn write_checked_packed<S, T>(
         &self,
+        arrival: Option<Arrival>,
         intent: &Intent,
         bucket: &layout::BucketRecord,
         tag: &str,
@@ -318,7 +479,7 @@ impl Store {
                 return Err(error);
             }
         };
-        match self.write_packed(bucket, tag, key, whole).await {
+        match self.write_packed(arrival, bucket, tag, key, whole).await {
             Ok(piece) => Ok((vec![piece], size, md5, checked)),
             Err(error) => {
                 self.abandon_write(intent, Vec::new()).await;
@@ -327,20 +488,66 @@ impl Store {
         }
     }
 
+    /// The group target of the head object `key` of `bucket` written under `tag` would
+    /// have.
+    async fn target_for(&self, bucket: &layout::BucketRecord, tag: &str, key: &str) -> Target {
+        let pg_num = self.data.pool().pg_num;
+        let pg = placement_group(&layout::piece_object(&bucket.id, tag, key, 0), pg_num);
+        let acting = self.acting_sets().await;
+        target_of(pg, acting.as_ref().map(|sets| sets.as_slice()))
+    }
+
+    /// Announces a PUT of `size_bytes` (its announced length) to `bucket` before its write
+    /// intent, so that the group it will join waits for it (`pack_close.rs`); `None` when it
+    /// will not be packed, or groups close on their limits alone. Pass the arrival to
+    /// [`Store::write_checked_packed`]; dropping it instead tells the group not to wait.
+    pub(crate) async fn announce_packed(
+        &self,
+        bucket: &layout::BucketRecord,
+        tag: &str,
+        key: &str,
+        size_bytes: Option<u64>,
+    ) -> Option<Arrival> {
+        if !self.config.packing.adaptive_close || !self.packs(bucket, size_bytes?) {
+            return None;
+        }
+        let target = self.target_for(bucket, tag, key).await;
+        Some(self.packer.expect(target))
+    }
+
+    /// The limits groups close on.
+    fn close_limits(&self) -> CloseLimits {
+        let packing = &self.config.packing;
+        CloseLimits {
+            count_max: packing.group_count_max.max(1),
+            bytes_max: packing.group_bytes_max,
+            wait_max_ns: packing.group_wait_us.saturating_mul(1_000),
+            linger_ns: if packing.adaptive_close {
+                packing.group_linger_us.saturating_mul(1_000)
+            } else {
+                // Without the adaptive close a group holds until its wait, as if someone
+                // were always on the way.
+                u64::MAX
+            },
+        }
+    }
+
     /// Writes `data` (a whole small object, key `key` of `bucket`, written under `tag`) into
     /// a pack with the other small objects bound for the same OSD; returns its piece once the
-    /// pack is written.
+    /// pack is written. `arrival` is the PUT's announcement, if it made one.
     pub(crate) async fn write_packed(
         &self,
+        arrival: Option<Arrival>,
         bucket: &layout::BucketRecord,
         tag: &str,
         key: &str,
         data: Bytes,
     ) -> Result<Piece> {
         let pg_num = self.data.pool().pg_num;
-        let pg = placement_group(&layout::piece_object(&bucket.id, tag, key, 0), pg_num);
-        let acting = self.acting_sets().await;
-        let target = target_of(pg, acting.as_ref().map(|sets| sets.as_slice()));
+        let target = match &arrival {
+            Some(arrival) => arrival.target,
+            None => self.target_for(bucket, tag, key).await,
+        };
         let member = PackMember {
             index_oid: layout::index_shard_object(&bucket.id, layout::shard_of(key, bucket.shards)),
             key: key.to_string(),
@@ -349,25 +556,35 @@ impl Store {
             moved_from: None,
         };
         let (done, mut result) = oneshot::channel();
-        let packing = &self.config.packing;
-        let (generation, full) = self.packer.join(
-            target,
-            Pending { member, data, done },
-            packing.group_count_max.max(1),
-            packing.group_bytes_max,
-        );
-        let answer = if let Some(group) = full {
-            self.write_pack(target, pg_num, group).await;
-            result.await
-        } else {
-            let wait = Duration::from_micros(packing.group_wait_us);
-            tokio::select! {
-                answer = &mut result => answer,
-                () = tokio::time::sleep(wait) => {
-                    if let Some(group) = self.packer.take(target, generation) {
-                        self.write_pack(target, pg_num, group).await;
+        let limits = self.close_limits();
+        let pending = Pending {
+            member,
+            data,
+            joined_ns: 0,
+            done,
+        };
+        let mut settled = self.packer.join(target, arrival, pending, &limits);
+        // Every member waits on the group's deadline and its wake-ups, so a member whose
+        // request went away never strands the others; whichever decides it closed writes it.
+        let answer = loop {
+            match settled {
+                Settled::Write(group) => {
+                    self.write_pack(target, pg_num, group).await;
+                    break result.await;
+                }
+                Settled::Gone => break result.await,
+                Settled::Hold {
+                    generation,
+                    deadline_ns,
+                    wake,
+                } => {
+                    let wait = deadline_ns.saturating_sub(self.packer.now_ns());
+                    tokio::select! {
+                        answer = &mut result => break answer,
+                        () = wake.notified() => {}
+                        () = tokio::time::sleep(std::time::Duration::from_nanos(wait)) => {}
                     }
-                    result.await
+                    settled = self.packer.recheck(target, generation, &limits);
                 }
             }
         };
@@ -405,9 +622,14 @@ impl Store {
         let list = layout::PackMemberList::of(members);
         let records = vec![(layout::PACK_MEMBERS_KEY.to_vec(), layout::encode(&list))];
         let op = WriteOp::new().write_full(body.freeze()).omap_set(records);
+        let started_ns = self.packer.now_ns();
         let written = self.data.operate(&name, op).await;
+        let counters = &self.packer.counters;
+        counters.pack_write_ns.fetch_add(
+            self.packer.now_ns().saturating_sub(started_ns),
+            Ordering::Relaxed,
+        );
         if written.is_ok() {
-            let counters = &self.packer.counters;
             counters.packs_written.fetch_add(1, Ordering::Relaxed);
             counters
                 .objects_packed

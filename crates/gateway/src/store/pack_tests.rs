@@ -100,6 +100,10 @@ fn config(gc_dead_percent_min: u64) -> GatewayConfig {
             object_size_max_bytes: 8 << 10,
             group_count_max: 8,
             group_wait_us: 2000,
+            // These tests drive packs, GC and crashes, not the close rule: groups close on
+            // their wait, so concurrent PUTs meet whatever the order the runtime runs them
+            // in (the adaptive close has its own tests below).
+            adaptive_close: false,
             gc_dead_percent_min,
             ..PackingConfig::default()
         },
@@ -126,15 +130,29 @@ async fn open(rados: &MemoryRados, gc_percent: u64, budget: Option<Arc<AtomicI64
     store
 }
 
-/// A PUT as `do_put_object` makes it: intent, packed write, commit (or abandon).
+/// A PUT as `do_put_object` makes it: announcement, intent, packed write, commit (or
+/// abandon).
 async fn put(store: &Store, bucket: &BucketRecord, key: &str, body: Vec<u8>) -> Result<()> {
     let tag = store.new_tag(8);
-    let intent = store.begin_object_write_checked(bucket, key, &tag).await?;
+    let size = Some(body.len() as u64);
+    let arrival = store.announce_packed(bucket, &tag, key, size).await;
+    put_announced(store, bucket, key, body, &tag, arrival).await
+}
+
+/// [`put`] of a PUT announced as `arrival` under `tag`.
+async fn put_announced(
+    store: &Store,
+    bucket: &BucketRecord,
+    key: &str,
+    body: Vec<u8>,
+    tag: &str,
+    arrival: Option<super::pack::Arrival>,
+) -> Result<()> {
+    let intent = store.begin_object_write_checked(bucket, key, tag).await?;
     let stream = futures::stream::iter([Ok(Bytes::from(body))]);
+    let body = Body::new(stream, None);
     let (pieces, size, md5, ()) = store
-        .write_checked_packed(&intent, bucket, &tag, key, Body::new(stream, None), |_| {
-            Ok(())
-        })
+        .write_checked_packed(arrival, &intent, bucket, tag, key, body, |_| Ok(()))
         .await?;
     let entry = ObjectEntry {
         size,
@@ -449,6 +467,7 @@ async fn packs_group_by_primary_osd_and_land_on_it() {
     let mut config = config(30);
     config.pool_pg_num = 8;
     config.packing.group_wait_us = 300_000;
+    config.packing.adaptive_close = false;
     let store = Store::open(rados.as_ref(), config, system_clock())
         .await
         .expect("store")
@@ -602,4 +621,104 @@ async fn a_gc_pass_counts_the_old_packs_it_removed_or_queued() {
             );
         }
     }
+}
+
+/// A store over two primaries (8 PGs) whose groups close adaptively, capped at 60 s (a
+/// group that closed on its cap would stall the test and fail it).
+async fn adaptive_store(rados: &Arc<TwoPrimaries>) -> (Store, BucketRecord) {
+    let mut config = config(30);
+    config.pool_pg_num = 8;
+    config.packing.adaptive_close = true;
+    config.packing.group_wait_us = 60_000_000;
+    let store = Store::open(rados.as_ref(), config, system_clock())
+        .await
+        .expect("store")
+        .with_placement_source(rados.clone());
+    store
+        .create_bucket("b", "owner", "", Vec::new(), "")
+        .await
+        .expect("bucket");
+    let bucket = store.bucket("b").await.expect("bucket");
+    (store, bucket)
+}
+
+/// The primary (of 2) the head of `key` written under `tag` maps to.
+fn primary_of(bucket: &BucketRecord, tag: &str, key: &str) -> u32 {
+    super::pack::placement_group(&layout::piece_object(&bucket.id, tag, key, 0), 8) % 2
+}
+
+/// Six PUTs announced together: each primary's group holds until the last PUT announced to
+/// it has joined, then closes at once (one pack per primary, none on its wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_closes_once_the_puts_announced_to_it_have_joined() {
+    let rados = Arc::new(TwoPrimaries(MemoryRados::new()));
+    let (store, bucket) = adaptive_store(&rados).await;
+    let keys: Vec<String> = (0..6).map(|n| format!("k{n}")).collect();
+    let mut announced = Vec::new();
+    for key in &keys {
+        let tag = store.new_tag(8);
+        let arrival = store.announce_packed(&bucket, &tag, key, Some(900)).await;
+        assert!(arrival.is_some(), "a small PUT is announced");
+        announced.push((key, tag, arrival));
+    }
+    let primaries: std::collections::BTreeSet<u32> = announced
+        .iter()
+        .map(|(key, tag, _)| primary_of(&bucket, tag, key))
+        .collect();
+    let puts = announced.into_iter().map(|(key, tag, arrival)| {
+        let store = &store;
+        let bucket = &bucket;
+        async move {
+            let body = body_of(key, 0, 900);
+            put_announced(store, bucket, key, body, &tag, arrival).await
+        }
+    });
+    let results = futures::future::join_all(puts).await;
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    let stats = store.stats();
+    assert_eq!(stats.objects_packed, 6);
+    assert_eq!(stats.packs_written, primaries.len() as u64);
+    assert_eq!(stats.packs_closed_idle, stats.packs_written);
+    assert_eq!(stats.packs_closed_wait, 0);
+    for key in &keys {
+        let got = get(&store, &bucket, key).await.expect("get");
+        assert_eq!(got, Some(body_of(key, 0, 900)));
+    }
+}
+
+/// A PUT announced to a group that never joins it (it failed, or was not packed after all)
+/// stops holding the group when its announcement is dropped: the group closes then, not at
+/// its cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_put_that_gives_up_stops_holding_its_group() {
+    let rados = Arc::new(TwoPrimaries(MemoryRados::new()));
+    let (store, bucket) = adaptive_store(&rados).await;
+    let tag = store.new_tag(8);
+    let primary = primary_of(&bucket, &tag, "joins");
+    let other_tag = (0..)
+        .map(|_| store.new_tag(8))
+        .find(|other| primary_of(&bucket, other, "gives-up") == primary)
+        .expect("a tag on the same primary");
+    let joins = store
+        .announce_packed(&bucket, &tag, "joins", Some(900))
+        .await;
+    let gives_up = store
+        .announce_packed(&bucket, &other_tag, "gives-up", Some(900))
+        .await;
+    assert!(gives_up.is_some());
+    let body = body_of("joins", 0, 900);
+    let put = put_announced(&store, &bucket, "joins", body, &tag, joins);
+    let give_up = async {
+        // The first PUT joins meanwhile, and its group holds for the second.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(store.stats().packs_written, 0, "the group held");
+        drop(gives_up);
+    };
+    let (result, ()) = futures::join!(put, give_up);
+    result.expect("put");
+    let stats = store.stats();
+    assert_eq!((stats.packs_written, stats.packs_closed_idle), (1, 1));
+    assert_eq!(stats.packs_closed_wait, 0);
+    let got = get(&store, &bucket, "joins").await.expect("get");
+    assert_eq!(got, Some(body_of("joins", 0, 900)));
 }

@@ -127,12 +127,27 @@ pub struct Args {
     /// A group closes at this many bytes.
     #[arg(long, default_value_t = gateway::PackingConfig::default().group_bytes_max)]
     pub packing_group_bytes_max: u64,
-    /// A group closes this many microseconds after an object joined it.
+    /// A group closes this many microseconds after an object joined it at the latest.
     #[arg(long, default_value_t = gateway::PackingConfig::default().group_wait_us)]
     pub packing_group_wait_us: u64,
+    /// How a group closes: `adaptive`, as soon as no other PUT for its OSD is on its way
+    /// (count, bytes and wait only bound it), or `wait`, on count, bytes and wait alone.
+    #[arg(long, value_enum, default_value = "adaptive")]
+    pub packing_close: PackingClose,
+    /// With --packing-close adaptive: microseconds a group nobody else is coming to stays
+    /// open after its last member joined.
+    #[arg(long, default_value_t = gateway::PackingConfig::default().group_linger_us)]
+    pub packing_group_linger_us: u64,
     /// The pack GC rewrites a pack once this percentage of it is dead.
     #[arg(long, default_value_t = gateway::PackingConfig::default().gc_dead_percent_min)]
     pub packing_gc_dead_percent: u64,
+}
+
+/// How a pack group closes (`gateway::PackingConfig::adaptive_close`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PackingClose {
+    Adaptive,
+    Wait,
 }
 
 /// A feature switch on the command line.
@@ -151,6 +166,8 @@ impl Args {
             group_count_max: self.packing_group_count_max,
             group_bytes_max: self.packing_group_bytes_max,
             group_wait_us: self.packing_group_wait_us,
+            adaptive_close: self.packing_close == PackingClose::Adaptive,
+            group_linger_us: self.packing_group_linger_us,
             gc_dead_percent_min: self.packing_gc_dead_percent,
         }
     }

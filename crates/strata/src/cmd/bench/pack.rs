@@ -48,8 +48,8 @@ pub struct Args {
     /// Objects below this size are packed (the hole figure's sizes must be below it).
     #[arg(long, default_value = "256K")]
     pub object_max: String,
-    /// How long a group waits for more members, in microseconds.
-    #[arg(long, default_value_t = 2000)]
+    /// The longest a group waits for more members, in microseconds.
+    #[arg(long, default_value_t = gateway::PackingConfig::default().group_wait_us)]
     pub group_wait_us: u64,
     /// Group waits of the sweep (5 KiB objects, packing on, one configuration each; none:
     /// no sweep), in microseconds, comma separated.
@@ -89,6 +89,7 @@ struct Space {
     /// Packs written because their group reached its count, its bytes, or its wait.
     closed_count: u64,
     closed_bytes: u64,
+    closed_idle: u64,
     closed_wait: u64,
     /// The PUTs: ops/s over the whole load, p50 and p99 latency.
     put_ops_per_s: f64,
@@ -138,7 +139,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "hole B",
             "hole %",
             "objs/pack",
-            "closed count/B/wait"
+            "closed count/B/idle/wait"
         );
         for &size in &sizes {
             let mut off_hole = 0;
@@ -160,7 +161,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!("\nMetadata (onodes and omap of the data and index pools, all replicas), 4 KiB");
         println!(
             "{:>8} {:>14} {:>12} {:>14} {:>20}",
-            "groups", "metadata B", "objs/pack", "vs off", "closed count/B/wait"
+            "groups", "metadata B", "objs/pack", "vs off", "closed count/B/idle/wait"
         );
         let wait_us = args.group_wait_us;
         let off = configuration(&args, temp.path(), 4096, None, wait_us, object_max).await?;
@@ -186,11 +187,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// How many groups closed full (count), full (bytes) and on their wait.
+/// How many groups closed full (count), full (bytes), with nobody else coming (idle) and on
+/// their wait.
 fn closed_by(space: &Space) -> String {
     format!(
-        "{}/{}/{}",
-        space.closed_count, space.closed_bytes, space.closed_wait
+        "{}/{}/{}/{}",
+        space.closed_count, space.closed_bytes, space.closed_idle, space.closed_wait
     )
 }
 
@@ -357,7 +359,7 @@ async fn sweep(args: &Args, parent: &Path, object_max: u64) -> Result<()> {
         "PUT ops/s",
         "p50 ms",
         "p99 ms",
-        "closed count/B/wait"
+        "closed count/B/idle/wait"
     );
     let off = configuration(args, parent, size, None, 0, object_max).await?;
     println!(
@@ -419,6 +421,7 @@ async fn space_of(
         objects_packed: stats.objects_packed,
         closed_count: stats.packs_closed_count,
         closed_bytes: stats.packs_closed_bytes,
+        closed_idle: stats.packs_closed_idle,
         closed_wait: stats.packs_closed_wait,
         ..Space::default()
     })

@@ -98,6 +98,9 @@ pub struct Args {
     /// With --packing on: objects per pack at most (default the gateway's).
     #[arg(long)]
     pub packing_group_count: Option<usize>,
+    /// With --packing on: how a group closes (`strata serve --packing-close`).
+    #[arg(long, value_enum, default_value = "adaptive")]
+    pub packing_close: super::super::serve::PackingClose,
 }
 
 const RADOSGW: &str = "radosgw";
@@ -163,6 +166,7 @@ async fn run_all(args: &Args, sizes: &[u64], dir: &Path) -> Result<(Vec<Row>, Ve
             group_count_max: args
                 .packing_group_count
                 .unwrap_or(gateway::PackingConfig::default().group_count_max),
+            adaptive_close: args.packing_close == super::super::serve::PackingClose::Adaptive,
             ..gateway::PackingConfig::default()
         },
         ..gateway::GatewayConfig::default()
@@ -233,18 +237,52 @@ async fn strata(
     if stats.packs_written > 0 {
         eprintln!(
             "strata packing: {} objects in {} packs ({:.1} per pack); groups closed on \
-             count {}, bytes {}, wait {}",
+             count {}, bytes {}, idle {}, wait {}",
             stats.objects_packed,
             stats.packs_written,
             stats.objects_packed as f64 / stats.packs_written as f64,
             stats.packs_closed_count,
             stats.packs_closed_bytes,
+            stats.packs_closed_idle,
             stats.packs_closed_wait
         );
     }
+    eprintln!("strata PUT stages: {}", stage_times(&stats));
     server.shutdown().await;
     super::cluster::shutdown(cluster, dir).await?;
     rows.map(|(rows, _)| rows)
+}
+
+/// The mean time of each stage of a PUT (write intent, data write or wait in a group and
+/// pack write, index commit), from the gateway's counters.
+pub fn stage_times(stats: &gateway::GatewayStats) -> String {
+    let mean_ms = |total_ns: u64, count: u64| total_ns as f64 / count.max(1) as f64 / 1e6;
+    let mut out = format!(
+        "intent {:.2} ms ({}), ",
+        mean_ms(stats.intent_write_ns, stats.intents_written),
+        stats.intents_written
+    );
+    if stats.objects_packed > 0 {
+        out += &format!(
+            "wait in group {:.2} ms ({}), pack write {:.2} ms ({}), ",
+            mean_ms(stats.pack_member_wait_ns, stats.objects_packed),
+            stats.objects_packed,
+            mean_ms(stats.pack_write_ns, stats.packs_written),
+            stats.packs_written
+        );
+    }
+    if stats.data_writes > 0 {
+        out += &format!(
+            "data write {:.2} ms ({}), ",
+            mean_ms(stats.data_write_ns, stats.data_writes),
+            stats.data_writes
+        );
+    }
+    out + &format!(
+        "commit {:.2} ms ({})",
+        mean_ms(stats.commit_ns, stats.commits),
+        stats.commits
+    )
 }
 
 /// strata's gateway on `rados` (loopback, a free port) and its benchmark user's keys.
