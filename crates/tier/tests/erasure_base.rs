@@ -4,6 +4,8 @@
 //! objects promote them back from the base. Omap, which an EC base cannot keep, fails the
 //! object's flush with a clear error and stays dirty in the cache.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,17 +14,7 @@ use cluster::{Cluster, ClusterConfig, ClusterOptions, HostConfig, OsdConfig};
 use rados::{PoolSpec, Rados, WriteOp};
 use tier::{CacheMode, TieredRados};
 
-fn content(seed: u64, length: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..length)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
+use common::content;
 
 /// Six hosts of one OSD each (sparse 256 MiB files).
 fn six_hosts() -> ClusterConfig {

@@ -3,6 +3,8 @@
 //! it to the base pool instead of failing, every acknowledged write reads back, and the
 //! refusals are counted.
 
+mod common;
+
 use std::sync::Arc;
 
 use cluster::{Cluster, ClusterConfig, ClusterOptions, HostConfig, OsdConfig};
@@ -13,15 +15,7 @@ const OBJECT_BYTES: usize = 1 << 20;
 const OBJECTS: u64 = 96;
 
 fn content(seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..OBJECT_BYTES)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
+    common::content(seed, OBJECT_BYTES)
 }
 
 /// Three hosts, each with a small NVMe OSD (the cache pool's, 48 MiB) and a large HDD one.

@@ -133,3 +133,16 @@ impl Rados for AutoTiered {
         self.tiered.io_ctx(pool).await
     }
 }
+
+/// `length` bytes of a pseudo-random pattern drawn from `seed` (xorshift).
+pub fn content(seed: u64, length: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..length)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
