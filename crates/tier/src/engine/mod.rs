@@ -482,10 +482,10 @@ impl Tier {
         route
     }
 
-    /// Whether the cache holds as many objects as its target (`target_max_objects`, or
-    /// `target_max_bytes` in tier objects: the agent evicts from `cache_target_full_ratio` of
-    /// it, and at it Ceph's cache counts as full), or its pool refused a write for space
-    /// within the last [`CACHE_REFUSED_RETRY_MS`]: new objects then go around it.
+    /// Whether the cache holds as many objects as its hard capacity (the policy's capacity
+    /// over the full ratio: room for the evictions the agent has not done yet), or its pool
+    /// refused a write for space within the last [`CACHE_REFUSED_RETRY_MS`]: new objects
+    /// then go around it.
     pub(crate) fn is_full(&self) -> bool {
         if self.clock.now_ms() < self.cache_refused_until_ms.load(Ordering::Acquire) {
             return true;
@@ -493,7 +493,7 @@ impl Tier {
         let settings = self.settings();
         let capacity = settings.capacity_objects() as f64;
         let objects = self.index.lock().expect("index lock").len() as f64;
-        objects >= capacity.max(1.0)
+        objects >= capacity.max(1.0) / settings.cache_target_full_ratio.max(0.01)
     }
 
     /// Records that the cache pool refused a write for space (its OSDs at their full ratio):
