@@ -93,7 +93,6 @@ impl Tier {
                     Err(error) if super::is_no_space(&error) => {
                         // The cache pool refused the promotion for space: read around it.
                         self.go_around_full_cache(name).await?;
-                        Counters::bump(&self.counters.proxied);
                         Ok(self.base.read(name, offset_bytes, length_bytes).await?)
                     }
                     other => other,
@@ -175,7 +174,6 @@ impl Tier {
                     Err(error) if super::is_no_space(&error) => {
                         // The cache pool refused the promotion for space: read around it.
                         self.go_around_full_cache(name).await?;
-                        Counters::bump(&self.counters.proxied);
                         Ok(None)
                     }
                     Err(error) => Err(error),
@@ -317,7 +315,6 @@ impl Tier {
                         // space, before applying it: the op goes around it to the base pool.
                         self.go_around_full_cache(name).await?;
                         Counters::bump(&self.counters.writes_around_full);
-                        Counters::bump(&self.counters.proxied);
                         Ok(self.base.operate(name, op).await?)
                     }
                     other => other,

@@ -509,12 +509,13 @@ impl Tier {
 
     /// After the cache pool refused an op's write for space: the object leaves the cache
     /// (flushed first when dirty, so the base pool holds its newest data) and the policy
-    /// forgets it, so the op can run on the base pool instead of failing. Removals are
-    /// allowed in a full pool. Call with the object's lock held.
+    /// forgets it, so the op can run on the base pool instead of failing (counted as
+    /// proxied). Removals are allowed in a full pool. Call with the object's lock held.
     pub(crate) async fn go_around_full_cache(&self, name: &str) -> Result<()> {
         self.note_cache_refusal();
         self.evict_locked(name).await?;
         self.policy_forget(name);
+        Counters::bump(&self.counters.proxied);
         Ok(())
     }
 
