@@ -262,6 +262,10 @@ impl Cache for HotTable {
     fn capacity(&self) -> usize {
         self.pool.capacity()
     }
+    fn resize(&mut self, capacity_objects: usize) {
+        self.config.capacity = capacity_objects.max(1);
+        self.pool.set_capacity(self.config.capacity);
+    }
     fn contains(&self, key: Key) -> bool {
         self.pool.contains(key)
     }
@@ -317,6 +321,50 @@ mod tests {
             table.on_request(&request(2, seq), &mut effects);
         }
         assert!(!table.is_hot(1), "forecast {}", table.counts.forecast(1));
+    }
+
+    /// A larger capacity keeps more hot objects; a smaller one evicts down to it at the next
+    /// admission, least recently used first.
+    #[test]
+    fn a_resized_table_holds_its_new_capacity() {
+        let config = HotTableConfig {
+            capacity: 2,
+            period: Period::Requests(100),
+            smoothing: 0.5,
+            threshold: 0.0,
+        };
+        let mut table = HotTable::new(config, 16);
+        let mut effects = Effects::default();
+        let mut seq = 0;
+        let mut ask = |table: &mut HotTable, key: Key, effects: &mut Effects| {
+            seq += 1;
+            table.on_request(&request(key, seq), effects)
+        };
+        // Threshold 0: every key requested once in a closed period is hot.
+        for key in 0..6 {
+            ask(&mut table, key, &mut effects);
+        }
+        for _ in 0..100 {
+            ask(&mut table, 15, &mut effects);
+        }
+        effects.evicted.clear();
+        table.resize(4);
+        assert_eq!(table.capacity(), 4);
+        for key in 0..4 {
+            ask(&mut table, key, &mut effects);
+        }
+        assert_eq!(table.len(), 4);
+        assert!((0..4).all(|key| table.contains(key)), "{:?}", effects);
+        table.resize(2);
+        assert_eq!(
+            table.len(),
+            4,
+            "a smaller capacity waits for the next admission"
+        );
+        assert_eq!(ask(&mut table, 4, &mut effects), Outcome::Admitted);
+        assert_eq!(table.len(), 2);
+        assert!(table.contains(4) && table.contains(3));
+        assert!(!table.contains(0) && !table.contains(1) && !table.contains(2));
     }
 
     /// An object that leaves the hot table while the pool still holds it is served from the

@@ -175,6 +175,11 @@ pub trait Cache: Send {
     fn invalidate(&mut self, _key: Key) -> bool {
         false
     }
+    /// Changes how many objects the policy may hold (an executor whose capacity is a byte
+    /// target and whose objects are cached in part recomputes it as their sizes change). A
+    /// smaller capacity takes effect at the next admission, which evicts down to it. By
+    /// default the policy keeps its capacity (its own targets decide, as Ceph's tier's do).
+    fn resize(&mut self, _capacity_objects: usize) {}
     /// A copy of the policy with all its state, for policies that can be copied (the
     /// miniature-simulation selector adopts a full-scale miniature this way).
     fn clone_box(&self) -> Option<Box<dyn Cache>> {

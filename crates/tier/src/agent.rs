@@ -119,7 +119,8 @@ impl Tier {
             }
         }
         // Dirty ratio: flush the oldest writes old enough.
-        let capacity = settings.capacity_objects() as f64;
+        let (cached_objects, cached_bytes) = self.refresh_capacity();
+        let capacity = self.capacity_objects() as f64;
         let dirty_target = (capacity * settings.cache_target_dirty_ratio) as usize;
         let min_flush_age_ms = settings.cache_min_flush_age * 1000;
         let dirty: Vec<(u64, String)> = {
@@ -145,11 +146,19 @@ impl Tier {
                 tracing::warn!(object = %name, %error, "tier agent: flush failed");
             }
         }
-        // Full ratio: evict clean objects the policy no longer holds, then the oldest clean.
+        // Full ratio, in objects and, with a byte target, in bytes: evict clean objects the
+        // policy no longer holds, then the oldest clean.
         let full_target = (capacity * settings.cache_target_full_ratio).max(1.0) as usize;
         let min_evict_age_ms = settings.cache_min_evict_age * 1000;
         let objects = self.cached_objects() as usize;
-        if objects > full_target {
+        let excess = over_full_target(
+            &settings,
+            full_target,
+            objects,
+            cached_objects,
+            cached_bytes,
+        );
+        if excess > 0 {
             let mut clean: Vec<(bool, u64, String)> = {
                 let index = self.index.lock().expect("index lock");
                 index
@@ -162,7 +171,7 @@ impl Tier {
                 entry.0 = self.policy_holds(&entry.2);
             }
             clean.sort_unstable();
-            for (_, last_write_ms, name) in clean.into_iter().take(objects - full_target) {
+            for (_, last_write_ms, name) in clean.into_iter().take(excess) {
                 if moves >= MOVES_PER_STEP {
                     break;
                 }
@@ -180,5 +189,50 @@ impl Tier {
         } else {
             Next::Sleep
         }
+    }
+}
+
+/// Objects to evict for the full ratio: those past `full_target` objects, or, with a byte
+/// target, as many objects of the average size (`counted_bytes` over `counted_objects`, as
+/// the agent last counted) as the cache holds past `target_max_bytes` times the full ratio.
+fn over_full_target(
+    settings: &crate::config::TierSettings,
+    full_target: usize,
+    objects: usize,
+    counted_objects: u64,
+    counted_bytes: u64,
+) -> usize {
+    let by_objects = objects.saturating_sub(full_target);
+    if settings.target_max_bytes == 0 || counted_objects == 0 {
+        return by_objects;
+    }
+    let byte_target =
+        (settings.target_max_bytes as f64 * settings.cache_target_full_ratio).max(1.0) as u64;
+    let over_bytes = counted_bytes.saturating_sub(byte_target);
+    let per_object_bytes = (counted_bytes / counted_objects).max(1);
+    by_objects.max(over_bytes.div_ceil(per_object_bytes) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TierSettings;
+
+    #[test]
+    fn the_full_ratio_counts_objects_and_bytes() {
+        let mut settings = TierSettings {
+            target_max_bytes: 100 << 20,
+            cache_target_full_ratio: 0.8,
+            ..TierSettings::default()
+        };
+        // Under both targets: nothing.
+        assert_eq!(over_full_target(&settings, 20, 20, 20, 40 << 20), 0);
+        // Over the object target only.
+        assert_eq!(over_full_target(&settings, 20, 25, 25, 50 << 20), 5);
+        // 90 MiB in 30 objects of 3 MiB over a byte target of 80 MiB: 4 objects.
+        assert_eq!(over_full_target(&settings, 40, 30, 30, 90 << 20), 4);
+        // Without a byte target only the count matters.
+        settings.target_max_bytes = 0;
+        assert_eq!(over_full_target(&settings, 40, 30, 30, 90 << 20), 0);
     }
 }

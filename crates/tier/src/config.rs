@@ -250,6 +250,13 @@ impl Default for TierSettings {
     }
 }
 
+/// How many times [`TierSettings::capacity_objects`] the capacity may grow when cached
+/// objects hold less than `tier_object_bytes` each.
+pub const CAPACITY_GROWTH_MAX: usize = 4;
+
+/// Objects the cache must hold before their average size sets the capacity.
+pub const CAPACITY_SAMPLE_MIN: u64 = 8;
+
 /// Every key `strata osd pool set` takes for a cache pool.
 pub const SETTING_NAMES: &[&str] = &[
     "hit_set_type",
@@ -431,7 +438,31 @@ impl TierSettings {
         }
     }
 
-    /// The admission policy's capacity in objects.
+    /// The admission policy's capacity in objects when the cache holds `cached_objects`
+    /// objects of `cached_bytes` bytes in all. A byte target (`target_max_bytes`) counts the
+    /// bytes the cache holds, as Ceph's agent does: objects cached in part (extent
+    /// promotions) leave room for more of them, so the capacity is the target over the bytes
+    /// an object holds on average. It never falls below [`TierSettings::capacity_objects`]
+    /// (whole objects of `tier_object_bytes`), grows at most [`CAPACITY_GROWTH_MAX`] times
+    /// past it, never passes `target_max_objects` when that is set, and stays at
+    /// [`TierSettings::capacity_objects`] until the cache holds [`CAPACITY_SAMPLE_MIN`]
+    /// objects to average over.
+    pub fn capacity_objects_holding(&self, cached_objects: u64, cached_bytes: u64) -> usize {
+        let base = self.capacity_objects();
+        if self.target_max_bytes == 0 || cached_objects < CAPACITY_SAMPLE_MIN {
+            return base;
+        }
+        let per_object_bytes = (cached_bytes / cached_objects).max(self.tier_block_bytes.max(1));
+        let by_bytes = (self.target_max_bytes / per_object_bytes).min(1 << 31) as usize;
+        let mut capacity = by_bytes.clamp(base, base.saturating_mul(CAPACITY_GROWTH_MAX));
+        if self.target_max_objects > 0 {
+            capacity = capacity.min(self.target_max_objects.min(1 << 31) as usize);
+        }
+        capacity.max(1)
+    }
+
+    /// The admission policy's capacity in objects, counting each object as
+    /// `tier_object_bytes` against `target_max_bytes` (the capacity of an empty cache).
     pub fn capacity_objects(&self) -> usize {
         let by_objects = self.target_max_objects;
         let by_bytes = self.target_max_bytes / self.tier_object_bytes.max(1);
@@ -520,6 +551,30 @@ impl TierConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_target_counts_the_bytes_objects_hold() {
+        let mut settings = TierSettings {
+            target_max_bytes: 256 << 20,
+            ..TierSettings::default()
+        };
+        // 64 objects of 4 MiB before anything is cached, and while objects are whole.
+        assert_eq!(settings.capacity_objects(), 64);
+        assert_eq!(settings.capacity_objects_holding(0, 0), 64);
+        assert_eq!(settings.capacity_objects_holding(7, 7 << 20), 64);
+        assert_eq!(settings.capacity_objects_holding(60, 60 * (4 << 20)), 64);
+        // Objects holding 2 MiB on average: room for 128.
+        assert_eq!(settings.capacity_objects_holding(80, 80 * (2 << 20)), 128);
+        // Objects larger than tier_object_bytes do not shrink it; tiny ones grow it 4x at most.
+        assert_eq!(settings.capacity_objects_holding(40, 40 * (8 << 20)), 64);
+        assert_eq!(settings.capacity_objects_holding(100, 100 * 4096), 256);
+        // target_max_objects caps it.
+        settings.target_max_objects = 100;
+        assert_eq!(settings.capacity_objects_holding(80, 80 * (2 << 20)), 100);
+        // Without a byte target the count is the target.
+        settings.target_max_bytes = 0;
+        assert_eq!(settings.capacity_objects_holding(80, 80 * 4096), 100);
+    }
 
     #[test]
     fn settings_are_checked() {

@@ -22,6 +22,13 @@ impl Lru {
             capacity,
         }
     }
+
+    /// Holds at most `capacity` objects from now on; a smaller capacity evicts at the next
+    /// insertion.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        assert!(capacity > 0, "capacity must be positive");
+        self.capacity = capacity;
+    }
 }
 
 impl Eviction for Lru {

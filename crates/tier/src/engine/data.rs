@@ -389,7 +389,7 @@ impl Tier {
 
     fn dirty_over_target(&self) -> bool {
         let settings = self.settings();
-        let capacity = settings.capacity_objects() as f64;
+        let capacity = self.capacity_objects() as f64;
         self.dirty_objects() as f64 > capacity * settings.cache_target_dirty_ratio
     }
 

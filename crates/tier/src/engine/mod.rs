@@ -14,7 +14,7 @@ mod movement;
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use policy::ceph::{CephTier, CephTierConfig, TemperatureEviction};
@@ -136,6 +136,11 @@ pub struct Tier {
     /// Until when (the clock's ms) the cache pool counts as full after it refused a write for
     /// space: new objects go around it meanwhile instead of each trying it again.
     cache_refused_until_ms: AtomicU64,
+    /// The policy's capacity in objects now ([`TierSettings::capacity_objects_holding`]),
+    /// recomputed by the agent from what the cache holds.
+    capacity_objects: AtomicUsize,
+    /// Bytes of the blocks the cache held when the agent last looked.
+    cached_bytes: AtomicU64,
 }
 
 /// How long a cache pool that refused a write for space counts as full before a new object
@@ -249,8 +254,11 @@ impl Tier {
             agent_wake: Arc::new(tokio::sync::Notify::new()),
             base_omap: std::sync::OnceLock::new(),
             cache_refused_until_ms: AtomicU64::new(0),
+            capacity_objects: AtomicUsize::new(capacity),
+            cached_bytes: AtomicU64::new(0),
         });
         tier.load_index().await?;
+        tier.refresh_capacity();
         Ok(tier)
     }
 
@@ -302,7 +310,10 @@ impl Tier {
             old.settings != config.settings
         };
         if rebuild {
-            let capacity = config.settings.capacity_objects();
+            let (objects, bytes) = self.cached_objects_and_bytes();
+            let capacity = config.settings.capacity_objects_holding(objects, bytes);
+            self.capacity_objects.store(capacity, Ordering::Release);
+            self.cached_bytes.store(bytes, Ordering::Release);
             let mut policy = self.policy.lock().expect("policy lock");
             policy.cache = build_policy(&config.settings, self.cache.pool().pg_num, capacity);
             policy.object_bytes = policy_object_bytes(&config.settings);
@@ -483,17 +494,56 @@ impl Tier {
     }
 
     /// Whether the cache holds as many objects as its hard capacity (the policy's capacity
-    /// over the full ratio: room for the evictions the agent has not done yet), or its pool
-    /// refused a write for space within the last [`CACHE_REFUSED_RETRY_MS`]: new objects
-    /// then go around it.
+    /// over the full ratio: room for the evictions the agent has not done yet) or, with a
+    /// byte target, as many bytes as the target over the full ratio (when the agent last
+    /// counted them), or its pool refused a write for space within the last
+    /// [`CACHE_REFUSED_RETRY_MS`]: new objects then go around it.
     pub(crate) fn is_full(&self) -> bool {
         if self.clock.now_ms() < self.cache_refused_until_ms.load(Ordering::Acquire) {
             return true;
         }
         let settings = self.settings();
-        let capacity = settings.capacity_objects() as f64;
+        let full_ratio = settings.cache_target_full_ratio.max(0.01);
+        let capacity = self.capacity_objects() as f64;
         let objects = self.index.lock().expect("index lock").len() as f64;
-        objects >= capacity.max(1.0) / settings.cache_target_full_ratio.max(0.01)
+        if objects >= capacity.max(1.0) / full_ratio {
+            return true;
+        }
+        settings.target_max_bytes > 0
+            && self.cached_bytes.load(Ordering::Acquire) as f64
+                >= settings.target_max_bytes as f64 / full_ratio
+    }
+
+    /// The policy's capacity in objects now.
+    pub fn capacity_objects(&self) -> usize {
+        self.capacity_objects.load(Ordering::Acquire)
+    }
+
+    /// Objects the cache holds and the bytes of their present blocks.
+    pub(crate) fn cached_objects_and_bytes(&self) -> (u64, u64) {
+        let index = self.index.lock().expect("index lock");
+        let bytes = index
+            .values()
+            .map(|s| s.present.count() * s.block_bytes)
+            .sum();
+        (index.len() as u64, bytes)
+    }
+
+    /// Counts what the cache holds and recomputes the policy's capacity from it (a byte
+    /// target counts the blocks objects hold), telling the policy when it changed. Returns the
+    /// objects and bytes counted.
+    pub(crate) fn refresh_capacity(&self) -> (u64, u64) {
+        let (objects, bytes) = self.cached_objects_and_bytes();
+        self.cached_bytes.store(bytes, Ordering::Release);
+        let capacity = self.settings().capacity_objects_holding(objects, bytes);
+        if self.capacity_objects.swap(capacity, Ordering::AcqRel) != capacity {
+            self.policy
+                .lock()
+                .expect("policy lock")
+                .cache
+                .resize(capacity);
+        }
+        (objects, bytes)
     }
 
     /// Records that the cache pool refused a write for space (its OSDs at their full ratio):
@@ -544,7 +594,7 @@ impl Tier {
             base_pool: config.base_pool.clone(),
             mode: config.mode.name().to_string(),
             admission: config.settings.tier_admission.name().to_string(),
-            capacity_objects: config.settings.capacity_objects() as u64,
+            capacity_objects: self.capacity_objects() as u64,
             ..Default::default()
         };
         stats.fill(&self.counters);
