@@ -101,6 +101,8 @@ pub(crate) fn parse_pools(
             pg_num: as_u32("pg_num"),
             crush_rule,
             device_class,
+            // `type` 1 is replicated, 3 erasure (pg_pool_t::TYPE_*).
+            erasure_coded: field_u64(pool, "type") == 3,
         });
     }
     infos.sort_by_key(|pool| pool.id);
@@ -338,8 +340,9 @@ mod tests {
                 {"op": "chooseleaf_firstn", "num": 0, "type": "osd"}, {"op": "emit"}]}
         ]);
         let detail = json!([
-            {"pool_id": 2, "pool_name": "fast", "size": 3, "min_size": 2, "pg_num": 32, "crush_rule": 1},
-            {"pool_id": 1, "pool_name": "any", "size": 1, "min_size": 1, "pg_num": 8, "crush_rule": 0}
+            {"pool_id": 2, "pool_name": "fast", "type": 1, "size": 3, "min_size": 2, "pg_num": 32, "crush_rule": 1},
+            {"pool_id": 1, "pool_name": "any", "type": 1, "size": 1, "min_size": 1, "pg_num": 8, "crush_rule": 0},
+            {"pool_id": 3, "pool_name": "ec", "type": 3, "size": 3, "min_size": 2, "pg_num": 8, "crush_rule": 0}
         ]);
         let pools = parse_pools(&detail, &parse_rules(&rules).expect("rules")).expect("pools");
         assert_eq!(pools[0].name, "any");
@@ -347,6 +350,8 @@ mod tests {
         assert_eq!(pools[1].crush_rule, "strata-ssd");
         assert_eq!(pools[1].device_class.as_deref(), Some("ssd"));
         assert_eq!(pools[1].pg_num, 32);
+        assert!(!pools[0].erasure_coded && !pools[1].erasure_coded);
+        assert!(pools[2].erasure_coded, "type 3 is erasure-coded");
         assert_eq!(
             failure_domain(&rules, "replicated_rule").as_deref(),
             Some("osd")

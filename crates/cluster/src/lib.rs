@@ -953,6 +953,7 @@ fn add_pool(
         pg_num,
         crush_rule: rule,
         device_class: class,
+        erasure_coded: false,
     }
 }
 
@@ -1305,6 +1306,7 @@ impl Inner {
             pg_num: pool.pg_num,
             crush_rule: pool.rule.clone(),
             device_class: class,
+            erasure_coded: pool.erasure.is_some(),
         })
     }
 

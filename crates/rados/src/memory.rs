@@ -138,6 +138,7 @@ impl Rados for MemoryRados {
             pg_num: spec.pg_num,
             crush_rule: RULE.into(),
             device_class: None,
+            erasure_coded: false,
         };
         state.next_pool_id += 1;
         let pool = Pool {

@@ -76,6 +76,9 @@ pub struct PoolInfo {
     pub crush_rule: String,
     /// The device class that rule takes, if any.
     pub device_class: Option<String>,
+    /// Whether the pool is erasure-coded (its objects keep no omap, and it cannot be a cache
+    /// tier) rather than replicated.
+    pub erasure_coded: bool,
 }
 
 /// An object's metadata ([`crate::IoCtx::stat`]).

@@ -102,7 +102,7 @@ fn tier_status(error: &tier::TierError) -> (u16, &'static str) {
     use tier::TierError;
     match error {
         TierError::Invalid(_) => (400, "InvalidArgument"),
-        TierError::Busy(_) => (409, "Busy"),
+        TierError::Busy(_) | TierError::FlushInFlight { .. } => (409, "Busy"),
         TierError::NotFound(_) => (404, "NotFound"),
         TierError::Rados(error) => rados_status(error),
         TierError::FlushConflict { .. } => (409, "Conflict"),

@@ -91,8 +91,8 @@ pub struct PoolEntry {
     pub data_hole_fraction: f64,
     /// Metadata bytes (object records and omap) over all replicas.
     pub metadata_bytes: u64,
-    /// The erasure-code profile of an erasure-coded pool (`size` is then k+m); absent for
-    /// a replicated one.
+    /// The erasure-code profile of an erasure-coded pool (`size` is then k+m; `erasure` when
+    /// the backend does not give the profile); absent for a replicated one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erasure: Option<String>,
 }
@@ -362,6 +362,7 @@ pub fn pool_entries(infos: Vec<rados::PoolInfo>, stats: &rados::ClusterStats) ->
             let stats = by_name.get(info.name.as_str());
             let stored_bytes = stats.map_or(0, |s| s.stored_bytes);
             let allocated_bytes = stats.map_or(0, |s| s.allocated_bytes);
+            let erasure = info.erasure_coded.then(|| "erasure".to_string());
             PoolEntry {
                 objects: stats.map_or(0, |s| s.objects),
                 degraded_objects: stats.map_or(0, |s| s.degraded_objects),
@@ -379,7 +380,7 @@ pub fn pool_entries(infos: Vec<rados::PoolInfo>, stats: &rados::ClusterStats) ->
                 pg_num: info.pg_num,
                 crush_rule: info.crush_rule,
                 device_class: info.device_class,
-                erasure: None,
+                erasure,
             }
         })
         .collect()

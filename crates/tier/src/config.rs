@@ -291,6 +291,42 @@ fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T> {
     })
 }
 
+/// A count with an optional unit, as Ceph's `osd pool set` takes them: `target_max_bytes`
+/// in IEC units (`100M`, `100Mi`, `100MiB`: powers of 1024), `target_max_objects` in SI ones
+/// (`10k`: powers of 1000); `unit` is 1024 or 1000.
+fn quantity(key: &str, value: &str, unit: u64) -> Result<u64> {
+    let invalid = || {
+        let example = if unit == 1024 {
+            "1073741824 or 1G"
+        } else {
+            "100000 or 100k"
+        };
+        TierError::Invalid(format!(
+            "{key}: {value:?} is not a whole number (for example {example})"
+        ))
+    };
+    let text = value.trim();
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, suffix) = text.split_at(digits_end);
+    let number: u64 = digits.parse().map_err(|_| invalid())?;
+    let suffix = suffix.strip_suffix('B').unwrap_or(suffix);
+    let suffix = suffix.strip_suffix('i').unwrap_or(suffix);
+    let power = match suffix {
+        "" => 0,
+        "k" | "K" => 1,
+        "M" => 2,
+        "G" => 3,
+        "T" => 4,
+        "P" => 5,
+        _ => return Err(invalid()),
+    };
+    number
+        .checked_mul(unit.pow(power))
+        .ok_or_else(|| TierError::Invalid(format!("{key}: {value:?} is too large")))
+}
+
 fn ratio(key: &str, value: &str) -> Result<f64> {
     let parsed: f64 = number(key, value)?;
     if !(0.0..=1.0).contains(&parsed) {
@@ -341,8 +377,8 @@ impl TierSettings {
             "min_write_recency_for_promote" => {
                 next.min_write_recency_for_promote = number(key, value)?
             }
-            "target_max_bytes" => next.target_max_bytes = number(key, value)?,
-            "target_max_objects" => next.target_max_objects = number(key, value)?,
+            "target_max_bytes" => next.target_max_bytes = quantity(key, value, 1024)?,
+            "target_max_objects" => next.target_max_objects = quantity(key, value, 1000)?,
             "cache_target_dirty_ratio" => next.cache_target_dirty_ratio = ratio(key, value)?,
             "cache_target_dirty_high_ratio" => {
                 next.cache_target_dirty_high_ratio = ratio(key, value)?
@@ -378,7 +414,7 @@ impl TierSettings {
                 next.predictive_threshold = threshold;
             }
             "tier_block_bytes" => {
-                let bytes: u64 = number(key, value)?;
+                let bytes = quantity(key, value, 1024)?;
                 if !(4096..=(64 << 20)).contains(&bytes) || !bytes.is_power_of_two() {
                     return Err(TierError::Invalid(format!(
                         "tier_block_bytes: {value} must be a power of two from 4096 to 64 MiB"
@@ -390,7 +426,7 @@ impl TierSettings {
                 next.tier_promote_granularity = PromoteGranularity::parse(value)?
             }
             "tier_object_bytes" => {
-                next.tier_object_bytes = number(key, value)?;
+                next.tier_object_bytes = quantity(key, value, 1024)?;
                 if next.tier_object_bytes == 0 {
                     return Err(TierError::Invalid("tier_object_bytes must be > 0".into()));
                 }
@@ -551,6 +587,32 @@ impl TierConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_take_units_as_ceph_does() {
+        let mut settings = TierSettings::default();
+        for (value, bytes) in [("100M", 100 << 20), ("100Mi", 100 << 20), ("2GiB", 2 << 30)] {
+            settings.set("target_max_bytes", value).unwrap();
+            assert_eq!(settings.target_max_bytes, bytes, "{value}");
+        }
+        settings.set("target_max_bytes", "4096").unwrap();
+        assert_eq!(settings.target_max_bytes, 4096);
+        settings.set("target_max_objects", "10k").unwrap();
+        assert_eq!(settings.target_max_objects, 10_000);
+        settings.set("tier_block_bytes", "64K").unwrap();
+        assert_eq!(settings.tier_block_bytes, 65536);
+        for bad in ["", "M", "1.5G", "10X", "-1", "99999999999999999999"] {
+            let error = settings
+                .set("target_max_bytes", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("target_max_bytes"), "{bad}: {error}");
+        }
+        assert_eq!(
+            settings.target_max_bytes, 4096,
+            "a refused value changes nothing"
+        );
+    }
 
     #[test]
     fn a_byte_target_counts_the_bytes_objects_hold() {

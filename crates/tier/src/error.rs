@@ -26,6 +26,14 @@ pub enum TierError {
         /// What is wrong.
         reason: String,
     },
+    /// A background flush of the object is writing the base pool, and the op needed the
+    /// object flushed or evicted under its lock (to go around a full cache): the flush needs
+    /// that lock to finish, so the op lets go of it and runs again.
+    #[error("{object:?}: a flush of this object is in flight")]
+    FlushInFlight {
+        /// The object.
+        object: String,
+    },
     /// The base object changed behind the tier's back (its flush generation is not the one
     /// the cache copy descends from): the cache copy is kept dirty and not written over it.
     #[error("flush of {object:?} refused: the base object's generation is {found}, the cache copy descends from {expected}")]
@@ -48,6 +56,7 @@ impl From<TierError> for RadosError {
             TierError::Rados(error) => error,
             TierError::Invalid(message) => RadosError::InvalidArgument(message),
             TierError::Busy(message) => RadosError::Busy(message),
+            error @ TierError::FlushInFlight { .. } => RadosError::Busy(error.to_string()),
             TierError::NotFound(message) => RadosError::NotFound(message),
             other => RadosError::Io(other.to_string()),
         }

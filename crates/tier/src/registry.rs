@@ -181,6 +181,12 @@ impl TieredRados {
             .io_ctx(cache)
             .await
             .map_err(|_| TierError::NotFound(format!("unrecognized pool {cache:?}")))?;
+        if cache_io.pool().erasure_coded {
+            return Err(TierError::Invalid(format!(
+                "tier pool {cache:?} is an erasure-coded pool, which cannot be a tier \
+                 (a cache pool must be replicated; the base pool may be erasure-coded)"
+            )));
+        }
         let configs = self.tiers();
         if let Some(existing) = configs.iter().find(|c| c.cache_pool == cache) {
             return Err(TierError::Invalid(format!(

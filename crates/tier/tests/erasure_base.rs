@@ -62,6 +62,21 @@ async fn a_replicated_cache_flushes_and_evicts_into_an_erasure_coded_base() {
     )
     .await
     .expect("open tiers");
+    // As Ceph: an erasure-coded pool cannot be the cache.
+    cluster
+        .create_erasure_pool("eccache", &ErasureProfile::new(4, 2), 16)
+        .expect("erasure-coded pool");
+    let refused = tiered
+        .tier_add("cache", "eccache", false)
+        .await
+        .expect_err("an erasure-coded cache pool is refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("erasure-coded pool, which cannot be a tier"),
+        "{refused}"
+    );
+    assert!(tiered.tiers().is_empty());
     tiered
         .tier_add("ecbase", "cache", false)
         .await

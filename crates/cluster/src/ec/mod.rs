@@ -92,5 +92,6 @@ pub(crate) fn add_pool(
         pg_num,
         crush_rule: name.to_string(),
         device_class: profile.device_class.clone(),
+        erasure_coded: true,
     }
 }

@@ -221,14 +221,11 @@ pub(crate) async fn open_pool(
     }
 }
 
-/// Whether `io`'s pool keeps omap: an erasure-coded pool refuses it (`NotSupported`, as
-/// Ceph's EOPNOTSUPP), whatever the object.
+/// Whether `io`'s pool keeps omap: an erasure-coded pool refuses omap writes
+/// (`NotSupported`, as Ceph's EOPNOTSUPP). The pool says what it is: a read cannot tell
+/// (Ceph answers omap reads on an erasure-coded pool, with nothing).
 async fn pool_has_omap(io: &Arc<dyn IoCtx>) -> Result<bool> {
-    match io.omap_get_vals(".strata.omap-probe", None, b"", 1).await {
-        Ok(_) | Err(RadosError::NotFound(_)) => Ok(true),
-        Err(RadosError::NotSupported(_)) => Ok(false),
-        Err(error) => Err(error.into()),
-    }
+    Ok(!io.pool().erasure_coded)
 }
 
 /// The metadata and index pools keep everything in omap, so they must be replicated; the

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rados::{Bytes, ListCursor, ListPage, ObjectStat, OmapPage, Op, RadosError, WriteOp};
 
@@ -39,7 +40,33 @@ pub(crate) fn blocks_of(block_bytes: u64, offset: u64, length: u64) -> Vec<u64> 
     (offset / block_bytes..=(offset + length - 1) / block_bytes).collect()
 }
 
+/// How long a client op sleeps before it runs again after finding a background flush of its
+/// object in flight, and how many times it may ([`Tier::retry_while_flushing`]): 10 s in all.
+const FLUSH_WAIT_MS: u64 = 2;
+const FLUSH_WAIT_ATTEMPTS: u32 = 5000;
+
 impl Tier {
+    /// Runs a client op (which takes its object's lock itself) again while it stops on a
+    /// background flush of its object in flight: going around a full cache evicts the object
+    /// under the op's lock, and the flush needs that lock to record its result, so the op
+    /// lets go of it and waits for the flush instead of failing.
+    async fn retry_while_flushing<T, F, Attempt>(&self, mut attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Attempt,
+        Attempt: std::future::Future<Output = Result<T>>,
+    {
+        let mut attempts = 0;
+        loop {
+            match attempt().await {
+                Err(TierError::FlushInFlight { .. }) if attempts < FLUSH_WAIT_ATTEMPTS => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(FLUSH_WAIT_MS)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn spawn_promotion(self: &Arc<Self>, name: &str, range: (u64, u64)) {
         let Some(slot) = self.promotion_slot() else {
             return;
@@ -74,6 +101,16 @@ impl Tier {
         length_bytes: u64,
     ) -> Result<Vec<u8>> {
         Counters::bump(&self.counters.reads);
+        self.retry_while_flushing(|| self.read_once(name, offset_bytes, length_bytes))
+            .await
+    }
+
+    async fn read_once(
+        self: &Arc<Self>,
+        name: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<u8>> {
         let _guard = self.lock(name).await;
         let route = self.route(name, false, length_bytes.min(1 << 30)).await;
         match route {
@@ -184,6 +221,10 @@ impl Tier {
 
     /// Size, mtime and version.
     pub async fn stat(self: &Arc<Self>, name: &str) -> Result<ObjectStat> {
+        self.retry_while_flushing(|| self.stat_once(name)).await
+    }
+
+    async fn stat_once(self: &Arc<Self>, name: &str) -> Result<ObjectStat> {
         let _guard = self.lock(name).await;
         match self.metadata_route(name).await? {
             Some(state) => Ok(ObjectStat {
@@ -213,24 +254,30 @@ impl Tier {
                 "xattr {xattr:?} of {name:?}"
             ))));
         }
-        let _guard = self.lock(name).await;
-        let io = match self.metadata_route(name).await? {
-            Some(_) => &self.cache,
-            None => &self.base,
-        };
-        Ok(io.get_xattr(name, xattr).await?)
+        self.retry_while_flushing(|| async move {
+            let _guard = self.lock(name).await;
+            let io = match self.metadata_route(name).await? {
+                Some(_) => &self.cache,
+                None => &self.base,
+            };
+            Ok(io.get_xattr(name, xattr).await?)
+        })
+        .await
     }
 
     /// Every user xattr.
     pub async fn get_xattrs(self: &Arc<Self>, name: &str) -> Result<BTreeMap<String, Vec<u8>>> {
-        let _guard = self.lock(name).await;
-        let io = match self.metadata_route(name).await? {
-            Some(_) => &self.cache,
-            None => &self.base,
-        };
-        let mut xattrs = io.get_xattrs(name).await?;
-        xattrs.retain(|key, _| !reserved(key));
-        Ok(xattrs)
+        self.retry_while_flushing(|| async move {
+            let _guard = self.lock(name).await;
+            let io = match self.metadata_route(name).await? {
+                Some(_) => &self.cache,
+                None => &self.base,
+            };
+            let mut xattrs = io.get_xattrs(name).await?;
+            xattrs.retain(|key, _| !reserved(key));
+            Ok(xattrs)
+        })
+        .await
     }
 
     /// A page of omap entries.
@@ -241,12 +288,15 @@ impl Tier {
         prefix: &[u8],
         max: usize,
     ) -> Result<OmapPage> {
-        let _guard = self.lock(name).await;
-        let io = match self.metadata_route(name).await? {
-            Some(_) => &self.cache,
-            None => &self.base,
-        };
-        Ok(io.omap_get_vals(name, start_after, prefix, max).await?)
+        self.retry_while_flushing(|| async move {
+            let _guard = self.lock(name).await;
+            let io = match self.metadata_route(name).await? {
+                Some(_) => &self.cache,
+                None => &self.base,
+            };
+            Ok(io.omap_get_vals(name, start_after, prefix, max).await?)
+        })
+        .await
     }
 
     /// The values of those of `keys` that are set.
@@ -255,12 +305,15 @@ impl Tier {
         name: &str,
         keys: &[Vec<u8>],
     ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
-        let _guard = self.lock(name).await;
-        let io = match self.metadata_route(name).await? {
-            Some(_) => &self.cache,
-            None => &self.base,
-        };
-        Ok(io.omap_get_vals_by_keys(name, keys).await?)
+        self.retry_while_flushing(|| async move {
+            let _guard = self.lock(name).await;
+            let io = match self.metadata_route(name).await? {
+                Some(_) => &self.cache,
+                None => &self.base,
+            };
+            Ok(io.omap_get_vals_by_keys(name, keys).await?)
+        })
+        .await
     }
 
     /// Applies a compound write.
@@ -292,6 +345,17 @@ impl Tier {
                 _ => 0,
             })
             .sum();
+        self.retry_while_flushing(|| self.operate_once(name, op.clone(), mutates, size_bytes))
+            .await
+    }
+
+    async fn operate_once(
+        self: &Arc<Self>,
+        name: &str,
+        op: WriteOp,
+        mutates: bool,
+        size_bytes: u64,
+    ) -> Result<()> {
         let _guard = self.lock(name).await;
         if mutates && self.mode() == CacheMode::Readonly && self.cached_state(name).is_some() {
             // Readonly: writes go to the base pool; the cached copy goes first.

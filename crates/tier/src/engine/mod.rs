@@ -131,8 +131,6 @@ pub struct Tier {
     pub(crate) flushing: Mutex<std::collections::HashSet<String>>,
     pub(crate) counters: Counters,
     pub(crate) agent_wake: Arc<tokio::sync::Notify>,
-    /// Whether the base pool keeps omap (an erasure-coded one does not), once asked.
-    base_omap: std::sync::OnceLock<bool>,
     /// Until when (the clock's ms) the cache pool counts as full after it refused a write for
     /// space: new objects go around it meanwhile instead of each trying it again.
     cache_refused_until_ms: AtomicU64,
@@ -252,7 +250,6 @@ impl Tier {
             flushing: Mutex::new(std::collections::HashSet::new()),
             counters: Counters::default(),
             agent_wake: Arc::new(tokio::sync::Notify::new()),
-            base_omap: std::sync::OnceLock::new(),
             cache_refused_until_ms: AtomicU64::new(0),
             capacity_objects: AtomicUsize::new(capacity),
             cached_bytes: AtomicU64::new(0),
@@ -608,22 +605,12 @@ impl Tier {
         stats
     }
 
-    /// Whether the base pool keeps omap: an erasure-coded pool refuses it for every object
-    /// (`NotSupported`), so flushes then write no omap and refuse objects that have some.
+    /// Whether the base pool keeps omap: an erasure-coded pool refuses omap writes
+    /// (`NotSupported`), so flushes then write no omap and refuse objects that have some. The
+    /// pool says what it is: a read cannot tell (Ceph answers omap reads on an erasure-coded
+    /// pool, with nothing).
     pub(crate) async fn base_keeps_omap(&self) -> Result<bool> {
-        if let Some(known) = self.base_omap.get() {
-            return Ok(*known);
-        }
-        let keeps = match self
-            .base
-            .omap_get_vals(".strata.tier.omap-probe", None, b"", 1)
-            .await
-        {
-            Ok(_) | Err(RadosError::NotFound(_)) => true,
-            Err(RadosError::NotSupported(_)) => false,
-            Err(error) => return Err(error.into()),
-        };
-        Ok(*self.base_omap.get_or_init(|| keeps))
+        Ok(!self.base.pool().erasure_coded)
     }
 
     /// Dirty objects now.

@@ -337,12 +337,13 @@ impl Tier {
 
     /// Writes a dirty object back to the base pool, all of it under the object's lock held by
     /// the caller. A whiteout removes the base object and leaves the cache. Returns the bytes
-    /// written. Refused (`Busy`) while a background flush of the object is in flight.
+    /// written. Refused ([`TierError::FlushInFlight`]) while a background flush of the object
+    /// is in flight.
     pub(crate) async fn flush_locked(&self, name: &str) -> Result<u64> {
         if self.is_flushing(name) {
-            return Err(TierError::Busy(format!(
-                "{name}: a flush of this object is in flight"
-            )));
+            return Err(TierError::FlushInFlight {
+                object: name.to_string(),
+            });
         }
         match self.prepare_flush(name, None).await? {
             Prepared::Clean => Ok(0),

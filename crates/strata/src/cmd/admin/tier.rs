@@ -305,9 +305,14 @@ fn pool_ls(client: &Client, detail: Option<&str>) -> Result<()> {
     let tiers: Vec<TierEntry> = client.json("GET", "/api/tiers", b"")?;
     for pool in pools {
         let mut line = format!(
-            "pool {} '{}' replicated size {} min_size {} pg_num {} crush_rule {} objects {}",
+            "pool {} '{}' {} size {} min_size {} pg_num {} crush_rule {} objects {}",
             pool.id,
             pool.name,
+            if pool.erasure.is_some() {
+                "erasure"
+            } else {
+                "replicated"
+            },
             pool.size,
             pool.min_size,
             pool.pg_num,
