@@ -5,8 +5,10 @@
 //! Model, per period: an OSD's read load is the reads of the PGs it leads (the primary serves
 //! reads), its write load the writes of every PG it holds (each member applies each write);
 //! its read and write utilisation are those loads over its capability (operations per second
-//! it sustains, measured or from its device profile). An OSD is read (write) overloaded above
-//! `read_threshold` (`write_threshold`) of its capability.
+//! it sustains, measured or from its device profile). One device serves both, so the OSD's
+//! busy share is their sum: an OSD that serves reads (writes) is read (write) overloaded when
+//! that sum passes `read_threshold` (`write_threshold`); judged apart, an OSD at 0.5 of its
+//! capability in reads and 0.3 in writes was never relieved, nor kept from receiving.
 //!
 //! Seed 000's composite weight ranks the targets: `W = w_perf * perf + w_load * (1 - load) +
 //! w_capacity * capacity`, each term normalised to [0, 1] over the OSDs (performance and free
@@ -17,7 +19,8 @@
 //! PG (no data moved), the hottest PG first; then writes by moving the hottest PGs' shards
 //! with upmap items to the candidate OSD of highest weight that keeps the failure-domain
 //! limits. Hysteresis: an OSD is relieved only above its threshold, down to `(1 -
-//! hysteresis)` of it, and a target may only receive while it stays below that lower mark,
+//! hysteresis)` of it, and a target may only receive while its busy share (reads and writes
+//! together) stays below that lower mark,
 //! so a move never makes its target overloaded; PGs moved in the last periods (the caller's
 //! `cooldown`) are not moved again. Budget: at most `max_primary_changes` primaries,
 //! `max_shards_moved` shards and `max_bytes_moved` bytes per period.
@@ -118,6 +121,13 @@ impl State<'_> {
         (r, w)
     }
 
+    /// The device's share of time the OSD's reads and writes take together: one device serves
+    /// both, so an OSD under each threshold alone may still be past its capability.
+    fn busy(&self, osd: OsdId) -> f64 {
+        let (r, w) = self.utilisation(osd);
+        r + w
+    }
+
     fn all_utilisation(&self) -> BTreeMap<OsdId, (f64, f64)> {
         self.capability
             .keys()
@@ -203,8 +213,8 @@ pub fn plan_load(
     // Reads: primaries first (no data moved).
     let mut overloaded: Vec<(OsdId, f64)> = before
         .iter()
-        .filter(|(_, &(r, _))| r > read_high)
-        .map(|(&o, &(r, _))| (o, r))
+        .filter(|(_, &(r, w))| r > 0.0 && r + w > read_high)
+        .map(|(&o, &(r, w))| (o, r + w))
         .collect();
     overloaded.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     for (osd, _) in overloaded {
@@ -219,8 +229,7 @@ pub fn plan_load(
                 .then(a.cmp(&b))
         });
         for i in led {
-            if state.utilisation(osd).0 <= read_low || primaries.len() >= config.max_primary_changes
-            {
+            if state.busy(osd) <= read_low || primaries.len() >= config.max_primary_changes {
                 break;
             }
             let reads = state.load[i].reads_per_s;
@@ -234,7 +243,7 @@ pub fn plan_load(
                 .filter(|&(_, &o)| o != ITEM_NONE && o != osd)
                 .filter_map(|(slot, &o)| {
                     let c = capability.get(&o)?;
-                    let after = state.utilisation(o).0 + reads / c.read_ops_per_s.max(1e-9);
+                    let after = state.busy(o) + reads / c.read_ops_per_s.max(1e-9);
                     (after <= read_low).then_some((slot, o, weights[&o]))
                 })
                 .max_by(|a, b| a.2.total_cmp(&b.2).then(b.1.cmp(&a.1)));
@@ -260,8 +269,9 @@ pub fn plan_load(
     let mut overloaded: Vec<(OsdId, f64)> = state
         .all_utilisation()
         .iter()
-        .filter(|(_, &(_, w))| w > write_high)
-        .map(|(&o, &(_, w))| (o, w))
+        .filter(|(_, &(_, w))| w > 0.0)
+        .filter(|(_, &(r, w))| r + w > write_high)
+        .map(|(&o, &(r, w))| (o, r + w))
         .collect();
     overloaded.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     for (osd, _) in overloaded {
@@ -276,7 +286,7 @@ pub fn plan_load(
                 .then(a.cmp(&b))
         });
         for i in held {
-            if state.utilisation(osd).1 <= write_low || shards_moved >= config.max_shards_moved {
+            if state.busy(osd) <= write_low || shards_moved >= config.max_shards_moved {
                 break;
             }
             let load = state.load[i];
@@ -311,10 +321,8 @@ pub fn plan_load(
                     };
                     let mut set = state.up[i].clone();
                     set[slot] = o;
-                    (w_after <= write_low
-                        && r_after <= read_low.max(r)
-                        && tree.respects(&set, &occupancy))
-                    .then_some((o, weights[&o]))
+                    (w_after + r_after <= write_low && tree.respects(&set, &occupancy))
+                        .then_some((o, weights[&o]))
                 })
                 .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
             let Some((to, _)) = target else {

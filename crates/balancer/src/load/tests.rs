@@ -206,3 +206,40 @@ proptest! {
         prop_assert!(settled, "still moving after 20 periods");
     }
 }
+
+/// One device serves an OSD's reads and writes: an OSD under each threshold alone but past it
+/// in all (reads at 0.54, writes at 0.19 of a slow OSD's capability, threshold 0.6) is
+/// relieved, reads first by primaries, and every OSD that received stays below the lower mark
+/// in all. Judging reads and writes apart, nothing moved while the slow OSDs ran at 0.73.
+#[test]
+fn reads_and_writes_together_overload_one_device() {
+    let (problem, capability) = cluster();
+    let loads = uniform(&problem, 54.0, 4.5);
+    let config = LoadConfig {
+        read_threshold: 0.6,
+        write_threshold: 0.6,
+        hysteresis: 0.2,
+        ..LoadConfig::default()
+    };
+    let plan = plan_load(&problem, &loads, &capability, &BTreeSet::new(), &config);
+    let busiest = |util: &BTreeMap<OsdId, (f64, f64)>| {
+        util.values().map(|&(r, w)| r + w).fold(0.0_f64, f64::max)
+    };
+    let (r, w) = max_util(&plan.before);
+    assert!(r < 0.6 && w < 0.6, "each alone under: {:?}", plan.before);
+    assert!(busiest(&plan.before) > 0.6, "{:?}", plan.before);
+    assert!(!plan.primaries.is_empty(), "reads relieved first");
+    assert!(
+        busiest(&plan.after) < busiest(&plan.before),
+        "{:?} -> {:?}",
+        plan.before,
+        plan.after
+    );
+    for (osd, &(r, w)) in &plan.after {
+        let (r0, w0) = plan.before[osd];
+        if r + w > r0 + w0 + 1e-9 {
+            assert!(r + w <= 0.6 * 0.8 + 1e-9, "osd.{osd} filled to {}", r + w);
+        }
+    }
+    check_plan(&problem, &plan.moves).expect("valid moves");
+}

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 pub mod balance;
+pub mod balance_load;
 pub mod balance_pools;
 pub mod cache;
 pub mod ceph;
@@ -34,6 +35,9 @@ pub enum Which {
     Crush(crush::Args),
     /// Balancer result and time against osdmaptool --upmap on the same osdmap.
     Balance(balance::Args),
+    /// Seed 000's Figure 9 live: per-OSD busy fraction on NVMe and SATA SSD OSDs (capacities
+    /// 1:2) for CRUSH only, the upmap balancer and the load balancer, at stepped rates.
+    BalanceLoad(balance_load::Args),
     /// Cache simulator throughput (requests/s per policy).
     Sim(sim::Args),
     /// Seed 001: the block cache against the HDD alone, the fast device and nbdkit, via fio.
@@ -95,6 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.which {
         Which::Crush(a) => crush::run(a),
         Which::Balance(a) => balance::run(a),
+        Which::BalanceLoad(a) => balance_load::run(a),
         Which::Sim(a) => sim::run(a),
         Which::Cache(a) => cache::run(a),
         Which::Cluster(a) => cluster::run(a),
