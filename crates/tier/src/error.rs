@@ -34,6 +34,13 @@ pub enum TierError {
         /// The object.
         object: String,
     },
+    /// The cache holds its byte target over `cache_target_full_ratio`: the blocks an op
+    /// needs are not promoted into it, and the op goes around the cache to the base pool.
+    #[error("{object:?}: the cache is over its byte target")]
+    OverTarget {
+        /// The object.
+        object: String,
+    },
     /// The base object changed behind the tier's back (its flush generation is not the one
     /// the cache copy descends from): the cache copy is kept dirty and not written over it.
     #[error("flush of {object:?} refused: the base object's generation is {found}, the cache copy descends from {expected}")]
@@ -57,6 +64,7 @@ impl From<TierError> for RadosError {
             TierError::Invalid(message) => RadosError::InvalidArgument(message),
             TierError::Busy(message) => RadosError::Busy(message),
             error @ TierError::FlushInFlight { .. } => RadosError::Busy(error.to_string()),
+            error @ TierError::OverTarget { .. } => RadosError::NoSpace(error.to_string()),
             TierError::NotFound(message) => RadosError::NotFound(message),
             other => RadosError::Io(other.to_string()),
         }

@@ -76,7 +76,7 @@ impl Tier {
         tokio::spawn(async move {
             let _slot = slot;
             if let Err(error) = tier.promote_in_background(&name, range).await {
-                if super::is_no_space(&error) {
+                if matches!(error, TierError::Rados(RadosError::NoSpace(_))) {
                     tier.note_cache_refusal();
                 }
                 tracing::debug!(object = %name, %error, "background promotion failed");
@@ -129,7 +129,7 @@ impl Tier {
                 {
                     Err(error) if super::is_no_space(&error) => {
                         // The cache pool refused the promotion for space: read around it.
-                        self.go_around_full_cache(name).await?;
+                        self.go_around_full_cache(name, &error).await?;
                         Ok(self.base.read(name, offset_bytes, length_bytes).await?)
                     }
                     other => other,
@@ -210,7 +210,7 @@ impl Tier {
                     Ok(_) => Err(missing(name)),
                     Err(error) if super::is_no_space(&error) => {
                         // The cache pool refused the promotion for space: read around it.
-                        self.go_around_full_cache(name).await?;
+                        self.go_around_full_cache(name, &error).await?;
                         Ok(None)
                     }
                     Err(error) => Err(error),
@@ -377,7 +377,7 @@ impl Tier {
                     Err(error) if super::is_no_space(&error) => {
                         // The cache pool refused the write (or the promotion ahead of it) for
                         // space, before applying it: the op goes around it to the base pool.
-                        self.go_around_full_cache(name).await?;
+                        self.go_around_full_cache(name, &error).await?;
                         Counters::bump(&self.counters.writes_around_full);
                         Ok(self.base.operate(name, op).await?)
                     }

@@ -145,11 +145,13 @@ pub struct Tier {
 /// tries it again.
 const CACHE_REFUSED_RETRY_MS: u64 = 1000;
 
-/// Whether an error is the cache pool refusing a write for space.
+/// Whether an error is the cache pool refusing a write for space, or the cache being over
+/// its byte target: either way the op goes around the cache.
 pub(crate) fn is_no_space(error: &crate::error::TierError) -> bool {
     matches!(
         error,
         crate::error::TierError::Rados(RadosError::NoSpace(_))
+            | crate::error::TierError::OverTarget { .. }
     )
 }
 
@@ -511,6 +513,20 @@ impl Tier {
                 >= settings.target_max_bytes as f64 / full_ratio
     }
 
+    /// Whether the cache holds its byte target over the full ratio (as counted by the agent,
+    /// plus what was promoted since): blocks are then not promoted into cached objects.
+    pub(crate) fn over_byte_target(&self) -> bool {
+        let settings = self.settings();
+        settings.target_max_bytes > 0
+            && self.cached_bytes.load(Ordering::Acquire) as f64
+                >= settings.target_max_bytes as f64 / settings.cache_target_full_ratio.max(0.01)
+    }
+
+    /// Counts `bytes` newly promoted into the cache until the agent counts again.
+    pub(crate) fn note_promoted_bytes(&self, bytes: u64) {
+        self.cached_bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
     /// The policy's capacity in objects now.
     pub fn capacity_objects(&self) -> usize {
         self.capacity_objects.load(Ordering::Acquire)
@@ -558,8 +574,14 @@ impl Tier {
     /// (flushed first when dirty, so the base pool holds its newest data) and the policy
     /// forgets it, so the op can run on the base pool instead of failing (counted as
     /// proxied). Removals are allowed in a full pool. Call with the object's lock held.
-    pub(crate) async fn go_around_full_cache(&self, name: &str) -> Result<()> {
-        self.note_cache_refusal();
+    pub(crate) async fn go_around_full_cache(
+        &self,
+        name: &str,
+        error: &crate::error::TierError,
+    ) -> Result<()> {
+        if !matches!(error, crate::error::TierError::OverTarget { .. }) {
+            self.note_cache_refusal();
+        }
         self.evict_locked(name).await?;
         self.policy_forget(name);
         Counters::bump(&self.counters.proxied);

@@ -193,6 +193,7 @@ impl Tier {
         self.cache.operate(name, fetched.op).await?;
         Counters::bump(&self.counters.promotions);
         Counters::add(&self.counters.promoted_bytes, fetched.bytes);
+        self.note_promoted_bytes(fetched.state.present.count() * fetched.state.block_bytes);
         self.set_cached_state(name, Some(fetched.state.clone()));
         Ok(fetched.state)
     }
@@ -220,7 +221,7 @@ impl Tier {
             }
             Some(snapshot) => {
                 let end = range.0.saturating_add(range.1).min(snapshot.size_bytes);
-                if range.0 >= end {
+                if range.0 >= end || self.over_byte_target() {
                     return Ok(());
                 }
                 let blocks = blocks_of(snapshot.block_bytes, range.0, end - range.0);
@@ -260,6 +261,7 @@ impl Tier {
                 self.cache.operate(name, op).await?;
                 Counters::bump(&self.counters.promotions);
                 Counters::add(&self.counters.promoted_bytes, bytes);
+                self.note_promoted_bytes(added.len() as u64 * next.block_bytes);
                 self.set_cached_state(name, Some(next));
                 Ok(())
             }
@@ -322,6 +324,11 @@ impl Tier {
         if missing.is_empty() {
             return Ok(());
         }
+        if self.over_byte_target() {
+            return Err(TierError::OverTarget {
+                object: name.to_string(),
+            });
+        }
         let mut next = state.clone();
         let (op, bytes) = self
             .add_blocks(name, &mut next, &missing, WriteOp::new())
@@ -330,6 +337,7 @@ impl Tier {
         self.cache.operate(name, op).await?;
         Counters::bump(&self.counters.promotions);
         Counters::add(&self.counters.promoted_bytes, bytes);
+        self.note_promoted_bytes(missing.len() as u64 * state.block_bytes);
         *state = next;
         self.set_cached_state(name, Some(state.clone()));
         Ok(())
