@@ -282,8 +282,9 @@ pub fn decide_key(
     };
     let mut removed = vec![false; versions.len()];
     // Noncurrent versions: each became noncurrent when the next newer one was written.
-    let mut newer_noncurrent = 0u32;
     for (index, version) in versions.iter().enumerate().skip(1) {
+        // The noncurrent versions newer than this one.
+        let newer_noncurrent = u32::try_from(index - 1).unwrap_or(u32::MAX);
         let since_ns = versions[index - 1].mtime_ns;
         let expires = enabled.iter().any(|rule| {
             let Some(days) = rule.noncurrent_days else {
@@ -299,7 +300,6 @@ pub fn decide_key(
             removed[index] = true;
             actions.push((index, Action::RemoveVersion));
         }
-        newer_noncurrent += 1;
     }
     let only_version = removed.iter().skip(1).all(|gone| *gone);
     if current.delete_marker {
