@@ -140,6 +140,9 @@ pub enum GatewayError {
     /// The bucket has no default encryption.
     #[error("the bucket has no server-side encryption configuration")]
     NoSuchEncryptionConfiguration,
+    /// The bucket has no lifecycle configuration.
+    #[error("the bucket has no lifecycle configuration")]
+    NoSuchLifecycleConfiguration,
     /// The bucket has no policy.
     #[error("the bucket has no policy")]
     NoSuchBucketPolicy,
@@ -244,6 +247,7 @@ impl GatewayError {
             GatewayError::NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,
             GatewayError::InvalidTag(_) => S3ErrorCode::InvalidTag,
             GatewayError::NoSuchTagSet => S3ErrorCode::NoSuchTagSet,
+            GatewayError::NoSuchLifecycleConfiguration => S3ErrorCode::NoSuchLifecycleConfiguration,
             GatewayError::NoSuchEncryptionConfiguration => {
                 S3ErrorCode::Custom("ServerSideEncryptionConfigurationNotFoundError".into())
             }
@@ -294,6 +298,7 @@ impl GatewayError {
             | GatewayError::NoSuchBucketPolicy
             | GatewayError::NoSuchTagSet
             | GatewayError::NoSuchEncryptionConfiguration
+            | GatewayError::NoSuchLifecycleConfiguration
             | GatewayError::NoSuchCorsConfiguration => S::NOT_FOUND,
             GatewayError::BucketAlreadyExists
             | GatewayError::BucketAlreadyOwnedByYou

@@ -243,6 +243,9 @@ pub struct BucketRecord {
     /// none ([`crate::encryption`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<String>,
+    /// The bucket's lifecycle rules, if a configuration was put (`service/lifecycle_rules.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Vec<crate::service::lifecycle_rules::Rule>>,
 }
 
 /// A bucket's versioning state once versioning was configured (S3 never goes back to

@@ -80,7 +80,7 @@ pub use error::GatewayError;
 pub use secrets::{MasterKey, SecretKeyring};
 pub use server::requests::{RequestMetrics, RequestStats, LATENCY_BUCKETS_S};
 pub use server::{serve, Server};
-pub use service::Gateway;
+pub use service::{Gateway, LifecycleReport};
 pub use store::{
     gc_wait_s, placement_group, GatewayStats, GcBacklog, OrphanReport, PackGcReport, PackGcStatus,
     ORPHAN_GRACE_S_MIN,
@@ -152,6 +152,10 @@ pub struct GatewayConfig {
     /// radosgw (`rgw_crypt_require_ssl`) refuse customer keys sent in the clear; so does
     /// strata unless this is set. Default false.
     pub sse_c_allow_insecure: bool,
+    /// The length of a lifecycle day in seconds: rules' `Days` count these, and the lifecycle
+    /// worker runs a pass ten times per such day (at least every second, at most every
+    /// hour). Default 86400; tests shorten it (as radosgw's `rgw_lc_debug_interval`).
+    pub lifecycle_day_s: u64,
 }
 
 /// Small-object packing: PUTs of small objects to a bucket without versioning that arrive
@@ -220,6 +224,7 @@ impl Default for GatewayConfig {
             packing: PackingConfig::default(),
             sse_master_key: None,
             sse_c_allow_insecure: false,
+            lifecycle_day_s: 86_400,
         }
     }
 }

@@ -93,12 +93,15 @@ pub struct Server {
     pub requests: Arc<requests::RequestMetrics>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// The lifecycle worker (`service/lifecycle.rs`).
+    lifecycle: worker::WorkerHandle,
 }
 
 impl Server {
     /// Stops accepting connections and the GC task; open connections finish on their own.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        self.lifecycle.stop().await;
         let _ = self.task.await;
     }
 }
@@ -122,6 +125,16 @@ pub async fn serve(
         builder.set_access(GatewayAccess::new(gateway.clone()));
     }
     let service = builder.build();
+    let day_ms = gateway.config().lifecycle_day_s.max(1).saturating_mul(1000);
+    let lifecycle = worker::Worker::spawn(
+        "lifecycle",
+        crate::service::lifecycle_period_ms(day_ms),
+        Arc::new(worker::UnixClock),
+        crate::service::LifecycleLoop {
+            gateway: gateway.clone(),
+            day_ms,
+        },
+    );
     let (shutdown, mut stopped) = watch::channel(false);
     let gc_gateway = gateway.clone();
     let front_gateway = gateway.clone();
@@ -229,6 +242,7 @@ pub async fn serve(
         requests: request_metrics,
         shutdown,
         task,
+        lifecycle,
     })
 }
 

@@ -8,6 +8,8 @@ mod checksums;
 pub(crate) mod convert;
 mod encryption;
 mod integrity;
+mod lifecycle;
+pub(crate) mod lifecycle_rules;
 mod multipart;
 mod objects;
 mod refusals;
@@ -15,6 +17,8 @@ mod tagging;
 mod versioning;
 
 use std::sync::Arc;
+
+pub use lifecycle::{lifecycle_period_ms, LifecycleLoop, LifecycleReport};
 
 use rados::Rados;
 use s3s::dto::*;
@@ -834,5 +838,26 @@ impl S3 for Gateway {
         req: S3Request<DeleteBucketEncryptionInput>,
     ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
         route!(self.do_delete_bucket_encryption(req))
+    }
+
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        route!(self.do_put_bucket_lifecycle_configuration(req))
+    }
+
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        route!(self.do_get_bucket_lifecycle_configuration(req))
+    }
+
+    async fn delete_bucket_lifecycle(
+        &self,
+        req: S3Request<DeleteBucketLifecycleInput>,
+    ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        route!(self.do_delete_bucket_lifecycle(req))
     }
 }

@@ -864,7 +864,7 @@ impl Gateway {
     }
 
     /// Removes an upload's parts but those an object of `key` uses, and its records.
-    async fn forget_completed_upload(
+    pub(super) async fn forget_completed_upload(
         &self,
         bucket: &BucketRecord,
         key: &str,

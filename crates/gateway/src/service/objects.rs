@@ -471,6 +471,7 @@ impl Gateway {
             answer_fields(sealing.map(|s| s.mode), &req.headers);
         let mut output = PutObjectOutput {
             e_tag: Some(convert::etag(&entry.etag)),
+            expiration: super::lifecycle::expiration_header(&bucket, &input.key, &entry),
             version_id: new_version_id(&entry),
             server_side_encryption,
             sse_customer_algorithm,
@@ -570,6 +571,11 @@ impl Gateway {
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
             tag_count: (!entry.tags.is_empty()).then_some(entry.tags.len() as i32),
             version_id: version_header(&bucket, &entry),
+            expiration: input
+                .version_id
+                .is_none()
+                .then(|| super::lifecycle::expiration_header(&bucket, &input.key, &entry))
+                .flatten(),
             server_side_encryption,
             sse_customer_algorithm,
             sse_customer_key_md5,
@@ -633,6 +639,11 @@ impl Gateway {
             metadata: convert::metadata_out(&entry),
             parts_count: (entry.parts_count > 0).then_some(entry.parts_count as i32),
             version_id: version_header(&bucket, &entry),
+            expiration: input
+                .version_id
+                .is_none()
+                .then(|| super::lifecycle::expiration_header(&bucket, &input.key, &entry))
+                .flatten(),
             server_side_encryption,
             sse_customer_algorithm,
             sse_customer_key_md5,
@@ -692,7 +703,7 @@ impl Gateway {
     /// pass `condition` (412): checked in the guarded write that removes a version or a
     /// plain entry; for a new delete marker, on the newest version read just before it is
     /// written (a write between the two is not seen).
-    async fn delete_one(
+    pub(super) async fn delete_one(
         &self,
         bucket: &BucketRecord,
         key: &str,
@@ -1102,7 +1113,7 @@ const ACL_RACE_RETRIES: usize = 8;
 
 /// What deleting one key did.
 #[derive(Debug, Default)]
-struct Deleted {
+pub(super) struct Deleted {
     /// A delete marker was created or removed.
     delete_marker: bool,
     /// The version removed or the delete marker created.

@@ -113,6 +113,7 @@ impl Store {
             versioning: None,
             tags: None,
             encryption: None,
+            lifecycle: None,
         };
         // Every shard exists, stamped, before the bucket does: a PUT guarded by the stamp
         // then fails only on a changed or deleted bucket.

@@ -113,6 +113,11 @@ pub struct Args {
     /// (`rgw_crypt_require_ssl`) refuse them. For tests, or behind a TLS proxy on the host.
     #[arg(long)]
     pub sse_c_allow_insecure: bool,
+    /// The length of a lifecycle day in seconds, for tests (radosgw's `rgw_lc_debug_interval`):
+    /// bucket lifecycle rules count their Days in these, and the lifecycle worker runs a
+    /// pass ten times per such day (at least every second). Default: a real day.
+    #[arg(long, value_name = "N", default_value_t = 86_400)]
+    pub lc_debug_interval_s: u64,
     /// Small-object packing in the S3 gateway: PUTs smaller than --packing-object-max to
     /// buckets without versioning that arrive together for one placement group are written
     /// as one pack object; deletes log ranges that the pack GC reclaims (see BENCHMARKS.md).
@@ -225,6 +230,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     config.gateway.secret_keys = keyring(&args)?;
     config.gateway.sse_c_allow_insecure = args.sse_c_allow_insecure;
+    config.gateway.lifecycle_day_s = args.lc_debug_interval_s.max(1);
     if let Some(path) = &args.sse_master_key_file {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the SSE master key file {}", path.display()))?;
