@@ -105,7 +105,13 @@ fn pool_settings_and_quotas_on_a_running_server() {
     );
     let df = server.ok(&["df"]);
     let line = df.lines().find(|line| line.starts_with("q ")).unwrap();
-    assert!(line.split_whitespace().nth(9) == Some("2"), "{df}");
+    // QUOTA-OBJECTS, then QUOTA-BYTES (sizes hold a space: "400 B").
+    let mut columns = line.split_whitespace().rev();
+    assert_eq!(
+        (columns.next(), columns.next()),
+        (Some("N/A"), Some("2")),
+        "{df}"
+    );
 
     // Size 2 -> 3: every PG gets a third OSD.
     server.ok(&["osd", "pool", "set", "q", "size", "3"]);
