@@ -363,7 +363,8 @@ impl Inner {
     }
 
     /// Admits a write that adds `data_bytes` (in `steps` writes) or a new object to `pool`
-    /// on the `acting` OSDs: refused with `NoSpace` when the pool is full (an in OSD its
+    /// on the `acting` OSDs: refused with `NoSpace` past a quota of the pool
+    /// ([`Inner::check_pool_quota`]), when the pool is full (an in OSD its
     /// rule can place on is at the full ratio, read again from its store before refusing),
     /// or when the space it needs would take an acting OSD past the full ratio. The
     /// returned reservation holds that space until dropped (after the write was applied).
@@ -374,6 +375,7 @@ impl Inner {
         data_bytes: u64,
         steps: u64,
     ) -> rados::Result<SpaceReservation<'_>> {
+        self.check_pool_quota(pool, data_bytes)?;
         let ratios = self.full_ratios();
         let map = self.map();
         for osd in self.osds.values() {

@@ -100,8 +100,20 @@ impl PoolHandle {
         RadosError::Degraded {
             pg: collection_name(placement.pg),
             available: placement.acting.len() as u32,
-            min_size: self.info.min_size,
+            min_size: self
+                .inner
+                .upgrade()
+                .map_or(self.info.min_size, |inner| self.min_size(&inner)),
         }
+    }
+
+    /// The pool's `min_size` in the current map (`strata osd pool set` changes it while
+    /// handles are open), else as the handle was opened.
+    fn min_size(&self, inner: &Inner) -> u32 {
+        inner
+            .map()
+            .pool(self.info.id)
+            .map_or(self.info.min_size, |pool| pool.min_size)
     }
 
     /// Tries `read` on each acting OSD, primary first; returns the first success, the OSDs that
@@ -442,7 +454,7 @@ impl PoolHandle {
 
     async fn operate_locked(&self, inner: &Inner, object: &str, op: WriteOp) -> Result<()> {
         let (placement, collection) = self.route(inner, object)?;
-        if (placement.acting.len() as u32) < self.info.min_size {
+        if (placement.acting.len() as u32) < self.min_size(inner) {
             return Err(self.degraded(&placement));
         }
         let primary_id = placement
@@ -535,7 +547,7 @@ impl PoolHandle {
                  pool's size)"
             )));
         }
-        let durable = holders.len() as u32 >= self.info.min_size;
+        let durable = holders.len() as u32 >= self.min_size(inner);
         if durable {
             let mut failed: Vec<i32> = results
                 .iter()

@@ -105,6 +105,7 @@ mod membership;
 pub mod osd;
 mod peering;
 mod poll;
+mod pool_settings;
 mod private;
 pub mod recovery;
 pub mod runtime;
@@ -127,6 +128,7 @@ pub use error::{store_to_rados, ClusterError, Result};
 pub use io::PoolHandle;
 pub use osd::Osd;
 pub use peering::{PgInfo, UnfoundObject, UnfoundResolution};
+pub use pool_settings::{PoolSettings, POOL_KEYS};
 pub use recovery::RecoveryProgress;
 pub use scrub::{Inconsistency, ScrubReport};
 pub use stats::{AccessCounts, ObjectAccess, OsdStats, StatsPeriod};
@@ -943,6 +945,8 @@ fn add_pool(
             pg_num,
             rule: rule.clone(),
             erasure: None,
+            quota_max_bytes: 0,
+            quota_max_objects: 0,
         },
     );
     PoolInfo {

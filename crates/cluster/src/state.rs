@@ -64,6 +64,18 @@ pub struct PoolState {
     /// for a replicated pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erasure: Option<crate::ec::ErasureProfile>,
+    /// Ceph's `quota_max_bytes`: writes that would take the pool's stored bytes past it are
+    /// refused; 0: no quota.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quota_max_bytes: u64,
+    /// Ceph's `quota_max_objects`: writes creating an object once the pool holds that many
+    /// are refused; 0: no quota.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quota_max_objects: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// A CRUSH rule the cluster defined (its id is its index).
@@ -403,6 +415,8 @@ impl ClusterState {
             };
             let mut entry = Pool::new(pool.id, &pool.name, kind, pool.size, pool.pg_num);
             entry.min_size = pool.min_size;
+            entry.extra.quota_max_bytes = pool.quota_max_bytes;
+            entry.extra.quota_max_objects = pool.quota_max_objects;
             if let Some(profile) = &pool.erasure {
                 entry.stripe_width = profile.stripe_width_bytes() as u32;
                 entry.erasure_code_profile = pool.name.clone();

@@ -13,6 +13,8 @@
 //! | `POST /api/osd/{id}/reweight` (`{"weight":0.5}`) | its override weight, 0..=1   |
 //! | `POST /api/osd/crush/{set,rm}-device-class` (`{"class":"ssd","ids":[1,2]}`) | device classes (set refuses an OSD with another class) |
 //! | `GET /api/pools`, `POST /api/pools`    | list, create (`{"name","size",...}`)   |
+//! | `POST /api/pools/{name}/set`           | `{"key","value"}`: size, min_size, pg_num, quotas |
+//! | `GET /api/pools/{name}/settings`       | those settings and crush_rule          |
 //! | `DELETE /api/pools/{name}`             | removes a pool and its objects (not the S3 gateway's while S3 is served) |
 //! | `GET /api/df`                          | [`report::Usage`], pools, the S3 GC backlog (`gc`) |
 //! | `GET /api/history`                    | [`crate::rates::Rates`] between neighbouring samples, oldest first (10 minutes) |
@@ -236,6 +238,15 @@ pub(crate) async fn route(
                 "min_size": info.min_size, "pg_num": info.pg_num,
                 "crush_rule": info.crush_rule, "device_class": info.device_class }))
         }
+        ("POST", ["api", "pools", name, "set"]) => {
+            let request: PoolSetRequest = decode(&body)?;
+            let epoch = backend.pool_set(name, &request.key, &request.value).await?;
+            json(
+                json!({ "message": format!("set pool '{name}' {} to {}", request.key,
+                request.value), "epoch": epoch }),
+            )
+        }
+        ("GET", ["api", "pools", name, "settings"]) => json(backend.pool_get(name).await?),
         ("DELETE", ["api", "pools", name]) => {
             crate::tier_api::refuse_pool_delete(services.tiers.map(|t| &**t), name)?;
             backend.pool_delete(name).await?;
@@ -566,6 +577,13 @@ struct UserRequest {
     email: Option<String>,
     access_key: Option<String>,
     secret_key: Option<String>,
+}
+
+/// `POST /api/pools/{name}/set` body.
+#[derive(Deserialize)]
+struct PoolSetRequest {
+    key: String,
+    value: String,
 }
 
 /// `POST /api/pools` body.

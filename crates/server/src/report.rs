@@ -95,6 +95,12 @@ pub struct PoolEntry {
     /// the backend does not give the profile); absent for a replicated one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erasure: Option<String>,
+    /// Bytes the pool may store (`osd pool set POOL quota_max_bytes`); 0: no quota.
+    #[serde(default)]
+    pub quota_max_bytes: u64,
+    /// Objects the pool may hold; 0: no quota.
+    #[serde(default)]
+    pub quota_max_objects: u64,
 }
 
 /// Cluster-wide space, as `df` shows it.
@@ -339,6 +345,10 @@ pub async fn pools(cluster: &Cluster) -> rados::Result<Vec<PoolEntry>> {
     let stats = cluster.cluster_stats().await?;
     let mut entries = pool_entries(cluster.pool_list().await?, &stats);
     for entry in &mut entries {
+        if let Ok(settings) = cluster.pool_settings(&entry.name) {
+            entry.quota_max_bytes = settings.quota_max_bytes;
+            entry.quota_max_objects = settings.quota_max_objects;
+        }
         let Some(profile) = cluster.erasure_profile(&entry.name) else {
             continue;
         };
@@ -381,6 +391,8 @@ pub fn pool_entries(infos: Vec<rados::PoolInfo>, stats: &rados::ClusterStats) ->
                 crush_rule: info.crush_rule,
                 device_class: info.device_class,
                 erasure,
+                quota_max_bytes: 0,
+                quota_max_objects: 0,
             }
         })
         .collect()

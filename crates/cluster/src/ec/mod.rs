@@ -82,6 +82,8 @@ pub(crate) fn add_pool(
             pg_num,
             rule: name.to_string(),
             erasure: Some(profile.clone()),
+            quota_max_bytes: 0,
+            quota_max_objects: 0,
         },
     );
     PoolInfo {

@@ -335,6 +335,44 @@ impl Backend for CephBackend {
         self.epoch().await
     }
 
+    async fn pool_set(&self, pool: &str, key: &str, value: &str) -> Result<u64> {
+        let command = match key.strip_prefix("quota_") {
+            // Ceph sets quotas with their own command (`osd pool set-quota POOL max_bytes N`).
+            Some(field) => {
+                json!({"prefix": "osd pool set-quota", "pool": pool, "field": field, "val": value})
+            }
+            None => json!({"prefix": "osd pool set", "pool": pool, "var": key, "val": value}),
+        };
+        self.mon_json(command).await?;
+        self.epoch().await
+    }
+
+    async fn pool_get(&self, pool: &str) -> Result<serde_json::Map<String, Value>> {
+        let mut settings = serde_json::Map::new();
+        let all = self
+            .mon_json(
+                json!({"prefix": "osd pool get", "pool": pool, "var": "all", "format": "json"}),
+            )
+            .await?;
+        for key in ["size", "min_size", "pg_num", "crush_rule"] {
+            if let Some(value) = all.get(key) {
+                settings.insert(key.to_string(), value.clone());
+            }
+        }
+        let quota = self
+            .mon_json(json!({"prefix": "osd pool get-quota", "pool": pool, "format": "json"}))
+            .await?;
+        settings.insert(
+            "quota_max_bytes".into(),
+            json!(u64_at(&quota, "quota_max_bytes")),
+        );
+        settings.insert(
+            "quota_max_objects".into(),
+            json!(u64_at(&quota, "quota_max_objects")),
+        );
+        Ok(settings)
+    }
+
     async fn pools(&self) -> Result<Vec<PoolEntry>> {
         let rados = self.get()?;
         let stats = rados.cluster_stats().await?;

@@ -119,6 +119,19 @@ impl Backend for EmbeddedBackend {
         Ok(report::pools(&*self.get()?).await?)
     }
 
+    async fn pool_set(&self, pool: &str, key: &str, value: &str) -> Result<u64> {
+        Ok(self.get()?.pool_set(pool, key, value)?)
+    }
+
+    async fn pool_get(&self, pool: &str) -> Result<serde_json::Map<String, Value>> {
+        match serde_json::to_value(self.get()?.pool_settings(pool)?) {
+            Ok(Value::Object(settings)) => Ok(settings),
+            _ => Err(crate::ServerError::Backend(format!(
+                "the settings of pool {pool:?} are not a JSON object"
+            ))),
+        }
+    }
+
     async fn usage(&self) -> Result<Usage> {
         let cluster = self.get()?;
         let pools = report::pools(&cluster).await?;

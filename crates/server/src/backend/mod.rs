@@ -100,6 +100,15 @@ pub trait Backend: Send + Sync {
     /// Every pool with its usage.
     async fn pools(&self) -> Result<Vec<PoolEntry>>;
 
+    /// Sets `key` (one of [`cluster::POOL_KEYS`]: size, min_size, pg_num, quota_max_bytes,
+    /// quota_max_objects) of `pool` to `value`, as `ceph osd pool set` (quotas: `ceph osd
+    /// pool set-quota`); returns the new epoch.
+    async fn pool_set(&self, pool: &str, key: &str, value: &str) -> Result<u64>;
+
+    /// Every key of [`cluster::POOL_KEYS`] (and `crush_rule`) of `pool` with its value, as
+    /// `ceph osd pool get POOL all` (quotas: `ceph osd pool get-quota`).
+    async fn pool_get(&self, pool: &str) -> Result<serde_json::Map<String, serde_json::Value>>;
+
     /// Cluster-wide space.
     async fn usage(&self) -> Result<Usage>;
 

@@ -85,7 +85,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     println!("--- POOLS ---");
     println!(
-        "{:<24} {:>4} {:>4} {:>9} {:>9} {:>10} {:>10} {:>11} {:>10}",
+        "{:<24} {:>4} {:>4} {:>9} {:>9} {:>10} {:>10} {:>11} {:>10} {:>13} {:>11}",
         "POOL",
         "ID",
         "SIZE",
@@ -94,11 +94,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "STORED",
         "ALLOCATED",
         "DATA-HOLE%",
-        "METADATA"
+        "METADATA",
+        "QUOTA-OBJECTS",
+        "QUOTA-BYTES"
     );
     for pool in pools {
         println!(
-            "{:<24} {:>4} {:>4} {:>9} {:>9} {:>10} {:>10} {:>11.2} {:>10}",
+            "{:<24} {:>4} {:>4} {:>9} {:>9} {:>10} {:>10} {:>11.2} {:>10} {:>13} {:>11}",
             pool.name,
             pool.id,
             pool.size,
@@ -108,6 +110,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
             human_bytes(pool.allocated_bytes),
             100.0 * pool.data_hole_fraction,
             human_bytes(pool.metadata_bytes),
+            // As `ceph df detail`: N/A where the pool has no quota.
+            match pool.quota_max_objects {
+                0 => "N/A".to_string(),
+                objects => objects.to_string(),
+            },
+            match pool.quota_max_bytes {
+                0 => "N/A".to_string(),
+                bytes => human_bytes(bytes),
+            },
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -73,11 +73,13 @@ pub enum TierCommand {
     Ls,
 }
 
-/// `strata osd pool ...` for cache pools.
+/// `strata osd pool ...`: any pool's placement settings and quotas, cache pools' settings.
 #[derive(Subcommand, Debug)]
 pub enum PoolCommand {
-    /// Set a cache pool setting (hit_set_count, target_max_bytes, cache_target_dirty_ratio,
-    /// tier_admission ceph|ceph-corrected|predictive, predictive_threshold, ...).
+    /// Set a pool setting: size, min_size, quota_max_bytes, quota_max_objects (0: none) of any
+    /// pool (pg_num is refused: no PG splitting yet), or a cache pool setting (hit_set_count,
+    /// target_max_bytes, cache_target_dirty_ratio, tier_admission
+    /// ceph|ceph-corrected|predictive, predictive_threshold, ...).
     ///
     /// tier_promote_granularity family|whole-object|extents: how much of an object a
     /// promotion copies into the cache and a flush writes back. whole-object is Ceph 16.2's
@@ -86,18 +88,19 @@ pub enum PoolCommand {
     /// default) is whole-object for tier_admission ceph and ceph-corrected, extents for
     /// predictive.
     Set {
-        /// The cache pool.
+        /// The pool.
         pool: String,
         /// The setting.
         key: String,
         /// Its value.
         value: String,
     },
-    /// Print a cache pool setting.
+    /// Print a pool setting (size, min_size, pg_num, crush_rule, quota_max_bytes,
+    /// quota_max_objects, a cache pool setting), or `all` of them.
     Get {
-        /// The cache pool.
+        /// The pool.
         pool: String,
-        /// The setting.
+        /// The setting, or `all`.
         key: String,
     },
     /// Cache tier I/O per second over `--interval` seconds (promote, flush, evict, hits),
@@ -194,11 +197,29 @@ pub fn run_tier(client: &Client, command: TierCommand) -> Result<()> {
 /// Runs `strata osd pool ...`.
 pub fn run_pool(client: &Client, command: PoolCommand) -> Result<()> {
     match command {
+        PoolCommand::Set { pool, key, value } if is_pool_key(&key) => post(
+            client,
+            &format!("/api/pools/{}/set", segment(&pool)),
+            json!({ "key": key, "value": value }),
+        ),
         PoolCommand::Set { pool, key, value } => post(
             client,
             "/api/tiers/set",
             json!({ "pool": pool, "key": key, "value": value }),
         ),
+        PoolCommand::Get { pool, key } if is_pool_key(&key) || key == "all" => {
+            let path = format!("/api/pools/{}/settings", segment(&pool));
+            let settings: serde_json::Map<String, Value> = client.json("GET", &path, b"")?;
+            for (name, value) in &settings {
+                if key == "all" || *name == key {
+                    let value = value
+                        .as_str()
+                        .map_or_else(|| value.to_string(), str::to_string);
+                    println!("{name}: {value}");
+                }
+            }
+            Ok(())
+        }
         PoolCommand::Get { pool, key } => {
             let path = format!("/api/tiers/get/{}/{}", segment(&pool), segment(&key));
             let reply: Value = client.json("GET", &path, b"")?;
@@ -289,6 +310,12 @@ pub fn run_pool(client: &Client, command: PoolCommand) -> Result<()> {
     }
 }
 
+/// A placement setting or quota of any pool (the server's `/api/pools/{name}/...`), not a
+/// cache pool setting.
+fn is_pool_key(key: &str) -> bool {
+    cluster::POOL_KEYS.contains(&key) || key == "crush_rule"
+}
+
 /// `strata osd pool ls [detail]`: Ceph's one line per pool, with the tier fields.
 fn pool_ls(client: &Client, detail: Option<&str>) -> Result<()> {
     let pools: Vec<server::report::PoolEntry> = client.json("GET", "/api/pools", b"")?;
@@ -319,6 +346,12 @@ fn pool_ls(client: &Client, detail: Option<&str>) -> Result<()> {
             pool.crush_rule,
             pool.objects
         );
+        if pool.quota_max_bytes != 0 {
+            line.push_str(&format!(" max_bytes {}", pool.quota_max_bytes));
+        }
+        if pool.quota_max_objects != 0 {
+            line.push_str(&format!(" max_objects {}", pool.quota_max_objects));
+        }
         let caches: Vec<&TierEntry> = tiers
             .iter()
             .filter(|t| t.config.base_pool == pool.name)
