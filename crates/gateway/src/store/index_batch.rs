@@ -217,11 +217,10 @@ impl IndexBatcher {
                     queue.queued.iter().map(|q| q.footprint.clone()).collect();
                 let taken: BTreeSet<usize> =
                     batch_of(&footprints, self.ops_max).into_iter().collect();
-                let (batch, rest): (Vec<(usize, Queued)>, Vec<(usize, Queued)>) =
-                    std::mem::take(&mut queue.queued)
-                        .into_iter()
-                        .enumerate()
-                        .partition(|(at, _)| taken.contains(at));
+                let (batch, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut queue.queued)
+                    .into_iter()
+                    .enumerate()
+                    .partition(|(at, _)| taken.contains(at));
                 queue.queued = rest.into_iter().map(|(_, queued)| queued).collect();
                 batch.into_iter().map(|(_, queued)| queued).collect()
             };
