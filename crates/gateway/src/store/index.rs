@@ -219,7 +219,7 @@ impl Store {
             let (packed, freed): (Vec<Piece>, Vec<Piece>) =
                 freed.into_iter().partition(|p| p.pack_offset.is_some());
             self.log_dead_ranges(&packed).await;
-            match self.index.operate(oid, op).await {
+            match self.index_operate(oid, op).await {
                 Ok(()) => {
                     self.retire_pieces(freed).await;
                     return Ok(result);

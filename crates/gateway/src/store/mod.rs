@@ -3,7 +3,8 @@
 //! Everything S3-specific (headers, XML, auth) stays in [`crate::service`]; this module speaks
 //! only records ([`crate::layout`]) and byte streams. One file per role: [`buckets`] (bucket
 //! records), [`index`] (a key's plain index entry and the guarded read-modify-write of an
-//! omap value), [`versions`] (a key's versions, planned by [`crate::versioning`]), [`data`]
+//! omap value), [`index_batch`] (index writes to one shard combined into one write),
+//! [`versions`] (a key's versions, planned by [`crate::versioning`]), [`data`]
 //! (data pieces: a body written, extents of it read), [`gc`] (replaced data and the GC
 //! queue), [`orphans`] (write intents and orphan collection), [`pack`] (small PUTs grouped
 //! into pack objects), [`pack_gc`] (dead pack ranges logged, packs rewritten) and
@@ -26,6 +27,7 @@ mod copies_tests;
 mod data;
 mod gc;
 mod index;
+mod index_batch;
 mod orphans;
 mod pack;
 mod pack_close;
@@ -94,6 +96,11 @@ pub struct GatewayStats {
     /// Index commits of unversioned writes and the time they took, summed, in ns.
     pub commits: u64,
     pub commit_ns: u64,
+    /// Index writes asked for (write intents and commits) and the writes that carried them
+    /// (several in one write when they queued for one index shard together; see
+    /// `index_batch`).
+    pub index_ops: u64,
+    pub index_writes: u64,
 }
 
 #[derive(Default)]
@@ -196,6 +203,8 @@ pub(crate) struct Store {
     version_time_ns_last: AtomicU64,
     /// Open groups of small PUTs ([`pack`]).
     packer: Arc<pack::Packer>,
+    /// The write-combining queues of the index pool's objects (write intents and commits).
+    index_batcher: Arc<index_batch::IndexBatcher>,
 }
 
 /// Opens pool `name`, creating it with the gateway's defaults when missing.
@@ -273,7 +282,6 @@ impl Store {
         Ok(Self {
             config,
             meta,
-            index,
             data,
             placement_source: None,
             clock,
@@ -284,6 +292,8 @@ impl Store {
             bucket_copies,
             version_time_ns_last: AtomicU64::new(0),
             packer: Arc::new(pack::Packer::default()),
+            index_batcher: Arc::new(index_batch::IndexBatcher::new(index_batch::BATCH_OPS_MAX)),
+            index,
         })
     }
 
@@ -333,6 +343,8 @@ impl Store {
             data_write_ns: self.counters.data_write_ns.load(Ordering::Relaxed),
             commits: self.counters.commits.load(Ordering::Relaxed),
             commit_ns: self.counters.commit_ns.load(Ordering::Relaxed),
+            index_ops: self.index_batcher.counters.ops.load(Ordering::Relaxed),
+            index_writes: self.index_batcher.counters.writes.load(Ordering::Relaxed),
         }
     }
 
@@ -352,6 +364,12 @@ impl Store {
                 return Ok(out);
             }
         }
+    }
+
+    /// Applies `op` to index-pool object `oid`, combined with other writes queued for it
+    /// ([`index_batch`]).
+    async fn index_operate(&self, oid: &str, op: rados::WriteOp) -> rados::Result<()> {
+        self.index_batcher.operate(&self.index, oid, op).await
     }
 
     /// Serialises changes of one multipart upload: its parts, its completion, its abort.

@@ -222,7 +222,7 @@ impl Store {
         let intent = self.intent(oid, tag);
         let op = op.omap_set(vec![(intent.key.clone(), intent.value.clone())]);
         let counters = &self.counters;
-        let write = self.index.operate(&intent.oid, op);
+        let write = self.index_operate(&intent.oid, op);
         super::timed(&counters.intents_written, &counters.intent_write_ns, write).await?;
         Ok(intent)
     }
@@ -258,7 +258,7 @@ impl Store {
         }
         let op = op.omap_set(vec![(intent.key.clone(), intent.value.clone())]);
         let counters = &self.counters;
-        let write = self.index.operate(&intent.oid, op);
+        let write = self.index_operate(&intent.oid, op);
         super::timed(&counters.intents_written, &counters.intent_write_ns, write).await?;
         Ok(intent)
     }

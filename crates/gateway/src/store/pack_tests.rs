@@ -722,3 +722,50 @@ async fn a_put_that_gives_up_stops_holding_its_group() {
     let got = get(&store, &bucket, "joins").await.expect("get");
     assert_eq!(got, Some(body_of("joins", 0, 900)));
 }
+
+/// Concurrent PUTs to one index shard: their write intents and commits share writes
+/// (`index_batch`), fewer writes than operations, and every object reads back; with
+/// batches of one, as before, each operation is its own write.
+#[tokio::test]
+async fn concurrent_puts_to_one_shard_share_index_writes() {
+    for ops_max in [super::index_batch::BATCH_OPS_MAX, 1] {
+        let rados = MemoryRados::new();
+        let config = GatewayConfig {
+            index_shards: 1,
+            ..config(30)
+        };
+        let mut store = Store::open(&rados as &dyn Rados, config, system_clock())
+            .await
+            .expect("store");
+        store.index_batcher = Arc::new(super::index_batch::IndexBatcher::new(ops_max));
+        store
+            .create_bucket("b", "owner", "", Vec::new(), "")
+            .await
+            .expect("bucket");
+        let bucket = store.bucket("b").await.expect("bucket");
+        let keys: Vec<String> = (0..32).map(|n| format!("k{n}")).collect();
+        let before = store.stats();
+        let results = futures::future::join_all(
+            keys.iter()
+                .map(|key| put(&store, &bucket, key, body_of(key, 0, 3000))),
+        )
+        .await;
+        assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+        let stats = store.stats();
+        let ops = stats.index_ops - before.index_ops;
+        let writes = stats.index_writes - before.index_writes;
+        assert!(ops >= 64, "an intent and a commit each: {ops}");
+        if ops_max == 1 {
+            assert_eq!(writes, ops);
+        } else {
+            assert!(
+                writes < ops / 2,
+                "{writes} writes for {ops} index operations"
+            );
+        }
+        for key in &keys {
+            let got = get(&store, &bucket, key).await.expect("get");
+            assert_eq!(got, Some(body_of(key, 0, 3000)), "{key}");
+        }
+    }
+}

@@ -279,9 +279,11 @@ pub fn stage_times(stats: &gateway::GatewayStats) -> String {
         );
     }
     out + &format!(
-        "commit {:.2} ms ({})",
+        "commit {:.2} ms ({}); index writes {} carrying {} index updates",
         mean_ms(stats.commit_ns, stats.commits),
-        stats.commits
+        stats.commits,
+        stats.index_writes,
+        stats.index_ops
     )
 }
 
