@@ -617,13 +617,8 @@ impl Tier {
             ..Default::default()
         };
         stats.fill(&self.counters);
-        let index = self.index.lock().expect("index lock");
-        stats.objects = index.len() as u64;
+        (stats.objects, stats.cached_bytes) = self.cached_objects_and_bytes();
         stats.dirty_objects = self.dirty_objects();
-        stats.cached_bytes = index
-            .values()
-            .map(|s| s.present.count() * s.block_bytes)
-            .sum();
         stats
     }
 
@@ -631,8 +626,8 @@ impl Tier {
     /// (`NotSupported`), so flushes then write no omap and refuse objects that have some. The
     /// pool says what it is: a read cannot tell (Ceph answers omap reads on an erasure-coded
     /// pool, with nothing).
-    pub(crate) async fn base_keeps_omap(&self) -> Result<bool> {
-        Ok(!self.base.pool().erasure_coded)
+    pub(crate) fn base_keeps_omap(&self) -> bool {
+        !self.base.pool().erasure_coded
     }
 
     /// Dirty objects now.

@@ -378,7 +378,6 @@ impl Tier {
         };
         let generation = self.base_generation(name).await?;
         let base_xattrs = if state.meta_dirty {
-            self.base_keeps_omap().await?;
             Some(self.base_user_xattrs(name).await?)
         } else {
             None
@@ -569,7 +568,7 @@ impl Tier {
                 op = op.set_xattr(key, value);
             }
             let omap = all_omap(self.cache.as_ref(), name).await?;
-            if self.base_keeps_omap().await? {
+            if self.base_keeps_omap() {
                 op = op.omap_clear();
                 if !omap.is_empty() {
                     op = op.omap_set(omap);
